@@ -1,0 +1,64 @@
+// The cluster backend interface: how the agent core reserves, starts and
+// releases work on the cluster it runs beside. Implementations: sim (below);
+// later exec and kubernetes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "model/manifest.h"
+#include "model/resources.h"
+
+namespace shoal::cluster {
+
+struct NodeUsage {
+  std::string name;
+  model::Resources capacity;
+  model::Resources allocated;
+  model::Resources peak_allocated;  // the most ever allocated at once: proof of no over-commit
+};
+
+struct CapacitySummary {
+  model::Resources free;               // sum over nodes
+  model::Resources largest_free_node;  // per resource, the most free on any one node
+};
+
+enum class WorkloadEventKind { kStarted, kSucceeded, kFailed };
+
+struct WorkloadEvent {
+  std::string key;
+  WorkloadEventKind kind;
+  TimePoint at;
+  int32_t exit_code = 0;
+  std::string message;
+};
+
+class Cluster {
+ public:
+  virtual ~Cluster() = default;
+
+  virtual const model::ClusterSpec& spec() const = 0;
+
+  // Holds room for `replicas` copies of `per_replica` under `key`, all or
+  // nothing, never over-committing a node. Returns one node name per replica.
+  virtual Result<std::vector<std::string>> reserve(const std::string& key,
+                                                   const model::Resources& per_replica,
+                                                   int32_t replicas) = 0;
+  // Re-establishes a reservation on the given nodes (after a restart).
+  virtual Status restore(const std::string& key, const model::Resources& per_replica,
+                         const std::vector<std::string>& nodes) = 0;
+  // Frees whatever `key` holds; a no-op for an unknown key.
+  virtual void release(const std::string& key) = 0;
+  // Starts the reserved workload `key` as of `started_at`.
+  virtual Status start(const std::string& key, TimePoint started_at, Duration duration,
+                       int32_t exit_code) = 0;
+  // Everything that happened up to `now`, oldest first.
+  virtual std::vector<WorkloadEvent> drain_events(TimePoint now) = 0;
+
+  virtual CapacitySummary capacity() const = 0;
+  virtual std::vector<NodeUsage> nodes() const = 0;
+};
+
+}  // namespace shoal::cluster

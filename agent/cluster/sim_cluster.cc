@@ -1,0 +1,132 @@
+#include "agent/cluster/sim_cluster.h"
+
+#include <algorithm>
+
+namespace shoal::cluster {
+
+SimCluster::SimCluster(model::ClusterSpec spec) : spec_(std::move(spec)) {
+  for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}});
+}
+
+void SimCluster::allocate(size_t node, const model::Resources& amount) {
+  usage_[node].allocated += amount;
+  usage_[node].peak_allocated =
+      model::Resources::max(usage_[node].peak_allocated, usage_[node].allocated);
+}
+
+Result<std::vector<std::string>> SimCluster::reserve(const std::string& key,
+                                                     const model::Resources& per_replica,
+                                                     int32_t replicas) {
+  if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  // First fit, replica by replica, on a scratch copy so a partial fit changes nothing.
+  std::vector<model::Resources> free;
+  for (const auto& node : usage_) free.push_back(node.capacity - node.allocated);
+  Holding holding{per_replica, {}, false, false, {}, 0};
+  for (int32_t replica = 0; replica < replicas; ++replica) {
+    auto fit = std::find_if(free.begin(), free.end(),
+                            [&](const model::Resources& f) { return f.fits(per_replica); });
+    if (fit == free.end()) {
+      return Status(ErrorCode::kUnavailable,
+                    "NoCapacity: " + std::to_string(replicas) + " x " + per_replica.to_string() +
+                        " do not fit");
+    }
+    *fit -= per_replica;
+    holding.node_indexes.push_back(static_cast<size_t>(fit - free.begin()));
+  }
+  std::vector<std::string> names;
+  for (size_t index : holding.node_indexes) {
+    allocate(index, per_replica);
+    names.push_back(usage_[index].name);
+  }
+  holdings_.emplace(key, std::move(holding));
+  return names;
+}
+
+Status SimCluster::restore(const std::string& key, const model::Resources& per_replica,
+                           const std::vector<std::string>& nodes) {
+  if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  Holding holding{per_replica, {}, false, false, {}, 0};
+  std::vector<model::Resources> free;
+  for (const auto& node : usage_) free.push_back(node.capacity - node.allocated);
+  for (const auto& name : nodes) {
+    auto it = std::find_if(usage_.begin(), usage_.end(),
+                           [&](const NodeUsage& n) { return n.name == name; });
+    if (it == usage_.end()) return not_found("node " + name + " is no longer in the cluster");
+    size_t index = static_cast<size_t>(it - usage_.begin());
+    if (!free[index].fits(per_replica)) {
+      return Status(ErrorCode::kUnavailable, "node " + name + " no longer has room");
+    }
+    free[index] -= per_replica;
+    holding.node_indexes.push_back(index);
+  }
+  for (size_t index : holding.node_indexes) allocate(index, per_replica);
+  holdings_.emplace(key, std::move(holding));
+  return Status::ok();
+}
+
+void SimCluster::release(const std::string& key) {
+  auto it = holdings_.find(key);
+  if (it == holdings_.end()) return;
+  for (size_t index : it->second.node_indexes) usage_[index].allocated -= it->second.per_replica;
+  holdings_.erase(it);
+}
+
+Status SimCluster::start(const std::string& key, TimePoint started_at, Duration duration,
+                         int32_t exit_code) {
+  auto it = holdings_.find(key);
+  if (it == holdings_.end()) return not_found("no reservation for " + key);
+  Holding& holding = it->second;
+  if (holding.started) return Status::ok();
+  holding.started = true;
+  holding.finish_at = started_at + duration;
+  holding.exit_code = exit_code;
+  return Status::ok();
+}
+
+std::vector<WorkloadEvent> SimCluster::drain_events(TimePoint now) {
+  std::vector<WorkloadEvent> events;
+  std::vector<std::string> finished;
+  for (auto& [key, holding] : holdings_) {
+    if (!holding.started) continue;
+    if (!holding.start_reported) {
+      holding.start_reported = true;
+      events.push_back({key, WorkloadEventKind::kStarted, now, 0, ""});
+    }
+    if (holding.finish_at <= now) {
+      bool ok = holding.exit_code == 0;
+      events.push_back({key, ok ? WorkloadEventKind::kSucceeded : WorkloadEventKind::kFailed,
+                        holding.finish_at, holding.exit_code,
+                        ok ? "" : "exited with code " + std::to_string(holding.exit_code)});
+      finished.push_back(key);
+    }
+  }
+  for (const auto& key : finished) release(key);
+  return events;
+}
+
+CapacitySummary SimCluster::capacity() const {
+  CapacitySummary summary;
+  for (const auto& node : usage_) {
+    model::Resources free = node.capacity - node.allocated;
+    summary.free += free;
+    summary.largest_free_node = model::Resources::max(summary.largest_free_node, free);
+  }
+  return summary;
+}
+
+std::vector<NodeUsage> SimCluster::nodes() const { return usage_; }
+
+bool SimCluster::check_invariants() const {
+  std::vector<model::Resources> expected(usage_.size());
+  for (const auto& [key, holding] : holdings_) {
+    for (size_t index : holding.node_indexes) expected[index] += holding.per_replica;
+  }
+  for (size_t i = 0; i < usage_.size(); ++i) {
+    if (!(expected[i] == usage_[i].allocated)) return false;
+    if (!usage_[i].capacity.fits(usage_[i].allocated)) return false;
+    if (!usage_[i].capacity.fits(usage_[i].peak_allocated)) return false;
+  }
+  return true;
+}
+
+}  // namespace shoal::cluster

@@ -1,0 +1,50 @@
+// The sim backend: nodes from a Cluster manifest, first-fit placement, and
+// workloads that "run" for spec.duration on the injected clock's time.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/cluster/cluster.h"
+
+namespace shoal::cluster {
+
+class SimCluster final : public Cluster {
+ public:
+  explicit SimCluster(model::ClusterSpec spec);
+
+  const model::ClusterSpec& spec() const override { return spec_; }
+  Result<std::vector<std::string>> reserve(const std::string& key,
+                                           const model::Resources& per_replica,
+                                           int32_t replicas) override;
+  Status restore(const std::string& key, const model::Resources& per_replica,
+                 const std::vector<std::string>& nodes) override;
+  void release(const std::string& key) override;
+  Status start(const std::string& key, TimePoint started_at, Duration duration,
+               int32_t exit_code) override;
+  std::vector<WorkloadEvent> drain_events(TimePoint now) override;
+  CapacitySummary capacity() const override;
+  std::vector<NodeUsage> nodes() const override;
+
+  // Asserts the bookkeeping: allocations match holdings, nothing over capacity.
+  bool check_invariants() const;
+
+ private:
+  struct Holding {
+    model::Resources per_replica;
+    std::vector<size_t> node_indexes;
+    bool started = false;
+    bool start_reported = false;
+    TimePoint finish_at{};
+    int32_t exit_code = 0;
+  };
+  void allocate(size_t node, const model::Resources& amount);
+
+  model::ClusterSpec spec_;
+  std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
+  std::map<std::string, Holding> holdings_;
+};
+
+}  // namespace shoal::cluster

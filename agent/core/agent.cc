@@ -1,0 +1,436 @@
+// The agent's plumbing: start-up, the wire (decode, trust, replay), sending,
+// peers, invitations and control queries. The two protocol roles live in
+// target_role.cc and source_role.cc.
+#include "agent/core/agent.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+namespace shoal::core {
+
+using protocol::DropReason;
+using protocol::MessageType;
+
+Agent::Agent(AgentConfig config, crypto::Identity identity, const Clock& clock,
+             Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
+             std::shared_ptr<spdlog::logger> logger)
+    : config_(std::move(config)),
+      identity_(std::move(identity)),
+      self_id_(crypto::key_to_text(identity_.public_key())),
+      clock_(clock),
+      transport_(transport),
+      store_(store),
+      cluster_(cluster),
+      rng_(rng),
+      logger_(std::move(logger)) {}
+
+Agent::~Agent() = default;
+
+Status Agent::start() {
+  SHOAL_ASSIGN_OR_RETURN(boot_, store_.next_boot());
+  SHOAL_ASSIGN_OR_RETURN(auto peer_records, store_.load_peers());
+  for (const auto& record : peer_records) {
+    Peer& peer = peers_[record.id];
+    peer.cluster = record.cluster;
+    peer.org = record.org;
+    peer.endpoint = record.endpoint;
+    peer.last_boot = record.last_boot;
+  }
+  SHOAL_ASSIGN_OR_RETURN(auto invitations, store_.load_invitations());
+  for (auto& record : invitations) {
+    auto invitation = crypto::open_token(record.token);
+    if (!invitation.is_ok()) {
+      return invitation.status().with_context("stored invitation " + record.id);
+    }
+    auto& table = record.direction == store::InvitationDirection::kIssued ? issued_ : accepted_;
+    table[record.id] = {std::move(invitation).value(), record};
+  }
+  SHOAL_ASSIGN_OR_RETURN(auto workload_records, store_.load_workloads());
+  TimePoint now = clock_.now();
+  for (auto& record : workload_records) {
+    SourceWorkload workload;
+    workload.record = std::move(record);
+    // Unfinished rounds restart with a new epoch; a persisted winner is
+    // re-approved (APPROVE is idempotent at the target).
+    workload.next_round_at = now;
+    uid_by_name_[workload.record.spec.key()] = workload.record.uid;
+    workloads_.emplace(workload.record.uid, std::move(workload));
+  }
+  SHOAL_ASSIGN_OR_RETURN(auto reservation_records, store_.load_reservations());
+  restore_reservations(std::move(reservation_records));
+  record_event("agent", "started, boot " + std::to_string(boot_));
+  send_heartbeats();
+  advertise_capacity(/*force=*/true);
+  drain_local();
+  return store_health_;
+}
+
+// ---- the wire ---------------------------------------------------------------
+
+void Agent::handle_wire(std::span<const uint8_t> wire) {
+  DropReason reason;
+  auto opened = protocol::open(wire, &reason);
+  if (!opened.is_ok()) return drop(reason, "", opened.status().message());
+  const protocol::Envelope& envelope = *opened;
+  std::string from = crypto::key_to_text(envelope.from);
+  if (envelope.to != identity_.public_key()) {
+    return drop(DropReason::kWrongRecipient, from, "addressed to another agent");
+  }
+  auto peer_it = peers_.find(from);
+  bool related = may_send_as_source(from) || may_send_as_target(from);
+  if (peer_it == peers_.end() || !related) {
+    return drop(DropReason::kUnknownSender, from, "no valid invitation with this key");
+  }
+  Peer& peer = peer_it->second;
+  TimePoint now = clock_.now();
+  TimePoint sent_at = from_millis(envelope.sent_at_ms);
+  if (sent_at + config_.replay_window < now || sent_at > now + config_.replay_window) {
+    return drop(DropReason::kStale, from, "sent at " + format_time(sent_at));
+  }
+  if (envelope.boot < peer.last_boot ||
+      (envelope.boot == peer.last_boot && envelope.seq <= peer.last_seq)) {
+    return drop(DropReason::kReplayed, from,
+                "boot " + std::to_string(envelope.boot) + " seq " + std::to_string(envelope.seq));
+  }
+  auto body = protocol::decode_body(envelope.type, envelope.body);
+  if (!body.is_ok()) return drop(DropReason::kBadBody, from, body.status().message());
+
+  bool from_target_role = envelope.type != MessageType::kCandidate &&
+                          envelope.type != MessageType::kApprove &&
+                          envelope.type != MessageType::kCancel &&
+                          envelope.type != MessageType::kStatusAck;
+  bool permitted = envelope.type == MessageType::kHello ||
+                   (from_target_role ? may_send_as_target(from) : may_send_as_source(from));
+  if (!permitted) {
+    return drop(DropReason::kNotPermitted, from,
+                std::string(protocol::message_type_name(envelope.type)) +
+                    " without an invitation in that direction");
+  }
+  if (envelope.boot > peer.last_boot) {
+    // A new boot of the peer: remember it durably so pre-restart messages
+    // stay replays after we restart too.
+    peer.last_boot = envelope.boot;
+    store::PeerRecord record{from, peer.cluster, peer.org, peer.endpoint, peer.last_boot};
+    Status written = store_.put_peer(record);
+    if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  }
+  peer.last_seq = envelope.seq;
+  peer.last_seen = now;
+  ++stats_.received;
+  dispatch(from, *body);
+  drain_local();
+}
+
+void Agent::dispatch(const std::string& from, const protocol::Body& body) {
+  std::visit(
+      [&](const auto& message) {
+        using T = std::decay_t<decltype(message)>;
+        if constexpr (std::is_same_v<T, protocol::Hello>) on_hello(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Capacity>) on_capacity(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Candidate>) on_candidate(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Ready>) on_ready(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Reject>) on_reject(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Approve>) on_approve(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Cancel>) on_cancel(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Released>) on_released(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Bound>) on_bound(from, message);
+        else if constexpr (std::is_same_v<T, protocol::WorkloadStatus>) on_status(from, message);
+        else if constexpr (std::is_same_v<T, protocol::StatusAck>) on_status_ack(from, message);
+      },
+      body);
+}
+
+void Agent::drain_local() {
+  // Self-addressed messages take the same code path as remote ones, in the
+  // same batch. Each handler answers at most a bounded number of messages,
+  // so this ends; the bound guards against a future bug looping forever.
+  for (int budget = 100000; !local_inbox_.empty() && budget > 0; --budget) {
+    protocol::Body body = std::move(local_inbox_.front());
+    local_inbox_.pop_front();
+    dispatch(self_id_, body);
+  }
+}
+
+void Agent::send(const std::string& peer_id, protocol::Body body) {
+  if (peer_id == self_id_) {
+    local_inbox_.push_back(std::move(body));
+    return;
+  }
+  auto peer = peers_.find(peer_id);
+  if (peer == peers_.end()) return;
+  protocol::Envelope envelope;
+  envelope.type = protocol::type_of(body);
+  envelope.from = identity_.public_key();
+  auto to = crypto::key_from_text(peer_id, "peer id");
+  if (!to.is_ok()) return;
+  envelope.to = *to;
+  envelope.boot = boot_;
+  envelope.seq = ++seq_;
+  envelope.sent_at_ms = to_millis(clock_.now());
+  envelope.body = protocol::encode_body(body);
+  transport_.send(peer_id, peer->second.endpoint, protocol::seal(envelope, identity_));
+  ++stats_.sent;
+}
+
+void Agent::drop(DropReason reason, const std::string& peer, const std::string& detail) {
+  ++stats_.dropped[static_cast<size_t>(reason)];
+  if (!logger_) return;
+  // At most one log line per peer per minute: a flood must not flood the log.
+  TimePoint now = clock_.now();
+  std::string key = peer.empty() ? "?" : peer;
+  auto last = last_drop_log_.find(key);
+  if (last != last_drop_log_.end() && now - last->second < std::chrono::minutes(1)) return;
+  last_drop_log_[key] = now;
+  logger_->warn("dropped message from {}: {} ({})", key, protocol::drop_reason_name(reason),
+                detail);
+}
+
+// ---- trust ------------------------------------------------------------------
+
+namespace {
+bool valid_at(const crypto::Invitation& invitation, bool revoked, TimePoint now) {
+  return !revoked && invitation.not_before <= now &&
+         (!invitation.expires || now < *invitation.expires);
+}
+}  // namespace
+
+std::vector<const crypto::Invitation*> Agent::valid_issued(const std::string& peer_id) const {
+  std::vector<const crypto::Invitation*> out;
+  TimePoint now = clock_.now();
+  for (const auto& [id, owned] : issued_) {
+    if (crypto::key_to_text(owned.invitation.subject) == peer_id &&
+        valid_at(owned.invitation, owned.record.revoked, now)) {
+      out.push_back(&owned.invitation);
+    }
+  }
+  return out;
+}
+
+std::vector<const crypto::Invitation*> Agent::valid_accepted(const std::string& peer_id) const {
+  std::vector<const crypto::Invitation*> out;
+  TimePoint now = clock_.now();
+  for (const auto& [id, owned] : accepted_) {
+    if (crypto::key_to_text(owned.invitation.issuer.public_key) == peer_id &&
+        valid_at(owned.invitation, owned.record.revoked, now)) {
+      out.push_back(&owned.invitation);
+    }
+  }
+  return out;
+}
+
+bool Agent::may_send_as_source(const std::string& peer_id) const {
+  return !valid_issued(peer_id).empty();
+}
+
+bool Agent::may_send_as_target(const std::string& peer_id) const {
+  return !valid_accepted(peer_id).empty();
+}
+
+void Agent::remember_peer(const crypto::IdCard& card) {
+  std::string id = crypto::key_to_text(card.public_key);
+  Peer& peer = peers_[id];
+  peer.cluster = card.cluster;
+  peer.org = card.org;
+  peer.endpoint = card.endpoint;
+  Status written = store_.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot});
+  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+}
+
+std::string Agent::id_card() const {
+  return crypto::IdCard{config_.cluster, config_.org, identity_.public_key(), config_.endpoint}
+      .to_string();
+}
+
+Result<std::string> Agent::create_invitation(std::string_view to_card,
+                                             const std::vector<std::string>& namespaces) {
+  SHOAL_ASSIGN_OR_RETURN(crypto::IdCard card, crypto::parse_id_card(to_card));
+  if (card.public_key == identity_.public_key()) {
+    return invalid_argument("--to: that is this agent's own id card; invite another agent");
+  }
+  if (namespaces.empty()) return invalid_argument("--namespace: expected at least one namespace");
+  for (const auto& ns : namespaces) {
+    SHOAL_RETURN_IF_ERROR(model::validate_name(ns, "--namespace"));
+  }
+  TimePoint now = clock_.now();
+  crypto::Invitation invitation;
+  invitation.id = new_uid().substr(0, 16);
+  invitation.issuer = {config_.cluster, config_.org, identity_.public_key(), config_.endpoint};
+  invitation.subject = card.public_key;
+  invitation.namespaces = namespaces;
+  invitation.created = now;
+  invitation.not_before = now;
+  invitation.expires = now + config_.invitation_lifetime;
+  std::string token = crypto::issue_token(invitation, identity_);
+  store::InvitationRecord record{invitation.id, store::InvitationDirection::kIssued,
+                                 crypto::key_to_text(card.public_key), token, false};
+  SHOAL_RETURN_IF_ERROR(store_.put_invitation(record));
+  remember_peer(card);
+  issued_[invitation.id] = {invitation, record};
+  std::string list;
+  for (const auto& ns : namespaces) list += (list.empty() ? "" : ",") + ns;
+  record_event("peer/" + record.peer_id,
+               "issued invitation " + invitation.id + " to " + card.cluster + " for " + list);
+  return token;
+}
+
+Result<std::string> Agent::accept_invitation(std::string_view token) {
+  SHOAL_ASSIGN_OR_RETURN(crypto::Invitation invitation, crypto::open_token(token));
+  SHOAL_RETURN_IF_ERROR(
+      crypto::check_acceptable(invitation, identity_.public_key(), clock_.now()));
+  if (invitation.issuer.public_key == identity_.public_key()) {
+    return invalid_argument("invitation token issuer: this agent issued it; it is for the source");
+  }
+  std::string peer_id = crypto::key_to_text(invitation.issuer.public_key);
+  store::InvitationRecord record{invitation.id, store::InvitationDirection::kAccepted, peer_id,
+                                 std::string(token), false};
+  while (!record.token.empty() && (record.token.back() == '\n' || record.token.back() == ' ')) {
+    record.token.pop_back();
+  }
+  SHOAL_RETURN_IF_ERROR(store_.put_invitation(record));
+  remember_peer(invitation.issuer);
+  std::string cluster = invitation.issuer.cluster;
+  accepted_[invitation.id] = {std::move(invitation), record};
+  record_event("peer/" + peer_id, "accepted invitation " + record.id + " from " + cluster);
+  send(peer_id, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
+  return cluster;
+}
+
+// ---- peers and heartbeats ---------------------------------------------------
+
+void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
+  Peer& peer = peers_[from];
+  bool first_contact = peer.capacity.empty() && !peer.last_capacity_sent;
+  if (peer.endpoint != hello.endpoint || peer.cluster != hello.cluster) {
+    // The signed HELLO is the peer's word on its own address and name.
+    peer.cluster = hello.cluster;
+    peer.org = hello.org;
+    peer.endpoint = hello.endpoint;
+    Status written = store_.put_peer({from, peer.cluster, peer.org, peer.endpoint, peer.last_boot});
+    if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  }
+  if (first_contact) send(from, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
+  if (may_send_as_source(from)) {
+    // A (re)started source gets our capacity at once rather than at the next heartbeat.
+    peer.last_capacity_sent.reset();
+    advertise_capacity(/*force=*/false);
+  }
+}
+
+void Agent::send_heartbeats() {
+  last_heartbeat_ = clock_.now();
+  for (const auto& [id, peer] : peers_) {
+    if (may_send_as_source(id) || may_send_as_target(id)) {
+      send(id, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
+    }
+  }
+}
+
+void Agent::tick() {
+  TimePoint now = clock_.now();
+  apply_cluster_events();
+  expire_reservations();
+  retry_status_reports();
+  if (now - last_heartbeat_ >= config_.heartbeat_interval) {
+    send_heartbeats();
+    advertise_capacity(/*force=*/true);
+  } else if (capacity_changed_) {
+    advertise_capacity(/*force=*/false);
+  }
+  drive_source_workloads();
+  capacity_changed_ = false;
+  drain_local();
+}
+
+std::string Agent::cluster_name_of(const std::string& peer_id) const {
+  if (peer_id == self_id_) return config_.cluster;
+  auto it = peers_.find(peer_id);
+  return it == peers_.end() ? peer_id.substr(0, 8) : it->second.cluster;
+}
+
+std::vector<PeerView> Agent::peers() const {
+  std::vector<PeerView> out;
+  TimePoint now = clock_.now();
+  for (const auto& [id, peer] : peers_) {
+    PeerView view;
+    view.id = id;
+    view.cluster = peer.cluster;
+    view.org = peer.org;
+    view.endpoint = peer.endpoint;
+    view.last_seen = peer.last_seen;
+    if (!peer.last_seen) view.state = "Connecting";
+    else if (now - *peer.last_seen <= 3 * config_.heartbeat_interval) view.state = "Active";
+    else view.state = "Unreachable";
+    for (const auto* invitation : valid_issued(id)) {
+      for (const auto& ns : invitation->namespaces) view.namespaces_offered.push_back(ns);
+    }
+    for (const auto* invitation : valid_accepted(id)) {
+      for (const auto& ns : invitation->namespaces) view.namespaces_accepted.push_back(ns);
+    }
+    for (const auto& [ns, capacity] : peer.capacity) view.capacity.push_back(capacity);
+    for (const auto& [uid, workload] : workloads_) {
+      if (workload.record.winner == id && !model::is_finished(workload.record.phase)) {
+        ++view.workloads_placed;
+      }
+    }
+    out.push_back(std::move(view));
+  }
+  return out;
+}
+
+// ---- bookkeeping ------------------------------------------------------------
+
+void Agent::record_event(const std::string& subject, const std::string& text) {
+  Status written = store_.append_event({subject, clock_.now(), text});
+  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  if (logger_) logger_->info("{}: {}", subject, text);
+}
+
+void Agent::persist(const store::WorkloadRecord& record) {
+  Status written = store_.put_workload(record);
+  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+}
+
+void Agent::persist(const store::ReservationRecord& record) {
+  Status written = store_.put_reservation(record);
+  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+}
+
+std::string Agent::new_uid() {
+  char buffer[33];
+  std::snprintf(buffer, sizeof buffer, "%016llx%016llx",
+                static_cast<unsigned long long>(rng_.next()),
+                static_cast<unsigned long long>(rng_.next()));
+  return buffer;
+}
+
+Result<std::vector<store::EventRecord>> Agent::events(const std::string& subject) {
+  return store_.load_events(subject);
+}
+
+std::vector<store::ReservationRecord> Agent::reservations() const {
+  std::vector<store::ReservationRecord> out;
+  for (const auto& [key, reservation] : reservations_) out.push_back(reservation.record);
+  return out;
+}
+
+bool Agent::check_invariants() const {
+  // Every reservation that holds resources holds one node per replica.
+  for (const auto& [key, reservation] : reservations_) {
+    const auto& record = reservation.record;
+    if (store::holds_resources(record.phase) &&
+        record.nodes.size() != static_cast<size_t>(record.spec.replicas)) {
+      return false;
+    }
+  }
+  // A source workload with a winner is past Pending.
+  for (const auto& [uid, workload] : workloads_) {
+    if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace shoal::core

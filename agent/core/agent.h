@@ -1,0 +1,225 @@
+// The agent: one state machine that plays both roles of the placement
+// protocol (DESIGN.md §5). As a source it places the workloads submitted to
+// it; as a target it reserves and runs what invited sources ask for, its own
+// cluster included. It never touches a socket, a file, a thread or the wall
+// clock: every input is a call (a wire message, a tick, a control request),
+// every output goes through Transport, Store or Cluster.
+//
+// Contract with the runtime: call each input inside an open store batch;
+// commit the batch, then deliver what Transport was handed during it.
+#pragma once
+
+#include <array>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "agent/cluster/cluster.h"
+#include "agent/core/interfaces.h"
+#include "agent/placement/eligibility.h"
+#include "crypto/id_card.h"
+#include "crypto/identity.h"
+#include "crypto/invitation.h"
+#include "protocol/envelope.h"
+#include "protocol/messages.h"
+#include "store/store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace shoal::core {
+
+using namespace std::chrono_literals;
+
+struct AgentConfig {
+  std::string cluster;
+  std::string org;
+  std::string endpoint;
+  Duration reservation_ttl = 30s;     // an unapproved reservation is released after this
+  Duration heartbeat_interval = 2s;   // HELLO and CAPACITY to every peer
+  Duration retry_interval = 1s;       // unanswered protocol messages are re-sent this often
+  Duration pending_retry = 5s;        // a workload nobody can take now is retried this often
+  Duration replay_window = 5min;      // messages sent longer ago (or ahead) than this are dropped
+  Duration invitation_lifetime = 720h;
+};
+
+struct PeerView {
+  std::string id;
+  std::string cluster;
+  std::string org;
+  std::string endpoint;
+  std::string state;  // Connecting, Active, Unreachable
+  std::optional<TimePoint> last_seen;
+  std::vector<std::string> namespaces_offered;   // we invited them into these
+  std::vector<std::string> namespaces_accepted;  // they invited us into these
+  std::vector<protocol::NamespaceCapacity> capacity;  // what they advertise to us
+  int workloads_placed = 0;                           // our workloads bound there now
+};
+
+struct AgentStats {
+  std::array<uint64_t, protocol::kDropReasonCount> dropped{};
+  uint64_t received = 0;
+  uint64_t sent = 0;
+};
+
+class Agent {
+ public:
+  Agent(AgentConfig config, crypto::Identity identity, const Clock& clock, Transport& transport,
+        store::Store& store, cluster::Cluster& cluster, Rng& rng,
+        std::shared_ptr<spdlog::logger> logger = nullptr);
+  ~Agent();
+
+  // Loads persisted state, bumps the boot counter, restores reservations on
+  // the cluster and greets peers. Call once, inside a batch.
+  Status start();
+
+  // Inputs.
+  void handle_wire(std::span<const uint8_t> wire);
+  void tick();
+
+  // Control requests (from shoalctl through the runtime).
+  std::string id_card() const;
+  Result<std::string> create_invitation(std::string_view to_card,
+                                        const std::vector<std::string>& namespaces);
+  // Returns the inviting cluster's name.
+  Result<std::string> accept_invitation(std::string_view token);
+  // All or nothing: a duplicate name refuses the whole batch. Returns uids.
+  Result<std::vector<std::string>> submit(const std::vector<model::WorkloadSpec>& specs);
+
+  std::vector<store::WorkloadRecord> workloads() const;
+  std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
+                                                     const std::string& name) const;
+  Result<std::vector<store::EventRecord>> events(const std::string& subject);
+  std::vector<store::ReservationRecord> reservations() const;
+  std::vector<PeerView> peers() const;
+  const AgentStats& stats() const { return stats_; }
+  const std::string& self_id() const { return self_id_; }
+
+  // Cross-checks in-memory state against the cluster; for tests.
+  bool check_invariants() const;
+
+ private:
+  struct Peer {
+    std::string cluster, org, endpoint;
+    uint64_t last_boot = 0;
+    uint64_t last_seq = 0;
+    std::optional<TimePoint> last_seen;
+    std::map<std::string, protocol::NamespaceCapacity> capacity;
+    std::optional<TimePoint> last_capacity_sent;
+    std::vector<protocol::NamespaceCapacity> last_capacity;
+  };
+  struct OwnedInvitation {
+    crypto::Invitation invitation;
+    store::InvitationRecord record;
+  };
+  enum class CandidateState { kSent, kReady, kRejected };
+  struct CandidateProgress {
+    CandidateState state = CandidateState::kSent;
+    std::string reason;
+    TimePoint last_sent{};
+  };
+  struct PendingCancel {
+    uint64_t epoch = 0;
+    TimePoint last_sent{};
+    TimePoint give_up_at{};
+  };
+  struct SourceWorkload {
+    store::WorkloadRecord record;
+    std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
+    std::map<std::string, PendingCancel> cancels;         // by target peer id
+    TimePoint round_started{};
+    TimePoint last_approve_sent{};
+    TimePoint next_round_at{};
+  };
+  struct TargetReservation {
+    store::ReservationRecord record;
+    TimePoint last_status_sent{};
+  };
+  using ReservationKey = std::pair<std::string, std::string>;  // (source id, uid)
+
+  // agent.cc: wire, trust, peers, plumbing.
+  void dispatch(const std::string& from, const protocol::Body& body);
+  void drain_local();
+  void send(const std::string& peer_id, protocol::Body body);
+  void drop(protocol::DropReason reason, const std::string& peer, const std::string& detail);
+  bool may_send_as_source(const std::string& peer_id) const;  // we invited them
+  bool may_send_as_target(const std::string& peer_id) const;  // they invited us
+  std::vector<const crypto::Invitation*> valid_issued(const std::string& peer_id) const;
+  std::vector<const crypto::Invitation*> valid_accepted(const std::string& peer_id) const;
+  void remember_peer(const crypto::IdCard& card);
+  void record_event(const std::string& subject, const std::string& text);
+  void persist(const store::WorkloadRecord& record);
+  void persist(const store::ReservationRecord& record);
+  void on_hello(const std::string& from, const protocol::Hello& hello);
+  void send_heartbeats();
+  std::string cluster_name_of(const std::string& peer_id) const;
+  std::string new_uid();
+
+  // target_role.cc
+  void on_candidate(const std::string& from, const protocol::Candidate& message);
+  void on_approve(const std::string& from, const protocol::Approve& message);
+  void on_cancel(const std::string& from, const protocol::Cancel& message);
+  void on_status_ack(const std::string& from, const protocol::StatusAck& message);
+  void restore_reservations(std::vector<store::ReservationRecord> records);
+  void apply_cluster_events();
+  void expire_reservations();
+  void retry_status_reports();
+  void advertise_capacity(bool force);
+  std::vector<protocol::NamespaceCapacity> capacity_for(const std::string& peer_id) const;
+  std::string reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
+  void send_status(TargetReservation& reservation);
+  void release_reservation(const ReservationKey& key, const std::string& why);
+
+  // source_role.cc
+  void on_capacity(const std::string& from, const protocol::Capacity& message);
+  void on_ready(const std::string& from, const protocol::Ready& message);
+  void on_reject(const std::string& from, const protocol::Reject& message);
+  void on_released(const std::string& from, const protocol::Released& message);
+  void on_bound(const std::string& from, const protocol::Bound& message);
+  void on_status(const std::string& from, const protocol::WorkloadStatus& message);
+  void start_round(SourceWorkload& workload);
+  void drive_source_workloads();
+  void cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch);
+  std::vector<placement::ClusterView> cluster_views(const model::WorkloadSpec& spec) const;
+  void make_pending(SourceWorkload& workload, const std::string& reason);
+  SourceWorkload* find_source_workload(const std::string& uid);
+
+  AgentConfig config_;
+  crypto::Identity identity_;
+  std::string self_id_;
+  const Clock& clock_;
+  Transport& transport_;
+  store::Store& store_;
+  cluster::Cluster& cluster_;
+  Rng& rng_;
+  std::shared_ptr<spdlog::logger> logger_;
+
+  uint64_t boot_ = 0;
+  uint64_t seq_ = 0;
+  AgentStats stats_;
+  Status store_health_;  // the first store write failure, surfaced to the runtime
+
+  std::map<std::string, Peer> peers_;
+  std::map<std::string, OwnedInvitation> issued_;    // by invitation id
+  std::map<std::string, OwnedInvitation> accepted_;  // by invitation id
+  std::map<std::string, SourceWorkload> workloads_;  // by uid
+  std::map<std::string, std::string> uid_by_name_;   // "ns/name" -> uid
+  std::map<ReservationKey, TargetReservation> reservations_;
+  std::deque<protocol::Body> local_inbox_;  // messages from this agent to itself
+  std::map<std::string, TimePoint> last_drop_log_;
+  TimePoint last_heartbeat_{};
+  bool capacity_changed_ = false;
+
+ public:
+  // The first failed store write since start, if any: the runtime must not
+  // commit or send after one (it rolls back and stops).
+  const Status& store_health() const { return store_health_; }
+};
+
+}  // namespace shoal::core

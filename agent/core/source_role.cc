@@ -1,0 +1,334 @@
+// The source role: place each submitted workload on exactly one cluster.
+// Send CANDIDATE to every eligible cluster, take the first READY as winner
+// (persisted before APPROVE leaves), CANCEL the rest, mirror STATUS.
+#include <algorithm>
+
+#include "agent/core/agent.h"
+
+namespace shoal::core {
+
+Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
+  for (const auto& spec : specs) {
+    if (uid_by_name_.count(spec.key())) {
+      return Status(ErrorCode::kAlreadyExists, "workload " + spec.key() + " already exists");
+    }
+  }
+  std::vector<std::string> uids;
+  TimePoint now = clock_.now();
+  for (const auto& spec : specs) {
+    SourceWorkload workload;
+    store::WorkloadRecord& record = workload.record;
+    record.uid = new_uid();
+    record.spec = spec;
+    record.phase = model::Phase::kPending;
+    record.created_at = now;
+    record.updated_at = now;
+    uid_by_name_[spec.key()] = record.uid;
+    uids.push_back(record.uid);
+    persist(record);
+    record_event(record.uid, "submitted " + spec.key() + " (" + std::to_string(spec.replicas) +
+                                 " x " + spec.resources.to_string() + ")");
+    auto& stored = workloads_[record.uid] = std::move(workload);
+    start_round(stored);
+  }
+  drain_local();
+  SHOAL_RETURN_IF_ERROR(store_health_);
+  return uids;
+}
+
+std::vector<placement::ClusterView> Agent::cluster_views(const model::WorkloadSpec& spec) const {
+  std::vector<placement::ClusterView> views;
+  cluster::CapacitySummary own = cluster_.capacity();
+  views.push_back({self_id_, config_.cluster, true, true, own.free, own.largest_free_node});
+  for (const auto& [id, peer] : peers_) {
+    auto accepted = valid_accepted(id);
+    if (accepted.empty()) continue;  // not a target of ours
+    placement::ClusterView view;
+    view.peer_id = id;
+    view.cluster = peer.cluster;
+    view.invited = std::any_of(accepted.begin(), accepted.end(), [&](const auto* invitation) {
+      return invitation->covers(spec.namespace_name);
+    });
+    auto capacity = peer.capacity.find(spec.namespace_name);
+    if (capacity != peer.capacity.end()) {
+      view.has_capacity = true;
+      view.free = capacity->second.free;
+      view.largest_free_node = capacity->second.largest_free_node;
+    }
+    views.push_back(std::move(view));
+  }
+  return views;
+}
+
+void Agent::start_round(SourceWorkload& workload) {
+  store::WorkloadRecord& record = workload.record;
+  TimePoint now = clock_.now();
+  // Whatever the last round still holds somewhere is released first.
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (progress.state != CandidateState::kRejected) cancel_at(workload, peer_id, record.epoch);
+  }
+  workload.candidates.clear();
+  placement::Eligibility eligibility =
+      placement::filter_and_rank(record.spec, cluster_views(record.spec));
+  if (eligibility.eligible.empty()) {
+    std::string reason = "no cluster can take it now:";
+    for (const auto& [cluster, why] : eligibility.filtered) reason += " " + cluster + "=" + why;
+    make_pending(workload, reason);
+    return;
+  }
+  record.epoch += 1;
+  record.phase = model::Phase::kPlacing;
+  record.reason.clear();
+  record.winner.clear();
+  record.cluster.clear();
+  record.updated_at = now;
+  persist(record);
+  workload.round_started = now;
+  std::string names;
+  for (const auto& view : eligibility.eligible) {
+    names += (names.empty() ? "" : ", ") + view.cluster;
+    workload.candidates[view.peer_id] = {CandidateState::kSent, "", now};
+  }
+  record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names);
+  for (const auto& view : eligibility.eligible) {
+    send(view.peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
+  }
+}
+
+void Agent::make_pending(SourceWorkload& workload, const std::string& reason) {
+  store::WorkloadRecord& record = workload.record;
+  bool changed = record.phase != model::Phase::kPending || record.reason != reason;
+  record.phase = model::Phase::kPending;
+  record.reason = reason;
+  record.winner.clear();
+  record.cluster.clear();
+  record.updated_at = clock_.now();
+  workload.candidates.clear();
+  workload.next_round_at = clock_.now() + config_.pending_retry;
+  if (changed) {
+    persist(record);
+    record_event(record.uid, "pending: " + reason);
+  }
+}
+
+Agent::SourceWorkload* Agent::find_source_workload(const std::string& uid) {
+  auto it = workloads_.find(uid);
+  return it == workloads_.end() ? nullptr : &it->second;
+}
+
+void Agent::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch) {
+  TimePoint now = clock_.now();
+  workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
+  send(peer_id, protocol::Cancel{workload.record.uid, epoch});
+}
+
+void Agent::on_capacity(const std::string& from, const protocol::Capacity& message) {
+  Peer& peer = peers_[from];
+  bool more_room = false;
+  std::map<std::string, protocol::NamespaceCapacity> fresh;
+  for (const auto& ns : message.namespaces) {
+    auto old = peer.capacity.find(ns.namespace_name);
+    // More room: a new namespace, or some resource grew.
+    if (old == peer.capacity.end() || !old->second.free.fits(ns.free)) more_room = true;
+    fresh[ns.namespace_name] = ns;
+  }
+  peer.capacity = std::move(fresh);
+  // New room somewhere: pending work is tried again now rather than after backoff.
+  if (more_room) {
+    for (auto& [uid, workload] : workloads_) {
+      if (workload.record.phase == model::Phase::kPending) workload.next_round_at = clock_.now();
+    }
+  }
+}
+
+void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
+  SourceWorkload* workload = find_source_workload(message.uid);
+  if (!workload) {
+    send(from, protocol::Cancel{message.uid, message.epoch});
+    return;
+  }
+  store::WorkloadRecord& record = workload->record;
+  if (message.epoch != record.epoch || model::is_finished(record.phase)) {
+    cancel_at(*workload, from, message.epoch);
+    return;
+  }
+  if (!record.winner.empty()) {
+    if (record.winner == from) {
+      if (record.phase == model::Phase::kPlacing) {
+        send(from, protocol::Approve{record.uid, record.epoch});
+      }
+    } else {
+      cancel_at(*workload, from, message.epoch);  // a READY after the winner: cancel it
+    }
+    return;
+  }
+  if (record.phase != model::Phase::kPlacing) {
+    cancel_at(*workload, from, message.epoch);
+    return;
+  }
+  // First READY wins. The winner is in this batch, which commits before the
+  // APPROVE below leaves the agent.
+  record.winner = from;
+  record.cluster = cluster_name_of(from);
+  record.updated_at = clock_.now();
+  persist(record);
+  workload->candidates[from].state = CandidateState::kReady;
+  workload->last_approve_sent = clock_.now();
+  record_event(record.uid, "winner " + record.cluster + " (first READY of epoch " +
+                               std::to_string(record.epoch) + ")");
+  send(from, protocol::Approve{record.uid, record.epoch});
+  for (auto& [peer_id, progress] : workload->candidates) {
+    if (peer_id != from && progress.state != CandidateState::kRejected) {
+      cancel_at(*workload, peer_id, record.epoch);
+    }
+  }
+}
+
+void Agent::on_reject(const std::string& from, const protocol::Reject& message) {
+  SourceWorkload* workload = find_source_workload(message.uid);
+  if (!workload) return;
+  store::WorkloadRecord& record = workload->record;
+  if (message.epoch != record.epoch || model::is_finished(record.phase)) return;
+  std::string cluster = cluster_name_of(from);
+  if (record.winner == from) {
+    // The winner lost its reservation before binding: place again.
+    if (record.phase != model::Phase::kPlacing) return;
+    record_event(record.uid, "winner " + cluster + " rejected approval: " + message.reason);
+    record.winner.clear();
+    record.cluster.clear();
+    start_round(*workload);
+    return;
+  }
+  auto progress = workload->candidates.find(from);
+  if (progress == workload->candidates.end() || progress->second.state == CandidateState::kRejected) {
+    return;
+  }
+  progress->second.state = CandidateState::kRejected;
+  progress->second.reason = message.reason;
+  record_event(record.uid, cluster + " rejected: " + message.reason);
+  bool all_rejected = std::all_of(workload->candidates.begin(), workload->candidates.end(),
+                                  [](const auto& entry) {
+                                    return entry.second.state == CandidateState::kRejected;
+                                  });
+  if (all_rejected && record.winner.empty()) {
+    std::string reason = "all clusters rejected:";
+    for (const auto& [peer_id, p] : workload->candidates) {
+      reason += " " + cluster_name_of(peer_id) + "=" + p.reason;
+    }
+    make_pending(*workload, reason);
+  }
+}
+
+void Agent::on_released(const std::string& from, const protocol::Released& message) {
+  SourceWorkload* workload = find_source_workload(message.uid);
+  if (!workload) return;
+  auto cancel = workload->cancels.find(from);
+  if (cancel != workload->cancels.end() && cancel->second.epoch <= message.epoch) {
+    workload->cancels.erase(cancel);
+  }
+}
+
+void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
+  SourceWorkload* workload = find_source_workload(message.uid);
+  if (!workload) return;
+  store::WorkloadRecord& record = workload->record;
+  if (record.winner != from || record.epoch != message.epoch ||
+      record.phase != model::Phase::kPlacing) {
+    return;
+  }
+  record.phase = model::Phase::kBound;
+  record.nodes = message.nodes;
+  record.updated_at = clock_.now();
+  persist(record);
+  record_event(record.uid, "bound at " + record.cluster);
+}
+
+void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& message) {
+  // Acknowledge whatever we heard so the target stops repeating it.
+  send(from, protocol::StatusAck{message.uid, message.epoch, message.generation});
+  SourceWorkload* workload = find_source_workload(message.uid);
+  if (!workload) return;
+  store::WorkloadRecord& record = workload->record;
+  if (record.winner != from || record.epoch != message.epoch ||
+      message.generation <= record.status_generation) {
+    return;  // another cluster, an older epoch, or an older report
+  }
+  if (message.phase == model::Phase::kPending || message.phase == model::Phase::kPlacing) return;
+  record.status_generation = message.generation;
+  model::Phase old_phase = record.phase;
+  record.phase = message.phase;
+  record.nodes = message.nodes;
+  record.started_at_ms = message.started_at_ms;
+  record.finished_at_ms = message.finished_at_ms;
+  record.exit_code = message.exit_code;
+  record.reason = message.message;
+  record.updated_at = clock_.now();
+  persist(record);
+  if (old_phase != record.phase) {
+    record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " +
+                                 record.cluster +
+                                 (message.message.empty() ? "" : ": " + message.message));
+  }
+}
+
+void Agent::drive_source_workloads() {
+  TimePoint now = clock_.now();
+  for (auto& [uid, workload] : workloads_) {
+    store::WorkloadRecord& record = workload.record;
+    // Cancels are retried until RELEASED or until the reservation must have expired.
+    for (auto it = workload.cancels.begin(); it != workload.cancels.end();) {
+      if (now >= it->second.give_up_at) {
+        it = workload.cancels.erase(it);
+        continue;
+      }
+      if (now - it->second.last_sent >= config_.retry_interval) {
+        it->second.last_sent = now;
+        send(it->first, protocol::Cancel{uid, it->second.epoch});
+      }
+      ++it;
+    }
+    if (record.phase == model::Phase::kPending) {
+      if (now >= workload.next_round_at) start_round(workload);
+      continue;
+    }
+    if (record.phase != model::Phase::kPlacing) continue;
+    if (!record.winner.empty()) {
+      if (now - workload.last_approve_sent >= config_.retry_interval) {
+        workload.last_approve_sent = now;
+        send(record.winner, protocol::Approve{uid, record.epoch});
+      }
+      continue;
+    }
+    if (workload.candidates.empty() || now - workload.round_started >= config_.reservation_ttl) {
+      // A restart left the round without its candidates, or nobody answered in time.
+      start_round(workload);
+      continue;
+    }
+    for (auto& [peer_id, progress] : workload.candidates) {
+      if (progress.state == CandidateState::kSent &&
+          now - progress.last_sent >= config_.retry_interval) {
+        progress.last_sent = now;
+        send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
+      }
+    }
+  }
+}
+
+std::vector<store::WorkloadRecord> Agent::workloads() const {
+  std::vector<store::WorkloadRecord> out;
+  for (const auto& [uid, workload] : workloads_) out.push_back(workload.record);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.spec.namespace_name, a.spec.name) <
+           std::tie(b.spec.namespace_name, b.spec.name);
+  });
+  return out;
+}
+
+std::optional<store::WorkloadRecord> Agent::find_workload(const std::string& namespace_name,
+                                                          const std::string& name) const {
+  auto uid = uid_by_name_.find(namespace_name + "/" + name);
+  if (uid == uid_by_name_.end()) return std::nullopt;
+  return workloads_.at(uid->second).record;
+}
+
+}  // namespace shoal::core

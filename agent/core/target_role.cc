@@ -1,0 +1,301 @@
+// The target role: answer CANDIDATE with a reservation (READY) or a reason
+// (REJECT); bind on APPROVE; release on CANCEL or when the reservation
+// expires; report every status change until the source acknowledges it.
+#include <algorithm>
+
+#include "agent/core/agent.h"
+
+namespace shoal::core {
+namespace {
+
+std::string cluster_key(const std::string& source, const std::string& uid) {
+  return source + "/" + uid;
+}
+
+model::Phase to_phase(store::ReservationPhase phase) {
+  switch (phase) {
+    case store::ReservationPhase::kReserved: return model::Phase::kPlacing;
+    case store::ReservationPhase::kBound: return model::Phase::kBound;
+    case store::ReservationPhase::kRunning: return model::Phase::kRunning;
+    case store::ReservationPhase::kSucceeded: return model::Phase::kSucceeded;
+    case store::ReservationPhase::kFailed: return model::Phase::kFailed;
+  }
+  return model::Phase::kFailed;
+}
+
+}  // namespace
+
+std::string Agent::reject_reason_for(const std::string& from,
+                                     const model::WorkloadSpec& spec) const {
+  if (from == self_id_) return "";
+  bool covered_but_invalid = false;
+  for (const auto& [id, owned] : issued_) {
+    if (crypto::key_to_text(owned.invitation.subject) != from) continue;
+    if (!owned.invitation.covers(spec.namespace_name)) continue;
+    const auto valid = valid_issued(from);
+    if (std::find(valid.begin(), valid.end(), &owned.invitation) != valid.end()) return "";
+    covered_but_invalid = true;
+  }
+  return covered_but_invalid ? "Expired" : "NotInvited";
+}
+
+void Agent::on_candidate(const std::string& from, const protocol::Candidate& message) {
+  ReservationKey key{from, message.uid};
+  auto it = reservations_.find(key);
+  if (it != reservations_.end()) {
+    store::ReservationRecord& existing = it->second.record;
+    if (message.epoch < existing.epoch) {
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch"});
+      return;
+    }
+    if (message.epoch == existing.epoch) {
+      // A retry: answer the same again.
+      send(from, protocol::Ready{message.uid, message.epoch, 0});
+      return;
+    }
+    if (existing.phase == store::ReservationPhase::kBound ||
+        existing.phase == store::ReservationPhase::kRunning) {
+      // The source re-places a workload we still run; never run it twice.
+      send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound"});
+      return;
+    }
+    // An older epoch that was only reserved, or has finished: superseded.
+    release_reservation(key, "superseded by epoch " + std::to_string(message.epoch));
+  }
+
+  std::string reason = reject_reason_for(from, message.spec);
+  if (!reason.empty()) {
+    record_event(message.uid, "rejected candidate from " + cluster_name_of(from) + ": " + reason);
+    send(from, protocol::Reject{message.uid, message.epoch, reason});
+    return;
+  }
+  auto nodes = cluster_.reserve(cluster_key(from, message.uid), message.spec.resources,
+                                message.spec.replicas);
+  if (!nodes.is_ok()) {
+    send(from, protocol::Reject{message.uid, message.epoch, "NoCapacity"});
+    return;
+  }
+  TargetReservation reservation;
+  store::ReservationRecord& record = reservation.record;
+  record.source = from;
+  record.uid = message.uid;
+  record.epoch = message.epoch;
+  record.spec = message.spec;
+  record.phase = store::ReservationPhase::kReserved;
+  record.nodes = std::move(nodes).value();
+  record.expires_at = clock_.now() + config_.reservation_ttl;
+  persist(record);
+  capacity_changed_ = true;
+  reservations_[key] = std::move(reservation);
+  // Score: how much cpu stays free here, 0..100; higher is a roomier fit.
+  cluster::CapacitySummary summary = cluster_.capacity();
+  int64_t total_cpu = 0;
+  for (const auto& node : cluster_.nodes()) total_cpu += node.capacity.cpu_milli;
+  double score = total_cpu > 0 ? 100.0 * static_cast<double>(summary.free.cpu_milli) /
+                                     static_cast<double>(total_cpu)
+                               : 0.0;
+  send(from, protocol::Ready{message.uid, message.epoch, score});
+}
+
+void Agent::on_approve(const std::string& from, const protocol::Approve& message) {
+  ReservationKey key{from, message.uid};
+  auto it = reservations_.find(key);
+  if (it == reservations_.end() || it->second.record.epoch < message.epoch) {
+    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired"});
+    return;
+  }
+  TargetReservation& reservation = it->second;
+  store::ReservationRecord& record = reservation.record;
+  if (record.epoch > message.epoch) return;  // an old round's approval; the source moved on
+  if (record.phase != store::ReservationPhase::kReserved) {
+    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});  // a retry
+    return;
+  }
+  TimePoint now = clock_.now();
+  if (record.expires_at <= now) {
+    release_reservation(key, "reservation expired before approval");
+    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired"});
+    return;
+  }
+  Status started = cluster_.start(cluster_key(from, record.uid), now, record.spec.duration,
+                                  record.spec.exit_code);
+  if (!started.is_ok()) {
+    release_reservation(key, "could not start: " + started.message());
+    send(from, protocol::Reject{message.uid, message.epoch, "StartFailed"});
+    return;
+  }
+  record.phase = store::ReservationPhase::kBound;
+  record.started_at_ms = to_millis(now);
+  record.generation += 1;
+  persist(record);
+  record_event(record.uid, "bound for " + cluster_name_of(from) + " on " +
+                               (record.nodes.empty() ? "" : record.nodes.front()) +
+                               (record.nodes.size() > 1 ? " and others" : ""));
+  send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+  send_status(reservation);
+}
+
+void Agent::on_cancel(const std::string& from, const protocol::Cancel& message) {
+  ReservationKey key{from, message.uid};
+  auto it = reservations_.find(key);
+  if (it != reservations_.end() && it->second.record.epoch <= message.epoch) {
+    if (it->second.record.phase != store::ReservationPhase::kReserved) {
+      // Bound work is stopped only by delete (a later issue), never by CANCEL.
+      return;
+    }
+    release_reservation(key, "cancelled by source");
+  }
+  send(from, protocol::Released{message.uid, message.epoch});
+}
+
+void Agent::on_status_ack(const std::string& from, const protocol::StatusAck& message) {
+  auto it = reservations_.find({from, message.uid});
+  if (it == reservations_.end()) return;
+  store::ReservationRecord& record = it->second.record;
+  if (record.epoch != message.epoch || message.generation <= record.acked_generation) return;
+  record.acked_generation = std::min(message.generation, record.generation);
+  persist(record);
+}
+
+void Agent::release_reservation(const ReservationKey& key, const std::string& why) {
+  auto it = reservations_.find(key);
+  if (it == reservations_.end()) return;
+  cluster_.release(cluster_key(key.first, key.second));
+  if (store::holds_resources(it->second.record.phase)) {
+    record_event(key.second, "released at " + config_.cluster + ": " + why);
+  }
+  Status deleted = store_.delete_reservation(key.first, key.second);
+  if (!deleted.is_ok() && store_health_.is_ok()) store_health_ = deleted;
+  reservations_.erase(it);
+  capacity_changed_ = true;
+}
+
+void Agent::send_status(TargetReservation& reservation) {
+  const store::ReservationRecord& record = reservation.record;
+  protocol::WorkloadStatus status;
+  status.uid = record.uid;
+  status.epoch = record.epoch;
+  status.generation = record.generation;
+  status.phase = to_phase(record.phase);
+  status.nodes = record.nodes;
+  status.started_at_ms = record.started_at_ms;
+  status.finished_at_ms = record.finished_at_ms;
+  status.exit_code = record.exit_code;
+  status.message = record.message;
+  reservation.last_status_sent = clock_.now();
+  send(record.source, std::move(status));
+}
+
+void Agent::apply_cluster_events() {
+  for (const auto& event : cluster_.drain_events(clock_.now())) {
+    size_t slash = event.key.find('/');
+    if (slash == std::string::npos) continue;
+    ReservationKey key{event.key.substr(0, slash), event.key.substr(slash + 1)};
+    auto it = reservations_.find(key);
+    if (it == reservations_.end()) continue;
+    store::ReservationRecord& record = it->second.record;
+    switch (event.kind) {
+      case cluster::WorkloadEventKind::kStarted:
+        if (record.phase != store::ReservationPhase::kBound) continue;
+        record.phase = store::ReservationPhase::kRunning;
+        break;
+      case cluster::WorkloadEventKind::kSucceeded:
+      case cluster::WorkloadEventKind::kFailed:
+        if (!store::holds_resources(record.phase)) continue;
+        record.phase = event.kind == cluster::WorkloadEventKind::kSucceeded
+                           ? store::ReservationPhase::kSucceeded
+                           : store::ReservationPhase::kFailed;
+        record.finished_at_ms = to_millis(event.at);
+        record.exit_code = event.exit_code;
+        record.message = event.message;
+        capacity_changed_ = true;
+        break;
+    }
+    record.generation += 1;
+    persist(record);
+    record_event(record.uid, "at " + config_.cluster + ": " +
+                                 std::string(store::kReservationPhaseNames[static_cast<int>(
+                                     record.phase)]));
+    send_status(it->second);
+  }
+}
+
+void Agent::expire_reservations() {
+  TimePoint now = clock_.now();
+  std::vector<ReservationKey> expired;
+  for (const auto& [key, reservation] : reservations_) {
+    if (reservation.record.phase == store::ReservationPhase::kReserved &&
+        reservation.record.expires_at <= now) {
+      expired.push_back(key);
+    }
+  }
+  for (const auto& key : expired) release_reservation(key, "reservation expired unapproved");
+}
+
+void Agent::retry_status_reports() {
+  TimePoint now = clock_.now();
+  for (auto& [key, reservation] : reservations_) {
+    const auto& record = reservation.record;
+    if (record.generation > record.acked_generation &&
+        now - reservation.last_status_sent >= config_.retry_interval) {
+      send_status(reservation);
+    }
+  }
+}
+
+void Agent::restore_reservations(std::vector<store::ReservationRecord> records) {
+  for (auto& record : records) {
+    ReservationKey key{record.source, record.uid};
+    std::string ckey = cluster_key(record.source, record.uid);
+    if (store::holds_resources(record.phase)) {
+      Status restored = cluster_.restore(ckey, record.spec.resources, record.nodes);
+      if (restored.is_ok() && record.phase != store::ReservationPhase::kReserved) {
+        TimePoint started = record.started_at_ms ? from_millis(record.started_at_ms)
+                                                 : clock_.now();
+        restored = cluster_.start(ckey, started, record.spec.duration, record.spec.exit_code);
+        // The sim restarts the clock of a running workload where it left off;
+        // report Running again only if it had not been reported.
+      }
+      if (!restored.is_ok()) {
+        record.phase = store::ReservationPhase::kFailed;
+        record.message = "lost on restart: " + restored.message();
+        record.finished_at_ms = to_millis(clock_.now());
+        record.exit_code = -1;
+        record.generation += 1;
+        persist(record);
+      }
+    }
+    reservations_[key] = {std::move(record), TimePoint{}};
+  }
+}
+
+std::vector<protocol::NamespaceCapacity> Agent::capacity_for(const std::string& peer_id) const {
+  std::set<std::string> namespaces;
+  for (const auto* invitation : valid_issued(peer_id)) {
+    namespaces.insert(invitation->namespaces.begin(), invitation->namespaces.end());
+  }
+  cluster::CapacitySummary summary = cluster_.capacity();
+  std::vector<protocol::NamespaceCapacity> out;
+  for (const auto& ns : namespaces) out.push_back({ns, summary.free, summary.largest_free_node});
+  return out;
+}
+
+void Agent::advertise_capacity(bool force) {
+  TimePoint now = clock_.now();
+  for (auto& [id, peer] : peers_) {
+    if (!may_send_as_source(id)) continue;
+    std::vector<protocol::NamespaceCapacity> capacity = capacity_for(id);
+    bool changed = capacity.size() != peer.last_capacity.size();
+    for (size_t i = 0; !changed && i < capacity.size(); ++i) {
+      changed = capacity[i].namespace_name != peer.last_capacity[i].namespace_name ||
+                !(capacity[i].free == peer.last_capacity[i].free) ||
+                !(capacity[i].largest_free_node == peer.last_capacity[i].largest_free_node);
+    }
+    if (!force && !changed && peer.last_capacity_sent) continue;
+    peer.last_capacity_sent = now;
+    peer.last_capacity = capacity;
+    send(id, protocol::Capacity{std::move(capacity)});
+  }
+}
+
+}  // namespace shoal::core

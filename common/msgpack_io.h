@@ -1,0 +1,176 @@
+// Safe reading and writing of positional MessagePack arrays, shared by every
+// decoder that faces untrusted bytes (wire envelopes, message bodies,
+// invitation tokens). Reading never throws: a wrong type, a missing element
+// or trailing garbage becomes a Status that names the field.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "common/status.h"
+
+namespace shoal {
+
+// Unpacks exactly one object from `bytes`; anything after it is an error.
+// `what` names the thing being decoded in errors ("envelope", "token").
+inline Result<msgpack::object_handle> unpack_one(std::span<const uint8_t> bytes,
+                                                 std::string_view what) {
+  try {
+    size_t offset = 0;
+    msgpack::object_handle handle;
+    // Limits bound the memory an attacker can make us allocate.
+    msgpack::unpack_limit limits(/*array=*/4096, /*map=*/1024, /*str=*/1 << 20,
+                                 /*bin=*/1 << 20, /*ext=*/0, /*depth=*/16);
+    msgpack::unpack(handle, reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset,
+                    nullptr, nullptr, limits);
+    if (offset != bytes.size()) return corrupt(std::string(what) + ": trailing bytes");
+    return handle;
+  } catch (const std::exception& e) {
+    return corrupt(std::string(what) + ": not valid MessagePack (" + e.what() + ")");
+  }
+}
+
+// Reads the elements of one MessagePack array in order. The first failure
+// sticks; later reads return defaults, so a decoder can read every field and
+// check status() once.
+class ArrayReader {
+ public:
+  ArrayReader(const msgpack::object& object, std::string what) : what_(std::move(what)) {
+    if (object.type != msgpack::type::ARRAY) {
+      fail("", "expected an array");
+      return;
+    }
+    items_ = std::span<const msgpack::object>(object.via.array.ptr, object.via.array.size);
+  }
+
+  const Status& status() const { return status_; }
+  bool ok() const { return status_.is_ok(); }
+  size_t size() const { return items_.size(); }
+
+  const msgpack::object* next(std::string_view field) {
+    if (!ok()) return nullptr;
+    if (index_ >= items_.size()) {
+      fail(field, "missing");
+      return nullptr;
+    }
+    return &items_[index_++];
+  }
+
+  template <typename Int>
+  Int integer(std::string_view field) {
+    static_assert(std::is_integral_v<Int>);
+    const msgpack::object* o = next(field);
+    if (!o) return Int{};
+    if (o->type == msgpack::type::POSITIVE_INTEGER) {
+      if (o->via.u64 > static_cast<uint64_t>(std::numeric_limits<Int>::max())) {
+        fail(field, "integer out of range");
+        return Int{};
+      }
+      return static_cast<Int>(o->via.u64);
+    }
+    if (o->type == msgpack::type::NEGATIVE_INTEGER && std::is_signed_v<Int>) {
+      if (o->via.i64 < static_cast<int64_t>(std::numeric_limits<Int>::min())) {
+        fail(field, "integer out of range");
+        return Int{};
+      }
+      return static_cast<Int>(o->via.i64);
+    }
+    fail(field, "expected an integer");
+    return Int{};
+  }
+
+  double real(std::string_view field) {
+    const msgpack::object* o = next(field);
+    if (!o) return 0;
+    if (o->type == msgpack::type::FLOAT32 || o->type == msgpack::type::FLOAT64) return o->via.f64;
+    if (o->type == msgpack::type::POSITIVE_INTEGER) return static_cast<double>(o->via.u64);
+    fail(field, "expected a number");
+    return 0;
+  }
+
+  bool boolean(std::string_view field) {
+    const msgpack::object* o = next(field);
+    if (!o) return false;
+    if (o->type != msgpack::type::BOOLEAN) {
+      fail(field, "expected a boolean");
+      return false;
+    }
+    return o->via.boolean;
+  }
+
+  std::string string(std::string_view field) {
+    const msgpack::object* o = next(field);
+    if (!o) return {};
+    if (o->type != msgpack::type::STR) {
+      fail(field, "expected a string");
+      return {};
+    }
+    return std::string(o->via.str.ptr, o->via.str.size);
+  }
+
+  std::string binary(std::string_view field, size_t exact_size = 0) {
+    const msgpack::object* o = next(field);
+    if (!o) return {};
+    if (o->type != msgpack::type::BIN) {
+      fail(field, "expected binary");
+      return {};
+    }
+    if (exact_size && o->via.bin.size != exact_size) {
+      fail(field, "expected " + std::to_string(exact_size) + " bytes");
+      return {};
+    }
+    return std::string(o->via.bin.ptr, o->via.bin.size);
+  }
+
+  std::vector<std::string> strings(std::string_view field) {
+    std::vector<std::string> out;
+    const msgpack::object* o = next(field);
+    if (!o) return out;
+    ArrayReader inner(*o, what_ + " " + std::string(field));
+    while (inner.ok() && inner.index_ < inner.size()) out.push_back(inner.string("item"));
+    if (!inner.ok()) status_ = inner.status();
+    return out;
+  }
+
+  // A nested array, read by its own reader; its failure becomes ours via adopt().
+  ArrayReader nested(std::string_view field) {
+    const msgpack::object* o = next(field);
+    if (!o) return ArrayReader(msgpack::object(), what_ + " " + std::string(field));
+    return ArrayReader(*o, what_ + " " + std::string(field));
+  }
+  void adopt(const ArrayReader& inner) {
+    if (ok() && !inner.ok()) status_ = inner.status();
+  }
+  bool at_end() const { return index_ >= items_.size(); }
+
+  void fail(std::string_view field, const std::string& expectation) {
+    if (!ok()) return;
+    status_ = corrupt(what_ + (field.empty() ? "" : " " + std::string(field)) + ": " +
+                      expectation);
+  }
+
+ private:
+  std::string what_;
+  std::span<const msgpack::object> items_;
+  size_t index_ = 0;
+  Status status_;
+};
+
+inline std::vector<uint8_t> to_bytes(const msgpack::sbuffer& buffer) {
+  const auto* begin = reinterpret_cast<const uint8_t*>(buffer.data());
+  return std::vector<uint8_t>(begin, begin + buffer.size());
+}
+
+inline void pack_binary(msgpack::packer<msgpack::sbuffer>& packer, std::string_view bytes) {
+  packer.pack_bin(static_cast<uint32_t>(bytes.size()));
+  packer.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
+}
+
+}  // namespace shoal

@@ -1,0 +1,26 @@
+// The id card an agent hands out so others can invite it:
+//   shoal-id:v1:<cluster>:<org>:<base64url public key>:<endpoint>
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "crypto/identity.h"
+
+namespace shoal::crypto {
+
+struct IdCard {
+  std::string cluster;
+  std::string org;
+  PublicKey public_key{};
+  std::string endpoint;  // e.g. tcp://127.0.0.1:7400
+
+  std::string to_string() const;
+  friend bool operator==(const IdCard&, const IdCard&) = default;
+};
+
+// Errors name the part of the card that is wrong.
+Result<IdCard> parse_id_card(std::string_view text);
+
+}  // namespace shoal::crypto

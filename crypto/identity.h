@@ -1,0 +1,48 @@
+// An agent's Ed25519 identity: its key pair, signing and verification, and the
+// key file it lives in.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace shoal::crypto {
+
+using PublicKey = std::array<uint8_t, 32>;
+using Signature = std::array<uint8_t, 64>;
+
+// Must be called once before anything else here; safe to call again.
+Status initialize();
+
+std::string base64url_encode(std::span<const uint8_t> bytes);
+// Refuses anything but unpadded base64url; the error names `field`.
+Result<std::string> base64url_decode(std::string_view text, std::string_view field);
+
+// The base64url form of a public key: an agent's peer id.
+std::string key_to_text(const PublicKey& key);
+Result<PublicKey> key_from_text(std::string_view text, std::string_view field);
+
+class Identity {
+ public:
+  static Identity generate();
+
+  const PublicKey& public_key() const { return public_key_; }
+  Signature sign(std::span<const uint8_t> message) const;
+
+  // Writes the secret key to `path` with mode 0600; refuses to overwrite.
+  Status save(const std::string& path) const;
+  // Refuses a file readable or writable by group or others, with the fix in the error.
+  static Result<Identity> load(const std::string& path);
+
+ private:
+  PublicKey public_key_{};
+  std::array<uint8_t, 64> secret_key_{};
+};
+
+bool verify(const PublicKey& key, std::span<const uint8_t> message, const Signature& signature);
+
+}  // namespace shoal::crypto

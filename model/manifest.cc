@@ -1,0 +1,279 @@
+#include "model/manifest.h"
+
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+namespace shoal::model {
+namespace {
+
+// Walks one YAML document and builds field paths for errors.
+class Fields {
+ public:
+  explicit Fields(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  Status fail(const std::string& path, const std::string& expectation) const {
+    return invalid_argument(prefix_ + path + ": " + expectation);
+  }
+
+  Result<std::string> scalar(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar()) return fail(path, "expected a string or number");
+    return node.Scalar();
+  }
+
+  // Refuses keys outside `known`, so a typo is an error rather than a silent default.
+  Status only_known(const YAML::Node& map, const std::string& path,
+                    const std::set<std::string>& known) const {
+    if (!map.IsMap()) return fail(path, "expected a mapping");
+    for (const auto& item : map) {
+      std::string key = item.first.IsScalar() ? item.first.Scalar() : "?";
+      if (!known.count(key)) {
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        return fail(path.empty() ? key : path + "." + key,
+                    "unknown field (expected one of: " + list + ")");
+      }
+    }
+    return Status::ok();
+  }
+
+  Result<Labels> labels(const YAML::Node& node, const std::string& path) const {
+    Labels out;
+    if (!node) return out;
+    if (!node.IsMap()) return fail(path, "expected a mapping of string to string");
+    for (const auto& item : node) {
+      if (!item.first.IsScalar() || !item.second.IsScalar()) {
+        return fail(path, "expected a mapping of string to string");
+      }
+      out[item.first.Scalar()] = item.second.Scalar();
+    }
+    return out;
+  }
+
+  Result<int64_t> integer(const YAML::Node& node, const std::string& path, int64_t min,
+                          int64_t max) const {
+    if (!node.IsScalar()) return fail(path, "expected an integer");
+    const std::string& text = node.Scalar();
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(text, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || value < min || value > max) {
+      return fail(path, "expected an integer from " + std::to_string(min) + " to " +
+                            std::to_string(max) + ", got \"" + text + "\"");
+    }
+    return static_cast<int64_t>(value);
+  }
+
+  Result<Resources> resources(const YAML::Node& node, const std::string& path) const {
+    Resources out;
+    if (!node) return out;
+    SHOAL_RETURN_IF_ERROR(only_known(node, path, {"cpu", "memory", "gpu"}));
+    if (node["cpu"]) {
+      SHOAL_ASSIGN_OR_RETURN(std::string text, scalar(node["cpu"], path + ".cpu"));
+      SHOAL_ASSIGN_OR_RETURN(out.cpu_milli, parse_cpu_milli(text, prefix_ + path + ".cpu"));
+    }
+    if (node["memory"]) {
+      SHOAL_ASSIGN_OR_RETURN(std::string text, scalar(node["memory"], path + ".memory"));
+      SHOAL_ASSIGN_OR_RETURN(out.memory_bytes,
+                             parse_memory_bytes(text, prefix_ + path + ".memory"));
+    }
+    if (node["gpu"]) {
+      SHOAL_ASSIGN_OR_RETURN(std::string text, scalar(node["gpu"], path + ".gpu"));
+      SHOAL_ASSIGN_OR_RETURN(out.gpu, parse_count(text, prefix_ + path + ".gpu"));
+    }
+    return out;
+  }
+
+  Status header(const YAML::Node& doc, const std::string& kind) const {
+    if (!doc.IsMap()) return fail("", "expected a mapping with apiVersion, kind, metadata, spec");
+    if (!doc["apiVersion"] || !doc["apiVersion"].IsScalar() ||
+        doc["apiVersion"].Scalar() != "shoal.dev/v1") {
+      return fail("apiVersion", "expected \"shoal.dev/v1\"");
+    }
+    if (!doc["kind"] || !doc["kind"].IsScalar() || doc["kind"].Scalar() != kind) {
+      return fail("kind", "expected \"" + kind + "\"");
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::string prefix_;
+};
+
+Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
+  Fields f("manifest document " + std::to_string(index) + " ");
+  SHOAL_RETURN_IF_ERROR(f.header(doc, "Workload"));
+  SHOAL_RETURN_IF_ERROR(f.only_known(doc, "", {"apiVersion", "kind", "metadata", "spec"}));
+  WorkloadSpec spec;
+  const YAML::Node metadata = doc["metadata"];
+  if (!metadata) return f.fail("metadata", "expected a mapping with name and namespace");
+  SHOAL_RETURN_IF_ERROR(f.only_known(metadata, "metadata", {"name", "namespace", "labels"}));
+  if (!metadata["name"]) return f.fail("metadata.name", "expected a name, got nothing");
+  SHOAL_ASSIGN_OR_RETURN(spec.name, f.scalar(metadata["name"], "metadata.name"));
+  SHOAL_RETURN_IF_ERROR(validate_name(spec.name, "manifest document " + std::to_string(index) +
+                                                     " metadata.name"));
+  if (metadata["namespace"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.namespace_name,
+                           f.scalar(metadata["namespace"], "metadata.namespace"));
+    SHOAL_RETURN_IF_ERROR(validate_name(
+        spec.namespace_name, "manifest document " + std::to_string(index) + " metadata.namespace"));
+  }
+  SHOAL_ASSIGN_OR_RETURN(spec.labels, f.labels(metadata["labels"], "metadata.labels"));
+
+  const YAML::Node body = doc["spec"];
+  if (!body) return f.fail("spec", "expected a mapping with resources");
+  SHOAL_RETURN_IF_ERROR(f.only_known(
+      body, "spec",
+      {"queue", "priority", "replicas", "resources", "duration", "exitCode"}));
+  if (body["queue"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
+    SHOAL_RETURN_IF_ERROR(
+        validate_name(spec.queue, "manifest document " + std::to_string(index) + " spec.queue"));
+  }
+  if (body["priority"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t priority,
+                           f.integer(body["priority"], "spec.priority", -1000000, 1000000));
+    spec.priority = static_cast<int32_t>(priority);
+  }
+  if (body["replicas"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t replicas,
+                           f.integer(body["replicas"], "spec.replicas", 1, 10000));
+    spec.replicas = static_cast<int32_t>(replicas);
+  }
+  SHOAL_ASSIGN_OR_RETURN(spec.resources, f.resources(body["resources"], "spec.resources"));
+  if (spec.resources.is_zero()) {
+    return f.fail("spec.resources", "expected at least one of cpu, memory, gpu above zero");
+  }
+  if (body["duration"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(body["duration"], "spec.duration"));
+    SHOAL_ASSIGN_OR_RETURN(
+        spec.duration,
+        parse_duration(text, "manifest document " + std::to_string(index) + " spec.duration"));
+  }
+  if (body["exitCode"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t code, f.integer(body["exitCode"], "spec.exitCode", 0, 255));
+    spec.exit_code = static_cast<int32_t>(code);
+  }
+  return spec;
+}
+
+}  // namespace
+
+Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return invalid_argument("manifest: not valid YAML at line " + std::to_string(e.mark.line + 1) +
+                            ": " + e.msg);
+  }
+  std::vector<WorkloadSpec> out;
+  std::set<std::string> seen;
+  int index = 0;
+  for (const auto& doc : documents) {
+    ++index;
+    if (doc.IsNull()) continue;  // an empty document between "---" separators
+    Result<WorkloadSpec> spec = [&]() -> Result<WorkloadSpec> {
+      try {
+        return parse_workload_document(doc, index);
+      } catch (const YAML::Exception& e) {
+        return invalid_argument("manifest document " + std::to_string(index) + ": " + e.msg);
+      }
+    }();
+    if (!spec.is_ok()) return spec.status();
+    if (!seen.insert(spec->key()).second) {
+      return invalid_argument("manifest document " + std::to_string(index) +
+                              " metadata.name: \"" + spec->key() +
+                              "\" appears twice in this file");
+    }
+    out.push_back(std::move(spec).value());
+  }
+  if (out.empty()) return invalid_argument("manifest: expected at least one Workload document");
+  return out;
+}
+
+ClusterSpec default_cluster_spec(const std::string& name) {
+  ClusterSpec spec;
+  spec.name = name;
+  for (int i = 0; i < 4; ++i) {
+    spec.nodes.push_back({"node-" + std::to_string(i),
+                          Resources{8000, int64_t{32} << 30, 0},
+                          {}});
+  }
+  return spec;
+}
+
+namespace {
+
+Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
+  Fields f("cluster manifest ");
+  SHOAL_RETURN_IF_ERROR(f.header(doc, "Cluster"));
+  SHOAL_RETURN_IF_ERROR(f.only_known(doc, "", {"apiVersion", "kind", "metadata", "spec"}));
+  ClusterSpec spec;
+  const YAML::Node metadata = doc["metadata"];
+  if (!metadata) return f.fail("metadata", "expected a mapping with name");
+  SHOAL_RETURN_IF_ERROR(f.only_known(metadata, "metadata", {"name", "labels"}));
+  if (!metadata["name"]) return f.fail("metadata.name", "expected a name, got nothing");
+  SHOAL_ASSIGN_OR_RETURN(spec.name, f.scalar(metadata["name"], "metadata.name"));
+  SHOAL_RETURN_IF_ERROR(validate_name(spec.name, "cluster manifest metadata.name"));
+  SHOAL_ASSIGN_OR_RETURN(spec.labels, f.labels(metadata["labels"], "metadata.labels"));
+  const YAML::Node body = doc["spec"];
+  if (!body) return f.fail("spec", "expected a mapping with nodes");
+  SHOAL_RETURN_IF_ERROR(f.only_known(body, "spec", {"claims", "backend", "nodes"}));
+  SHOAL_ASSIGN_OR_RETURN(spec.claims, f.labels(body["claims"], "spec.claims"));
+  if (body["backend"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.backend, f.scalar(body["backend"], "spec.backend"));
+    if (spec.backend != "sim") {
+      return f.fail("spec.backend", "expected \"sim\" (the only backend so far), got \"" +
+                                        spec.backend + "\"");
+    }
+  }
+  const YAML::Node nodes = body["nodes"];
+  if (!nodes || !nodes.IsSequence() || nodes.size() == 0) {
+    return f.fail("spec.nodes", "expected a non-empty list of node groups");
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::string path = "spec.nodes[" + std::to_string(i) + "]";
+    const YAML::Node group = nodes[i];
+    SHOAL_RETURN_IF_ERROR(f.only_known(group, path, {"name", "count", "capacity", "labels"}));
+    if (!group["name"]) return f.fail(path + ".name", "expected a name, got nothing");
+    SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(group["name"], path + ".name"));
+    SHOAL_RETURN_IF_ERROR(validate_name(name, "cluster manifest " + path + ".name"));
+    int64_t count = 1;
+    bool grouped = static_cast<bool>(group["count"]);
+    if (grouped) {
+      SHOAL_ASSIGN_OR_RETURN(count, f.integer(group["count"], path + ".count", 1, 100000));
+    }
+    SHOAL_ASSIGN_OR_RETURN(Resources capacity,
+                           f.resources(group["capacity"], path + ".capacity"));
+    if (capacity.is_zero()) return f.fail(path + ".capacity", "expected cpu, memory or gpu above zero");
+    SHOAL_ASSIGN_OR_RETURN(Labels labels, f.labels(group["labels"], path + ".labels"));
+    for (int64_t n = 0; n < count; ++n) {
+      std::string node_name = grouped ? name + "-" + std::to_string(n) : name;
+      if (!names.insert(node_name).second) {
+        return f.fail(path + ".name", "node \"" + node_name + "\" is defined twice");
+      }
+      spec.nodes.push_back({node_name, capacity, labels});
+    }
+  }
+  return spec;
+}
+
+}  // namespace
+
+Result<ClusterSpec> parse_cluster(std::string_view yaml) {
+  try {
+    YAML::Node doc = YAML::Load(std::string(yaml));
+    return parse_cluster_document(doc);
+  } catch (const YAML::Exception& e) {
+    return invalid_argument("cluster manifest: not valid YAML at line " +
+                            std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+}  // namespace shoal::model

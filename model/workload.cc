@@ -1,0 +1,67 @@
+#include "model/workload.h"
+
+#include <nlohmann/json.hpp>
+
+namespace shoal::model {
+
+std::optional<Phase> phase_from_name(std::string_view name) {
+  for (size_t i = 0; i < std::size(kPhaseNames); ++i) {
+    if (kPhaseNames[i] == name) return static_cast<Phase>(i);
+  }
+  return std::nullopt;
+}
+
+Status validate_name(std::string_view value, std::string_view field) {
+  auto is_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  bool ok = !value.empty() && value.size() <= 63 && is_alnum(value.front()) &&
+            is_alnum(value.back());
+  for (char c : value) ok = ok && (is_alnum(c) || c == '-');
+  if (ok) return Status::ok();
+  return invalid_argument(std::string(field) +
+                          ": expected lowercase letters, digits and '-' (1-63 characters, "
+                          "starting and ending with a letter or digit), got \"" +
+                          std::string(value) + "\"");
+}
+
+nlohmann::json to_json(const WorkloadSpec& spec) {
+  return {
+      {"namespace", spec.namespace_name},
+      {"name", spec.name},
+      {"labels", spec.labels},
+      {"queue", spec.queue},
+      {"priority", spec.priority},
+      {"replicas", spec.replicas},
+      {"resources",
+       {{"cpu", format_cpu(spec.resources.cpu_milli)},
+        {"memory", format_memory(spec.resources.memory_bytes)},
+        {"gpu", spec.resources.gpu}}},
+      {"durationMs", spec.duration.count()},
+      {"exitCode", spec.exit_code},
+  };
+}
+
+Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
+  try {
+    WorkloadSpec spec;
+    spec.namespace_name = json.at("namespace").get<std::string>();
+    spec.name = json.at("name").get<std::string>();
+    spec.labels = json.at("labels").get<Labels>();
+    spec.queue = json.at("queue").get<std::string>();
+    spec.priority = json.at("priority").get<int32_t>();
+    spec.replicas = json.at("replicas").get<int32_t>();
+    const auto& resources = json.at("resources");
+    SHOAL_ASSIGN_OR_RETURN(spec.resources.cpu_milli,
+                           parse_cpu_milli(resources.at("cpu").get<std::string>(), "cpu"));
+    SHOAL_ASSIGN_OR_RETURN(
+        spec.resources.memory_bytes,
+        parse_memory_bytes(resources.at("memory").get<std::string>(), "memory"));
+    spec.resources.gpu = resources.at("gpu").get<int64_t>();
+    spec.duration = Duration(json.at("durationMs").get<int64_t>());
+    spec.exit_code = json.at("exitCode").get<int32_t>();
+    return spec;
+  } catch (const nlohmann::json::exception& e) {
+    return corrupt(std::string("workload spec JSON: ") + e.what());
+  }
+}
+
+}  // namespace shoal::model

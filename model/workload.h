@@ -1,0 +1,55 @@
+// What a user asks to run, and the phases it goes through.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "model/resources.h"
+
+namespace shoal::model {
+
+using Labels = std::map<std::string, std::string>;
+
+struct WorkloadSpec {
+  std::string namespace_name = "default";
+  std::string name;
+  Labels labels;
+  std::string queue = "default";
+  int32_t priority = 0;
+  int32_t replicas = 1;           // pods, all placed in the same cluster
+  Resources resources;            // per replica
+  Duration duration{0};           // sim backend: how long it runs
+  int32_t exit_code = 0;          // sim backend: how it ends
+
+  Resources total() const { return resources * replicas; }
+  std::string key() const { return namespace_name + "/" + name; }
+  friend bool operator==(const WorkloadSpec&, const WorkloadSpec&) = default;
+};
+
+// Source-side lifecycle: Pending → Placing → Bound → Running → Succeeded | Failed.
+enum class Phase : uint8_t { kPending = 0, kPlacing, kBound, kRunning, kSucceeded, kFailed };
+
+constexpr std::string_view kPhaseNames[] = {"Pending", "Placing",   "Bound",
+                                            "Running", "Succeeded", "Failed"};
+inline std::string_view phase_name(Phase phase) { return kPhaseNames[static_cast<int>(phase)]; }
+std::optional<Phase> phase_from_name(std::string_view name);
+inline bool is_finished(Phase phase) {
+  return phase == Phase::kSucceeded || phase == Phase::kFailed;
+}
+
+// Kubernetes-style names: lowercase alphanumerics and '-', 1..63 characters,
+// starting and ending alphanumeric. The error names `field`.
+Status validate_name(std::string_view value, std::string_view field);
+
+// Lossless JSON form, used by the store and the control API.
+nlohmann::json to_json(const WorkloadSpec& spec);
+Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json);
+
+}  // namespace shoal::model

@@ -1,0 +1,277 @@
+// MessagePack encoding of message bodies. Each body is a positional array;
+// see protocol/README.md for the field numbers.
+#include "common/msgpack_io.h"
+#include "protocol/messages.h"
+
+namespace shoal::protocol {
+namespace {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+void pack_resources(Packer& p, const model::Resources& r) {
+  p.pack_array(3);
+  p.pack(r.cpu_milli);
+  p.pack(r.memory_bytes);
+  p.pack(r.gpu);
+}
+
+model::Resources read_resources(ArrayReader& outer, std::string_view field) {
+  ArrayReader r = outer.nested(field);
+  model::Resources out;
+  out.cpu_milli = r.integer<int64_t>("cpu");
+  out.memory_bytes = r.integer<int64_t>("memory");
+  out.gpu = r.integer<int64_t>("gpu");
+  if (r.ok() && (out.cpu_milli < 0 || out.memory_bytes < 0 || out.gpu < 0)) {
+    r.fail("", "negative resources");
+  }
+  outer.adopt(r);
+  return out;
+}
+
+void pack_spec(Packer& p, const model::WorkloadSpec& s) {
+  p.pack_array(10);
+  p.pack(s.namespace_name);
+  p.pack(s.name);
+  p.pack(s.labels);
+  p.pack(s.queue);
+  p.pack(s.priority);
+  p.pack(s.replicas);
+  pack_resources(p, s.resources);
+  p.pack(static_cast<int64_t>(s.duration.count()));
+  p.pack(s.exit_code);
+  p.pack_array(0);  // reserved for the placement spec
+}
+
+model::WorkloadSpec read_spec(ArrayReader& outer) {
+  ArrayReader r = outer.nested("spec");
+  model::WorkloadSpec s;
+  s.namespace_name = r.string("namespace");
+  s.name = r.string("name");
+  if (const msgpack::object* labels = r.next("labels")) {
+    if (labels->type != msgpack::type::MAP) {
+      r.fail("labels", "expected a map");
+    } else {
+      for (uint32_t i = 0; i < labels->via.map.size; ++i) {
+        const auto& kv = labels->via.map.ptr[i];
+        if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::STR) {
+          r.fail("labels", "expected string keys and values");
+          break;
+        }
+        s.labels[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] =
+            std::string(kv.val.via.str.ptr, kv.val.via.str.size);
+      }
+    }
+  }
+  s.queue = r.string("queue");
+  s.priority = r.integer<int32_t>("priority");
+  s.replicas = r.integer<int32_t>("replicas");
+  s.resources = read_resources(r, "resources");
+  s.duration = Duration(r.integer<int64_t>("duration"));
+  s.exit_code = r.integer<int32_t>("exitCode");
+  r.next("placement");
+  if (r.ok()) {
+    if (s.replicas < 1) r.fail("replicas", "expected at least 1");
+    else if (s.duration.count() < 0) r.fail("duration", "expected a non-negative duration");
+    else if (!model::validate_name(s.namespace_name, "namespace").is_ok()) r.fail("namespace", "invalid name");
+    else if (!model::validate_name(s.name, "name").is_ok()) r.fail("name", "invalid name");
+  }
+  outer.adopt(r);
+  return s;
+}
+
+struct Encoder {
+  Packer& p;
+  void operator()(const Hello& m) {
+    p.pack_array(3);
+    p.pack(m.cluster);
+    p.pack(m.org);
+    p.pack(m.endpoint);
+  }
+  void operator()(const Capacity& m) {
+    p.pack_array(1);
+    p.pack_array(static_cast<uint32_t>(m.namespaces.size()));
+    for (const auto& n : m.namespaces) {
+      p.pack_array(3);
+      p.pack(n.namespace_name);
+      pack_resources(p, n.free);
+      pack_resources(p, n.largest_free_node);
+    }
+  }
+  void operator()(const Candidate& m) {
+    p.pack_array(3);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    pack_spec(p, m.spec);
+  }
+  void operator()(const Ready& m) {
+    p.pack_array(3);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    p.pack(m.score);
+  }
+  void operator()(const Reject& m) {
+    p.pack_array(3);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    p.pack(m.reason);
+  }
+  template <typename UidEpoch>
+  void uid_epoch(const UidEpoch& m) {
+    p.pack_array(2);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+  }
+  void operator()(const Approve& m) { uid_epoch(m); }
+  void operator()(const Cancel& m) { uid_epoch(m); }
+  void operator()(const Released& m) { uid_epoch(m); }
+  void operator()(const Bound& m) {
+    p.pack_array(3);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    p.pack(m.nodes);
+  }
+  void operator()(const WorkloadStatus& m) {
+    p.pack_array(9);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    p.pack(m.generation);
+    p.pack(static_cast<uint8_t>(m.phase));
+    p.pack(m.nodes);
+    p.pack(m.started_at_ms);
+    p.pack(m.finished_at_ms);
+    p.pack(m.exit_code);
+    p.pack(m.message);
+  }
+  void operator()(const StatusAck& m) {
+    p.pack_array(3);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    p.pack(m.generation);
+  }
+};
+
+template <typename T>
+Result<Body> finish(ArrayReader& r, T message) {
+  if (!r.ok()) return r.status();
+  return Body(std::move(message));
+}
+
+Result<Body> decode(MessageType type, ArrayReader& r) {
+  switch (type) {
+    case MessageType::kHello: {
+      Hello m;
+      m.cluster = r.string("cluster");
+      m.org = r.string("org");
+      m.endpoint = r.string("endpoint");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kCapacity: {
+      Capacity m;
+      ArrayReader list = r.nested("namespaces");
+      while (list.ok() && !list.at_end()) {
+        ArrayReader item = list.nested("item");
+        NamespaceCapacity n;
+        n.namespace_name = item.string("namespace");
+        n.free = read_resources(item, "free");
+        n.largest_free_node = read_resources(item, "largestFreeNode");
+        list.adopt(item);
+        m.namespaces.push_back(std::move(n));
+      }
+      r.adopt(list);
+      return finish(r, std::move(m));
+    }
+    case MessageType::kCandidate: {
+      Candidate m;
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.spec = read_spec(r);
+      return finish(r, std::move(m));
+    }
+    case MessageType::kReady: {
+      Ready m;
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.score = r.real("score");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kReject: {
+      Reject m;
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.reason = r.string("reason");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kApprove: {
+      Approve m{r.string("uid"), 0};
+      m.epoch = r.integer<uint64_t>("epoch");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kCancel: {
+      Cancel m{r.string("uid"), 0};
+      m.epoch = r.integer<uint64_t>("epoch");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kReleased: {
+      Released m{r.string("uid"), 0};
+      m.epoch = r.integer<uint64_t>("epoch");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kBound: {
+      Bound m;
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.nodes = r.strings("nodes");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kStatus: {
+      WorkloadStatus m;
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.generation = r.integer<uint64_t>("generation");
+      uint8_t phase = r.integer<uint8_t>("phase");
+      if (r.ok() && phase >= std::size(model::kPhaseNames)) r.fail("phase", "unknown phase");
+      m.phase = static_cast<model::Phase>(phase);
+      m.nodes = r.strings("nodes");
+      m.started_at_ms = r.integer<int64_t>("startedAt");
+      m.finished_at_ms = r.integer<int64_t>("finishedAt");
+      m.exit_code = r.integer<int32_t>("exitCode");
+      m.message = r.string("message");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kStatusAck: {
+      StatusAck m;
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.generation = r.integer<uint64_t>("generation");
+      return finish(r, std::move(m));
+    }
+  }
+  return corrupt("message type " + std::to_string(static_cast<int>(type)) + ": unknown");
+}
+
+}  // namespace
+
+MessageType type_of(const Body& body) {
+  return static_cast<MessageType>(body.index() + 1);
+}
+
+std::vector<uint8_t> encode_body(const Body& body) {
+  msgpack::sbuffer buffer;
+  Packer packer(buffer);
+  std::visit(Encoder{packer}, body);
+  return to_bytes(buffer);
+}
+
+Result<Body> decode_body(MessageType type, std::span<const uint8_t> bytes) {
+  uint8_t number = static_cast<uint8_t>(type);
+  if (number == 0 || number > kMaxMessageType) {
+    return corrupt("message type " + std::to_string(number) + ": unknown");
+  }
+  std::string what(message_type_name(type));
+  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle handle, unpack_one(bytes, what));
+  ArrayReader reader(handle.get(), what);
+  // Later versions may append fields; extra trailing fields are ignored.
+  return decode(type, reader);
+}
+
+}  // namespace shoal::protocol

@@ -1,0 +1,84 @@
+#include "protocol/envelope.h"
+
+#include <cstring>
+
+#include "common/msgpack_io.h"
+
+namespace shoal::protocol {
+namespace {
+
+std::string_view as_chars(std::span<const uint8_t> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+}  // namespace
+
+std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender) {
+  msgpack::sbuffer inner;
+  msgpack::packer<msgpack::sbuffer> p(inner);
+  p.pack_array(8);
+  p.pack(envelope.version);
+  p.pack(static_cast<uint8_t>(envelope.type));
+  pack_binary(p, as_chars(envelope.from));
+  pack_binary(p, as_chars(envelope.to));
+  p.pack(envelope.boot);
+  p.pack(envelope.seq);
+  p.pack(envelope.sent_at_ms);
+  pack_binary(p, as_chars(envelope.body));
+  std::vector<uint8_t> signed_bytes = to_bytes(inner);
+  crypto::Signature signature = sender.sign(signed_bytes);
+
+  msgpack::sbuffer outer;
+  msgpack::packer<msgpack::sbuffer> q(outer);
+  q.pack_array(2);
+  pack_binary(q, as_chars(signed_bytes));
+  pack_binary(q, as_chars(signature));
+  return to_bytes(outer);
+}
+
+Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
+  *reason = DropReason::kMalformed;
+  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle outer_handle, unpack_one(wire, "envelope"));
+  ArrayReader outer(outer_handle.get(), "envelope");
+  std::string signed_bytes = outer.binary("signed");
+  std::string signature_bytes = outer.binary("signature", sizeof(crypto::Signature));
+  if (!outer.ok()) return outer.status();
+
+  std::span<const uint8_t> signed_span(reinterpret_cast<const uint8_t*>(signed_bytes.data()),
+                                       signed_bytes.size());
+  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle inner_handle, unpack_one(signed_span, "envelope"));
+  ArrayReader r(inner_handle.get(), "envelope");
+  Envelope envelope;
+  envelope.version = r.integer<uint32_t>("version");
+  uint8_t type = r.integer<uint8_t>("type");
+  std::string from = r.binary("from", 32);
+  std::string to = r.binary("to", 32);
+  envelope.boot = r.integer<uint64_t>("boot");
+  envelope.seq = r.integer<uint64_t>("seq");
+  envelope.sent_at_ms = r.integer<int64_t>("sentAt");
+  std::string body = r.binary("body");
+  if (!r.ok()) return r.status();
+  if (envelope.version != kProtocolVersion) {
+    *reason = DropReason::kUnknownVersion;
+    return corrupt("envelope version: expected " + std::to_string(kProtocolVersion) + ", got " +
+                   std::to_string(envelope.version));
+  }
+  if (type == 0 || type > kMaxMessageType) {
+    *reason = DropReason::kUnknownType;
+    return corrupt("envelope type: unknown message type " + std::to_string(type));
+  }
+  envelope.type = static_cast<MessageType>(type);
+  std::memcpy(envelope.from.data(), from.data(), 32);
+  std::memcpy(envelope.to.data(), to.data(), 32);
+  envelope.body.assign(body.begin(), body.end());
+
+  crypto::Signature signature;
+  std::memcpy(signature.data(), signature_bytes.data(), signature.size());
+  if (!crypto::verify(envelope.from, signed_span, signature)) {
+    *reason = DropReason::kBadSignature;
+    return corrupt("envelope signature: does not match the sender's key");
+  }
+  return envelope;
+}
+
+}  // namespace shoal::protocol

@@ -1,0 +1,57 @@
+// The signed envelope around every message:
+//   wire = msgpack [signed: bin, signature: bin(64)]
+//   signed = msgpack [version, type, from, to, boot, seq, sent_at_ms, body: bin]
+// The signature is the sender's Ed25519 signature over the signed bytes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "crypto/identity.h"
+#include "protocol/messages.h"
+
+namespace shoal::protocol {
+
+struct Envelope {
+  uint32_t version = kProtocolVersion;
+  MessageType type = MessageType::kHello;
+  crypto::PublicKey from{};
+  crypto::PublicKey to{};
+  uint64_t boot = 0;  // the sender's start counter
+  uint64_t seq = 0;   // per sender boot, strictly increasing
+  int64_t sent_at_ms = 0;
+  std::vector<uint8_t> body;
+};
+
+// Why a received message was dropped. Values index kDropReasonNames.
+enum class DropReason : uint8_t {
+  kMalformed = 0,
+  kUnknownVersion,
+  kUnknownType,
+  kBadSignature,
+  kWrongRecipient,
+  kUnknownSender,
+  kNotPermitted,
+  kReplayed,
+  kStale,
+  kBadBody,
+};
+constexpr std::string_view kDropReasonNames[] = {
+    "Malformed",   "UnknownVersion", "UnknownType", "BadSignature", "WrongRecipient",
+    "UnknownSender", "NotPermitted", "Replayed",    "Stale",        "BadBody"};
+inline constexpr size_t kDropReasonCount = std::size(kDropReasonNames);
+inline std::string_view drop_reason_name(DropReason reason) {
+  return kDropReasonNames[static_cast<size_t>(reason)];
+}
+
+std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender);
+
+// Decodes the envelope and checks the signature against its `from` key.
+// Recipient, trust and replay checks are the receiver's. On failure `*reason`
+// says which check failed.
+Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason);
+
+}  // namespace shoal::protocol

@@ -1,0 +1,131 @@
+// Every message agents exchange, as plain structs. The wire layout of each is
+// documented in protocol/README.md; field order is the format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <span>
+
+#include "common/status.h"
+#include "model/resources.h"
+#include "model/workload.h"
+
+namespace shoal::protocol {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Values are wire numbers: never renumber, only append.
+enum class MessageType : uint8_t {
+  kHello = 1,
+  kCapacity = 2,
+  kCandidate = 3,
+  kReady = 4,
+  kReject = 5,
+  kApprove = 6,
+  kCancel = 7,
+  kReleased = 8,
+  kBound = 9,
+  kStatus = 10,
+  kStatusAck = 11,
+};
+inline constexpr uint8_t kMaxMessageType = 11;
+
+constexpr std::string_view kMessageTypeNames[] = {
+    "?",      "HELLO",  "CAPACITY", "CANDIDATE", "READY",     "REJECT",
+    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK"};
+inline std::string_view message_type_name(MessageType type) {
+  return kMessageTypeNames[static_cast<uint8_t>(type)];
+}
+
+// Announces who is talking and, implicitly, that the sender is up. Sent on
+// start and with every heartbeat.
+struct Hello {
+  std::string cluster;
+  std::string org;
+  std::string endpoint;
+};
+
+// Aggregates for one namespace the receiver is invited into. Never node names.
+struct NamespaceCapacity {
+  std::string namespace_name;
+  model::Resources free;               // sum over nodes
+  model::Resources largest_free_node;  // per resource, the largest free amount on one node
+};
+struct Capacity {
+  std::vector<NamespaceCapacity> namespaces;
+};
+
+// "Could you run this?" from a source to a target.
+struct Candidate {
+  std::string uid;
+  uint64_t epoch = 0;
+  model::WorkloadSpec spec;
+};
+
+struct Ready {
+  std::string uid;
+  uint64_t epoch = 0;
+  double score = 0;  // the target's fit, 0..100
+};
+
+struct Reject {
+  std::string uid;
+  uint64_t epoch = 0;
+  std::string reason;  // a code such as NoCapacity, NotInvited, ReservationExpired
+};
+
+struct Approve {
+  std::string uid;
+  uint64_t epoch = 0;
+};
+
+struct Cancel {
+  std::string uid;
+  uint64_t epoch = 0;
+};
+
+struct Released {
+  std::string uid;
+  uint64_t epoch = 0;
+};
+
+struct Bound {
+  std::string uid;
+  uint64_t epoch = 0;
+  std::vector<std::string> nodes;
+};
+
+struct WorkloadStatus {
+  std::string uid;
+  uint64_t epoch = 0;
+  uint64_t generation = 0;  // grows with every change at the target
+  model::Phase phase = model::Phase::kBound;
+  std::vector<std::string> nodes;
+  int64_t started_at_ms = 0;   // 0: not started
+  int64_t finished_at_ms = 0;  // 0: not finished
+  int32_t exit_code = 0;
+  std::string message;
+};
+
+struct StatusAck {
+  std::string uid;
+  uint64_t epoch = 0;
+  uint64_t generation = 0;
+};
+
+using Body = std::variant<Hello, Capacity, Candidate, Ready, Reject, Approve, Cancel, Released,
+                          Bound, WorkloadStatus, StatusAck>;
+
+MessageType type_of(const Body& body);
+
+std::vector<uint8_t> encode_body(const Body& body);
+// Never throws; unknown types and malformed bodies are Corrupt errors that
+// name the field.
+Result<Body> decode_body(MessageType type, std::span<const uint8_t> bytes);
+
+}  // namespace shoal::protocol

@@ -1,0 +1,81 @@
+// The rows shoal persists, as plain structs. Peer ids are base64url public
+// keys; times are wall-clock milliseconds (0 = not set).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/time.h"
+#include "model/workload.h"
+
+namespace shoal::store {
+
+struct PeerRecord {
+  std::string id;
+  std::string cluster;
+  std::string org;
+  std::string endpoint;
+  uint64_t last_boot = 0;  // highest boot counter seen from this peer: older boots are replays
+};
+
+enum class InvitationDirection : uint8_t { kIssued = 0, kAccepted = 1 };
+
+struct InvitationRecord {
+  std::string id;
+  InvitationDirection direction = InvitationDirection::kIssued;
+  std::string peer_id;  // issued: the source's key; accepted: the issuer's key
+  std::string token;    // the signed token, the authority for everything else
+  bool revoked = false;
+};
+
+// Source side: a workload this agent was asked to place.
+struct WorkloadRecord {
+  std::string uid;
+  model::WorkloadSpec spec;
+  model::Phase phase = model::Phase::kPending;
+  uint64_t epoch = 0;        // placement attempt; bumped on every new round
+  std::string winner;        // peer id of the target that won this epoch, or ""
+  std::string cluster;       // the winner's cluster name
+  std::vector<std::string> nodes;
+  std::string reason;        // why it is not placed yet, or why it failed
+  TimePoint created_at{};
+  TimePoint updated_at{};
+  int64_t started_at_ms = 0;
+  int64_t finished_at_ms = 0;
+  int32_t exit_code = 0;
+  uint64_t status_generation = 0;  // newest STATUS generation mirrored
+};
+
+// Target side: what a source asked this cluster to hold or run.
+enum class ReservationPhase : uint8_t { kReserved = 0, kBound, kRunning, kSucceeded, kFailed };
+constexpr std::string_view kReservationPhaseNames[] = {"Reserved", "Bound", "Running",
+                                                       "Succeeded", "Failed"};
+inline bool holds_resources(ReservationPhase phase) {
+  return phase == ReservationPhase::kReserved || phase == ReservationPhase::kBound ||
+         phase == ReservationPhase::kRunning;
+}
+
+struct ReservationRecord {
+  std::string source;  // peer id of the source (own id for local work)
+  std::string uid;
+  uint64_t epoch = 0;
+  model::WorkloadSpec spec;
+  ReservationPhase phase = ReservationPhase::kReserved;
+  std::vector<std::string> nodes;  // one per replica
+  TimePoint expires_at{};          // for kReserved only
+  uint64_t generation = 0;         // bumped on every status change
+  uint64_t acked_generation = 0;   // newest generation the source acknowledged
+  int64_t started_at_ms = 0;
+  int64_t finished_at_ms = 0;
+  int32_t exit_code = 0;
+  std::string message;
+};
+
+struct EventRecord {
+  std::string subject;  // a workload uid, or "peer/<id>"
+  TimePoint at{};
+  std::string text;
+};
+
+}  // namespace shoal::store

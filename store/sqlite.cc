@@ -1,0 +1,99 @@
+#include "store/sqlite.h"
+
+#include <sqlite3.h>
+
+namespace shoal::store {
+
+Statement& Statement::bind(int index, int64_t value) {
+  sqlite3_bind_int64(statement_, index, value);
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::string_view value) {
+  sqlite3_bind_text(statement_, index, value.data(), static_cast<int>(value.size()),
+                    SQLITE_TRANSIENT);
+  return *this;
+}
+
+Status Statement::run() {
+  int rc = sqlite3_step(statement_);
+  sqlite3_reset(statement_);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    return internal_error(std::string("sqlite: ") + sqlite3_errstr(rc) + ": " +
+                          sqlite3_errmsg(sqlite3_db_handle(statement_)));
+  }
+  return Status::ok();
+}
+
+Result<bool> Statement::step() {
+  int rc = sqlite3_step(statement_);
+  if (rc == SQLITE_ROW) return true;
+  sqlite3_reset(statement_);
+  if (rc == SQLITE_DONE) return false;
+  return internal_error(std::string("sqlite: ") + sqlite3_errstr(rc));
+}
+
+int64_t Statement::column_int(int index) const { return sqlite3_column_int64(statement_, index); }
+
+std::string Statement::column_text(int index) const {
+  const unsigned char* text = sqlite3_column_text(statement_, index);
+  int size = sqlite3_column_bytes(statement_, index);
+  return text ? std::string(reinterpret_cast<const char*>(text), static_cast<size_t>(size))
+              : std::string();
+}
+
+void Statement::reset() { sqlite3_reset(statement_); }
+
+Database::~Database() {
+  for (auto& [sql, statement] : statements_) sqlite3_finalize(statement);
+  sqlite3_close(db_);
+}
+
+Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return internal_error("state database " + path + ": " + message);
+  }
+  std::unique_ptr<Database> database(new Database(db));
+  sqlite3_busy_timeout(db, 5000);
+  // WAL: readers (shoalctl checks, the chaos checker) never block the agent.
+  // synchronous=FULL: a committed reservation survives power loss, not just a crash.
+  SHOAL_RETURN_IF_ERROR(database->execute("PRAGMA journal_mode=WAL"));
+  SHOAL_RETURN_IF_ERROR(database->execute("PRAGMA synchronous=FULL"));
+  SHOAL_RETURN_IF_ERROR(database->execute("PRAGMA foreign_keys=ON"));
+  return database;
+}
+
+Status Database::execute(const std::string& sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    return internal_error("sqlite: " + message);
+  }
+  return Status::ok();
+}
+
+Result<Statement> Database::prepare(const std::string& sql) {
+  auto it = statements_.find(sql);
+  if (it != statements_.end()) {
+    sqlite3_reset(it->second);
+    sqlite3_clear_bindings(it->second);
+    return Statement(it->second);
+  }
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr) != SQLITE_OK) {
+    return internal_error("sqlite: " + last_error() + " in: " + sql);
+  }
+  statements_.emplace(sql, statement);
+  return Statement(statement);
+}
+
+std::string Database::last_error() const { return sqlite3_errmsg(db_); }
+
+}  // namespace shoal::store

@@ -1,0 +1,56 @@
+// A thin RAII layer over the SQLite C API: a connection and cached prepared
+// statements. Nothing here throws.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace shoal::store {
+
+class Statement {
+ public:
+  explicit Statement(sqlite3_stmt* statement) : statement_(statement) {}
+
+  Statement& bind(int index, int64_t value);
+  Statement& bind(int index, std::string_view value);
+  // Runs to completion (for writes).
+  Status run();
+  // Steps once; true while a row is available.
+  Result<bool> step();
+  int64_t column_int(int index) const;
+  std::string column_text(int index) const;
+  void reset();
+
+ private:
+  sqlite3_stmt* statement_;
+};
+
+class Database {
+ public:
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Opens (creating if needed) `path` in WAL mode with a busy timeout.
+  static Result<std::unique_ptr<Database>> open(const std::string& path);
+
+  Status execute(const std::string& sql);
+  // A prepared statement, cached per SQL text and reset before reuse.
+  Result<Statement> prepare(const std::string& sql);
+  std::string last_error() const;
+
+ private:
+  explicit Database(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+  std::map<std::string, sqlite3_stmt*> statements_;
+};
+
+}  // namespace shoal::store

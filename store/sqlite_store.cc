@@ -1,0 +1,351 @@
+#include "store/sqlite_store.h"
+
+#include <nlohmann/json.hpp>
+
+namespace shoal::store {
+namespace {
+
+// Numbered migrations. Migration i brings the schema from version i to i+1.
+// Never edit one that has shipped; append a new one.
+const char* const kMigrations[] = {
+    // 0 -> 1: the walking skeleton's tables.
+    R"sql(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta (key, value) VALUES ('boot', '0');
+    CREATE TABLE peers (
+      id TEXT PRIMARY KEY, cluster TEXT NOT NULL, org TEXT NOT NULL,
+      endpoint TEXT NOT NULL, last_boot INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE invitations (
+      id TEXT NOT NULL, direction INTEGER NOT NULL, peer_id TEXT NOT NULL,
+      token TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (id, direction));
+    CREATE TABLE workloads (
+      uid TEXT PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
+      spec TEXT NOT NULL, phase TEXT NOT NULL, epoch INTEGER NOT NULL,
+      winner TEXT NOT NULL, cluster TEXT NOT NULL, nodes TEXT NOT NULL,
+      reason TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+      started_at INTEGER NOT NULL, finished_at INTEGER NOT NULL,
+      exit_code INTEGER NOT NULL, status_generation INTEGER NOT NULL);
+    CREATE UNIQUE INDEX workloads_by_name ON workloads (namespace, name);
+    CREATE TABLE reservations (
+      source TEXT NOT NULL, uid TEXT NOT NULL, epoch INTEGER NOT NULL,
+      spec TEXT NOT NULL, phase TEXT NOT NULL, nodes TEXT NOT NULL,
+      expires_at INTEGER NOT NULL, generation INTEGER NOT NULL,
+      acked_generation INTEGER NOT NULL, started_at INTEGER NOT NULL,
+      finished_at INTEGER NOT NULL, exit_code INTEGER NOT NULL, message TEXT NOT NULL,
+      PRIMARY KEY (source, uid));
+    CREATE TABLE events (
+      id INTEGER PRIMARY KEY AUTOINCREMENT, subject TEXT NOT NULL,
+      at INTEGER NOT NULL, text TEXT NOT NULL);
+    CREATE INDEX events_by_subject ON events (subject, id);
+    )sql",
+};
+
+std::string nodes_to_text(const std::vector<std::string>& nodes) {
+  return nlohmann::json(nodes).dump();
+}
+
+Result<std::vector<std::string>> nodes_from_text(const std::string& text) {
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_array()) return corrupt("stored node list is not a JSON array");
+  std::vector<std::string> out;
+  for (const auto& item : json) {
+    if (!item.is_string()) return corrupt("stored node list holds a non-string");
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+Result<model::WorkloadSpec> spec_from_text(const std::string& text) {
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return corrupt("stored workload spec is not JSON");
+  return model::workload_spec_from_json(json);
+}
+
+template <size_t N>
+int index_of(const std::string_view (&names)[N], const std::string& name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int SqliteStore::latest_schema_version() { return static_cast<int>(std::size(kMigrations)); }
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::string& path) {
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::open(path));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db)));
+  SHOAL_RETURN_IF_ERROR(store->migrate());
+  return store;
+}
+
+Result<int> SqliteStore::schema_version() {
+  SHOAL_ASSIGN_OR_RETURN(Statement s, db_->prepare("PRAGMA user_version"));
+  SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+  int version = row ? static_cast<int>(s.column_int(0)) : 0;
+  s.reset();
+  return version;
+}
+
+Status SqliteStore::migrate() {
+  SHOAL_ASSIGN_OR_RETURN(int version, schema_version());
+  if (version > latest_schema_version()) {
+    return internal_error("state database has schema version " + std::to_string(version) +
+                          ", newer than this shoald understands (" +
+                          std::to_string(latest_schema_version()) + "); upgrade shoald");
+  }
+  for (int v = version; v < latest_schema_version(); ++v) {
+    SHOAL_RETURN_IF_ERROR(db_->execute("BEGIN IMMEDIATE"));
+    Status applied = db_->execute(kMigrations[v]);
+    if (applied.is_ok()) applied = db_->execute("PRAGMA user_version = " + std::to_string(v + 1));
+    if (applied.is_ok()) {
+      applied = db_->execute(
+          "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '" +
+          std::to_string(v + 1) + "')");
+    }
+    if (!applied.is_ok()) {
+      (void)db_->execute("ROLLBACK");
+      return applied.with_context("migration " + std::to_string(v + 1));
+    }
+    SHOAL_RETURN_IF_ERROR(db_->execute("COMMIT"));
+  }
+  return Status::ok();
+}
+
+Status SqliteStore::begin() {
+  if (in_batch_) return internal_error("store: batch already open");
+  SHOAL_RETURN_IF_ERROR(db_->execute("BEGIN IMMEDIATE"));
+  in_batch_ = true;
+  return Status::ok();
+}
+
+Status SqliteStore::commit() {
+  if (!in_batch_) return internal_error("store: no batch open");
+  in_batch_ = false;
+  return db_->execute("COMMIT");
+}
+
+void SqliteStore::rollback() {
+  if (!in_batch_) return;
+  in_batch_ = false;
+  (void)db_->execute("ROLLBACK");
+}
+
+Result<uint64_t> SqliteStore::next_boot() {
+  SHOAL_RETURN_IF_ERROR(
+      db_->execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'boot'"));
+  SHOAL_ASSIGN_OR_RETURN(Statement s, db_->prepare("SELECT value FROM meta WHERE key = 'boot'"));
+  SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+  if (!row) return corrupt("meta.boot is missing");
+  uint64_t boot = std::stoull(s.column_text(0));
+  s.reset();
+  return boot;
+}
+
+Status SqliteStore::put_peer(const PeerRecord& peer) {
+  SHOAL_ASSIGN_OR_RETURN(Statement s,
+                         db_->prepare("INSERT OR REPLACE INTO peers (id, cluster, org, endpoint, "
+                                      "last_boot) VALUES (?1, ?2, ?3, ?4, ?5)"));
+  return s.bind(1, peer.id)
+      .bind(2, peer.cluster)
+      .bind(3, peer.org)
+      .bind(4, peer.endpoint)
+      .bind(5, static_cast<int64_t>(peer.last_boot))
+      .run();
+}
+
+Result<std::vector<PeerRecord>> SqliteStore::load_peers() {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s, db_->prepare("SELECT id, cluster, org, endpoint, last_boot FROM peers"));
+  std::vector<PeerRecord> out;
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    out.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
+                   static_cast<uint64_t>(s.column_int(4))});
+  }
+  return out;
+}
+
+Status SqliteStore::put_invitation(const InvitationRecord& invitation) {
+  SHOAL_ASSIGN_OR_RETURN(Statement s,
+                         db_->prepare("INSERT OR REPLACE INTO invitations (id, direction, "
+                                      "peer_id, token, revoked) VALUES (?1, ?2, ?3, ?4, ?5)"));
+  return s.bind(1, invitation.id)
+      .bind(2, static_cast<int64_t>(invitation.direction))
+      .bind(3, invitation.peer_id)
+      .bind(4, invitation.token)
+      .bind(5, int64_t{invitation.revoked ? 1 : 0})
+      .run();
+}
+
+Result<std::vector<InvitationRecord>> SqliteStore::load_invitations() {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("SELECT id, direction, peer_id, token, revoked FROM invitations ORDER BY rowid"));
+  std::vector<InvitationRecord> out;
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    out.push_back({s.column_text(0), static_cast<InvitationDirection>(s.column_int(1)),
+                   s.column_text(2), s.column_text(3), s.column_int(4) != 0});
+  }
+  return out;
+}
+
+Status SqliteStore::put_workload(const WorkloadRecord& w) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
+                   "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
+                   "finished_at, exit_code, status_generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                   "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
+  return s.bind(1, w.uid)
+      .bind(2, w.spec.namespace_name)
+      .bind(3, w.spec.name)
+      .bind(4, model::to_json(w.spec).dump())
+      .bind(5, model::phase_name(w.phase))
+      .bind(6, static_cast<int64_t>(w.epoch))
+      .bind(7, w.winner)
+      .bind(8, w.cluster)
+      .bind(9, nodes_to_text(w.nodes))
+      .bind(10, w.reason)
+      .bind(11, to_millis(w.created_at))
+      .bind(12, to_millis(w.updated_at))
+      .bind(13, w.started_at_ms)
+      .bind(14, w.finished_at_ms)
+      .bind(15, int64_t{w.exit_code})
+      .bind(16, static_cast<int64_t>(w.status_generation))
+      .run();
+}
+
+Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
+                   "updated_at, started_at, finished_at, exit_code, status_generation FROM "
+                   "workloads ORDER BY created_at, uid"));
+  std::vector<WorkloadRecord> out;
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    WorkloadRecord w;
+    w.uid = s.column_text(0);
+    auto spec = spec_from_text(s.column_text(1));
+    if (!spec.is_ok()) return spec.status().with_context("workload " + w.uid);
+    w.spec = std::move(spec).value();
+    auto phase = model::phase_from_name(s.column_text(2));
+    if (!phase) return corrupt("workload " + w.uid + ": unknown phase " + s.column_text(2));
+    w.phase = *phase;
+    w.epoch = static_cast<uint64_t>(s.column_int(3));
+    w.winner = s.column_text(4);
+    w.cluster = s.column_text(5);
+    auto nodes = nodes_from_text(s.column_text(6));
+    if (!nodes.is_ok()) return nodes.status();
+    w.nodes = std::move(nodes).value();
+    w.reason = s.column_text(7);
+    w.created_at = from_millis(s.column_int(8));
+    w.updated_at = from_millis(s.column_int(9));
+    w.started_at_ms = s.column_int(10);
+    w.finished_at_ms = s.column_int(11);
+    w.exit_code = static_cast<int32_t>(s.column_int(12));
+    w.status_generation = static_cast<uint64_t>(s.column_int(13));
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Status SqliteStore::put_reservation(const ReservationRecord& r) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("INSERT OR REPLACE INTO reservations (source, uid, epoch, spec, phase, nodes, "
+                   "expires_at, generation, acked_generation, started_at, finished_at, "
+                   "exit_code, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                   "?12, ?13)"));
+  return s.bind(1, r.source)
+      .bind(2, r.uid)
+      .bind(3, static_cast<int64_t>(r.epoch))
+      .bind(4, model::to_json(r.spec).dump())
+      .bind(5, kReservationPhaseNames[static_cast<int>(r.phase)])
+      .bind(6, nodes_to_text(r.nodes))
+      .bind(7, to_millis(r.expires_at))
+      .bind(8, static_cast<int64_t>(r.generation))
+      .bind(9, static_cast<int64_t>(r.acked_generation))
+      .bind(10, r.started_at_ms)
+      .bind(11, r.finished_at_ms)
+      .bind(12, int64_t{r.exit_code})
+      .bind(13, r.message)
+      .run();
+}
+
+Status SqliteStore::delete_reservation(const std::string& source, const std::string& uid) {
+  SHOAL_ASSIGN_OR_RETURN(Statement s,
+                         db_->prepare("DELETE FROM reservations WHERE source = ?1 AND uid = ?2"));
+  return s.bind(1, source).bind(2, uid).run();
+}
+
+Result<std::vector<ReservationRecord>> SqliteStore::load_reservations() {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("SELECT source, uid, epoch, spec, phase, nodes, expires_at, generation, "
+                   "acked_generation, started_at, finished_at, exit_code, message FROM "
+                   "reservations ORDER BY rowid"));
+  std::vector<ReservationRecord> out;
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    ReservationRecord r;
+    r.source = s.column_text(0);
+    r.uid = s.column_text(1);
+    r.epoch = static_cast<uint64_t>(s.column_int(2));
+    auto spec = spec_from_text(s.column_text(3));
+    if (!spec.is_ok()) return spec.status().with_context("reservation " + r.uid);
+    r.spec = std::move(spec).value();
+    int phase = index_of(kReservationPhaseNames, s.column_text(4));
+    if (phase < 0) return corrupt("reservation " + r.uid + ": unknown phase " + s.column_text(4));
+    r.phase = static_cast<ReservationPhase>(phase);
+    auto nodes = nodes_from_text(s.column_text(5));
+    if (!nodes.is_ok()) return nodes.status();
+    r.nodes = std::move(nodes).value();
+    r.expires_at = from_millis(s.column_int(6));
+    r.generation = static_cast<uint64_t>(s.column_int(7));
+    r.acked_generation = static_cast<uint64_t>(s.column_int(8));
+    r.started_at_ms = s.column_int(9);
+    r.finished_at_ms = s.column_int(10);
+    r.exit_code = static_cast<int32_t>(s.column_int(11));
+    r.message = s.column_text(12);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status SqliteStore::append_event(const EventRecord& event) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement insert,
+      db_->prepare("INSERT INTO events (subject, at, text) VALUES (?1, ?2, ?3)"));
+  SHOAL_RETURN_IF_ERROR(
+      insert.bind(1, event.subject).bind(2, to_millis(event.at)).bind(3, event.text).run());
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement trim,
+      db_->prepare("DELETE FROM events WHERE subject = ?1 AND id <= (SELECT id FROM events "
+                   "WHERE subject = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)"));
+  return trim.bind(1, event.subject).bind(2, int64_t{kEventsPerSubject}).run();
+}
+
+Result<std::vector<EventRecord>> SqliteStore::load_events(const std::string& subject) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("SELECT subject, at, text FROM events WHERE subject = ?1 ORDER BY id"));
+  s.bind(1, subject);
+  std::vector<EventRecord> out;
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    out.push_back({s.column_text(0), from_millis(s.column_int(1)), s.column_text(2)});
+  }
+  return out;
+}
+
+}  // namespace shoal::store

@@ -1,0 +1,52 @@
+// The Store on SQLite: one database file per agent, WAL mode, numbered
+// migrations recorded in meta.schema_version.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "store/sqlite.h"
+#include "store/store.h"
+
+namespace shoal::store {
+
+class SqliteStore final : public Store {
+ public:
+  // Opens `path` (":memory:" for tests) and applies pending migrations.
+  static Result<std::unique_ptr<SqliteStore>> open(const std::string& path);
+
+  // The schema version this build writes; migrations bring older files here.
+  static int latest_schema_version();
+  Result<int> schema_version();
+
+  Status begin() override;
+  Status commit() override;
+  void rollback() override;
+
+  Result<uint64_t> next_boot() override;
+
+  Status put_peer(const PeerRecord& peer) override;
+  Result<std::vector<PeerRecord>> load_peers() override;
+
+  Status put_invitation(const InvitationRecord& invitation) override;
+  Result<std::vector<InvitationRecord>> load_invitations() override;
+
+  Status put_workload(const WorkloadRecord& workload) override;
+  Result<std::vector<WorkloadRecord>> load_workloads() override;
+
+  Status put_reservation(const ReservationRecord& reservation) override;
+  Status delete_reservation(const std::string& source, const std::string& uid) override;
+  Result<std::vector<ReservationRecord>> load_reservations() override;
+
+  Status append_event(const EventRecord& event) override;
+  Result<std::vector<EventRecord>> load_events(const std::string& subject) override;
+
+ private:
+  explicit SqliteStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+  Status migrate();
+
+  std::unique_ptr<Database> db_;
+  bool in_batch_ = false;
+};
+
+}  // namespace shoal::store

@@ -1,0 +1,45 @@
+// What the agent core persists, behind an interface so the core stays free of
+// I/O. Writes join the open batch; the runtime commits each batch in one
+// transaction before it sends any message the batch produced.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "store/records.h"
+
+namespace shoal::store {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Batches. Writes outside a batch are committed one by one.
+  virtual Status begin() = 0;
+  virtual Status commit() = 0;
+  virtual void rollback() = 0;
+
+  // Increments and returns the boot counter (1 on first start).
+  virtual Result<uint64_t> next_boot() = 0;
+
+  virtual Status put_peer(const PeerRecord& peer) = 0;
+  virtual Result<std::vector<PeerRecord>> load_peers() = 0;
+
+  virtual Status put_invitation(const InvitationRecord& invitation) = 0;
+  virtual Result<std::vector<InvitationRecord>> load_invitations() = 0;
+
+  virtual Status put_workload(const WorkloadRecord& workload) = 0;
+  virtual Result<std::vector<WorkloadRecord>> load_workloads() = 0;
+
+  virtual Status put_reservation(const ReservationRecord& reservation) = 0;
+  virtual Status delete_reservation(const std::string& source, const std::string& uid) = 0;
+  virtual Result<std::vector<ReservationRecord>> load_reservations() = 0;
+
+  // Keeps the newest kEventsPerSubject events of each subject.
+  static constexpr int kEventsPerSubject = 200;
+  virtual Status append_event(const EventRecord& event) = 0;
+  virtual Result<std::vector<EventRecord>> load_events(const std::string& subject) = 0;
+};
+
+}  // namespace shoal::store
