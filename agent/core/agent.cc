@@ -291,7 +291,7 @@ Result<std::string> Agent::accept_invitation(std::string_view token) {
   SHOAL_RETURN_IF_ERROR(store_.put_invitation(record));
   remember_peer(invitation.issuer);
   std::string cluster = invitation.issuer.cluster;
-  accepted_[invitation.id] = {std::move(invitation), record};
+  accepted_[record.id] = {std::move(invitation), record};
   record_event("peer/" + peer_id, "accepted invitation " + record.id + " from " + cluster);
   send(peer_id, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
   return cluster;

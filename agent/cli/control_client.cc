@@ -1,0 +1,58 @@
+#include "agent/cli/control_client.h"
+
+#include <filesystem>
+
+#include <zmq.hpp>
+
+#include "agent/runtime/config.h"
+
+namespace shoal::cli {
+namespace {
+
+ErrorCode code_from_name(const std::string& name) {
+  for (int i = 0; i <= static_cast<int>(ErrorCode::kInternal); ++i) {
+    auto code = static_cast<ErrorCode>(i);
+    if (name == error_code_name(code)) return code;
+  }
+  return ErrorCode::kInternal;
+}
+
+}  // namespace
+
+Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::json& request,
+                                  std::chrono::milliseconds timeout) {
+  std::string socket_path = runtime::control_socket_path(data_dir);
+  if (!std::filesystem::exists(socket_path)) {
+    return Status(ErrorCode::kUnavailable,
+                  "no agent is running on " + data_dir + " (no control socket at " + socket_path +
+                      "); start it with `shoald run --data " + data_dir + "`");
+  }
+  try {
+    zmq::context_t context(1);
+    zmq::socket_t socket(context, zmq::socket_type::req);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect(runtime::control_endpoint(data_dir));
+    std::string body = request.dump();
+    socket.send(zmq::buffer(body), zmq::send_flags::none);
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, timeout);
+    if (!(item.revents & ZMQ_POLLIN)) {
+      return Status(ErrorCode::kUnavailable, "the agent on " + data_dir + " did not answer within " +
+                                                 std::to_string(timeout.count()) + " ms");
+    }
+    zmq::message_t reply;
+    if (!socket.recv(reply, zmq::recv_flags::none)) {
+      return Status(ErrorCode::kUnavailable, "no reply from the agent");
+    }
+    auto json = nlohmann::json::parse(reply.to_string(), nullptr, false);
+    if (json.is_discarded() || !json.is_object()) return internal_error("agent reply is not JSON");
+    if (!json.value("ok", false)) {
+      return Status(code_from_name(json.value("code", "Internal")), json.value("error", "failed"));
+    }
+    return json;
+  } catch (const zmq::error_t& e) {
+    return Status(ErrorCode::kUnavailable, std::string("control socket: ") + e.what());
+  }
+}
+
+}  // namespace shoal::cli

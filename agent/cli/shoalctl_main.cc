@@ -1,0 +1,338 @@
+// shoalctl: the operator's tool. Every command but `identity` talks to the
+// agent through its control socket in the data dir.
+//
+// Exit codes: 0 ok, 1 runtime error (agent down, internal), 2 bad usage or
+// bad input (with a one-line message naming the field).
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/cli/control_client.h"
+#include "agent/cli/table.h"
+#include "agent/runtime/config.h"
+#include "crypto/id_card.h"
+#include "crypto/identity.h"
+
+namespace shoal::cli {
+namespace {
+
+using nlohmann::json;
+
+int fail(const Status& status) {
+  std::cerr << "shoalctl: " << status.message() << "\n";
+  switch (status.code()) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kAlreadyExists:
+    case ErrorCode::kNotFound:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+Result<std::string> read_text(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) return invalid_argument(flag + " " + path + ": cannot read the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string age_since(const std::string& rfc3339) {
+  std::tm tm{};
+  if (rfc3339.size() < 19 || !strptime(rfc3339.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return "?";
+  long long seconds = static_cast<long long>(std::time(nullptr) - timegm(&tm));
+  if (seconds < 0) seconds = 0;
+  if (seconds < 120) return std::to_string(seconds) + "s";
+  if (seconds < 7200) return std::to_string(seconds / 60) + "m";
+  if (seconds < 172800) return std::to_string(seconds / 3600) + "h";
+  return std::to_string(seconds / 86400) + "d";
+}
+
+std::string join(const json& list, const char* separator = ",") {
+  std::string out;
+  for (const auto& item : list) out += (out.empty() ? "" : separator) + item.get<std::string>();
+  return out.empty() ? "-" : out;
+}
+
+struct Options {
+  std::string data_dir;
+  std::string output;
+};
+
+int cmd_identity(const Options& o) {
+  // Offline: the card is built from the data dir, so it works before `shoald run`.
+  auto file = runtime::load_agent_file(o.data_dir);
+  if (!file.is_ok()) return fail(file.status());
+  if (Status s = crypto::initialize(); !s.is_ok()) return fail(s);
+  auto identity = crypto::Identity::load(runtime::identity_path(o.data_dir));
+  if (!identity.is_ok()) return fail(identity.status());
+  std::cout << crypto::IdCard{file->cluster, file->org, identity->public_key(), file->listen}
+                   .to_string()
+            << "\n";
+  return 0;
+}
+
+int cmd_invite_create(const Options& o, const std::string& to,
+                      const std::vector<std::string>& namespaces, const std::string& out_file) {
+  auto reply = call_agent(o.data_dir, {{"command", "invite-create"}, {"to", to},
+                                       {"namespaces", namespaces}});
+  if (!reply.is_ok()) return fail(reply.status());
+  std::string token = (*reply)["token"];
+  if (out_file.empty()) {
+    std::cout << token << "\n";
+  } else {
+    std::ofstream out(out_file);
+    out << token << "\n";
+    if (!out) return fail(internal_error("-o " + out_file + ": cannot write"));
+  }
+  return 0;
+}
+
+int cmd_invite_accept(const Options& o, const std::string& token_or_file) {
+  std::string token = token_or_file;
+  if (token_or_file.rfind("shoal-invite:", 0) != 0) {
+    auto text = read_text(token_or_file, "TOKEN_OR_FILE");
+    if (!text.is_ok()) return fail(text.status());
+    token = *text;
+  }
+  auto reply = call_agent(o.data_dir, {{"command", "invite-accept"}, {"token", token}});
+  if (!reply.is_ok()) return fail(reply.status());
+  std::cout << "accepted invitation from " << (*reply)["cluster"].get<std::string>() << "\n";
+  return 0;
+}
+
+int cmd_peers(const Options& o) {
+  auto reply = call_agent(o.data_dir, {{"command", "peers"}});
+  if (!reply.is_ok()) return fail(reply.status());
+  if (o.output == "json") {
+    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+    return 0;
+  }
+  Table table({"CLUSTER", "ORG", "STATE", "LAST SEEN", "WE OFFER", "THEY OFFER", "WORKLOADS",
+               "ENDPOINT"});
+  for (const auto& peer : (*reply)["items"]) {
+    std::string seen = peer["lastSeen"];
+    table.add({peer["cluster"], peer["org"], peer["state"], seen.empty() ? "never" : age_since(seen) + " ago",
+               join(peer["namespacesOffered"]), join(peer["namespacesAccepted"]),
+               std::to_string(peer["workloads"].get<int>()), peer["endpoint"]});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int cmd_submit(const Options& o, const std::string& file) {
+  auto text = read_text(file, "-f");
+  if (!text.is_ok()) return fail(text.status());
+  auto reply = call_agent(o.data_dir, {{"command", "submit"}, {"manifest", *text}});
+  if (!reply.is_ok()) return fail(reply.status());
+  for (const auto& item : (*reply)["items"]) {
+    std::cout << "workload " << item["namespace"].get<std::string>() << "/"
+              << item["name"].get<std::string>() << " submitted (uid "
+              << item["uid"].get<std::string>() << ")\n";
+  }
+  return 0;
+}
+
+int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool all) {
+  json request{{"command", "get-workloads"}};
+  if (!all) request["namespace"] = namespace_name;
+  auto reply = call_agent(o.data_dir, request);
+  if (!reply.is_ok()) return fail(reply.status());
+  if (o.output == "json") {
+    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+    return 0;
+  }
+  bool wide = o.output == "wide";
+  std::vector<std::string> header = {"NAMESPACE", "NAME", "PHASE", "CLUSTER", "AGE"};
+  if (wide) header.insert(header.end(), {"NODES", "EPOCH", "UID", "REASON"});
+  Table table(header);
+  for (const auto& item : (*reply)["items"]) {
+    const auto& status = item["status"];
+    std::string cluster = status["cluster"];
+    std::vector<std::string> row = {item["metadata"]["namespace"], item["metadata"]["name"],
+                                    status["phase"], cluster.empty() ? "-" : cluster,
+                                    age_since(item["metadata"]["creationTimestamp"])};
+    if (wide) {
+      std::string reason = status["reason"];
+      row.insert(row.end(), {join(status["nodes"]), std::to_string(status["epoch"].get<int>()),
+                             item["metadata"]["uid"], reason.empty() ? "-" : reason});
+    }
+    table.add(row);
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int cmd_get_reservations(const Options& o) {
+  auto reply = call_agent(o.data_dir, {{"command", "get-reservations"}});
+  if (!reply.is_ok()) return fail(reply.status());
+  if (o.output == "json") {
+    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+    return 0;
+  }
+  Table table({"NAMESPACE", "NAME", "PHASE", "EPOCH", "NODES", "UID"});
+  for (const auto& r : (*reply)["items"]) {
+    table.add({r["namespace"], r["name"], r["phase"], std::to_string(r["epoch"].get<int>()),
+               join(r["nodes"]), r["uid"]});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int cmd_describe_workload(const Options& o, const std::string& target) {
+  size_t slash = target.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
+    return fail(invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\""));
+  }
+  auto reply = call_agent(o.data_dir, {{"command", "describe-workload"},
+                                       {"namespace", target.substr(0, slash)},
+                                       {"name", target.substr(slash + 1)}});
+  if (!reply.is_ok()) return fail(reply.status());
+  const json& w = *reply;
+  if (o.output == "json") {
+    json copy = w;
+    copy.erase("ok");
+    std::cout << copy.dump(2) << "\n";
+    return 0;
+  }
+  const auto& spec = w["spec"];
+  const auto& status = w["status"];
+  std::cout << "Name:       " << w["metadata"]["name"].get<std::string>() << "\n"
+            << "Namespace:  " << w["metadata"]["namespace"].get<std::string>() << "\n"
+            << "UID:        " << w["metadata"]["uid"].get<std::string>() << "\n"
+            << "Created:    " << w["metadata"]["creationTimestamp"].get<std::string>() << "\n"
+            << "Spec:\n"
+            << "  Queue:      " << spec["queue"].get<std::string>() << "\n"
+            << "  Priority:   " << spec["priority"].get<int>() << "\n"
+            << "  Replicas:   " << spec["replicas"].get<int>() << "\n"
+            << "  Resources:  cpu=" << spec["resources"]["cpu"].get<std::string>()
+            << " memory=" << spec["resources"]["memory"].get<std::string>()
+            << " gpu=" << spec["resources"]["gpu"].get<int64_t>() << " (per replica)\n"
+            << "Status:\n"
+            << "  Phase:      " << status["phase"].get<std::string>() << "\n"
+            << "  Cluster:    " << status["cluster"].get<std::string>() << "\n"
+            << "  Nodes:      " << join(status["nodes"]) << "\n"
+            << "  Epoch:      " << status["epoch"].get<int>() << "\n"
+            << "  Started:    " << status["startedAt"].get<std::string>() << "\n"
+            << "  Finished:   " << status["finishedAt"].get<std::string>() << "\n"
+            << "  Exit code:  " << status["exitCode"].get<int>() << "\n"
+            << "  Reason:     " << status["reason"].get<std::string>() << "\n"
+            << "Events:\n";
+  for (const auto& event : w["events"]) {
+    std::cout << "  " << event["at"].get<std::string>() << "  " << event["text"].get<std::string>()
+              << "\n";
+  }
+  return 0;
+}
+
+int cmd_status(const Options& o) {
+  auto reply = call_agent(o.data_dir, {{"command", "status"}});
+  if (!reply.is_ok()) return fail(reply.status());
+  json copy = *reply;
+  copy.erase("ok");
+  if (o.output == "json") {
+    std::cout << copy.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "cluster " << copy["cluster"].get<std::string>() << "  messages received "
+            << copy["messages"]["received"] << ", sent " << copy["messages"]["sent"] << "\n";
+  for (const auto& [reason, count] : copy["messages"]["dropped"].items()) {
+    if (count.get<uint64_t>() > 0) std::cout << "  dropped " << reason << ": " << count << "\n";
+  }
+  Table table({"NODE", "CPU", "MEMORY", "GPU", "ALLOCATED CPU", "PEAK CPU"});
+  for (const auto& node : copy["nodes"]) {
+    table.add({node["name"], node["capacity"]["cpu"], node["capacity"]["memory"],
+               std::to_string(node["capacity"]["gpu"].get<int64_t>()), node["allocated"]["cpu"],
+               node["peakAllocated"]["cpu"]});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace shoal::cli
+
+int main(int argc, char** argv) {
+  using namespace shoal::cli;
+  CLI::App app{"shoalctl: operate a shoal agent"};
+  app.require_subcommand(1);
+  Options options;
+  if (const char* env = std::getenv("SHOAL_DATA")) options.data_dir = env;
+  app.add_option("--data", options.data_dir, "The agent's data directory (or SHOAL_DATA)");
+
+  auto* identity = app.add_subcommand("identity", "Print this agent's id card (one line)");
+
+  auto* invite = app.add_subcommand("invite", "Invitations between clusters");
+  invite->require_subcommand(1);
+  std::string invite_to, invite_out;
+  std::vector<std::string> invite_namespaces;
+  auto* invite_create = invite->add_subcommand("create", "Invite a source cluster; prints the token");
+  invite_create->add_option("--to", invite_to, "The source agent's id card")->required();
+  invite_create->add_option("--namespace", invite_namespaces, "A namespace to invite into (repeatable)")
+      ->required();
+  invite_create->add_option("-o,--output-file", invite_out, "Write the token to this file");
+  std::string token_or_file;
+  auto* invite_accept = invite->add_subcommand("accept", "Accept an invitation token (text or file)");
+  invite_accept->add_option("TOKEN_OR_FILE", token_or_file, "The token, or a file holding it")->required();
+
+  auto* peers = app.add_subcommand("peers", "Peer status: state, last seen, namespaces, workloads");
+  peers->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json", "wide"}));
+
+  std::string submit_file;
+  auto* submit = app.add_subcommand("submit", "Submit workloads (multi-document YAML, kind Workload)");
+  submit->add_option("-f,--filename", submit_file, "Manifest file")->required();
+
+  auto* get = app.add_subcommand("get", "List resources");
+  get->require_subcommand(1);
+  std::string get_namespace = "default";
+  bool all_namespaces = false;
+  auto* get_workloads = get->add_subcommand("workloads", "Workloads submitted to this agent");
+  get_workloads->alias("workload");
+  get_workloads->add_option("-n,--namespace", get_namespace, "Namespace (default \"default\")");
+  get_workloads->add_flag("-A,--all-namespaces", all_namespaces, "Every namespace");
+  get_workloads->add_option("-o,--output", options.output, "json or wide")
+      ->check(CLI::IsMember({"json", "wide"}));
+  auto* get_reservations =
+      get->add_subcommand("reservations", "What this cluster holds or runs for sources");
+  get_reservations->add_option("-o,--output", options.output, "json")
+      ->check(CLI::IsMember({"json", "wide"}));
+
+  auto* describe = app.add_subcommand("describe", "Show one resource in detail");
+  describe->require_subcommand(1);
+  std::string describe_target;
+  auto* describe_workload = describe->add_subcommand("workload", "Spec, status and event history");
+  describe_workload->add_option("NS/NAME", describe_target, "namespace/name")->required();
+  describe_workload->add_option("-o,--output", options.output, "json")
+      ->check(CLI::IsMember({"json"}));
+
+  auto* status = app.add_subcommand("status", "Agent counters (messages, drops) and node usage");
+  status->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (options.data_dir.empty()) {
+    std::cerr << "shoalctl: --data: expected the agent's data directory (or set SHOAL_DATA)\n";
+    return 2;
+  }
+  if (*identity) return cmd_identity(options);
+  if (*invite_create) return cmd_invite_create(options, invite_to, invite_namespaces, invite_out);
+  if (*invite_accept) return cmd_invite_accept(options, token_or_file);
+  if (*peers) return cmd_peers(options);
+  if (*submit) return cmd_submit(options, submit_file);
+  if (*get_workloads) return cmd_get_workloads(options, get_namespace, all_namespaces);
+  if (*get_reservations) return cmd_get_reservations(options);
+  if (*describe_workload) return cmd_describe_workload(options, describe_target);
+  if (*status) return cmd_status(options);
+  return 2;
+}

@@ -1,0 +1,116 @@
+#include "agent/runtime/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "model/workload.h"
+
+namespace shoal::runtime {
+
+std::string config_path(const std::string& d) { return d + "/agent.yaml"; }
+std::string identity_path(const std::string& d) { return d + "/identity.key"; }
+std::string database_path(const std::string& d) { return d + "/state.db"; }
+std::string control_socket_path(const std::string& d) { return d + "/control.sock"; }
+std::string control_endpoint(const std::string& d) { return "ipc://" + control_socket_path(d); }
+
+Status validate_listen(const std::string& listen, const std::string& field) {
+  auto fail = [&] {
+    return invalid_argument(field + ": expected tcp://HOST:PORT with a port from 1 to 65535, got \"" +
+                            listen + "\"");
+  };
+  if (listen.rfind("tcp://", 0) != 0) return fail();
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon <= 6 || colon + 1 >= listen.size()) return fail();
+  std::string port = listen.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return fail();
+  int number = std::stoi(port);
+  if (number < 1 || number > 65535) return fail();
+  return Status::ok();
+}
+
+namespace {
+
+Status read_duration(const YAML::Node& node, const char* key, Duration* out) {
+  if (!node[key]) return Status::ok();
+  if (!node[key].IsScalar()) return invalid_argument(std::string("agent.yaml ") + key + ": expected a duration");
+  SHOAL_ASSIGN_OR_RETURN(*out, parse_duration(node[key].Scalar(), std::string("agent.yaml ") + key));
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<AgentFile> load_agent_file(const std::string& data_dir) {
+  std::ifstream in(config_path(data_dir));
+  if (!in) {
+    return not_found("agent config " + config_path(data_dir) +
+                     ": not found; run `shoald init --data " + data_dir + " ...` first");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  AgentFile file;
+  try {
+    YAML::Node node = YAML::Load(text.str());
+    if (!node.IsMap()) return invalid_argument("agent.yaml: expected a mapping");
+    auto required = [&](const char* key, std::string* out) -> Status {
+      if (!node[key] || !node[key].IsScalar() || node[key].Scalar().empty()) {
+        return invalid_argument(std::string("agent.yaml ") + key + ": expected a value");
+      }
+      *out = node[key].Scalar();
+      return Status::ok();
+    };
+    SHOAL_RETURN_IF_ERROR(required("cluster", &file.cluster));
+    SHOAL_RETURN_IF_ERROR(required("org", &file.org));
+    SHOAL_RETURN_IF_ERROR(required("listen", &file.listen));
+    SHOAL_RETURN_IF_ERROR(validate_listen(file.listen, "agent.yaml listen"));
+    if (node["clusterConfig"]) file.cluster_config = node["clusterConfig"].as<std::string>();
+    if (node["logFormat"]) {
+      file.log_format = node["logFormat"].as<std::string>();
+      if (file.log_format != "text" && file.log_format != "json") {
+        return invalid_argument("agent.yaml logFormat: expected \"text\" or \"json\", got \"" +
+                                file.log_format + "\"");
+      }
+    }
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "reservationTTL", &file.timing.reservation_ttl));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "heartbeatInterval", &file.timing.heartbeat_interval));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "retryInterval", &file.timing.retry_interval));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetry", &file.timing.pending_retry));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "replayWindow", &file.timing.replay_window));
+  } catch (const YAML::Exception& e) {
+    return invalid_argument("agent.yaml: " + e.msg);
+  }
+  if (file.timing.retry_interval.count() <= 0 || file.timing.heartbeat_interval.count() <= 0) {
+    return invalid_argument("agent.yaml retryInterval/heartbeatInterval: expected more than 0s");
+  }
+  file.timing.cluster = file.cluster;
+  file.timing.org = file.org;
+  file.timing.endpoint = file.listen;
+  return file;
+}
+
+Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "cluster" << YAML::Value << file.cluster;
+  out << YAML::Key << "org" << YAML::Value << file.org;
+  out << YAML::Key << "listen" << YAML::Value << file.listen;
+  if (!file.cluster_config.empty()) {
+    out << YAML::Key << "clusterConfig" << YAML::Value << file.cluster_config;
+  }
+  out << YAML::Key << "logFormat" << YAML::Value << file.log_format;
+  out << YAML::Key << "reservationTTL" << YAML::Value
+      << format_duration(file.timing.reservation_ttl);
+  out << YAML::Key << "heartbeatInterval" << YAML::Value
+      << format_duration(file.timing.heartbeat_interval);
+  out << YAML::Key << "retryInterval" << YAML::Value << format_duration(file.timing.retry_interval);
+  out << YAML::Key << "pendingRetry" << YAML::Value << format_duration(file.timing.pending_retry);
+  out << YAML::Key << "replayWindow" << YAML::Value << format_duration(file.timing.replay_window);
+  out << YAML::EndMap;
+  std::ofstream stream(config_path(data_dir));
+  stream << "# shoal agent configuration, written by `shoald init`.\n" << out.c_str() << "\n";
+  if (!stream) return internal_error("cannot write " + config_path(data_dir));
+  return Status::ok();
+}
+
+}  // namespace shoal::runtime

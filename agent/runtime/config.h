@@ -1,0 +1,33 @@
+// <data>/agent.yaml: what `shoald init` decided and `shoald run` reads.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "agent/core/agent.h"
+#include "common/status.h"
+
+namespace shoal::runtime {
+
+struct AgentFile {
+  std::string cluster;
+  std::string org;
+  std::string listen;          // tcp://HOST:PORT; also the endpoint peers dial
+  std::string cluster_config;  // path of a Cluster manifest, or "" for the default sim cluster
+  std::string log_format = "text";  // text | json
+  core::AgentConfig timing;    // durations; cluster/org/endpoint are filled from above
+};
+
+std::string config_path(const std::string& data_dir);
+std::string identity_path(const std::string& data_dir);
+std::string database_path(const std::string& data_dir);
+std::string control_endpoint(const std::string& data_dir);
+std::string control_socket_path(const std::string& data_dir);
+
+Result<AgentFile> load_agent_file(const std::string& data_dir);
+Status write_agent_file(const std::string& data_dir, const AgentFile& file);
+
+// Checks a listen endpoint is tcp://HOST:PORT with a port in 1..65535.
+Status validate_listen(const std::string& listen, const std::string& field);
+
+}  // namespace shoal::runtime

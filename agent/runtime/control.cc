@@ -1,0 +1,180 @@
+#include "agent/runtime/control.h"
+
+#include "model/manifest.h"
+
+namespace shoal::runtime {
+namespace {
+
+using nlohmann::json;
+
+json error_response(const Status& status) {
+  return {{"ok", false}, {"code", error_code_name(status.code())}, {"error", status.message()}};
+}
+
+json resources_json(const model::Resources& r) {
+  return {{"cpu", model::format_cpu(r.cpu_milli)},
+          {"memory", model::format_memory(r.memory_bytes)},
+          {"gpu", r.gpu}};
+}
+
+std::string optional_time(int64_t ms) { return ms ? format_time(from_millis(ms)) : ""; }
+
+json peers_json(const core::Agent& agent) {
+  json items = json::array();
+  for (const auto& peer : agent.peers()) {
+    json capacity = json::object();
+    for (const auto& ns : peer.capacity) {
+      capacity[ns.namespace_name] = {{"free", resources_json(ns.free)},
+                                     {"largestFreeNode", resources_json(ns.largest_free_node)}};
+    }
+    items.push_back({{"id", peer.id},
+                     {"cluster", peer.cluster},
+                     {"org", peer.org},
+                     {"endpoint", peer.endpoint},
+                     {"state", peer.state},
+                     {"lastSeen", peer.last_seen ? format_time(*peer.last_seen) : ""},
+                     {"namespacesOffered", peer.namespaces_offered},
+                     {"namespacesAccepted", peer.namespaces_accepted},
+                     {"capacity", capacity},
+                     {"workloads", peer.workloads_placed}});
+  }
+  return {{"ok", true}, {"items", items}};
+}
+
+json reservations_json(const core::Agent& agent) {
+  json items = json::array();
+  for (const auto& r : agent.reservations()) {
+    items.push_back({{"source", r.source},
+                     {"uid", r.uid},
+                     {"namespace", r.spec.namespace_name},
+                     {"name", r.spec.name},
+                     {"epoch", r.epoch},
+                     {"phase", store::kReservationPhaseNames[static_cast<int>(r.phase)]},
+                     {"nodes", r.nodes},
+                     {"startedAt", optional_time(r.started_at_ms)},
+                     {"finishedAt", optional_time(r.finished_at_ms)},
+                     {"exitCode", r.exit_code}});
+  }
+  return {{"ok", true}, {"items", items}};
+}
+
+json status_json(const ControlContext& context) {
+  const core::AgentStats& stats = context.agent.stats();
+  json dropped = json::object();
+  for (size_t i = 0; i < protocol::kDropReasonCount; ++i) {
+    dropped[std::string(protocol::kDropReasonNames[i])] = stats.dropped[i];
+  }
+  json nodes = json::array();
+  for (const auto& node : context.cluster.nodes()) {
+    nodes.push_back({{"name", node.name},
+                     {"capacity", resources_json(node.capacity)},
+                     {"allocated", resources_json(node.allocated)},
+                     {"peakAllocated", resources_json(node.peak_allocated)},
+                     {"overCommitted", !node.capacity.fits(node.peak_allocated)}});
+  }
+  return {{"ok", true},
+          {"cluster", context.cluster.spec().name},
+          {"id", context.agent.self_id()},
+          {"messages",
+           {{"received", stats.received},
+            {"sent", stats.sent},
+            {"dropped", dropped},
+            {"undeliverable", context.transport_drops}}},
+          {"nodes", nodes}};
+}
+
+Result<json> dispatch(const ControlContext& context, const json& request) {
+  core::Agent& agent = context.agent;
+  const std::string command = request.value("command", "");
+  if (command == "identity") return json{{"ok", true}, {"card", agent.id_card()}};
+  if (command == "invite-create") {
+    SHOAL_ASSIGN_OR_RETURN(
+        std::string token,
+        agent.create_invitation(request.at("to").get<std::string>(),
+                                request.at("namespaces").get<std::vector<std::string>>()));
+    return json{{"ok", true}, {"token", token}};
+  }
+  if (command == "invite-accept") {
+    SHOAL_ASSIGN_OR_RETURN(std::string cluster,
+                           agent.accept_invitation(request.at("token").get<std::string>()));
+    return json{{"ok", true}, {"cluster", cluster}};
+  }
+  if (command == "peers") return peers_json(agent);
+  if (command == "submit") {
+    SHOAL_ASSIGN_OR_RETURN(auto specs,
+                           model::parse_workloads(request.at("manifest").get<std::string>()));
+    SHOAL_ASSIGN_OR_RETURN(auto uids, agent.submit(specs));
+    json items = json::array();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      items.push_back({{"namespace", specs[i].namespace_name},
+                       {"name", specs[i].name},
+                       {"uid", uids[i]}});
+    }
+    return json{{"ok", true}, {"items", items}};
+  }
+  if (command == "get-workloads") {
+    std::string ns = request.value("namespace", "");
+    json items = json::array();
+    for (const auto& record : agent.workloads()) {
+      if (ns.empty() || record.spec.namespace_name == ns) items.push_back(workload_to_json(record));
+    }
+    return json{{"ok", true}, {"items", items}};
+  }
+  if (command == "get-reservations") return reservations_json(agent);
+  if (command == "describe-workload") {
+    auto record = agent.find_workload(request.at("namespace").get<std::string>(),
+                                      request.at("name").get<std::string>());
+    if (!record) {
+      return not_found("workload " + request.at("namespace").get<std::string>() + "/" +
+                       request.at("name").get<std::string>() + " not found");
+    }
+    SHOAL_ASSIGN_OR_RETURN(auto events, agent.events(record->uid));
+    json history = json::array();
+    for (const auto& event : events) {
+      history.push_back({{"at", format_time(event.at)}, {"text", event.text}});
+    }
+    json out = workload_to_json(*record);
+    out["events"] = history;
+    out["ok"] = true;
+    return out;
+  }
+  if (command == "status") return status_json(context);
+  return invalid_argument("command: unknown control command \"" + command + "\"");
+}
+
+}  // namespace
+
+json workload_to_json(const store::WorkloadRecord& record) {
+  json spec = model::to_json(record.spec);
+  spec.erase("namespace");
+  spec.erase("name");
+  spec.erase("labels");
+  return {{"metadata",
+           {{"namespace", record.spec.namespace_name},
+            {"name", record.spec.name},
+            {"uid", record.uid},
+            {"labels", record.spec.labels},
+            {"creationTimestamp", format_time(record.created_at)}}},
+          {"spec", spec},
+          {"status",
+           {{"phase", model::phase_name(record.phase)},
+            {"cluster", record.cluster},
+            {"nodes", record.nodes},
+            {"epoch", record.epoch},
+            {"reason", record.reason},
+            {"startedAt", optional_time(record.started_at_ms)},
+            {"finishedAt", optional_time(record.finished_at_ms)},
+            {"exitCode", record.exit_code}}}};
+}
+
+json handle_control(const ControlContext& context, const json& request) {
+  try {
+    auto response = dispatch(context, request);
+    if (!response.is_ok()) return error_response(response.status());
+    return std::move(response).value();
+  } catch (const json::exception& e) {
+    return error_response(invalid_argument(std::string("control request: ") + e.what()));
+  }
+}
+
+}  // namespace shoal::runtime

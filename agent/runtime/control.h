@@ -1,0 +1,23 @@
+// The control API shoalctl speaks: one JSON request, one JSON response, over
+// the agent's ipc:// control socket. See protocol/README.md ("Control API").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "agent/core/agent.h"
+
+namespace shoal::runtime {
+
+struct ControlContext {
+  core::Agent& agent;
+  const cluster::Cluster& cluster;
+  uint64_t transport_drops;
+};
+
+// Never throws. A response is {"ok": true, ...} or
+// {"ok": false, "code": "<ErrorCode name>", "error": "<one line>"}.
+nlohmann::json handle_control(const ControlContext& context, const nlohmann::json& request);
+
+nlohmann::json workload_to_json(const store::WorkloadRecord& record);
+
+}  // namespace shoal::runtime

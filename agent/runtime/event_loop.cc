@@ -1,0 +1,313 @@
+#include "agent/runtime/event_loop.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "agent/cluster/sim_cluster.h"
+#include "agent/core/agent.h"
+#include "agent/runtime/config.h"
+#include "agent/runtime/control.h"
+#include "agent/runtime/zmq_transport.h"
+#include "crypto/identity.h"
+#include "model/manifest.h"
+#include "store/sqlite_store.h"
+
+namespace shoal::runtime {
+namespace {
+
+constexpr int kPollMillis = 50;
+constexpr int kMaxWireMessagesPerIteration = 512;
+constexpr int kMaxControlRequestsPerIteration = 16;
+constexpr int kMaxWireBytes = 1 << 20;
+
+class SystemClock final : public Clock {
+ public:
+  TimePoint now() const override {
+    return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+  }
+};
+
+class SodiumRng final : public core::Rng {
+ public:
+  uint64_t next() override {
+    uint64_t value;
+    randombytes_buf(&value, sizeof value);
+    return value;
+  }
+};
+
+Result<std::string> read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) return not_found(what + " " + path + ": cannot read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
+  if (file.cluster_config.empty()) return model::default_cluster_spec(file.cluster);
+  SHOAL_ASSIGN_OR_RETURN(std::string text, read_file(file.cluster_config, "cluster manifest"));
+  SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(text));
+  if (spec.name != file.cluster) {
+    return invalid_argument("cluster manifest metadata.name: expected \"" + file.cluster +
+                            "\" (the agent's cluster), got \"" + spec.name + "\"");
+  }
+  return spec;
+}
+
+// Holds an exclusive lock on <data>/shoald.lock for the process's life, so two
+// agents never share one data dir (and one control socket).
+class DataDirLock {
+ public:
+  static Result<DataDirLock> acquire(const std::string& data_dir) {
+    std::string path = data_dir + "/shoald.lock";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return internal_error("cannot open " + path);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return Status(ErrorCode::kUnavailable,
+                    "another shoald is already running on " + data_dir);
+    }
+    return DataDirLock(fd);
+  }
+  DataDirLock(DataDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  ~DataDirLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  explicit DataDirLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+// SIGTERM and SIGINT arrive on a file descriptor the loop polls, so no
+// signal handler touches agent state.
+Result<int> open_signal_fd() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) return internal_error("sigprocmask failed");
+  int fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) return internal_error("signalfd failed");
+  return fd;
+}
+
+std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file) {
+  auto logger = spdlog::stderr_color_mt("shoald-" + file.cluster);
+  if (file.log_format == "json") {
+    logger->set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","cluster":")" + file.cluster +
+            R"(","msg":"%v"})",
+        spdlog::pattern_time_type::utc);
+  } else {
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ [" + file.cluster + "] %v",
+                        spdlog::pattern_time_type::utc);
+  }
+  return logger;
+}
+
+// The loop proper, once everything is open.
+class Loop {
+ public:
+  Loop(core::Agent& agent, store::Store& store, ZmqTransport& transport, zmq::socket_t& peers,
+       zmq::socket_t& control, int signal_fd, const cluster::Cluster& cluster,
+       spdlog::logger& logger)
+      : agent_(agent),
+        store_(store),
+        transport_(transport),
+        peers_(peers),
+        control_(control),
+        signal_fd_(signal_fd),
+        cluster_(cluster),
+        logger_(logger) {}
+
+  Status run() {
+    while (true) {
+      zmq::pollitem_t items[] = {{peers_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {control_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 3, std::chrono::milliseconds(kPollMillis));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) return internal_error(std::string("poll: ") + e.what());
+      }
+      if (items[2].revents & ZMQ_POLLIN) {
+        logger_.info("signal received; stopping");
+        return Status::ok();
+      }
+      SHOAL_RETURN_IF_ERROR(iteration());
+    }
+  }
+
+ private:
+  Status iteration() {
+    SHOAL_RETURN_IF_ERROR(store_.begin());
+    for (int i = 0; i < kMaxWireMessagesPerIteration; ++i) {
+      zmq::multipart_t message;
+      if (!receive(peers_, message)) break;
+      // ROUTER frames: [sender routing id, payload]; the payload names its sender.
+      if (message.size() == 2) {
+        const zmq::message_t& payload = message[1];
+        agent_.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
+      }
+    }
+    std::vector<std::pair<std::string, std::string>> replies;
+    for (int i = 0; i < kMaxControlRequestsPerIteration; ++i) {
+      zmq::multipart_t message;
+      if (!receive(control_, message)) break;
+      if (message.size() != 3) continue;
+      std::string routing_id = message[0].to_string();
+      auto request = nlohmann::json::parse(message[2].to_string(), nullptr, false);
+      nlohmann::json response =
+          request.is_discarded()
+              ? nlohmann::json{{"ok", false}, {"code", "InvalidArgument"},
+                               {"error", "control request: not JSON"}}
+              : handle_control({agent_, cluster_, transport_.dropped_unconnected()}, request);
+      replies.emplace_back(routing_id, response.dump());
+    }
+    agent_.tick();
+    if (!agent_.store_health().is_ok()) {
+      store_.rollback();
+      transport_.discard();
+      return agent_.store_health().with_context("state database write failed; stopping");
+    }
+    Status committed = store_.commit();
+    if (!committed.is_ok()) {
+      store_.rollback();
+      transport_.discard();
+      return committed.with_context("state database commit failed; stopping");
+    }
+    // Only now may the world hear about this batch.
+    transport_.flush();
+    for (auto& [routing_id, body] : replies) {
+      zmq::multipart_t reply;
+      reply.addstr(routing_id);
+      reply.addstr("");
+      reply.addstr(body);
+      try {
+        reply.send(control_, static_cast<int>(zmq::send_flags::dontwait));
+      } catch (const zmq::error_t&) {
+        // shoalctl went away; nothing to do.
+      }
+    }
+    return Status::ok();
+  }
+
+  static bool receive(zmq::socket_t& socket, zmq::multipart_t& message) {
+    try {
+      return message.recv(socket, static_cast<int>(zmq::recv_flags::dontwait));
+    } catch (const zmq::error_t&) {
+      return false;
+    }
+  }
+
+  core::Agent& agent_;
+  store::Store& store_;
+  ZmqTransport& transport_;
+  zmq::socket_t& peers_;
+  zmq::socket_t& control_;
+  int signal_fd_;
+  const cluster::Cluster& cluster_;
+  spdlog::logger& logger_;
+};
+
+}  // namespace
+
+Status init_agent(const InitOptions& options) {
+  SHOAL_RETURN_IF_ERROR(model::validate_name(options.cluster, "--cluster"));
+  if (options.org.empty()) return invalid_argument("--org: expected a name");
+  SHOAL_RETURN_IF_ERROR(validate_listen(options.listen, "--listen"));
+  SHOAL_RETURN_IF_ERROR(crypto::initialize());
+  AgentFile file;
+  file.cluster = options.cluster;
+  file.org = options.org;
+  file.listen = options.listen;
+  if (!options.cluster_config.empty()) {
+    file.cluster_config = std::filesystem::absolute(options.cluster_config).string();
+    SHOAL_RETURN_IF_ERROR(load_cluster_spec(file).status());
+  }
+  std::error_code error;
+  std::filesystem::create_directories(options.data_dir, error);
+  if (error) return internal_error("--data " + options.data_dir + ": " + error.message());
+  ::chmod(options.data_dir.c_str(), 0700);
+  if (std::filesystem::exists(identity_path(options.data_dir))) {
+    return Status(ErrorCode::kAlreadyExists,
+                  "--data " + options.data_dir +
+                      ": already initialized (identity.key exists); refusing to overwrite it");
+  }
+  SHOAL_RETURN_IF_ERROR(crypto::Identity::generate().save(identity_path(options.data_dir)));
+  SHOAL_RETURN_IF_ERROR(write_agent_file(options.data_dir, file));
+  SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(options.data_dir)));
+  return Status::ok();
+}
+
+Status run_agent(const std::string& data_dir) {
+  SHOAL_RETURN_IF_ERROR(crypto::initialize());
+  SHOAL_ASSIGN_OR_RETURN(AgentFile file, load_agent_file(data_dir));
+  SHOAL_ASSIGN_OR_RETURN(DataDirLock lock, DataDirLock::acquire(data_dir));
+  SHOAL_ASSIGN_OR_RETURN(crypto::Identity identity, crypto::Identity::load(identity_path(data_dir)));
+  SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec cluster_spec, load_cluster_spec(file));
+  SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(data_dir)));
+  SHOAL_ASSIGN_OR_RETURN(int signal_fd, open_signal_fd());
+  auto logger = make_logger(file);
+
+  zmq::context_t context(1);
+  zmq::socket_t peers(context, zmq::socket_type::router);
+  zmq::socket_t control(context, zmq::socket_type::router);
+  try {
+    peers.set(zmq::sockopt::linger, 0);
+    peers.set(zmq::sockopt::maxmsgsize, int64_t{kMaxWireBytes});
+    peers.set(zmq::sockopt::rcvhwm, 100000);
+    peers.bind(file.listen);
+    control.set(zmq::sockopt::linger, 0);
+    std::filesystem::remove(control_socket_path(data_dir));  // stale from a crash; we hold the lock
+    control.bind(control_endpoint(data_dir));
+    ::chmod(control_socket_path(data_dir).c_str(), 0600);
+  } catch (const zmq::error_t& e) {
+    ::close(signal_fd);
+    return Status(ErrorCode::kUnavailable,
+                  "cannot listen on " + file.listen + " or the control socket: " + e.what());
+  }
+
+  cluster::SimCluster cluster(cluster_spec);
+  SystemClock clock;
+  SodiumRng rng;
+  ZmqTransport transport(context);
+  core::Agent agent(file.timing, std::move(identity), clock, transport, *store, cluster, rng,
+                    logger);
+  SHOAL_RETURN_IF_ERROR(store->begin());
+  Status started = agent.start();
+  if (!started.is_ok()) {
+    store->rollback();
+    ::close(signal_fd);
+    return started;
+  }
+  SHOAL_RETURN_IF_ERROR(store->commit());
+  transport.flush();
+  logger->info("shoald {} listening on {} ({} nodes); id {}", file.cluster, file.listen,
+               cluster_spec.nodes.size(), agent.self_id());
+
+  Loop loop(agent, *store, transport, peers, control, signal_fd, cluster, *logger);
+  Status result = loop.run();
+  ::close(signal_fd);
+  std::filesystem::remove(control_socket_path(data_dir));
+  if (!result.is_ok()) logger->critical("{}", result.message());
+  return result;
+}
+
+}  // namespace shoal::runtime

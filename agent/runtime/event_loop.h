@@ -1,0 +1,26 @@
+// `shoald run`: the one thread that owns the agent. Each iteration waits on
+// the peer socket, the control socket and a signalfd; hands every event to
+// the core; commits the store batch; and only then sends what the batch
+// produced (write-ahead: nobody hears of a state the disk has not got).
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace shoal::runtime {
+
+// Runs until SIGTERM or SIGINT (a clean stop: returns ok) or a fatal error.
+Status run_agent(const std::string& data_dir);
+
+// `shoald init`: creates the data dir, identity key, agent.yaml and database.
+struct InitOptions {
+  std::string data_dir;
+  std::string cluster;
+  std::string org;
+  std::string listen;
+  std::string cluster_config;
+};
+Status init_agent(const InitOptions& options);
+
+}  // namespace shoal::runtime

@@ -1,0 +1,63 @@
+// shoald: the agent that runs beside one cluster.
+//
+//   shoald init --data DIR --cluster NAME --org ORG --listen tcp://HOST:PORT [--cluster-config FILE]
+//   shoald run --data DIR
+//
+// Exit codes: 0 ok, 1 runtime error, 2 bad usage or bad input.
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "agent/runtime/event_loop.h"
+
+namespace {
+
+int exit_code_for(const shoal::Status& status) {
+  if (status.is_ok()) return 0;
+  std::cerr << "shoald: " << status.message() << "\n";
+  switch (status.code()) {
+    case shoal::ErrorCode::kInvalidArgument:
+    case shoal::ErrorCode::kAlreadyExists:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+std::string default_data_dir() {
+  const char* env = std::getenv("SHOAL_DATA");
+  return env ? env : "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shoald: the shoal agent, one beside each cluster"};
+  app.require_subcommand(1);
+
+  shoal::runtime::InitOptions init;
+  init.data_dir = default_data_dir();
+  CLI::App* init_command = app.add_subcommand("init", "Create the data dir, identity key and config");
+  init_command->add_option("--data", init.data_dir, "Data directory (or SHOAL_DATA)")->required(init.data_dir.empty());
+  init_command->add_option("--cluster", init.cluster, "This cluster's name")->required();
+  init_command->add_option("--org", init.org, "The organization that owns it")->required();
+  init_command->add_option("--listen", init.listen, "Peer endpoint, tcp://HOST:PORT")->required();
+  init_command->add_option("--cluster-config", init.cluster_config,
+                           "Cluster manifest (kind: Cluster); default 4 nodes x 8 cpu x 32Gi");
+
+  std::string run_data_dir = default_data_dir();
+  CLI::App* run_command = app.add_subcommand("run", "Run the agent in the foreground (logs to stderr)");
+  run_command->add_option("--data", run_data_dir, "Data directory (or SHOAL_DATA)")->required(run_data_dir.empty());
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (*init_command) return exit_code_for(shoal::runtime::init_agent(init));
+  return exit_code_for(shoal::runtime::run_agent(run_data_dir));
+}
