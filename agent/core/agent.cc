@@ -336,7 +336,20 @@ void Agent::tick() {
     send_heartbeats();
     advertise_capacity(/*force=*/true);
   } else if (capacity_changed_) {
-    advertise_capacity(/*force=*/false);
+    // Something was released or finished: say so even if the totals look the
+    // same as last time, since a source may have been refused in between.
+    advertise_capacity(/*force=*/true);
+  }
+  if (capacity_changed_) {
+    // Room freed in our own cluster: pending work that fits tries again now.
+    cluster::CapacitySummary own = cluster_.capacity();
+    for (auto& [uid, workload] : workloads_) {
+      const auto& spec = workload.record.spec;
+      if (workload.record.phase == model::Phase::kPending &&
+          own.largest_free_node.fits(spec.resources) && own.free.fits(spec.total())) {
+        workload.next_round_at = std::min(workload.next_round_at, now);
+      }
+    }
   }
   drive_source_workloads();
   capacity_changed_ = false;

@@ -124,19 +124,17 @@ void Agent::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint
 
 void Agent::on_capacity(const std::string& from, const protocol::Capacity& message) {
   Peer& peer = peers_[from];
-  bool more_room = false;
-  std::map<std::string, protocol::NamespaceCapacity> fresh;
-  for (const auto& ns : message.namespaces) {
-    auto old = peer.capacity.find(ns.namespace_name);
-    // More room: a new namespace, or some resource grew.
-    if (old == peer.capacity.end() || !old->second.free.fits(ns.free)) more_room = true;
-    fresh[ns.namespace_name] = ns;
-  }
-  peer.capacity = std::move(fresh);
-  // New room somewhere: pending work is tried again now rather than after backoff.
-  if (more_room) {
-    for (auto& [uid, workload] : workloads_) {
-      if (workload.record.phase == model::Phase::kPending) workload.next_round_at = clock_.now();
+  peer.capacity.clear();
+  for (const auto& ns : message.namespaces) peer.capacity[ns.namespace_name] = ns;
+  // Pending work that this peer now has room for is tried again at once
+  // rather than after the backoff.
+  for (auto& [uid, workload] : workloads_) {
+    const store::WorkloadRecord& record = workload.record;
+    if (record.phase != model::Phase::kPending) continue;
+    auto room = peer.capacity.find(record.spec.namespace_name);
+    if (room != peer.capacity.end() && room->second.largest_free_node.fits(record.spec.resources) &&
+        room->second.free.fits(record.spec.total())) {
+      workload.next_round_at = std::min(workload.next_round_at, clock_.now());
     }
   }
 }

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds shoal into build/ (or $SHOAL_BUILD_DIR).
+# SHOAL_WERROR=ON turns warnings into errors (CI does).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+BUILD_DIR="${SHOAL_BUILD_DIR:-build}"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${SHOAL_BUILD_TYPE:-RelWithDebInfo}" \
+  -DSHOAL_WERROR="${SHOAL_WERROR:-OFF}" >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"

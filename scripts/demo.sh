@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The main job: builds shoal, starts a three-agent federation on loopback
+# (east, west, north), sets up full-mesh invitations for namespace "default",
+# submits 10 workloads to east, waits for them to finish and shows where each
+# ran. Leaves no process behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh >/dev/null
+BIN="$(pwd)/${SHOAL_BUILD_DIR:-build}/bin"
+WORK="$(mktemp -d /tmp/shoal-demo.XXXXXX)"
+CLUSTERS=(east west north)
+PIDS=()
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+ctl() { local name=$1; shift; "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
+
+echo "== starting agents in $WORK"
+for name in "${CLUSTERS[@]}"; do
+  "$BIN/shoald" init --data "$WORK/$name" --cluster "$name" --org "org-$name" \
+    --listen "tcp://127.0.0.1:$(free_port)" >/dev/null
+  "$BIN/shoald" run --data "$WORK/$name" 2>"$WORK/$name.log" &
+  PIDS+=($!)
+done
+for name in "${CLUSTERS[@]}"; do
+  for _ in $(seq 100); do [ -S "$WORK/$name/control.sock" ] && break; sleep 0.1; done
+done
+
+echo "== invitations (every cluster invites every other into namespace default)"
+for target in "${CLUSTERS[@]}"; do
+  for source in "${CLUSTERS[@]}"; do
+    [ "$target" = "$source" ] && continue
+    token=$(ctl "$target" invite create --to "$(ctl "$source" identity)" --namespace default)
+    ctl "$source" invite accept "$token" >/dev/null
+    echo "   $target invited $source"
+  done
+done
+
+echo "== waiting for peers to be Active"
+for _ in $(seq 100); do
+  active=$(ctl east peers -o json | python3 -c 'import json,sys; print(sum(p["state"]=="Active" for p in json.load(sys.stdin)["items"]))')
+  [ "$active" = 2 ] && break
+  sleep 0.2
+done
+ctl east peers
+
+echo "== submitting 10 workloads of 6 cpu to east (the federation runs 15 at once)"
+MANIFEST="$WORK/workloads.yaml"
+for i in $(seq 1 10); do
+  cat >>"$MANIFEST" <<YAML
+---
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: job-$i, namespace: default, labels: {demo: "true"}}
+spec:
+  resources: {cpu: "6", memory: 8Gi}
+  duration: 2s
+YAML
+done
+ctl east submit -f "$MANIFEST"
+
+echo "== waiting for all 10 to finish"
+for _ in $(seq 300); do
+  done_count=$(ctl east get workloads -o json | python3 -c 'import json,sys; print(sum(w["status"]["phase"] in ("Succeeded","Failed") for w in json.load(sys.stdin)["items"]))')
+  [ "$done_count" = 10 ] && break
+  sleep 0.2
+done
+ctl east get workloads -o wide
+ctl east describe workload default/job-8 | tail -12
+echo
+ctl east get workloads -o json | python3 -c '
+import json, sys, collections
+items = json.load(sys.stdin)["items"]
+where = collections.Counter(w["status"]["cluster"] for w in items)
+ok = sum(w["status"]["phase"] == "Succeeded" for w in items)
+print(f"{ok}/{len(items)} Succeeded; placed per cluster: {dict(sorted(where.items()))}")
+sys.exit(0 if ok == len(items) else 1)'
