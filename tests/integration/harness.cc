@@ -1,0 +1,196 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace shoal::testing {
+
+std::string bin_path(const std::string& binary) { return std::string(SHOAL_BIN_DIR) + "/" + binary; }
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path,
+            const std::string& err_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    dup2(out, 1);
+    dup2(err, 2);
+    int null = ::open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  TempDir scratch;
+  std::string out_path = scratch.path() + "/out", err_path = scratch.path() + "/err";
+  pid_t pid = spawn(argv, out_path, err_path);
+  CommandResult result;
+  int status = 0;
+  bool exited = wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                           std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    result.exit_code = -1;
+  } else {
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  result.out = slurp(out_path);
+  result.err = slurp(err_path);
+  return result;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  int port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+TempDir::TempDir() {
+  char pattern[] = "/tmp/shoal-test.XXXXXX";
+  char* made = mkdtemp(pattern);
+  if (!made) throw std::runtime_error("mkdtemp failed");
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+AgentProcess::AgentProcess(std::string name, const std::string& parent_dir)
+    : name_(std::move(name)),
+      data_dir_(parent_dir + "/" + name_),
+      endpoint_("tcp://127.0.0.1:" + std::to_string(free_port())),
+      log_path_(parent_dir + "/" + name_ + ".log") {}
+
+AgentProcess::~AgentProcess() {
+  if (running()) stop();
+}
+
+void AgentProcess::init(const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {bin_path("shoald"), "init", "--data", data_dir_, "--cluster",
+                                   name_, "--org", "org-" + name_, "--listen", endpoint_};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  CommandResult result = run_command(argv);
+  if (result.exit_code != 0) throw std::runtime_error("shoald init failed: " + result.err);
+}
+
+bool AgentProcess::start() {
+  pid_ = spawn({bin_path("shoald"), "run", "--data", data_dir_}, "/dev/null", log_path_);
+  return wait_until([&] { return ctl({"status"}).exit_code == 0; }, std::chrono::seconds(20));
+}
+
+void AgentProcess::kill_hard() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void AgentProcess::stop() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  if (!wait_until([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
+                  std::chrono::seconds(10))) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_ = -1;
+}
+
+CommandResult AgentProcess::ctl(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {bin_path("shoalctl"), "--data", data_dir_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+nlohmann::json AgentProcess::ctl_json(const std::vector<std::string>& args) const {
+  std::vector<std::string> with_output = args;
+  with_output.insert(with_output.end(), {"-o", "json"});
+  CommandResult result = ctl(with_output);
+  if (result.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(result.out, nullptr, false);
+}
+
+std::string AgentProcess::identity() const {
+  std::string card = ctl({"identity"}).out;
+  while (!card.empty() && card.back() == '\n') card.pop_back();
+  return card;
+}
+
+void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name) {
+  for (auto* target : agents) {
+    for (auto* source : agents) {
+      if (target == source) continue;
+      CommandResult token = target->ctl(
+          {"invite", "create", "--to", source->identity(), "--namespace", namespace_name});
+      if (token.exit_code != 0) throw std::runtime_error("invite create: " + token.err);
+      std::string text = token.out;
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      CommandResult accepted = source->ctl({"invite", "accept", text});
+      if (accepted.exit_code != 0) throw std::runtime_error("invite accept: " + accepted.err);
+    }
+  }
+}
+
+std::string write_workloads(const std::string& dir, const std::string& prefix, int count,
+                            const std::string& cpu, const std::string& duration) {
+  std::string path = dir + "/" + prefix + ".yaml";
+  std::ofstream out(path);
+  for (int i = 0; i < count; ++i) {
+    out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << prefix << "-"
+        << i << ", namespace: default}\nspec: {resources: {cpu: \"" << cpu
+        << "\", memory: 1Gi}, duration: " << duration << "}\n";
+  }
+  return path;
+}
+
+}  // namespace shoal::testing

@@ -1,0 +1,82 @@
+// Runs real shoald processes on 127.0.0.1 and drives them with shoalctl.
+// Every wait is bounded; nothing here sleeps to synchronize where a
+// condition can be polled.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace shoal::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] with arguments, capturing stdout and stderr; bounded by `timeout`.
+CommandResult run_command(const std::vector<std::string>& argv,
+                          std::chrono::seconds timeout = std::chrono::seconds(30));
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+// A fresh directory under /tmp (short, so ipc:// paths stay within limits),
+// removed when the object goes.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Polls `condition` every 50 ms until it holds or `timeout` passes.
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+class AgentProcess {
+ public:
+  AgentProcess(std::string name, const std::string& parent_dir);
+  ~AgentProcess();
+
+  // shoald init; extra arguments are appended (e.g. --cluster-config).
+  void init(const std::vector<std::string>& extra = {});
+  // shoald run in the background; returns when the control socket answers.
+  bool start();
+  void kill_hard();  // SIGKILL, then reap
+  void stop();       // SIGTERM, then reap
+  bool running() const { return pid_ > 0; }
+
+  CommandResult ctl(const std::vector<std::string>& args) const;
+  // ctl with "-o json" appended; returns null JSON on failure.
+  nlohmann::json ctl_json(const std::vector<std::string>& args) const;
+
+  std::string identity() const;
+  const std::string& name() const { return name_; }
+  const std::string& data_dir() const { return data_dir_; }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::string name_;
+  std::string data_dir_;
+  std::string endpoint_;
+  std::string log_path_;
+  int pid_ = -1;
+};
+
+// Full mesh: every agent invites every other into `namespace_name`.
+void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name);
+
+// Writes `count` Workload documents named <prefix>-<i> to a file in `dir`.
+std::string write_workloads(const std::string& dir, const std::string& prefix, int count,
+                            const std::string& cpu, const std::string& duration);
+
+std::string bin_path(const std::string& binary);
+
+}  // namespace shoal::testing

@@ -1,0 +1,105 @@
+// Messages an attacker (or a confused peer) could send: each is dropped and
+// counted by reason, and the agent keeps serving.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <zmq.hpp>
+
+#include "crypto/id_card.h"
+#include "crypto/identity.h"
+#include "harness.h"
+#include "protocol/envelope.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+uint64_t dropped(AgentProcess& agent, const std::string& reason) {
+  json status = agent.ctl_json({"status"});
+  if (status.is_null()) return 0;
+  return status["messages"]["dropped"][reason].get<uint64_t>();
+}
+
+std::vector<uint8_t> sealed_hello(const crypto::Identity& sender, const crypto::PublicKey& to,
+                                  uint64_t seq) {
+  protocol::Envelope envelope;
+  envelope.type = protocol::MessageType::kHello;
+  envelope.from = sender.public_key();
+  envelope.to = to;
+  envelope.boot = 1000;  // newer than any real boot of the sender
+  envelope.seq = seq;
+  envelope.sent_at_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  envelope.body = protocol::encode_body(protocol::Hello{"evil", "evil", "tcp://127.0.0.1:1"});
+  return protocol::seal(envelope, sender);
+}
+
+TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
+  ASSERT_TRUE(crypto::initialize().is_ok());
+  TempDir dir;
+  AgentProcess target("target", dir.path()), peer("peer", dir.path());
+  target.init();
+  peer.init();
+  ASSERT_TRUE(target.start());
+  ASSERT_TRUE(peer.start());
+  invite_full_mesh({&target, &peer}, "default");
+
+  auto target_card = crypto::parse_id_card(target.identity());
+  ASSERT_TRUE(target_card.is_ok());
+  // The test holds the invited peer's key, as a peer would.
+  auto peer_identity = crypto::Identity::load(peer.data_dir() + "/identity.key");
+  ASSERT_TRUE(peer_identity.is_ok()) << peer_identity.status().message();
+  crypto::Identity stranger = crypto::Identity::generate();
+
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(target.endpoint());
+  auto send = [&](const std::vector<uint8_t>& bytes) {
+    socket.send(zmq::buffer(bytes), zmq::send_flags::none);
+  };
+
+  send({0xde, 0xad, 0xbe, 0xef});
+  send(sealed_hello(stranger, target_card->public_key, 1));
+  send(sealed_hello(*peer_identity, stranger.public_key(), 2));
+  std::vector<uint8_t> forged = sealed_hello(*peer_identity, target_card->public_key, 3);
+  forged[forged.size() - 5] ^= 0x01;  // inside the signature
+  send(forged);
+  std::vector<uint8_t> good = sealed_hello(*peer_identity, target_card->public_key, 4);
+  send(good);
+  send(good);  // a replay of an accepted message
+
+  EXPECT_TRUE(wait_until([&] { return dropped(target, "Malformed") >= 1; }, 10s));
+  EXPECT_TRUE(wait_until([&] { return dropped(target, "UnknownSender") >= 1; }, 10s));
+  EXPECT_TRUE(wait_until([&] { return dropped(target, "WrongRecipient") >= 1; }, 10s));
+  EXPECT_TRUE(wait_until([&] { return dropped(target, "BadSignature") >= 1; }, 10s));
+  EXPECT_TRUE(wait_until([&] { return dropped(target, "Replayed") >= 1; }, 10s));
+
+  // Still serving: it takes and runs a workload.
+  std::string manifest = write_workloads(dir.path(), "after", 1, "1", "100ms");
+  ASSERT_EQ(target.ctl({"submit", "-f", manifest}).exit_code, 0);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        json list = target.ctl_json({"get", "workloads"});
+        return !list.is_null() && list["items"].size() == 1 &&
+               list["items"][0]["status"]["phase"] == "Succeeded";
+      },
+      20s));
+}
+
+TEST(HostileWire, IdentityKeyReadableByOthersIsRefusedAtStart) {
+  TempDir dir;
+  AgentProcess agent("loose", dir.path());
+  agent.init();
+  ASSERT_EQ(::chmod((agent.data_dir() + "/identity.key").c_str(), 0644), 0);
+  CommandResult result = run_command({bin_path("shoald"), "run", "--data", agent.data_dir()});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("chmod 600"), std::string::npos) << result.err;
+}
+
+}  // namespace
+}  // namespace shoal::testing

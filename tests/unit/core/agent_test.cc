@@ -1,0 +1,255 @@
+// The core's state transitions, driven by a fake clock, an in-memory network
+// and sim clusters (see world.h). No sockets, no sleeps.
+#include <gtest/gtest.h>
+
+#include "world.h"
+
+namespace shoal::core::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::MessageType;
+
+model::Phase phase_of(Node& node, const std::string& name) {
+  auto record = node.agent->find_workload("default", name);
+  EXPECT_TRUE(record.has_value()) << name;
+  return record ? record->phase : model::Phase::kPending;
+}
+
+// Reservations at `node` that are or were bound (not merely reserved).
+int bound_copies(Node& node, const std::string& uid) {
+  int count = 0;
+  for (const auto& r : node.agent->reservations()) {
+    count += r.uid == uid && r.phase != store::ReservationPhase::kReserved;
+  }
+  return count;
+}
+
+TEST(AgentTest, LocalWorkloadRunsToSucceeded) {
+  World world;
+  Node& a = world.add("a");
+  auto uids = a.agent->submit({workload("job", 2000, 2s)});
+  ASSERT_TRUE(uids.is_ok());
+  world.deliver();
+  EXPECT_EQ(phase_of(a, "job"), model::Phase::kBound);
+  world.run_for(250ms);  // the cluster reports the start at the next tick
+  EXPECT_EQ(phase_of(a, "job"), model::Phase::kRunning);
+  world.run_for(3s);
+  auto record = a.agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kSucceeded);
+  EXPECT_EQ(record->cluster, "a");
+  EXPECT_GT(record->finished_at_ms, record->started_at_ms);
+  EXPECT_TRUE(a.agent->check_invariants());
+  EXPECT_TRUE(a.cluster->check_invariants());
+}
+
+TEST(AgentTest, NonZeroExitCodeIsMirroredAsFailed) {
+  World world;
+  Node& a = world.add("a");
+  model::WorkloadSpec spec = workload("crash", 1000, 1s);
+  spec.exit_code = 3;
+  ASSERT_TRUE(a.agent->submit({spec}).is_ok());
+  world.run_for(2s);
+  auto record = a.agent->find_workload("default", "crash");
+  EXPECT_EQ(record->phase, model::Phase::kFailed);
+  EXPECT_EQ(record->exit_code, 3);
+}
+
+TEST(AgentTest, FirstReadyWinsAndTheOtherReservationIsCancelled) {
+  World world;
+  Node& source = world.add("source", 1, 1000);  // too small to take the work itself
+  Node& b = world.add("b");
+  Node& c = world.add("c");
+  world.invite(b, source);
+  world.invite(c, source);
+  world.run_for(3s);  // HELLO and CAPACITY go around
+  auto uids = source.agent->submit({workload("job", 4000, 10s)});
+  ASSERT_TRUE(uids.is_ok());
+  world.deliver();
+  world.run_for(250ms);
+  std::string uid = uids->front();
+  auto record = source.agent->find_workload("default", "job");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(bound_copies(b, uid) + bound_copies(c, uid), 1);
+  Node& winner = record->cluster == "b" ? b : c;
+  Node& loser = record->cluster == "b" ? c : b;
+  EXPECT_EQ(bound_copies(winner, uid), 1);
+  EXPECT_TRUE(loser.agent->reservations().empty()) << "the loser released its reservation";
+  EXPECT_TRUE(loser.cluster->capacity().free == (model::Resources{32000, int64_t{128} << 30, 0}));
+}
+
+TEST(AgentTest, ReservationExpiresWhenSourceNeverApproves) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  ASSERT_TRUE(source.agent->submit({workload("job", 4000)}).is_ok());
+  // The source is cut off right after its first CANDIDATE leaves.
+  bool candidate_sent = false;
+  auto partition = [&](const Wire& w) {
+    if (w.from != source.id && w.to != source.id) return true;
+    if (w.type == MessageType::kCandidate && !candidate_sent) return candidate_sent = true;
+    return false;
+  };
+  world.deliver(partition);
+  ASSERT_EQ(target.agent->reservations().size(), 1u);
+  EXPECT_EQ(target.agent->reservations().front().phase, store::ReservationPhase::kReserved);
+  world.run_for(29s, 1s, partition);
+  EXPECT_EQ(target.agent->reservations().size(), 1u) << "held for the TTL";
+  world.run_for(2s, 1s, partition);
+  EXPECT_TRUE(target.agent->reservations().empty()) << "expired after the TTL";
+  EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 32000) << "its resources came back";
+}
+
+TEST(AgentTest, LostMessagesAreRetriedUntilAnswered) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  auto uids = source.agent->submit({workload("job", 4000, 2s)});
+  ASSERT_TRUE(uids.is_ok());
+  // Drop the first of each protocol message type once.
+  std::set<MessageType> dropped_once;
+  auto lossy = [&](const Wire& w) {
+    if (w.type == MessageType::kHello || w.type == MessageType::kCapacity) return true;
+    return !dropped_once.insert(w.type).second;
+  };
+  world.deliver(lossy);
+  world.run_for(6s, 250ms, lossy);
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
+  EXPECT_EQ(bound_copies(target, uids->front()), 1);
+  EXPECT_TRUE(dropped_once.count(MessageType::kCandidate));
+  EXPECT_TRUE(dropped_once.count(MessageType::kApprove));
+  EXPECT_TRUE(dropped_once.count(MessageType::kStatus));
+}
+
+TEST(AgentTest, DuplicatedDeliveryIsDroppedAsReplay) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  auto uids = source.agent->submit({workload("job", 4000, 1s)});
+  std::vector<Wire> copies;
+  world.deliver([&](const Wire& w) {
+    copies.push_back(w);
+    return true;
+  });
+  uint64_t replayed_before =
+      target.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
+  for (const Wire& w : copies) world.find(w.to)->agent->handle_wire(w.bytes);
+  EXPECT_GT(target.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)],
+            replayed_before);
+  world.run_for(2s);
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
+  EXPECT_EQ(bound_copies(target, uids->front()), 1);
+}
+
+TEST(AgentTest, SourceRestartedAfterChoosingWinnerApprovesTheSameWinner) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& b = world.add("b");
+  Node& c = world.add("c");
+  world.invite(b, source);
+  world.invite(c, source);
+  world.run_for(3s);
+  auto uids = source.agent->submit({workload("job", 4000, 2s)});
+  // The source "crashes" after persisting a winner, before APPROVE leaves.
+  world.deliver([&](const Wire& w) { return w.type != MessageType::kApprove; });
+  auto before = source.agent->find_workload("default", "job");
+  ASSERT_FALSE(before->winner.empty());
+  source.transport->outbox.clear();
+  world.restart(source);
+  world.run_for(4s);
+  auto after = source.agent->find_workload("default", "job");
+  EXPECT_EQ(after->phase, model::Phase::kSucceeded);
+  EXPECT_EQ(after->cluster, before->cluster) << "the persisted winner was kept";
+  EXPECT_EQ(bound_copies(b, uids->front()) + bound_copies(c, uids->front()), 1);
+}
+
+TEST(AgentTest, TargetRestartKeepsRunningWorkAndReportsIt) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  ASSERT_TRUE(source.agent->submit({workload("job", 4000, 5s)}).is_ok());
+  world.deliver();
+  world.run_for(250ms);
+  ASSERT_EQ(phase_of(source, "job"), model::Phase::kRunning);
+  world.restart(target);
+  EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 28000) << "reservation restored";
+  world.run_for(6s);
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
+  EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 32000);
+}
+
+TEST(AgentTest, NamespaceWithoutInvitationGetsNoCandidate) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source, {"ml"});
+  world.run_for(3s);
+  ASSERT_TRUE(source.agent->submit({workload("job", 4000)}).is_ok());
+  bool candidate_to_target = false;
+  world.run_for(2s, 250ms, [&](const Wire& w) {
+    candidate_to_target |= w.type == MessageType::kCandidate && w.to == target.id;
+    return true;
+  });
+  EXPECT_FALSE(candidate_to_target);
+  auto record = source.agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kPending);
+  EXPECT_NE(record->reason.find("target=NotInvited"), std::string::npos) << record->reason;
+}
+
+TEST(AgentTest, MoreWorkThanCapacityWaitsAndAllFinishes) {
+  World world;
+  Node& a = world.add("a", 2, 8000);
+  Node& b = world.add("b", 2, 8000);
+  world.invite(a, b);
+  world.invite(b, a);
+  world.run_for(3s);
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 12; ++i) specs.push_back(workload("job-" + std::to_string(i), 8000, 1s));
+  ASSERT_TRUE(a.agent->submit(specs).is_ok());
+  world.run_for(20s);
+  std::set<std::string> clusters;
+  for (const auto& record : a.agent->workloads()) {
+    EXPECT_EQ(record.phase, model::Phase::kSucceeded) << record.spec.name << ": " << record.reason;
+    clusters.insert(record.cluster);
+  }
+  EXPECT_EQ(clusters.size(), 2u);
+  EXPECT_TRUE(a.cluster->check_invariants());
+  EXPECT_TRUE(b.cluster->check_invariants());
+  for (const auto& node : a.cluster->nodes()) EXPECT_LE(node.peak_allocated.cpu_milli, 8000);
+  for (const auto& node : b.cluster->nodes()) EXPECT_LE(node.peak_allocated.cpu_milli, 8000);
+}
+
+TEST(AgentTest, DuplicateWorkloadNameRefusesTheWholeBatch) {
+  World world;
+  Node& a = world.add("a");
+  ASSERT_TRUE(a.agent->submit({workload("one", 1000)}).is_ok());
+  auto again = a.agent->submit({workload("two", 1000), workload("one", 1000)});
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_FALSE(a.agent->find_workload("default", "two").has_value());
+}
+
+TEST(AgentTest, InvitationForAnotherKeyIsRefused) {
+  World world;
+  Node& a = world.add("a");
+  Node& b = world.add("b");
+  Node& c = world.add("c");
+  crypto::IdCard card_b{"b", "org", b.identity.public_key(), "tcp://b:1"};
+  auto token = a.agent->create_invitation(card_b.to_string(), {"default"});
+  ASSERT_TRUE(token.is_ok());
+  auto stolen = c.agent->accept_invitation(*token);
+  ASSERT_FALSE(stolen.is_ok());
+  EXPECT_EQ(stolen.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(b.agent->accept_invitation(*token).is_ok());
+}
+
+}  // namespace
+}  // namespace shoal::core::testing

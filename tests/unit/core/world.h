@@ -1,0 +1,189 @@
+// A deterministic little world for the agent core: a fake clock, an
+// in-memory network that can drop messages, and agents with real SQLite
+// stores (files, so an agent can be "restarted") and sim clusters.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/cluster/sim_cluster.h"
+#include "agent/core/agent.h"
+#include "store/sqlite_store.h"
+
+namespace shoal::core::testing {
+
+class FakeClock final : public Clock {
+ public:
+  TimePoint now() const override { return now_; }
+  void advance(Duration d) { now_ += d; }
+
+ private:
+  TimePoint now_ = from_millis(1'800'000'000'000);
+};
+
+class CountingRng final : public Rng {
+ public:
+  uint64_t next() override { return ++counter_ * 0x9E3779B97F4A7C15ull; }
+
+ private:
+  uint64_t counter_ = 0;
+};
+
+struct Wire {
+  std::string from;
+  std::string to;
+  std::vector<uint8_t> bytes;
+  protocol::MessageType type;
+};
+
+class QueueTransport final : public Transport {
+ public:
+  explicit QueueTransport(std::string self) : self_(std::move(self)) {}
+  void send(const std::string& peer_id, const std::string&, std::vector<uint8_t> wire) override {
+    protocol::DropReason reason;
+    auto envelope = protocol::open(wire, &reason);
+    outbox.push_back({self_, peer_id, std::move(wire), envelope->type});
+  }
+  std::vector<Wire> outbox;
+
+ private:
+  std::string self_;
+};
+
+struct Node {
+  std::string name;
+  std::string db_path;
+  crypto::Identity identity;
+  std::string id;
+  std::unique_ptr<store::SqliteStore> store;
+  std::unique_ptr<cluster::SimCluster> cluster;
+  std::unique_ptr<QueueTransport> transport;
+  std::unique_ptr<Agent> agent;
+};
+
+class World {
+ public:
+  World() {
+    EXPECT_TRUE(crypto::initialize().is_ok());
+    char pattern[] = "/tmp/shoal-world.XXXXXX";
+    dir_ = mkdtemp(pattern);
+  }
+  ~World() {
+    nodes_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A node with `nodes` nodes of `cpu_each` millicores.
+  Node& add(const std::string& name, int nodes = 4, int64_t cpu_each = 8000) {
+    auto node = std::make_unique<Node>();
+    node->name = name;
+    node->db_path = dir_ + "/" + name + ".db";
+    node->identity = crypto::Identity::generate();
+    node->id = crypto::key_to_text(node->identity.public_key());
+    model::ClusterSpec spec;
+    spec.name = name;
+    for (int i = 0; i < nodes; ++i) {
+      spec.nodes.push_back({"node-" + std::to_string(i), {cpu_each, int64_t{32} << 30, 0}, {}});
+    }
+    cluster_specs_[name] = spec;
+    Node& ref = *node;
+    nodes_.push_back(std::move(node));
+    boot(ref);
+    return ref;
+  }
+
+  // Simulates a crash and restart: memory is lost, the database file stays.
+  void restart(Node& node) {
+    node.agent.reset();
+    node.store.reset();
+    boot(node);
+  }
+
+  // `target` invites `source` into `namespaces`.
+  void invite(Node& target, Node& source, std::vector<std::string> namespaces = {"default"}) {
+    crypto::IdCard card{source.name, "org", source.identity.public_key(), "tcp://" + source.name + ":1"};
+    auto token = target.agent->create_invitation(card.to_string(), namespaces);
+    ASSERT_TRUE(token.is_ok()) << token.status().message();
+    auto accepted = source.agent->accept_invitation(*token);
+    ASSERT_TRUE(accepted.is_ok()) << accepted.status().message();
+  }
+
+  // Delivers queued messages (and the answers they cause) until the network
+  // is quiet; `keep` may drop any of them.
+  void deliver(const std::function<bool(const Wire&)>& keep = nullptr) {
+    for (int round = 0; round < 1000; ++round) {
+      std::vector<Wire> in_flight;
+      for (auto& node : nodes_) {
+        for (auto& w : node->transport->outbox) in_flight.push_back(std::move(w));
+        node->transport->outbox.clear();
+      }
+      if (in_flight.empty()) return;
+      for (const Wire& w : in_flight) {
+        if (keep && !keep(w)) continue;
+        Node* to = find(w.to);
+        if (to && to->agent) to->agent->handle_wire(w.bytes);
+      }
+    }
+    ADD_FAILURE() << "network never went quiet";
+  }
+
+  // Advances time in steps, ticking every agent and delivering after each.
+  void run_for(Duration total, Duration step = Duration(250),
+               const std::function<bool(const Wire&)>& keep = nullptr) {
+    for (Duration passed{0}; passed < total; passed += step) {
+      clock_.advance(step);
+      for (auto& node : nodes_) {
+        if (node->agent) node->agent->tick();
+      }
+      deliver(keep);
+    }
+  }
+
+  Node* find(const std::string& id) {
+    for (auto& node : nodes_) {
+      if (node->id == id) return node.get();
+    }
+    return nullptr;
+  }
+
+  FakeClock& clock() { return clock_; }
+
+ private:
+  void boot(Node& node) {
+    auto store = store::SqliteStore::open(node.db_path);
+    ASSERT_TRUE(store.is_ok()) << store.status().message();
+    node.store = std::move(store).value();
+    node.cluster = std::make_unique<cluster::SimCluster>(cluster_specs_[node.name]);
+    node.transport = std::make_unique<QueueTransport>(node.id);
+    AgentConfig config;
+    config.cluster = node.name;
+    config.org = "org";
+    config.endpoint = "tcp://" + node.name + ":1";
+    node.agent = std::make_unique<Agent>(config, node.identity, clock_, *node.transport,
+                                         *node.store, *node.cluster, rng_);
+    ASSERT_TRUE(node.agent->start().is_ok());
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  CountingRng rng_;
+  std::map<std::string, model::ClusterSpec> cluster_specs_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+inline model::WorkloadSpec workload(const std::string& name, int64_t cpu_milli,
+                                    Duration duration = Duration(2000),
+                                    const std::string& namespace_name = "default") {
+  model::WorkloadSpec spec;
+  spec.name = name;
+  spec.namespace_name = namespace_name;
+  spec.resources = {cpu_milli, int64_t{1} << 30, 0};
+  spec.duration = duration;
+  return spec;
+}
+
+}  // namespace shoal::core::testing

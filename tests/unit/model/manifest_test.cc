@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include "model/manifest.h"
+
+namespace shoal::model {
+namespace {
+
+std::string error_of(std::string_view yaml) {
+  auto result = parse_workloads(yaml);
+  EXPECT_FALSE(result.is_ok());
+  return result.is_ok() ? "" : result.status().message();
+}
+
+TEST(ManifestTest, ParsesAFullWorkload) {
+  auto result = parse_workloads(R"(
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: train, namespace: ml, labels: {team: ml}}
+spec:
+  queue: gpu
+  priority: 5
+  replicas: 3
+  resources: {cpu: "2", memory: 4Gi, gpu: 1}
+  duration: 5s
+  exitCode: 1
+)");
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  const WorkloadSpec& spec = result->front();
+  EXPECT_EQ(spec.key(), "ml/train");
+  EXPECT_EQ(spec.labels.at("team"), "ml");
+  EXPECT_EQ(spec.queue, "gpu");
+  EXPECT_EQ(spec.priority, 5);
+  EXPECT_EQ(spec.replicas, 3);
+  EXPECT_EQ(spec.resources, (Resources{2000, int64_t{4} << 30, 1}));
+  EXPECT_EQ(spec.total().cpu_milli, 6000);
+  EXPECT_EQ(spec.duration.count(), 5000);
+  EXPECT_EQ(spec.exit_code, 1);
+}
+
+TEST(ManifestTest, DefaultsMatchTheDocumentedOnes) {
+  auto result = parse_workloads(
+      "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec: {resources: {cpu: 1}}\n");
+  ASSERT_TRUE(result.is_ok());
+  EXPECT_EQ(result->front().namespace_name, "default");
+  EXPECT_EQ(result->front().queue, "default");
+  EXPECT_EQ(result->front().replicas, 1);
+}
+
+TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
+  const std::string head = "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\n";
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: four}}").find(
+                "manifest document 1 spec.resources.cpu: expected a quantity"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, replicas: 0}").find("spec.replicas"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, duraton: 5s}").find("spec.duraton: unknown field"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, duration: soon}").find("spec.duration"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {}}").find("spec.resources"), std::string::npos);
+  EXPECT_NE(error_of("apiVersion: v2\nkind: Workload\n").find("apiVersion"), std::string::npos);
+  EXPECT_NE(error_of("apiVersion: shoal.dev/v1\nkind: Pod\n").find("kind"), std::string::npos);
+  EXPECT_NE(error_of("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: Bad_Name}\nspec: {resources: {cpu: 1}}")
+                .find("metadata.name"),
+            std::string::npos);
+  EXPECT_NE(error_of("key: [unclosed").find("not valid YAML"), std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}}\n---\n" + head +
+                     "spec: {resources: {cpu: 1}}")
+                .find("appears twice"),
+            std::string::npos);
+}
+
+TEST(ManifestTest, ClusterManifestExpandsNodeGroups) {
+  auto result = parse_cluster(R"(
+apiVersion: shoal.dev/v1
+kind: Cluster
+metadata: {name: east-1, labels: {region: us-east}}
+spec:
+  claims: {platform: bare-metal}
+  nodes:
+  - {name: n, count: 3, capacity: {cpu: "4", memory: 16Gi}, labels: {pool: a}}
+  - {name: big, capacity: {cpu: "64", memory: 256Gi, gpu: 8}}
+)");
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  ASSERT_EQ(result->nodes.size(), 4u);
+  EXPECT_EQ(result->nodes[0].name, "n-0");
+  EXPECT_EQ(result->nodes[2].name, "n-2");
+  EXPECT_EQ(result->nodes[3].name, "big");
+  EXPECT_EQ(result->nodes[3].capacity.gpu, 8);
+  EXPECT_EQ(result->labels.at("region"), "us-east");
+}
+
+TEST(ManifestTest, DefaultClusterIsFourNodesOfEightCpu) {
+  ClusterSpec spec = default_cluster_spec("x");
+  ASSERT_EQ(spec.nodes.size(), 4u);
+  for (const auto& node : spec.nodes) {
+    EXPECT_EQ(node.capacity, (Resources{8000, int64_t{32} << 30, 0}));
+  }
+}
+
+}  // namespace
+}  // namespace shoal::model

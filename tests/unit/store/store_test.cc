@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "store/sqlite_store.h"
+
+namespace shoal::store {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/shoal-store.XXXXXX";
+    dir_ = mkdtemp(pattern);
+    path_ = dir_ + "/state.db";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::unique_ptr<SqliteStore> open() {
+    auto store = SqliteStore::open(path_);
+    EXPECT_TRUE(store.is_ok()) << store.status().message();
+    return std::move(store).value();
+  }
+  std::string dir_, path_;
+};
+
+WorkloadRecord sample_workload() {
+  WorkloadRecord w;
+  w.uid = "u1";
+  w.spec.name = "train";
+  w.spec.resources = {2000, 1 << 20, 0};
+  w.phase = model::Phase::kRunning;
+  w.epoch = 3;
+  w.winner = "peer";
+  w.cluster = "east";
+  w.nodes = {"node-1"};
+  w.created_at = from_millis(1000);
+  w.updated_at = from_millis(2000);
+  w.started_at_ms = 1500;
+  w.status_generation = 2;
+  return w;
+}
+
+TEST_F(StoreTest, FreshDatabaseIsMigratedToTheLatestVersion) {
+  auto store = open();
+  auto version = store->schema_version();
+  ASSERT_TRUE(version.is_ok());
+  EXPECT_EQ(*version, SqliteStore::latest_schema_version());
+  // Reopening applies nothing twice.
+  store.reset();
+  auto again = open();
+  EXPECT_EQ(*again->schema_version(), SqliteStore::latest_schema_version());
+}
+
+TEST_F(StoreTest, BootCounterGrowsAcrossReopens) {
+  EXPECT_EQ(*open()->next_boot(), 1u);
+  EXPECT_EQ(*open()->next_boot(), 2u);
+  EXPECT_EQ(*open()->next_boot(), 3u);
+}
+
+TEST_F(StoreTest, WorkloadsAndReservationsSurviveReopen) {
+  {
+    auto store = open();
+    ASSERT_TRUE(store->put_workload(sample_workload()).is_ok());
+    ReservationRecord r;
+    r.source = "src";
+    r.uid = "u1";
+    r.epoch = 3;
+    r.spec = sample_workload().spec;
+    r.phase = ReservationPhase::kRunning;
+    r.nodes = {"node-0", "node-2"};
+    r.expires_at = from_millis(99);
+    r.generation = 5;
+    r.acked_generation = 4;
+    ASSERT_TRUE(store->put_reservation(r).is_ok());
+  }
+  auto store = open();
+  auto workloads = store->load_workloads();
+  ASSERT_TRUE(workloads.is_ok());
+  ASSERT_EQ(workloads->size(), 1u);
+  const WorkloadRecord& w = workloads->front();
+  EXPECT_EQ(w.spec, sample_workload().spec);
+  EXPECT_EQ(w.phase, model::Phase::kRunning);
+  EXPECT_EQ(w.epoch, 3u);
+  EXPECT_EQ(w.nodes, std::vector<std::string>{"node-1"});
+  EXPECT_EQ(w.status_generation, 2u);
+  auto reservations = store->load_reservations();
+  ASSERT_TRUE(reservations.is_ok());
+  ASSERT_EQ(reservations->size(), 1u);
+  EXPECT_EQ(reservations->front().nodes.size(), 2u);
+  EXPECT_EQ(reservations->front().phase, ReservationPhase::kRunning);
+  EXPECT_EQ(reservations->front().acked_generation, 4u);
+  ASSERT_TRUE(store->delete_reservation("src", "u1").is_ok());
+  EXPECT_TRUE(store->load_reservations()->empty());
+}
+
+TEST_F(StoreTest, RolledBackBatchLeavesNothing) {
+  auto store = open();
+  ASSERT_TRUE(store->begin().is_ok());
+  ASSERT_TRUE(store->put_workload(sample_workload()).is_ok());
+  store->rollback();
+  EXPECT_TRUE(store->load_workloads()->empty());
+  ASSERT_TRUE(store->begin().is_ok());
+  ASSERT_TRUE(store->put_workload(sample_workload()).is_ok());
+  ASSERT_TRUE(store->commit().is_ok());
+  EXPECT_EQ(open()->load_workloads()->size(), 1u);
+}
+
+TEST_F(StoreTest, EventsAreBoundedPerSubject) {
+  auto store = open();
+  for (int i = 0; i < Store::kEventsPerSubject + 50; ++i) {
+    ASSERT_TRUE(store->append_event({"u1", from_millis(i), "event " + std::to_string(i)}).is_ok());
+  }
+  ASSERT_TRUE(store->append_event({"u2", from_millis(0), "other"}).is_ok());
+  auto events = store->load_events("u1");
+  ASSERT_TRUE(events.is_ok());
+  ASSERT_EQ(events->size(), static_cast<size_t>(Store::kEventsPerSubject));
+  EXPECT_EQ(events->back().text, "event " + std::to_string(Store::kEventsPerSubject + 49));
+  EXPECT_EQ(store->load_events("u2")->size(), 1u);
+}
+
+TEST_F(StoreTest, NewerSchemaThanThisBuildIsRefused) {
+  { auto store = open(); }
+  {
+    auto db = Database::open(path_);
+    ASSERT_TRUE(db.is_ok());
+    ASSERT_TRUE((*db)->execute("PRAGMA user_version = 999").is_ok());
+  }
+  auto store = SqliteStore::open(path_);
+  ASSERT_FALSE(store.is_ok());
+  EXPECT_NE(store.status().message().find("newer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoal::store
