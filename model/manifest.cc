@@ -161,22 +161,56 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   return spec;
 }
 
+struct Document {
+  std::string text;
+  int first_line = 1;  // 1-based line of the stream where this document starts
+};
+
+// Splits a YAML stream into documents at "---" lines, as Kubernetes' YAML
+// reader does. yaml-cpp 0.7's LoadAll can loop forever on malformed input
+// (found by fuzzing: ",;."), so each document goes through Load instead.
+std::vector<Document> split_documents(std::string_view stream) {
+  std::vector<Document> out(1);
+  int line_number = 0;
+  size_t start = 0;
+  while (start <= stream.size()) {
+    size_t end = stream.find('\n', start);
+    if (end == std::string_view::npos) end = stream.size();
+    std::string_view line = stream.substr(start, end - start);
+    ++line_number;
+    bool marker = line.substr(0, 3) == "---" &&
+                  (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    if (marker) {
+      out.push_back({std::string(line.substr(3)) + "\n", line_number});
+    } else if (line.substr(0, 3) == "..." && line.find_first_not_of(" \t\r", 3) == std::string_view::npos) {
+      // An explicit document end: what follows before the next "---" is ignored.
+      out.push_back({"", line_number});
+    } else {
+      out.back().text.append(line).append("\n");
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
   std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return invalid_argument("manifest: not valid YAML at line " + std::to_string(e.mark.line + 1) +
-                            ": " + e.msg);
+  for (const Document& document : split_documents(yaml)) {
+    try {
+      documents.push_back(YAML::Load(document.text));
+    } catch (const YAML::Exception& e) {
+      return invalid_argument("manifest: not valid YAML at line " +
+                              std::to_string(document.first_line + e.mark.line) + ": " + e.msg);
+    }
   }
   std::vector<WorkloadSpec> out;
   std::set<std::string> seen;
   int index = 0;
   for (const auto& doc : documents) {
-    ++index;
     if (doc.IsNull()) continue;  // an empty document between "---" separators
+    ++index;
     Result<WorkloadSpec> spec = [&]() -> Result<WorkloadSpec> {
       try {
         return parse_workload_document(doc, index);

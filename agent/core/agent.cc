@@ -301,7 +301,10 @@ Result<std::string> Agent::accept_invitation(std::string_view token) {
 
 void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
   Peer& peer = peers_[from];
-  bool first_contact = peer.capacity.empty() && !peer.last_capacity_sent;
+  // Answer the first HELLO of each peer boot, so a (re)started peer hears
+  // from us at once; answering every HELLO would ping-pong forever.
+  bool first_contact = from != self_id_ && peer.greeted_boot != peer.last_boot;
+  peer.greeted_boot = peer.last_boot;
   if (peer.endpoint != hello.endpoint || peer.cluster != hello.cluster) {
     // The signed HELLO is the peer's word on its own address and name.
     peer.cluster = hello.cluster;

@@ -110,6 +110,7 @@ class Agent {
     uint64_t last_boot = 0;
     uint64_t last_seq = 0;
     std::optional<TimePoint> last_seen;
+    uint64_t greeted_boot = 0;  // the peer boot whose HELLO we answered: one answer per boot
     std::map<std::string, protocol::NamespaceCapacity> capacity;
     std::optional<TimePoint> last_capacity_sent;
     std::vector<protocol::NamespaceCapacity> last_capacity;

@@ -100,3 +100,29 @@ TEST(ManifestTest, DefaultClusterIsFourNodesOfEightCpu) {
 
 }  // namespace
 }  // namespace shoal::model
+
+namespace shoal::model {
+namespace {
+
+// Found by fuzzing: yaml-cpp's LoadAll never returned on this input.
+TEST(ManifestTest, MalformedStreamsEndWithAnError) {
+  for (const char* input : {",;.", "---\n,;.\n---\n", "--- ,;.", "...\n...", "- [", "{{{{"}) {
+    auto result = parse_workloads(input);
+    EXPECT_FALSE(result.is_ok()) << input;
+  }
+}
+
+TEST(ManifestTest, DocumentNumbersCountRealDocumentsOnly) {
+  std::string good = "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec: {resources: {cpu: 1}}\n";
+  std::string bad = "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: b}\nspec: {resources: {cpu: x}}\n";
+  auto result = parse_workloads("---\n" + good + "---\n---\n" + bad);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.status().message().find("manifest document 2 "), std::string::npos)
+      << result.status().message();
+  auto two = parse_workloads("--- " + std::string("{apiVersion: shoal.dev/v1, kind: Workload, metadata: {name: c}, spec: {resources: {cpu: 1}}}\n") + "---\n" + good);
+  ASSERT_TRUE(two.is_ok()) << two.status().message();
+  EXPECT_EQ(two->size(), 2u);
+}
+
+}  // namespace
+}  // namespace shoal::model
