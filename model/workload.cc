@@ -37,6 +37,8 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
         {"gpu", spec.resources.gpu}}},
       {"durationMs", spec.duration.count()},
       {"exitCode", spec.exit_code},
+      // The agent accepts only the allow list so far (see Agent::submit).
+      {"placement", {{"clusters", spec.placement.clusters}}},
   };
 }
 
@@ -58,6 +60,9 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
     spec.resources.gpu = resources.at("gpu").get<int64_t>();
     spec.duration = Duration(json.at("durationMs").get<int64_t>());
     spec.exit_code = json.at("exitCode").get<int32_t>();
+    if (json.contains("placement")) {
+      spec.placement.clusters = json.at("placement").value("clusters", std::vector<std::string>{});
+    }
     return spec;
   } catch (const nlohmann::json::exception& e) {
     return corrupt(std::string("workload spec JSON: ") + e.what());

@@ -11,11 +11,10 @@
 
 #include "common/status.h"
 #include "common/time.h"
+#include "model/placement_spec.h"
 #include "model/resources.h"
 
 namespace shoal::model {
-
-using Labels = std::map<std::string, std::string>;
 
 struct WorkloadSpec {
   std::string namespace_name = "default";
@@ -27,6 +26,7 @@ struct WorkloadSpec {
   Resources resources;            // per replica
   Duration duration{0};           // sim backend: how long it runs
   int32_t exit_code = 0;          // sim backend: how it ends
+  PlacementSpec placement;        // cross-cluster policy (spec.placement)
 
   Resources total() const { return resources * replicas; }
   std::string key() const { return namespace_name + "/" + name; }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cli/control_client.h"
+#include "agent/cli/place_command.h"
 #include "agent/cli/table.h"
 #include "agent/runtime/config.h"
 #include "crypto/id_card.h"
@@ -313,6 +314,19 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "Agent counters (messages, drops) and node usage");
   status->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
 
+  PlaceArguments place_arguments;
+  auto* place = app.add_subcommand(
+      "place", "Offline what-if placement of one workload over an Inventory (no agent needed)");
+  place->add_option("--inventory", place_arguments.inventory_path, "Inventory file (kind: Inventory)")
+      ->required();
+  place->add_option("-f,--filename", place_arguments.workload_path, "Workload manifest (one document)")
+      ->required();
+  place->add_option("--draw", place_arguments.draw,
+                    "Fix the random draw in [0, sum of weights) for routing metric \"\"");
+  place->add_option("-o,--output", place_arguments.output, "json")->check(CLI::IsMember({"json"}));
+  place->add_flag("--explain", place_arguments.explain,
+                  "Show filtered clusters, routing ratios and every selectOne step");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -321,6 +335,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  if (*place) return run_place(place_arguments);
   if (options.data_dir.empty()) {
     std::cerr << "shoalctl: --data: expected the agent's data directory (or set SHOAL_DATA)\n";
     return 2;

@@ -7,8 +7,31 @@
 
 namespace shoal::core {
 
+namespace {
+
+// The agent honors the allow list today; the rest of spec.placement is
+// evaluated by `shoalctl place` and reaches the agent with the dispatchers.
+// Refusing beats silently ignoring a policy the user asked for.
+Status check_supported_placement(const model::WorkloadSpec& spec) {
+  const model::PlacementSpec& p = spec.placement;
+  std::string field;
+  if (p.number_of_clusters != 1) field = "numberOfClusters";
+  else if (!p.cluster_selector.empty()) field = "clusterSelector";
+  else if (!p.claim_selector.empty()) field = "claimSelector";
+  else if (p.routing) field = "routing";
+  else if (!p.spread_constraints.empty()) field = "spreadPolicy";
+  else if (!p.prioritizers.empty() || p.exact_mode) field = "prioritizerPolicy";
+  if (field.empty()) return Status::ok();
+  return invalid_argument("workload " + spec.key() + " spec.placement." + field +
+                          ": not supported by shoald yet (only spec.placement.clusters is); "
+                          "`shoalctl place` evaluates it offline");
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
   for (const auto& spec : specs) {
+    SHOAL_RETURN_IF_ERROR(check_supported_placement(spec));
     if (uid_by_name_.count(spec.key())) {
       return Status(ErrorCode::kAlreadyExists, "workload " + spec.key() + " already exists");
     }

@@ -7,8 +7,11 @@ namespace shoal::placement {
 Eligibility filter_and_rank(const model::WorkloadSpec& spec,
                             const std::vector<ClusterView>& clusters) {
   Eligibility out;
+  const auto& allow = spec.placement.clusters;
   for (const auto& view : clusters) {
-    if (!view.invited) {
+    if (!allow.empty() && std::find(allow.begin(), allow.end(), view.cluster) == allow.end()) {
+      out.filtered.emplace_back(view.cluster, "NotInAllowList");
+    } else if (!view.invited) {
       out.filtered.emplace_back(view.cluster, "NotInvited");
     } else if (!view.has_capacity) {
       out.filtered.emplace_back(view.cluster, "NoCapacityAdvertised");

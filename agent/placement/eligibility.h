@@ -27,7 +27,7 @@ struct Eligibility {
   std::vector<std::pair<std::string, std::string>> filtered;
 };
 
-// Keeps clusters that are invited, have advertised capacity, whose largest
+// Keeps clusters that are in spec.placement.clusters (when given), invited, have advertised capacity, whose largest
 // free node fits one replica and whose free sum fits all replicas; ranks the
 // survivors by most free cpu, then cluster name.
 Eligibility filter_and_rank(const model::WorkloadSpec& spec,

@@ -1,0 +1,146 @@
+#include "agent/cli/place_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/cli/table.h"
+#include "agent/placement/engine.h"
+#include "model/manifest.h"
+#include "model/placement_parse.h"
+
+namespace shoal::cli {
+namespace {
+
+using nlohmann::json;
+
+bool read(const std::string& path, const std::string& flag, std::string* text) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "shoalctl: " << flag << " " << path << ": cannot read the file\n";
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *text = buffer.str();
+  return true;
+}
+
+std::string number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4f", value);
+  return buffer;
+}
+
+json to_json(const placement::PlacementOutcome& outcome, bool explain) {
+  json decisions = json::array();
+  for (const auto& name : outcome.decisions) decisions.push_back({{"cluster", name}});
+  json filtered = json::array();
+  for (const auto& f : outcome.filtered) filtered.push_back({{"cluster", f.cluster}, {"reason", f.reason}});
+  json out = {{"decisions", decisions}, {"filtered", filtered}};
+  if (!outcome.routing.empty()) {
+    json rows = json::array();
+    for (const auto& r : outcome.routing) {
+      rows.push_back({{"cluster", r.cluster}, {"weightRatio", r.weight_ratio},
+                      {"currentRatio", r.current_ratio}, {"difference", r.difference}});
+    }
+    out["routing"] = rows;
+  }
+  if (outcome.draw) out["draw"] = *outcome.draw;
+  if (explain && !outcome.steps.empty()) {
+    json steps = json::array();
+    for (const auto& step : outcome.steps) {
+      json excluded = json::array(), candidates = json::array();
+      for (const auto& e : step.excluded) excluded.push_back({{"cluster", e.cluster}, {"reason", e.reason}});
+      for (const auto& c : step.candidates) {
+        candidates.push_back({{"cluster", c.cluster}, {"spread", c.spread},
+                              {"prioritizers", c.prioritizers}, {"final", c.final_score}});
+      }
+      steps.push_back({{"pick", step.pick}, {"excluded", excluded}, {"candidates", candidates}});
+    }
+    out["steps"] = steps;
+  }
+  if (!outcome.reason.empty()) out["reason"] = outcome.reason;
+  return out;
+}
+
+void print_text(const placement::PlacementOutcome& outcome, bool explain) {
+  std::string picks;
+  for (const auto& name : outcome.decisions) picks += (picks.empty() ? "" : ", ") + name;
+  std::cout << "decisions: " << (picks.empty() ? "(none)" : picks) << "\n";
+  if (!outcome.reason.empty()) std::cout << "reason: " << outcome.reason << "\n";
+  if (!explain) return;
+  if (!outcome.filtered.empty()) {
+    std::cout << "\nfiltered:\n";
+    Table table({"CLUSTER", "REASON"});
+    for (const auto& f : outcome.filtered) table.add({f.cluster, f.reason});
+    table.print(std::cout);
+  }
+  if (outcome.draw) std::cout << "\nrandom draw: " << number(*outcome.draw) << "\n";
+  if (!outcome.routing.empty()) {
+    std::cout << "\nrouting:\n";
+    Table table({"CLUSTER", "WEIGHT RATIO", "CURRENT RATIO", "DIFFERENCE"});
+    for (const auto& r : outcome.routing) {
+      table.add({r.cluster, number(r.weight_ratio), number(r.current_ratio), number(r.difference)});
+    }
+    table.print(std::cout);
+  }
+  for (size_t i = 0; i < outcome.steps.size(); ++i) {
+    const auto& step = outcome.steps[i];
+    std::cout << "\nstep " << i + 1 << ": pick " << (step.pick.empty() ? "(none)" : step.pick) << "\n";
+    for (const auto& e : step.excluded) std::cout << "  excluded " << e.cluster << ": " << e.reason << "\n";
+    Table table({"  CLUSTER", "SPREAD", "PRIORITIZERS", "FINAL"});
+    for (const auto& c : step.candidates) {
+      table.add({"  " + c.cluster, number(c.spread), number(c.prioritizers), number(c.final_score)});
+    }
+    table.print(std::cout);
+  }
+}
+
+}  // namespace
+
+int run_place(const PlaceArguments& arguments) {
+  std::string inventory_text, workload_text;
+  if (!read(arguments.inventory_path, "--inventory", &inventory_text) ||
+      !read(arguments.workload_path, "-f", &workload_text)) {
+    return 2;
+  }
+  auto clusters = model::parse_inventory(inventory_text);
+  if (!clusters.is_ok()) {
+    std::cerr << "shoalctl: " << clusters.status().message() << "\n";
+    return 2;
+  }
+  auto workloads = model::parse_workloads(workload_text);
+  if (!workloads.is_ok()) {
+    std::cerr << "shoalctl: " << workloads.status().message() << "\n";
+    return 2;
+  }
+  if (workloads->size() != 1) {
+    std::cerr << "shoalctl: -f: expected exactly one Workload document, got " << workloads->size() << "\n";
+    return 2;
+  }
+  const model::WorkloadSpec& workload = workloads->front();
+  placement::PlaceOptions options;
+  options.explain = arguments.explain || arguments.output == "json";
+  options.draw = arguments.draw;
+  if (workload.placement.routing && workload.placement.routing->metric == model::RoutingMetric::kRandom &&
+      !options.draw) {
+    double sum = placement::routing_weight_sum(workload, workload.placement, *clusters);
+    std::random_device device;
+    std::uniform_real_distribution<double> uniform(0, sum > 0 ? sum : 1);
+    options.draw = uniform(device);
+  }
+  placement::PlacementOutcome outcome = placement::place(workload, workload.placement, *clusters, options);
+  if (arguments.output == "json") {
+    std::cout << to_json(outcome, arguments.explain).dump(2) << "\n";
+  } else {
+    print_text(outcome, arguments.explain);
+  }
+  return 0;
+}
+
+}  // namespace shoal::cli

@@ -1,0 +1,235 @@
+#include "agent/placement/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace shoal::placement {
+namespace {
+
+using model::ClusterCandidate;
+using model::PlacementSpec;
+using model::WorkloadSpec;
+
+const std::string* topology_value(const ClusterCandidate& c, const model::SpreadConstraint& term) {
+  const auto& source = term.key_is_claim ? c.claims : c.labels;
+  auto it = source.find(term.topology_key);
+  return it == source.end() ? nullptr : &it->second;
+}
+
+// Rule 1: every predicate a cluster must pass, with the first failure kept.
+std::vector<const ClusterCandidate*> filter(const WorkloadSpec& workload, const PlacementSpec& policy,
+                                            const std::vector<ClusterCandidate>& clusters,
+                                            std::vector<FilteredCluster>* filtered) {
+  std::vector<const ClusterCandidate*> eligible;
+  for (const auto& c : clusters) {
+    std::string reason;
+    if (!policy.clusters.empty() &&
+        std::find(policy.clusters.begin(), policy.clusters.end(), c.name) == policy.clusters.end()) {
+      reason = "NotInAllowList";
+    } else if (!policy.cluster_selector.matches(c.labels)) {
+      reason = "ClusterSelectorMismatch";
+    } else if (!policy.claim_selector.matches(c.claims)) {
+      reason = "ClaimSelectorMismatch";
+    } else if (c.namespaces && std::find(c.namespaces->begin(), c.namespaces->end(),
+                                         workload.namespace_name) == c.namespaces->end()) {
+      reason = "NamespaceNotInvited";
+    } else if (!c.largest_free_node.fits(workload.resources)) {
+      reason = "ReplicaDoesNotFitLargestFreeNode";
+    } else if (!c.free.fits(workload.total())) {
+      reason = "ReplicasDoNotFitFreeCapacity";
+    } else {
+      for (const auto& term : policy.spread_constraints) {
+        if (term.when_unsatisfiable == model::WhenUnsatisfiable::kDoNotSchedule &&
+            !topology_value(c, term)) {
+          reason = "MissingTopologyKey:" + term.topology_key;
+          break;
+        }
+      }
+    }
+    if (reason.empty()) eligible.push_back(&c);
+    else filtered->push_back({c.name, reason});
+  }
+  return eligible;
+}
+
+double routing_count(const ClusterCandidate& c, const WorkloadSpec& workload,
+                     const model::RoutingPolicy& routing) {
+  if (routing.metric == model::RoutingMetric::kQueue) {
+    auto it = c.queue_counts.find(workload.queue);
+    return it == c.queue_counts.end() ? 0 : static_cast<double>(it->second);
+  }
+  model::UsageCounts counts;
+  if (routing.domain == model::RoutingDomain::kCluster) {
+    counts = c.cluster_counts;
+  } else if (auto it = c.namespace_counts.find(workload.namespace_name); it != c.namespace_counts.end()) {
+    counts = it->second;
+  }
+  switch (routing.metric) {
+    case model::RoutingMetric::kWorkloads: return static_cast<double>(counts.workloads);
+    case model::RoutingMetric::kCpu: return static_cast<double>(counts.cpu_milli);
+    case model::RoutingMetric::kMemory: return static_cast<double>(counts.memory_bytes);
+    default: return 0;
+  }
+}
+
+// Rule 2: weighted routing picks one cluster.
+void route(const WorkloadSpec& workload, const model::RoutingPolicy& routing,
+           std::vector<const ClusterCandidate*> eligible, const PlaceOptions& options,
+           PlacementOutcome* out) {
+  std::vector<const ClusterCandidate*> weighted;
+  for (const auto* c : eligible) {
+    if (routing.weights.count(c->name)) weighted.push_back(c);
+    else out->filtered.push_back({c->name, "NoRoutingWeight"});
+  }
+  std::sort(weighted.begin(), weighted.end(),
+            [](const auto* a, const auto* b) { return a->name < b->name; });
+  double weight_sum = 0, count_sum = 0;
+  for (const auto* c : weighted) {
+    weight_sum += static_cast<double>(routing.weights.at(c->name));
+    count_sum += routing_count(*c, workload, routing);
+  }
+  if (weighted.empty() || weight_sum <= 0) {
+    out->reason = "no eligible cluster has a routing weight above 0";
+    return;
+  }
+  if (routing.metric == model::RoutingMetric::kRandom) {
+    if (!options.draw) {
+      out->reason = "routing metric \"\" needs a draw";
+      return;
+    }
+    double r = *options.draw;
+    out->draw = r;
+    double cumulative = 0;
+    for (const auto* c : weighted) {
+      cumulative += static_cast<double>(routing.weights.at(c->name));
+      if (cumulative > r) {
+        out->decisions.push_back(c->name);
+        return;
+      }
+    }
+    out->reason = "draw " + std::to_string(r) + " is not below the weight sum";
+    return;
+  }
+  const ClusterCandidate* best = nullptr;
+  double best_difference = 0;
+  for (const auto* c : weighted) {
+    RoutingRow row;
+    row.cluster = c->name;
+    row.weight_ratio = static_cast<double>(routing.weights.at(c->name)) / weight_sum;
+    row.current_ratio = count_sum > 0 ? routing_count(*c, workload, routing) / count_sum : 0;
+    row.difference = row.weight_ratio - row.current_ratio;
+    // Names are sorted, so a strict > keeps the smallest name on ties.
+    if (!best || row.difference > best_difference + 1e-12) {
+      best = c;
+      best_difference = row.difference;
+    }
+    out->routing.push_back(row);
+  }
+  out->decisions.push_back(best->name);
+}
+
+// Prioritizer weights after mode defaults: Additive gives Spread 2 and every
+// named score 1; Exact uses only what is configured.
+struct Weights {
+  double spread = 0;
+  std::map<std::string, double> others;
+};
+
+Weights prioritizer_weights(const PlacementSpec& policy, const std::vector<const ClusterCandidate*>& eligible) {
+  Weights w;
+  if (!policy.exact_mode) {
+    w.spread = 2;
+    for (const auto* c : eligible) {
+      for (const auto& [name, score] : c->scores) w.others[name] = 1;
+    }
+  }
+  for (const auto& config : policy.prioritizers) {
+    if (config.name == "Spread") w.spread = static_cast<double>(config.weight);
+    else w.others[config.name] = static_cast<double>(config.weight);
+  }
+  return w;
+}
+
+// Scales values linearly to [-100, 100]; all equal gives 0.
+std::vector<double> normalize(const std::vector<double>& values) {
+  std::vector<double> out(values.size(), 0);
+  if (values.empty()) return out;
+  auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  if (*hi - *lo <= 0) return out;
+  for (size_t i = 0; i < values.size(); ++i) out[i] = -100 + 200 * (values[i] - *lo) / (*hi - *lo);
+  return out;
+}
+
+std::vector<double> static_scores(const Weights& weights, const std::vector<const ClusterCandidate*>& eligible) {
+  std::vector<double> total(eligible.size(), 0);
+  for (const auto& [name, weight] : weights.others) {
+    if (weight == 0) continue;
+    std::vector<double> score(eligible.size(), 0);
+    if (name == "Balance") {
+      int64_t most = 0;
+      for (const auto* c : eligible) most = std::max(most, c->source_workloads);
+      for (size_t i = 0; i < eligible.size(); ++i) {
+        score[i] = most == 0 ? 0 : 100 - 200.0 * static_cast<double>(eligible[i]->source_workloads) /
+                                             static_cast<double>(most);
+      }
+    } else if (name == "Steady") {
+      for (size_t i = 0; i < eligible.size(); ++i) score[i] = eligible[i]->previously_selected ? 100 : 0;
+    } else if (name == "ResourceAllocatableCPU" || name == "ResourceAllocatableMemory") {
+      std::vector<double> free;
+      for (const auto* c : eligible) {
+        free.push_back(static_cast<double>(name == "ResourceAllocatableCPU" ? c->free.cpu_milli
+                                                                            : c->free.memory_bytes));
+      }
+      score = normalize(free);
+    } else {
+      for (size_t i = 0; i < eligible.size(); ++i) {
+        auto it = eligible[i]->scores.find(name);
+        score[i] = it == eligible[i]->scores.end() ? 0 : it->second;
+      }
+    }
+    for (size_t i = 0; i < eligible.size(); ++i) total[i] += weight * score[i];
+  }
+  return total;
+}
+
+}  // namespace
+
+// Rule 3 lives in spread.cc.
+void select_spread(const PlacementSpec& policy, const std::vector<const ClusterCandidate*>& eligible,
+                   const std::vector<double>& prioritizer_scores, double spread_weight,
+                   const PlaceOptions& options, PlacementOutcome* out);
+
+double routing_weight_sum(const WorkloadSpec& workload, const PlacementSpec& policy,
+                          const std::vector<ClusterCandidate>& clusters) {
+  if (!policy.routing) return 0;
+  std::vector<FilteredCluster> ignored;
+  double sum = 0;
+  for (const auto* c : filter(workload, policy, clusters, &ignored)) {
+    auto it = policy.routing->weights.find(c->name);
+    if (it != policy.routing->weights.end()) sum += static_cast<double>(it->second);
+  }
+  return sum;
+}
+
+PlacementOutcome place(const WorkloadSpec& workload, const PlacementSpec& policy,
+                       const std::vector<ClusterCandidate>& clusters, const PlaceOptions& options) {
+  PlacementOutcome out;
+  std::vector<const ClusterCandidate*> eligible = filter(workload, policy, clusters, &out.filtered);
+  if (policy.routing) {
+    route(workload, *policy.routing, eligible, options, &out);
+    return out;
+  }
+  Weights weights = prioritizer_weights(policy, eligible);
+  std::vector<double> scores = static_scores(weights, eligible);
+  select_spread(policy, eligible, scores, weights.spread, options, &out);
+  if (out.decisions.size() < static_cast<size_t>(policy.number_of_clusters) && out.reason.empty()) {
+    out.reason = "only " + std::to_string(out.decisions.size()) + " of " +
+                 std::to_string(policy.number_of_clusters) + " clusters are eligible";
+  }
+  return out;
+}
+
+}  // namespace shoal::placement

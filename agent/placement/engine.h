@@ -1,0 +1,66 @@
+// The cross-cluster placement engine: (workload, placement policy, candidate
+// clusters) -> ranked decisions plus an explanation. A pure function: no
+// clock, no I/O; the only randomness (routing metric "") comes from the
+// caller. The rules are in docs/placement.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/placement_spec.h"
+#include "model/workload.h"
+
+namespace shoal::placement {
+
+struct FilteredCluster {
+  std::string cluster;
+  std::string reason;
+};
+
+struct RoutingRow {
+  std::string cluster;
+  double weight_ratio = 0;
+  double current_ratio = 0;
+  double difference = 0;
+};
+
+struct StepCandidate {
+  std::string cluster;
+  double spread = 0;        // normalized to [-100, 100]
+  double prioritizers = 0;  // weighted sum of the other prioritizers
+  double final_score = 0;   // spread weight x spread + prioritizers
+};
+
+struct Step {
+  std::string pick;
+  std::vector<FilteredCluster> excluded;   // by a DoNotSchedule term in this step
+  std::vector<StepCandidate> candidates;   // every cluster still in the running
+};
+
+struct PlacementOutcome {
+  std::vector<std::string> decisions;  // in pick order; distinct
+  std::vector<FilteredCluster> filtered;
+  std::vector<RoutingRow> routing;     // routing with a metric only
+  std::optional<double> draw;          // routing metric "" only
+  std::vector<Step> steps;             // selectOne, when explaining
+  std::string reason;                  // why there are fewer decisions than asked
+};
+
+struct PlaceOptions {
+  bool explain = false;
+  // Routing metric "": the draw in [0, sum of weights). Required for that
+  // metric; callers pass a random one, `shoalctl place --draw` a fixed one.
+  std::optional<double> draw;
+};
+
+PlacementOutcome place(const model::WorkloadSpec& workload, const model::PlacementSpec& policy,
+                       const std::vector<model::ClusterCandidate>& clusters,
+                       const PlaceOptions& options);
+
+// Sum of the routing weights of the clusters that pass the predicates: the
+// upper bound for a random draw.
+double routing_weight_sum(const model::WorkloadSpec& workload, const model::PlacementSpec& policy,
+                          const std::vector<model::ClusterCandidate>& clusters);
+
+}  // namespace shoal::placement

@@ -1,0 +1,190 @@
+// Rule 3: topology spread by repeated selectOne (seed 001). Clusters that
+// share every topology value form a group and share their spread score, so a
+// step costs O(groups x terms + domains), not O(clusters x terms).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/placement/engine.h"
+
+namespace shoal::placement {
+namespace {
+
+using model::ClusterCandidate;
+
+constexpr int kBitsPerTerm = 6;
+constexpr double kMaxTermScore = 63;
+
+struct Domain {
+  int parent = -1;     // domain id at the previous term, -1 for the first term
+  size_t term = 0;
+  int64_t selected = 0;
+};
+
+struct Group {
+  std::vector<int> domains;       // one domain id per term
+  std::vector<size_t> members;    // indexes into eligible, best first
+  size_t next = 0;                // first member not yet selected
+  std::string label;              // "us-east/us-east-1a", for explanations
+};
+
+}  // namespace
+
+void select_spread(const model::PlacementSpec& policy,
+                   const std::vector<const ClusterCandidate*>& eligible,
+                   const std::vector<double>& prioritizer_scores, double spread_weight,
+                   const PlaceOptions& options, PlacementOutcome* out) {
+  const auto& terms = policy.spread_constraints;
+  const size_t term_count = terms.size();
+
+  // Domains: one per distinct tuple prefix (v0..vi) at each term i.
+  std::vector<Domain> domains;
+  std::vector<std::vector<int>> children_of_root(1);  // term 0's domains
+  std::map<std::pair<int, std::string>, int> domain_by_key;  // (parent id or -1-term, value) -> id
+  std::vector<std::vector<int>> children;                    // by domain id
+  std::map<std::vector<int>, int> group_by_tuple;
+  std::vector<Group> groups;
+  for (size_t index = 0; index < eligible.size(); ++index) {
+    std::vector<int> tuple;
+    std::string label;
+    int parent = -1;
+    for (size_t t = 0; t < term_count; ++t) {
+      const auto& source = terms[t].key_is_claim ? eligible[index]->claims : eligible[index]->labels;
+      auto value_it = source.find(terms[t].topology_key);
+      std::string value = value_it == source.end() ? "" : value_it->second;
+      auto key = std::make_pair(parent, value);
+      if (t == 0) key.first = -1;
+      auto found = domain_by_key.find(key);
+      int id;
+      if (found == domain_by_key.end()) {
+        id = static_cast<int>(domains.size());
+        domains.push_back({parent, t, 0});
+        children.emplace_back();
+        domain_by_key.emplace(key, id);
+        if (parent < 0) children_of_root[0].push_back(id);
+        else children[static_cast<size_t>(parent)].push_back(id);
+      } else {
+        id = found->second;
+      }
+      tuple.push_back(id);
+      label += (t ? "/" : "") + value;
+      parent = id;
+    }
+    auto [it, inserted] = group_by_tuple.emplace(tuple, static_cast<int>(groups.size()));
+    if (inserted) groups.push_back({tuple, {}, 0, label});
+    groups[static_cast<size_t>(it->second)].members.push_back(index);
+  }
+  for (auto& group : groups) {
+    std::sort(group.members.begin(), group.members.end(), [&](size_t a, size_t b) {
+      if (prioritizer_scores[a] != prioritizer_scores[b]) return prioritizer_scores[a] > prioritizer_scores[b];
+      return eligible[a]->name < eligible[b]->name;
+    });
+  }
+
+  auto siblings_of = [&](int domain) -> const std::vector<int>& {
+    int parent = domains[static_cast<size_t>(domain)].parent;
+    return parent < 0 ? children_of_root[0] : children[static_cast<size_t>(parent)];
+  };
+
+  const size_t wanted = static_cast<size_t>(policy.number_of_clusters);
+  std::vector<double> term_score(domains.size());
+  std::vector<char> domain_excluded(domains.size());
+  std::vector<std::string> exclusion_reason(domains.size());
+  std::vector<size_t> live;
+  std::vector<double> packed;
+  while (out->decisions.size() < wanted) {
+    // Per domain: its term score (63 least selected .. 0 most) and whether
+    // selecting in it would break a DoNotSchedule maxSkew.
+    for (size_t d = 0; d < domains.size(); ++d) {
+      const auto& siblings = siblings_of(static_cast<int>(d));
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (int s : siblings) {
+        lo = std::min(lo, domains[static_cast<size_t>(s)].selected);
+        hi = std::max(hi, domains[static_cast<size_t>(s)].selected);
+      }
+      int64_t count = domains[d].selected;
+      term_score[d] = hi == lo ? 0 : std::round(kMaxTermScore * static_cast<double>(hi - count) /
+                                                static_cast<double>(hi - lo));
+      const auto& constraint = terms[domains[d].term];
+      domain_excluded[d] = constraint.when_unsatisfiable == model::WhenUnsatisfiable::kDoNotSchedule &&
+                           count + 1 - lo > constraint.max_skew;
+      if (domain_excluded[d] && options.explain) {
+        exclusion_reason[d] = constraint.topology_key + " maxSkew " +
+                              std::to_string(constraint.max_skew) + " would be exceeded (skew " +
+                              std::to_string(count + 1 - lo) + ")";
+      }
+    }
+    Step step;
+    live.clear();
+    packed.clear();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      Group& group = groups[g];
+      if (group.next >= group.members.size()) continue;
+      const std::string* reason = nullptr;
+      double score = 0;
+      for (size_t t = 0; t < term_count; ++t) {
+        int d = group.domains[t];
+        if (domain_excluded[static_cast<size_t>(d)] && !reason) reason = &exclusion_reason[static_cast<size_t>(d)];
+        score = score * (1 << kBitsPerTerm) + term_score[static_cast<size_t>(d)];
+      }
+      if (reason) {
+        if (options.explain) {
+          for (size_t m = group.next; m < group.members.size(); ++m) {
+            step.excluded.push_back({eligible[group.members[m]]->name, *reason});
+          }
+        }
+        continue;
+      }
+      live.push_back(g);
+      packed.push_back(score);
+    }
+    if (live.empty()) {
+      if (eligible.empty()) out->reason = "no cluster passed the predicates";
+      else if (eligible.size() == out->decisions.size()) out->reason = "every eligible cluster is selected";
+      else out->reason = "no further cluster can be selected without exceeding a DoNotSchedule maxSkew";
+      if (options.explain && !step.excluded.empty()) out->steps.push_back(std::move(step));
+      return;
+    }
+    double lo = *std::min_element(packed.begin(), packed.end());
+    double hi = *std::max_element(packed.begin(), packed.end());
+    size_t best_group = 0;
+    double best_final = 0;
+    const std::string* best_name = nullptr;
+    for (size_t i = 0; i < live.size(); ++i) {
+      Group& group = groups[live[i]];
+      double spread = hi > lo ? -100 + 200 * (packed[i] - lo) / (hi - lo) : 0;
+      size_t first = group.members[group.next];
+      double final_score = spread_weight * spread + prioritizer_scores[first];
+      const std::string& name = eligible[first]->name;
+      if (!best_name || final_score > best_final + 1e-9 ||
+          (std::abs(final_score - best_final) <= 1e-9 && name < *best_name)) {
+        best_group = live[i];
+        best_final = final_score;
+        best_name = &name;
+      }
+      if (options.explain) {
+        for (size_t m = group.next; m < group.members.size(); ++m) {
+          size_t member = group.members[m];
+          step.candidates.push_back({eligible[member]->name, spread, prioritizer_scores[member],
+                                     spread_weight * spread + prioritizer_scores[member]});
+        }
+      }
+    }
+    Group& chosen = groups[best_group];
+    out->decisions.push_back(*best_name);
+    ++chosen.next;
+    for (int d : chosen.domains) ++domains[static_cast<size_t>(d)].selected;
+    if (options.explain) {
+      step.pick = out->decisions.back();
+      std::sort(step.candidates.begin(), step.candidates.end(),
+                [](const StepCandidate& a, const StepCandidate& b) { return a.cluster < b.cluster; });
+      std::sort(step.excluded.begin(), step.excluded.end(),
+                [](const FilteredCluster& a, const FilteredCluster& b) { return a.cluster < b.cluster; });
+      out->steps.push_back(std::move(step));
+    }
+  }
+}
+
+}  // namespace shoal::placement

@@ -1,0 +1,102 @@
+// A workload's cross-cluster placement policy (spec.placement) and the view
+// of one candidate cluster the placement engine decides over.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/resources.h"
+
+namespace shoal::model {
+
+using Labels = std::map<std::string, std::string>;
+
+struct LabelRequirement {
+  enum class Operator { kIn, kNotIn, kExists, kDoesNotExist };
+  std::string key;
+  Operator op = Operator::kIn;
+  std::vector<std::string> values;
+  friend bool operator==(const LabelRequirement&, const LabelRequirement&) = default;
+};
+
+// Kubernetes label selector semantics: every matchLabels pair and every
+// expression must hold. An empty selector matches everything.
+struct LabelSelector {
+  Labels match_labels;
+  std::vector<LabelRequirement> match_expressions;
+  bool matches(const Labels& labels) const;
+  bool empty() const { return match_labels.empty() && match_expressions.empty(); }
+  friend bool operator==(const LabelSelector&, const LabelSelector&) = default;
+};
+
+enum class RoutingMetric { kRandom, kWorkloads, kCpu, kMemory, kQueue };  // kRandom is metric ""
+enum class RoutingDomain { kNamespace, kCluster };
+
+struct RoutingPolicy {
+  std::map<std::string, int64_t> weights;  // by cluster name
+  RoutingMetric metric = RoutingMetric::kRandom;
+  RoutingDomain domain = RoutingDomain::kNamespace;
+  friend bool operator==(const RoutingPolicy&, const RoutingPolicy&) = default;
+};
+
+enum class WhenUnsatisfiable { kScheduleAnyway, kDoNotSchedule };
+
+struct SpreadConstraint {
+  std::string topology_key;
+  bool key_is_claim = false;  // topologyKeyType Claim; Label otherwise
+  int32_t max_skew = 1;
+  WhenUnsatisfiable when_unsatisfiable = WhenUnsatisfiable::kScheduleAnyway;
+  friend bool operator==(const SpreadConstraint&, const SpreadConstraint&) = default;
+};
+
+struct PrioritizerConfig {
+  std::string name;  // Spread, Balance, Steady, ResourceAllocatableCPU, ResourceAllocatableMemory, or a named score
+  int64_t weight = 1;
+  friend bool operator==(const PrioritizerConfig&, const PrioritizerConfig&) = default;
+};
+
+struct PlacementSpec {
+  int32_t number_of_clusters = 1;
+  std::vector<std::string> clusters;  // allow list; empty = any
+  LabelSelector cluster_selector;
+  LabelSelector claim_selector;
+  std::optional<RoutingPolicy> routing;
+  std::vector<SpreadConstraint> spread_constraints;  // at most 8
+  bool exact_mode = false;                           // prioritizerPolicy.mode Exact
+  std::vector<PrioritizerConfig> prioritizers;
+
+  bool is_default() const {
+    return number_of_clusters == 1 && clusters.empty() && cluster_selector.empty() &&
+           claim_selector.empty() && !routing && spread_constraints.empty() &&
+           prioritizers.empty() && !exact_mode;
+  }
+  friend bool operator==(const PlacementSpec&, const PlacementSpec&) = default;
+};
+
+// What the engine knows about one cluster: advertised aggregates and counts,
+// never nodes.
+struct UsageCounts {
+  int64_t workloads = 0;
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+};
+
+struct ClusterCandidate {
+  std::string name;
+  Labels labels;
+  Labels claims;
+  std::optional<std::vector<std::string>> namespaces;  // invited namespaces; nullopt = all
+  Resources free;
+  Resources largest_free_node;
+  UsageCounts cluster_counts;
+  std::map<std::string, UsageCounts> namespace_counts;
+  std::map<std::string, int64_t> queue_counts;  // workloads per queue
+  int64_t source_workloads = 0;                 // workloads of the deciding source there (Balance)
+  bool previously_selected = false;             // Steady
+  std::map<std::string, double> scores;         // named prioritizer scores
+};
+
+}  // namespace shoal::model
