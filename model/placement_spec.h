@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/resources.h"
@@ -36,7 +37,7 @@ enum class RoutingMetric { kRandom, kWorkloads, kCpu, kMemory, kQueue };  // kRa
 enum class RoutingDomain { kNamespace, kCluster };
 
 struct RoutingPolicy {
-  std::map<std::string, int64_t> weights;  // by cluster name
+  std::unordered_map<std::string, int64_t> weights;  // by cluster name
   RoutingMetric metric = RoutingMetric::kRandom;
   RoutingDomain domain = RoutingDomain::kNamespace;
   friend bool operator==(const RoutingPolicy&, const RoutingPolicy&) = default;

@@ -77,25 +77,36 @@ double routing_count(const ClusterCandidate& c, const WorkloadSpec& workload,
 
 // Rule 2: weighted routing picks one cluster.
 void route(const WorkloadSpec& workload, const model::RoutingPolicy& routing,
-           std::vector<const ClusterCandidate*> eligible, const PlaceOptions& options,
+           const std::vector<const ClusterCandidate*>& eligible, const PlaceOptions& options,
            PlacementOutcome* out) {
-  std::vector<const ClusterCandidate*> weighted;
-  for (const auto* c : eligible) {
-    if (routing.weights.count(c->name)) weighted.push_back(c);
-    else out->filtered.push_back({c->name, "NoRoutingWeight"});
-  }
-  std::sort(weighted.begin(), weighted.end(),
-            [](const auto* a, const auto* b) { return a->name < b->name; });
+  // One weight lookup per cluster; the policy's map is keyed by name.
+  struct Weighted {
+    const ClusterCandidate* cluster;
+    double weight;
+    double count;
+  };
+  std::vector<Weighted> weighted;
+  weighted.reserve(eligible.size());
   double weight_sum = 0, count_sum = 0;
-  for (const auto* c : weighted) {
-    weight_sum += static_cast<double>(routing.weights.at(c->name));
-    count_sum += routing_count(*c, workload, routing);
+  for (const auto* c : eligible) {
+    auto it = routing.weights.find(c->name);
+    if (it == routing.weights.end()) {
+      out->filtered.push_back({c->name, "NoRoutingWeight"});
+      continue;
+    }
+    double count = routing.metric == model::RoutingMetric::kRandom ? 0 : routing_count(*c, workload, routing);
+    weighted.push_back({c, static_cast<double>(it->second), count});
+    weight_sum += static_cast<double>(it->second);
+    count_sum += count;
   }
   if (weighted.empty() || weight_sum <= 0) {
     out->reason = "no eligible cluster has a routing weight above 0";
     return;
   }
   if (routing.metric == model::RoutingMetric::kRandom) {
+    // The walk is in name order, so the same draw always picks the same cluster.
+    std::sort(weighted.begin(), weighted.end(),
+              [](const Weighted& a, const Weighted& b) { return a.cluster->name < b.cluster->name; });
     if (!options.draw) {
       out->reason = "routing metric \"\" needs a draw";
       return;
@@ -103,10 +114,10 @@ void route(const WorkloadSpec& workload, const model::RoutingPolicy& routing,
     double r = *options.draw;
     out->draw = r;
     double cumulative = 0;
-    for (const auto* c : weighted) {
-      cumulative += static_cast<double>(routing.weights.at(c->name));
+    for (const auto& w : weighted) {
+      cumulative += w.weight;
       if (cumulative > r) {
-        out->decisions.push_back(c->name);
+        out->decisions.push_back(w.cluster->name);
         return;
       }
     }
@@ -115,18 +126,20 @@ void route(const WorkloadSpec& workload, const model::RoutingPolicy& routing,
   }
   const ClusterCandidate* best = nullptr;
   double best_difference = 0;
-  for (const auto* c : weighted) {
-    RoutingRow row;
-    row.cluster = c->name;
-    row.weight_ratio = static_cast<double>(routing.weights.at(c->name)) / weight_sum;
-    row.current_ratio = count_sum > 0 ? routing_count(*c, workload, routing) / count_sum : 0;
-    row.difference = row.weight_ratio - row.current_ratio;
-    // Names are sorted, so a strict > keeps the smallest name on ties.
-    if (!best || row.difference > best_difference + 1e-12) {
-      best = c;
-      best_difference = row.difference;
+  for (const auto& w : weighted) {
+    double weight_ratio = w.weight / weight_sum;
+    double current_ratio = count_sum > 0 ? w.count / count_sum : 0;
+    double difference = weight_ratio - current_ratio;
+    if (!best || difference > best_difference + 1e-12 ||
+        (std::abs(difference - best_difference) <= 1e-12 && w.cluster->name < best->name)) {
+      best = w.cluster;
+      best_difference = difference;
     }
-    out->routing.push_back(row);
+    if (options.explain) out->routing.push_back({w.cluster->name, weight_ratio, current_ratio, difference});
+  }
+  if (options.explain) {
+    std::sort(out->routing.begin(), out->routing.end(),
+              [](const RoutingRow& a, const RoutingRow& b) { return a.cluster < b.cluster; });
   }
   out->decisions.push_back(best->name);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -39,13 +40,14 @@ void select_spread(const model::PlacementSpec& policy,
   const auto& terms = policy.spread_constraints;
   const size_t term_count = terms.size();
 
-  // Domains: one per distinct tuple prefix (v0..vi) at each term i.
+  // Domains: one per distinct tuple prefix (v0..vi) at each term i, interned
+  // through a hash of (parent id, value).
   std::vector<Domain> domains;
-  std::vector<std::vector<int>> children_of_root(1);  // term 0's domains
-  std::map<std::pair<int, std::string>, int> domain_by_key;  // (parent id or -1-term, value) -> id
-  std::vector<std::vector<int>> children;                    // by domain id
-  std::map<std::vector<int>, int> group_by_tuple;
+  std::unordered_map<std::string, int> domain_by_key;
+  std::vector<int> group_of_leaf;  // by domain id at the last term
   std::vector<Group> groups;
+  Group everything;                // with no terms, one group holds every cluster
+  std::string key;
   for (size_t index = 0; index < eligible.size(); ++index) {
     std::vector<int> tuple;
     std::string label;
@@ -53,29 +55,31 @@ void select_spread(const model::PlacementSpec& policy,
     for (size_t t = 0; t < term_count; ++t) {
       const auto& source = terms[t].key_is_claim ? eligible[index]->claims : eligible[index]->labels;
       auto value_it = source.find(terms[t].topology_key);
-      std::string value = value_it == source.end() ? "" : value_it->second;
-      auto key = std::make_pair(parent, value);
-      if (t == 0) key.first = -1;
-      auto found = domain_by_key.find(key);
-      int id;
-      if (found == domain_by_key.end()) {
-        id = static_cast<int>(domains.size());
+      const std::string empty;
+      const std::string& value = value_it == source.end() ? empty : value_it->second;
+      key.assign(std::to_string(parent)).push_back('\0');
+      key.append(value);
+      auto [found, inserted] = domain_by_key.emplace(key, static_cast<int>(domains.size()));
+      if (inserted) {
         domains.push_back({parent, t, 0});
-        children.emplace_back();
-        domain_by_key.emplace(key, id);
-        if (parent < 0) children_of_root[0].push_back(id);
-        else children[static_cast<size_t>(parent)].push_back(id);
-      } else {
-        id = found->second;
+        group_of_leaf.push_back(-1);
       }
-      tuple.push_back(id);
-      label += (t ? "/" : "") + value;
-      parent = id;
+      tuple.push_back(found->second);
+      if (options.explain) label += (t ? "/" : "") + value;
+      parent = found->second;
     }
-    auto [it, inserted] = group_by_tuple.emplace(tuple, static_cast<int>(groups.size()));
-    if (inserted) groups.push_back({tuple, {}, 0, label});
-    groups[static_cast<size_t>(it->second)].members.push_back(index);
+    if (term_count == 0) {
+      everything.members.push_back(index);
+      continue;
+    }
+    int& group = group_of_leaf[static_cast<size_t>(parent)];
+    if (group < 0) {
+      group = static_cast<int>(groups.size());
+      groups.push_back({tuple, {}, 0, label});
+    }
+    groups[static_cast<size_t>(group)].members.push_back(index);
   }
+  if (term_count == 0 && !everything.members.empty()) groups.push_back(std::move(everything));
   for (auto& group : groups) {
     std::sort(group.members.begin(), group.members.end(), [&](size_t a, size_t b) {
       if (prioritizer_scores[a] != prioritizer_scores[b]) return prioritizer_scores[a] > prioritizer_scores[b];
@@ -83,27 +87,27 @@ void select_spread(const model::PlacementSpec& policy,
     });
   }
 
-  auto siblings_of = [&](int domain) -> const std::vector<int>& {
-    int parent = domains[static_cast<size_t>(domain)].parent;
-    return parent < 0 ? children_of_root[0] : children[static_cast<size_t>(parent)];
-  };
-
   const size_t wanted = static_cast<size_t>(policy.number_of_clusters);
   std::vector<double> term_score(domains.size());
   std::vector<char> domain_excluded(domains.size());
   std::vector<std::string> exclusion_reason(domains.size());
   std::vector<size_t> live;
   std::vector<double> packed;
+  std::vector<int64_t> parent_lo(domains.size() + 1), parent_hi(domains.size() + 1);
   while (out->decisions.size() < wanted) {
     // Per domain: its term score (63 least selected .. 0 most) and whether
     // selecting in it would break a DoNotSchedule maxSkew.
+    // Sibling range per parent (slot 0 is the root of the first term), one pass.
+    std::fill(parent_lo.begin(), parent_lo.end(), INT64_MAX);
+    std::fill(parent_hi.begin(), parent_hi.end(), INT64_MIN);
+    for (const Domain& domain : domains) {
+      size_t slot = static_cast<size_t>(domain.parent + 1);
+      parent_lo[slot] = std::min(parent_lo[slot], domain.selected);
+      parent_hi[slot] = std::max(parent_hi[slot], domain.selected);
+    }
     for (size_t d = 0; d < domains.size(); ++d) {
-      const auto& siblings = siblings_of(static_cast<int>(d));
-      int64_t lo = INT64_MAX, hi = INT64_MIN;
-      for (int s : siblings) {
-        lo = std::min(lo, domains[static_cast<size_t>(s)].selected);
-        hi = std::max(hi, domains[static_cast<size_t>(s)].selected);
-      }
+      int64_t lo = parent_lo[static_cast<size_t>(domains[d].parent + 1)];
+      int64_t hi = parent_hi[static_cast<size_t>(domains[d].parent + 1)];
       int64_t count = domains[d].selected;
       term_score[d] = hi == lo ? 0 : std::round(kMaxTermScore * static_cast<double>(hi - count) /
                                                 static_cast<double>(hi - lo));
