@@ -21,7 +21,7 @@
 
 #include "agent/cluster/cluster.h"
 #include "agent/core/interfaces.h"
-#include "agent/placement/eligibility.h"
+#include "agent/placement/engine.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
 #include "crypto/invitation.h"
@@ -187,7 +187,11 @@ class Agent {
   void start_round(SourceWorkload& workload);
   void drive_source_workloads();
   void cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch);
-  std::vector<placement::ClusterView> cluster_views(const model::WorkloadSpec& spec) const;
+  struct RankedTargets {
+    std::vector<std::pair<std::string, std::string>> ranked;  // (peer id, cluster), best first
+    std::string reason;  // " cluster=Reason" for each target left out
+  };
+  RankedTargets rank_targets(const model::WorkloadSpec& spec) const;
   void make_pending(SourceWorkload& workload, const std::string& reason);
   SourceWorkload* find_source_workload(const std::string& uid);
 

@@ -59,28 +59,56 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
   return uids;
 }
 
-std::vector<placement::ClusterView> Agent::cluster_views(const model::WorkloadSpec& spec) const {
-  std::vector<placement::ClusterView> views;
+Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const {
+  // The placement engine decides over what we know of each target: our own
+  // cluster directly, peers from their invitations and CAPACITY messages.
+  RankedTargets out;
+  std::vector<model::ClusterCandidate> candidates;
+  std::map<std::string, std::string> peer_by_name;
+  auto add = [&](const std::string& peer_id, std::string name, model::ClusterCandidate candidate) {
+    if (peer_by_name.count(name)) name += "#" + peer_id.substr(0, 6);  // two peers, one name
+    candidate.name = name;
+    peer_by_name[name] = peer_id;
+    candidates.push_back(std::move(candidate));
+  };
   cluster::CapacitySummary own = cluster_.capacity();
-  views.push_back({self_id_, config_.cluster, true, true, own.free, own.largest_free_node});
+  model::ClusterCandidate self;
+  self.labels = cluster_.spec().labels;
+  self.claims = cluster_.spec().claims;
+  self.free = own.free;
+  self.largest_free_node = own.largest_free_node;
+  add(self_id_, config_.cluster, std::move(self));
+  std::string unadvertised;
   for (const auto& [id, peer] : peers_) {
     auto accepted = valid_accepted(id);
     if (accepted.empty()) continue;  // not a target of ours
-    placement::ClusterView view;
-    view.peer_id = id;
-    view.cluster = peer.cluster;
-    view.invited = std::any_of(accepted.begin(), accepted.end(), [&](const auto* invitation) {
-      return invitation->covers(spec.namespace_name);
-    });
-    auto capacity = peer.capacity.find(spec.namespace_name);
-    if (capacity != peer.capacity.end()) {
-      view.has_capacity = true;
-      view.free = capacity->second.free;
-      view.largest_free_node = capacity->second.largest_free_node;
+    model::ClusterCandidate candidate;
+    std::vector<std::string> namespaces;
+    for (const auto* invitation : accepted) {
+      namespaces.insert(namespaces.end(), invitation->namespaces.begin(), invitation->namespaces.end());
     }
-    views.push_back(std::move(view));
+    candidate.namespaces = std::move(namespaces);
+    auto capacity = peer.capacity.find(spec.namespace_name);
+    if (capacity == peer.capacity.end() && candidate.namespaces->end() !=
+            std::find(candidate.namespaces->begin(), candidate.namespaces->end(), spec.namespace_name)) {
+      unadvertised += " " + peer.cluster + "=NoCapacityAdvertised";
+      continue;
+    }
+    if (capacity != peer.capacity.end()) {
+      candidate.free = capacity->second.free;
+      candidate.largest_free_node = capacity->second.largest_free_node;
+    }
+    add(id, peer.cluster, std::move(candidate));
   }
-  return views;
+  // Rank every eligible target: AllAtOnce sends to all of them, best first.
+  model::PlacementSpec policy = spec.placement;
+  policy.number_of_clusters = static_cast<int32_t>(candidates.size());
+  if (policy.prioritizers.empty()) policy.prioritizers.push_back({"ResourceAllocatableCPU", 1});
+  placement::PlacementOutcome outcome = placement::place(spec, policy, candidates, {});
+  for (const auto& name : outcome.decisions) out.ranked.emplace_back(peer_by_name.at(name), name);
+  for (const auto& filtered : outcome.filtered) out.reason += " " + filtered.cluster + "=" + filtered.reason;
+  out.reason += unadvertised;
+  return out;
 }
 
 void Agent::start_round(SourceWorkload& workload) {
@@ -91,12 +119,9 @@ void Agent::start_round(SourceWorkload& workload) {
     if (progress.state != CandidateState::kRejected) cancel_at(workload, peer_id, record.epoch);
   }
   workload.candidates.clear();
-  placement::Eligibility eligibility =
-      placement::filter_and_rank(record.spec, cluster_views(record.spec));
-  if (eligibility.eligible.empty()) {
-    std::string reason = "no cluster can take it now:";
-    for (const auto& [cluster, why] : eligibility.filtered) reason += " " + cluster + "=" + why;
-    make_pending(workload, reason);
+  RankedTargets targets = rank_targets(record.spec);
+  if (targets.ranked.empty()) {
+    make_pending(workload, "no cluster can take it now:" + targets.reason);
     return;
   }
   record.epoch += 1;
@@ -108,13 +133,13 @@ void Agent::start_round(SourceWorkload& workload) {
   persist(record);
   workload.round_started = now;
   std::string names;
-  for (const auto& view : eligibility.eligible) {
-    names += (names.empty() ? "" : ", ") + view.cluster;
-    workload.candidates[view.peer_id] = {CandidateState::kSent, "", now};
+  for (const auto& [peer_id, name] : targets.ranked) {
+    names += (names.empty() ? "" : ", ") + name;
+    workload.candidates[peer_id] = {CandidateState::kSent, "", now};
   }
   record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names);
-  for (const auto& view : eligibility.eligible) {
-    send(view.peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
+  for (const auto& [peer_id, name] : targets.ranked) {
+    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
 }
 

@@ -202,7 +202,7 @@ TEST(AgentTest, NamespaceWithoutInvitationGetsNoCandidate) {
   EXPECT_FALSE(candidate_to_target);
   auto record = source.agent->find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kPending);
-  EXPECT_NE(record->reason.find("target=NotInvited"), std::string::npos) << record->reason;
+  EXPECT_NE(record->reason.find("target=NamespaceNotInvited"), std::string::npos) << record->reason;
 }
 
 TEST(AgentTest, MoreWorkThanCapacityWaitsAndAllFinishes) {
