@@ -36,7 +36,8 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   if (!body) return f.fail("spec", "expected a mapping with resources");
   SHOAL_RETURN_IF_ERROR(f.only_known(
       body, "spec",
-      {"queue", "priority", "replicas", "resources", "duration", "exitCode", "placement"}));
+      {"queue", "priority", "replicas", "resources", "duration", "exitCode", "placement",
+       "nodeSelector", "minAvailable"}));
   if (body["queue"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
     SHOAL_RETURN_IF_ERROR(
@@ -65,6 +66,12 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   if (body["exitCode"]) {
     SHOAL_ASSIGN_OR_RETURN(int64_t code, f.integer(body["exitCode"], "spec.exitCode", 0, 255));
     spec.exit_code = static_cast<int32_t>(code);
+  }
+  SHOAL_ASSIGN_OR_RETURN(spec.node_selector, f.labels(body["nodeSelector"], "spec.nodeSelector"));
+  if (body["minAvailable"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t min_available,
+                           f.integer(body["minAvailable"], "spec.minAvailable", 1, spec.replicas));
+    spec.min_available = static_cast<int32_t>(min_available);
   }
   if (body["placement"]) {
     SHOAL_ASSIGN_OR_RETURN(
@@ -152,6 +159,7 @@ ClusterSpec default_cluster_spec(const std::string& name) {
                           Resources{8000, int64_t{32} << 30, 0},
                           {}});
   }
+  spec.queues.push_back({"default", 1});
   return spec;
 }
 
@@ -171,7 +179,8 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   SHOAL_ASSIGN_OR_RETURN(spec.labels, f.labels(metadata["labels"], "metadata.labels"));
   const YAML::Node body = doc["spec"];
   if (!body) return f.fail("spec", "expected a mapping with nodes");
-  SHOAL_RETURN_IF_ERROR(f.only_known(body, "spec", {"claims", "backend", "nodes"}));
+  SHOAL_RETURN_IF_ERROR(f.only_known(
+      body, "spec", {"claims", "backend", "nodes", "queues", "resourceQuotas", "fairShare", "nodeOrder"}));
   SHOAL_ASSIGN_OR_RETURN(spec.claims, f.labels(body["claims"], "spec.claims"));
   if (body["backend"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.backend, f.scalar(body["backend"], "spec.backend"));
@@ -208,6 +217,50 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
       }
       spec.nodes.push_back({node_name, capacity, labels});
     }
+  }
+  std::set<std::string> queue_names;
+  if (const YAML::Node queues = body["queues"]) {
+    if (!queues.IsSequence()) return f.fail("spec.queues", "expected a list of {name, weight}");
+    for (size_t i = 0; i < queues.size(); ++i) {
+      std::string path = "spec.queues[" + std::to_string(i) + "]";
+      SHOAL_RETURN_IF_ERROR(f.only_known(queues[i], path, {"name", "weight"}));
+      QueueSpec queue;
+      if (!queues[i]["name"]) return f.fail(path + ".name", "expected a queue name");
+      SHOAL_ASSIGN_OR_RETURN(queue.name, f.scalar(queues[i]["name"], path + ".name"));
+      SHOAL_RETURN_IF_ERROR(validate_name(queue.name, "cluster manifest " + path + ".name"));
+      if (queues[i]["weight"]) {
+        SHOAL_ASSIGN_OR_RETURN(queue.weight, f.integer(queues[i]["weight"], path + ".weight", 1, 1000000));
+      }
+      if (!queue_names.insert(queue.name).second) return f.fail(path + ".name", "queue \"" + queue.name + "\" is defined twice");
+      spec.queues.push_back(queue);
+    }
+  }
+  if (spec.queues.empty()) spec.queues.push_back({"default", 1});
+  if (const YAML::Node quotas = body["resourceQuotas"]) {
+    if (!quotas.IsSequence()) return f.fail("spec.resourceQuotas", "expected a list of {namespace, hard}");
+    for (size_t i = 0; i < quotas.size(); ++i) {
+      std::string path = "spec.resourceQuotas[" + std::to_string(i) + "]";
+      SHOAL_RETURN_IF_ERROR(f.only_known(quotas[i], path, {"namespace", "hard"}));
+      ResourceQuotaSpec quota;
+      if (!quotas[i]["namespace"]) return f.fail(path + ".namespace", "expected a namespace");
+      SHOAL_ASSIGN_OR_RETURN(quota.namespace_name, f.scalar(quotas[i]["namespace"], path + ".namespace"));
+      SHOAL_ASSIGN_OR_RETURN(quota.hard, f.labels(quotas[i]["hard"], path + ".hard"));
+      spec.resource_quotas.push_back(std::move(quota));
+    }
+  }
+  if (const YAML::Node fair_share = body["fairShare"]) {
+    SHOAL_RETURN_IF_ERROR(f.only_known(fair_share, "spec.fairShare", {"borrowing"}));
+    if (fair_share["borrowing"]) {
+      SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(fair_share["borrowing"], "spec.fairShare.borrowing"));
+      if (text != "true" && text != "false") return f.fail("spec.fairShare.borrowing", "expected true or false");
+      spec.borrowing = text == "true";
+    }
+  }
+  if (body["nodeOrder"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string order, f.scalar(body["nodeOrder"], "spec.nodeOrder"));
+    if (order == "LeastAllocated") spec.node_order = NodeOrder::kLeastAllocated;
+    else if (order == "MostAllocated") spec.node_order = NodeOrder::kMostAllocated;
+    else return f.fail("spec.nodeOrder", "expected LeastAllocated or MostAllocated, got \"" + order + "\"");
   }
   return spec;
 }

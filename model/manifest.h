@@ -23,12 +23,31 @@ struct NodeSpec {
   Labels labels;
 };
 
+struct QueueSpec {
+  std::string name;
+  int64_t weight = 1;
+};
+
+// One Kubernetes-style ResourceQuota: hard limits for a namespace, and
+// possibly its fair-share weight (shoal.dev/namespace.weight or
+// volcano.sh/namespace.weight).
+struct ResourceQuotaSpec {
+  std::string namespace_name;
+  std::map<std::string, std::string> hard;
+};
+
+enum class NodeOrder { kLeastAllocated, kMostAllocated };
+
 struct ClusterSpec {
   std::string name;
   Labels labels;
   Labels claims;
   std::string backend = "sim";
   std::vector<NodeSpec> nodes;  // expanded: a group with count 4 gives n-0 .. n-3
+  std::vector<QueueSpec> queues;  // none given: one queue "default" of weight 1
+  std::vector<ResourceQuotaSpec> resource_quotas;
+  bool borrowing = false;  // fairShare.borrowing
+  NodeOrder node_order = NodeOrder::kLeastAllocated;
 };
 
 // The cluster a sim backend runs when no manifest is given: 4 nodes × 8 cpu × 32Gi.

@@ -39,6 +39,8 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
       {"exitCode", spec.exit_code},
       // The agent accepts only the allow list so far (see Agent::submit).
       {"placement", {{"clusters", spec.placement.clusters}}},
+      {"nodeSelector", spec.node_selector},
+      {"minAvailable", spec.min_available},
   };
 }
 
@@ -60,6 +62,8 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
     spec.resources.gpu = resources.at("gpu").get<int64_t>();
     spec.duration = Duration(json.at("durationMs").get<int64_t>());
     spec.exit_code = json.at("exitCode").get<int32_t>();
+    spec.node_selector = json.value("nodeSelector", Labels{});
+    spec.min_available = json.value("minAvailable", 0);
     if (json.contains("placement")) {
       spec.placement.clusters = json.at("placement").value("clusters", std::vector<std::string>{});
     }

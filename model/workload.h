@@ -14,6 +14,7 @@
 #include "model/placement_spec.h"
 #include "model/resources.h"
 
+
 namespace shoal::model {
 
 struct WorkloadSpec {
@@ -27,8 +28,11 @@ struct WorkloadSpec {
   Duration duration{0};           // sim backend: how long it runs
   int32_t exit_code = 0;          // sim backend: how it ends
   PlacementSpec placement;        // cross-cluster policy (spec.placement)
+  Labels node_selector;           // target-side: nodes must carry these labels
+  int32_t min_available = 0;      // gang: bind when this many tasks fit; 0 = all replicas
 
   Resources total() const { return resources * replicas; }
+  int32_t gang_size() const { return min_available > 0 ? min_available : replicas; }
   std::string key() const { return namespace_name + "/" + name; }
   friend bool operator==(const WorkloadSpec&, const WorkloadSpec&) = default;
 };

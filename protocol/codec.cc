@@ -29,7 +29,7 @@ model::Resources read_resources(ArrayReader& outer, std::string_view field) {
 }
 
 void pack_spec(Packer& p, const model::WorkloadSpec& s) {
-  p.pack_array(10);
+  p.pack_array(12);
   p.pack(s.namespace_name);
   p.pack(s.name);
   p.pack(s.labels);
@@ -40,6 +40,8 @@ void pack_spec(Packer& p, const model::WorkloadSpec& s) {
   p.pack(static_cast<int64_t>(s.duration.count()));
   p.pack(s.exit_code);
   p.pack_array(0);  // reserved for the placement spec
+  p.pack(s.node_selector);
+  p.pack(s.min_available);
 }
 
 model::WorkloadSpec read_spec(ArrayReader& outer) {
@@ -69,8 +71,27 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
   s.duration = Duration(r.integer<int64_t>("duration"));
   s.exit_code = r.integer<int32_t>("exitCode");
   r.next("placement");
+  if (r.ok() && !r.at_end()) {
+    if (const msgpack::object* selector = r.next("nodeSelector")) {
+      if (selector->type != msgpack::type::MAP) {
+        r.fail("nodeSelector", "expected a map");
+      } else {
+        for (uint32_t i = 0; i < selector->via.map.size; ++i) {
+          const auto& kv = selector->via.map.ptr[i];
+          if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::STR) {
+            r.fail("nodeSelector", "expected string keys and values");
+            break;
+          }
+          s.node_selector[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] =
+              std::string(kv.val.via.str.ptr, kv.val.via.str.size);
+        }
+      }
+    }
+    s.min_available = r.integer<int32_t>("minAvailable");
+  }
   if (r.ok()) {
     if (s.replicas < 1) r.fail("replicas", "expected at least 1");
+    else if (s.min_available < 0 || s.min_available > s.replicas) r.fail("minAvailable", "expected 0..replicas");
     else if (s.duration.count() < 0) r.fail("duration", "expected a non-negative duration");
     else if (!model::validate_name(s.namespace_name, "namespace").is_ok()) r.fail("namespace", "invalid name");
     else if (!model::validate_name(s.name, "name").is_ok()) r.fail("name", "invalid name");

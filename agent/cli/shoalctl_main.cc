@@ -13,6 +13,7 @@
 
 #include "agent/cli/control_client.h"
 #include "agent/cli/place_command.h"
+#include "agent/cli/schedule_command.h"
 #include "agent/cli/table.h"
 #include "agent/runtime/config.h"
 #include "crypto/id_card.h"
@@ -327,6 +328,15 @@ int main(int argc, char** argv) {
   place->add_flag("--explain", place_arguments.explain,
                   "Show filtered clusters, routing ratios and every selectOne step");
 
+  ScheduleArguments schedule_arguments;
+  auto* schedule = app.add_subcommand(
+      "schedule", "Offline dry-run of the local scheduler: allocate pending workloads on an empty cluster");
+  schedule->add_option("--cluster", schedule_arguments.cluster_path, "Cluster manifest (kind: Cluster)")
+      ->required();
+  schedule->add_option("-f,--filename", schedule_arguments.workloads_path, "Workloads (multi-document YAML)")
+      ->required();
+  schedule->add_option("-o,--output", schedule_arguments.output, "json")->check(CLI::IsMember({"json"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -336,6 +346,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*place) return run_place(place_arguments);
+  if (*schedule) return run_schedule(schedule_arguments);
   if (options.data_dir.empty()) {
     std::cerr << "shoalctl: --data: expected the agent's data directory (or set SHOAL_DATA)\n";
     return 2;

@@ -1,0 +1,85 @@
+// The local scheduler: queues with weights and deserved shares, namespace
+// fair share by weighted dominant share (seed 004), resource quotas, gangs,
+// node selectors and node order. A pure library over plain structs: it
+// decides which pending work gets which nodes; the backend runs it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/manifest.h"
+#include "model/resources.h"
+#include "model/workload.h"
+
+namespace shoal::cluster {
+
+struct ScheduleRequest {
+  std::string key;  // unique per request
+  model::WorkloadSpec spec;
+};
+
+struct WorkloadDecision {
+  std::string key;
+  bool admitted = false;           // at least its gang is placed
+  std::vector<std::string> nodes;  // one per placed task
+  std::string reason;              // why not (all of it) placed
+};
+
+struct NamespaceReport {
+  std::string name;
+  int64_t weight = 1;
+  model::Resources allocated;
+};
+
+struct QueueReport {
+  std::string name;
+  int64_t weight = 1;
+  model::Resources deserved;
+  model::Resources allocated;
+  std::vector<NamespaceReport> namespaces;  // every namespace with work in this queue
+};
+
+struct ScheduleResult {
+  std::vector<QueueReport> queues;
+  std::vector<WorkloadDecision> workloads;  // in request order
+};
+
+struct NamespaceQuota {
+  std::optional<int64_t> cpu_milli, memory_bytes, gpu, workloads;
+};
+
+class FairShareScheduler {
+ public:
+  // Refuses unknown quota keys and bad quantities, naming the field.
+  static Result<FairShareScheduler> create(const model::ClusterSpec& spec);
+
+  // One allocation pass over `pending` on the current node state, which it
+  // updates. Never over-commits a node, never exceeds a quota, and without
+  // borrowing never lets a queue exceed its deserved share.
+  ScheduleResult allocate(const std::vector<ScheduleRequest>& pending);
+
+  int64_t namespace_weight(const std::string& namespace_name) const;
+  const std::vector<model::Resources>& node_allocated() const { return allocated_; }
+
+ private:
+  explicit FairShareScheduler(const model::ClusterSpec& spec) : spec_(spec) {}
+
+  model::ClusterSpec spec_;
+  model::Resources capacity_;
+  std::vector<model::Resources> allocated_;  // per node
+  std::map<std::string, int64_t> namespace_weights_;
+  std::map<std::string, NamespaceQuota> quotas_;
+  std::map<std::string, model::Resources> namespace_used_;   // quota accounting
+  std::map<std::string, int64_t> namespace_workloads_;       // for count/workloads
+  std::map<std::string, model::Resources> queue_allocated_;
+  std::map<std::pair<std::string, std::string>, model::Resources> queue_namespace_allocated_;
+};
+
+// Dominant share of `used` in `capacity`: the largest used/capacity fraction.
+double dominant_share(const model::Resources& used, const model::Resources& capacity);
+
+}  // namespace shoal::cluster
