@@ -10,6 +10,7 @@
 #include "common/time.h"
 #include "model/manifest.h"
 #include "model/resources.h"
+#include "model/workload.h"
 
 namespace shoal::cluster {
 
@@ -41,13 +42,14 @@ class Cluster {
 
   virtual const model::ClusterSpec& spec() const = 0;
 
-  // Holds room for `replicas` copies of `per_replica` under `key`, all or
-  // nothing, never over-committing a node. Returns one node name per replica.
+  // Holds room for every replica of `spec` under `key`, all or nothing, as
+  // the local scheduler decides (queues, quotas, node selector and order),
+  // never over-committing a node. Returns one node name per replica, or the
+  // scheduler's reason (NoNodeFits, QuotaExceeded:cpu, NoSuchQueue:q, ...).
   virtual Result<std::vector<std::string>> reserve(const std::string& key,
-                                                   const model::Resources& per_replica,
-                                                   int32_t replicas) = 0;
+                                                   const model::WorkloadSpec& spec) = 0;
   // Re-establishes a reservation on the given nodes (after a restart).
-  virtual Status restore(const std::string& key, const model::Resources& per_replica,
+  virtual Status restore(const std::string& key, const model::WorkloadSpec& spec,
                          const std::vector<std::string>& nodes) = 0;
   // Frees whatever `key` holds; a no-op for an unknown key.
   virtual void release(const std::string& key) = 0;
@@ -58,6 +60,9 @@ class Cluster {
   virtual std::vector<WorkloadEvent> drain_events(TimePoint now) = 0;
 
   virtual CapacitySummary capacity() const = 0;
+  // What a workload of `namespace_name` could get: capacity() capped by the
+  // namespace's quota headroom.
+  virtual CapacitySummary capacity_for(const std::string& namespace_name) const = 0;
   virtual std::vector<NodeUsage> nodes() const = 0;
 };
 

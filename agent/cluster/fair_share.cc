@@ -1,6 +1,7 @@
 #include "agent/cluster/fair_share.h"
 
 #include <algorithm>
+#include <climits>
 #include <queue>
 #include <set>
 
@@ -51,6 +52,7 @@ Result<FairShareScheduler> FairShareScheduler::create(const model::ClusterSpec& 
   FairShareScheduler scheduler(spec);
   for (const auto& node : spec.nodes) scheduler.capacity_ += node.capacity;
   scheduler.allocated_.assign(spec.nodes.size(), Resources{});
+  for (size_t n = 0; n < spec.nodes.size(); ++n) scheduler.node_index_[spec.nodes[n].name] = n;
   for (size_t i = 0; i < spec.resource_quotas.size(); ++i) {
     const auto& quota = spec.resource_quotas[i];
     NamespaceQuota& limits = scheduler.quotas_[quota.namespace_name];
@@ -93,6 +95,60 @@ Result<FairShareScheduler> FairShareScheduler::create(const model::ClusterSpec& 
     }
   }
   return scheduler;
+}
+
+Result<std::vector<std::string>> FairShareScheduler::admit(const std::string& key,
+                                                           const model::WorkloadSpec& spec) {
+  model::WorkloadSpec whole = spec;
+  whole.min_available = 0;  // a reservation holds every replica
+  ScheduleResult result = allocate({{key, whole}});
+  const WorkloadDecision& decision = result.workloads.front();
+  if (!decision.admitted) return Status(ErrorCode::kUnavailable, decision.reason);
+  return decision.nodes;
+}
+
+void FairShareScheduler::release(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes) {
+  for (const auto& name : nodes) {
+    auto it = node_index_.find(name);
+    if (it != node_index_.end()) allocated_[it->second] -= spec.resources;
+  }
+  Resources amount = spec.resources * static_cast<int64_t>(nodes.size());
+  namespace_used_[spec.namespace_name] -= spec.total();
+  namespace_workloads_[spec.namespace_name] -= 1;
+  queue_allocated_[spec.queue] -= amount;
+  queue_namespace_allocated_[{spec.queue, spec.namespace_name}] -= amount;
+}
+
+Status FairShareScheduler::restore(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes) {
+  std::vector<Resources> trial = allocated_;
+  for (const auto& name : nodes) {
+    auto it = node_index_.find(name);
+    if (it == node_index_.end()) return not_found("node " + name + " is no longer in the cluster");
+    trial[it->second] += spec.resources;
+    if (!spec_.nodes[it->second].capacity.fits(trial[it->second])) {
+      return Status(ErrorCode::kUnavailable, "node " + name + " no longer has room");
+    }
+  }
+  allocated_ = std::move(trial);
+  Resources amount = spec.resources * static_cast<int64_t>(nodes.size());
+  namespace_used_[spec.namespace_name] += spec.total();
+  namespace_workloads_[spec.namespace_name] += 1;
+  queue_allocated_[spec.queue] += amount;
+  queue_namespace_allocated_[{spec.queue, spec.namespace_name}] += amount;
+  return Status::ok();
+}
+
+Resources FairShareScheduler::quota_headroom(const std::string& namespace_name) const {
+  constexpr int64_t kUnlimited = INT64_MAX / 4;
+  Resources headroom{kUnlimited, kUnlimited, kUnlimited};
+  auto quota = quotas_.find(namespace_name);
+  if (quota == quotas_.end()) return headroom;
+  auto used_it = namespace_used_.find(namespace_name);
+  Resources used = used_it == namespace_used_.end() ? Resources{} : used_it->second;
+  if (quota->second.cpu_milli) headroom.cpu_milli = std::max<int64_t>(0, *quota->second.cpu_milli - used.cpu_milli);
+  if (quota->second.memory_bytes) headroom.memory_bytes = std::max<int64_t>(0, *quota->second.memory_bytes - used.memory_bytes);
+  if (quota->second.gpu) headroom.gpu = std::max<int64_t>(0, *quota->second.gpu - used.gpu);
+  return headroom;
 }
 
 int64_t FairShareScheduler::namespace_weight(const std::string& namespace_name) const {

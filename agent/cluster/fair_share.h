@@ -62,6 +62,18 @@ class FairShareScheduler {
   // borrowing never lets a queue exceed its deserved share.
   ScheduleResult allocate(const std::vector<ScheduleRequest>& pending);
 
+  // Admits one workload now, all replicas or nothing (how a backend answers a
+  // CANDIDATE). Returns node names, or the reason (e.g. QuotaExceeded:cpu).
+  Result<std::vector<std::string>> admit(const std::string& key, const model::WorkloadSpec& spec);
+  // Gives back what an admitted workload holds on `nodes` (one per task).
+  void release(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
+  // Re-applies a workload known to hold `nodes` (after a restart); refuses
+  // unknown nodes and anything that would over-commit one.
+  Status restore(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
+
+  // What namespace `namespace_name` may still use under its quotas.
+  model::Resources quota_headroom(const std::string& namespace_name) const;
+
   int64_t namespace_weight(const std::string& namespace_name) const;
   const std::vector<model::Resources>& node_allocated() const { return allocated_; }
 
@@ -77,6 +89,7 @@ class FairShareScheduler {
   std::map<std::string, int64_t> namespace_workloads_;       // for count/workloads
   std::map<std::string, model::Resources> queue_allocated_;
   std::map<std::pair<std::string, std::string>, model::Resources> queue_namespace_allocated_;
+  std::map<std::string, size_t> node_index_;
 };
 
 // Dominant share of `used` in `capacity`: the largest used/capacity fraction.

@@ -4,7 +4,13 @@
 
 namespace shoal::cluster {
 
-SimCluster::SimCluster(model::ClusterSpec spec) : spec_(std::move(spec)) {
+Result<std::unique_ptr<SimCluster>> SimCluster::create(model::ClusterSpec spec) {
+  SHOAL_ASSIGN_OR_RETURN(FairShareScheduler scheduler, FairShareScheduler::create(spec));
+  return std::unique_ptr<SimCluster>(new SimCluster(std::move(spec), std::move(scheduler)));
+}
+
+SimCluster::SimCluster(model::ClusterSpec spec, FairShareScheduler scheduler)
+    : spec_(std::move(spec)), scheduler_(std::move(scheduler)) {
   for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}});
 }
 
@@ -15,51 +21,31 @@ void SimCluster::allocate(size_t node, const model::Resources& amount) {
 }
 
 Result<std::vector<std::string>> SimCluster::reserve(const std::string& key,
-                                                     const model::Resources& per_replica,
-                                                     int32_t replicas) {
+                                                     const model::WorkloadSpec& spec) {
   if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
-  // First fit, replica by replica, on a scratch copy so a partial fit changes nothing.
-  std::vector<model::Resources> free;
-  for (const auto& node : usage_) free.push_back(node.capacity - node.allocated);
-  Holding holding{per_replica, {}, false, false, {}, 0};
-  for (int32_t replica = 0; replica < replicas; ++replica) {
-    auto fit = std::find_if(free.begin(), free.end(),
-                            [&](const model::Resources& f) { return f.fits(per_replica); });
-    if (fit == free.end()) {
-      return Status(ErrorCode::kUnavailable,
-                    "NoCapacity: " + std::to_string(replicas) + " x " + per_replica.to_string() +
-                        " do not fit");
-    }
-    *fit -= per_replica;
-    holding.node_indexes.push_back(static_cast<size_t>(fit - free.begin()));
-  }
-  std::vector<std::string> names;
-  for (size_t index : holding.node_indexes) {
-    allocate(index, per_replica);
-    names.push_back(usage_[index].name);
-  }
-  holdings_.emplace(key, std::move(holding));
-  return names;
-}
-
-Status SimCluster::restore(const std::string& key, const model::Resources& per_replica,
-                           const std::vector<std::string>& nodes) {
-  if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
-  Holding holding{per_replica, {}, false, false, {}, 0};
-  std::vector<model::Resources> free;
-  for (const auto& node : usage_) free.push_back(node.capacity - node.allocated);
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> nodes, scheduler_.admit(key, spec));
+  Holding holding{spec, spec.resources, {}, false, false, {}, 0};
   for (const auto& name : nodes) {
-    auto it = std::find_if(usage_.begin(), usage_.end(),
-                           [&](const NodeUsage& n) { return n.name == name; });
-    if (it == usage_.end()) return not_found("node " + name + " is no longer in the cluster");
+    auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
     size_t index = static_cast<size_t>(it - usage_.begin());
-    if (!free[index].fits(per_replica)) {
-      return Status(ErrorCode::kUnavailable, "node " + name + " no longer has room");
-    }
-    free[index] -= per_replica;
+    allocate(index, spec.resources);
     holding.node_indexes.push_back(index);
   }
-  for (size_t index : holding.node_indexes) allocate(index, per_replica);
+  holdings_.emplace(key, std::move(holding));
+  return nodes;
+}
+
+Status SimCluster::restore(const std::string& key, const model::WorkloadSpec& spec,
+                           const std::vector<std::string>& nodes) {
+  if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  SHOAL_RETURN_IF_ERROR(scheduler_.restore(spec, nodes));
+  Holding holding{spec, spec.resources, {}, false, false, {}, 0};
+  for (const auto& name : nodes) {
+    auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
+    size_t index = static_cast<size_t>(it - usage_.begin());
+    allocate(index, spec.resources);
+    holding.node_indexes.push_back(index);
+  }
   holdings_.emplace(key, std::move(holding));
   return Status::ok();
 }
@@ -67,7 +53,12 @@ Status SimCluster::restore(const std::string& key, const model::Resources& per_r
 void SimCluster::release(const std::string& key) {
   auto it = holdings_.find(key);
   if (it == holdings_.end()) return;
-  for (size_t index : it->second.node_indexes) usage_[index].allocated -= it->second.per_replica;
+  std::vector<std::string> names;
+  for (size_t index : it->second.node_indexes) {
+    usage_[index].allocated -= it->second.per_replica;
+    names.push_back(usage_[index].name);
+  }
+  scheduler_.release(it->second.spec, names);
   holdings_.erase(it);
 }
 
@@ -114,6 +105,16 @@ CapacitySummary SimCluster::capacity() const {
   return summary;
 }
 
+CapacitySummary SimCluster::capacity_for(const std::string& namespace_name) const {
+  CapacitySummary summary = capacity();
+  model::Resources headroom = scheduler_.quota_headroom(namespace_name);
+  auto cap = [&](model::Resources r) {
+    return model::Resources{std::min(r.cpu_milli, headroom.cpu_milli),
+                            std::min(r.memory_bytes, headroom.memory_bytes), std::min(r.gpu, headroom.gpu)};
+  };
+  return {cap(summary.free), cap(summary.largest_free_node)};
+}
+
 std::vector<NodeUsage> SimCluster::nodes() const { return usage_; }
 
 bool SimCluster::check_invariants() const {
@@ -123,6 +124,7 @@ bool SimCluster::check_invariants() const {
   }
   for (size_t i = 0; i < usage_.size(); ++i) {
     if (!(expected[i] == usage_[i].allocated)) return false;
+    if (!(scheduler_.node_allocated()[i] == usage_[i].allocated)) return false;
     if (!usage_[i].capacity.fits(usage_[i].allocated)) return false;
     if (!usage_[i].capacity.fits(usage_[i].peak_allocated)) return false;
   }

@@ -1,38 +1,45 @@
-// The sim backend: nodes from a Cluster manifest, first-fit placement, and
-// workloads that "run" for spec.duration on the injected clock's time.
+// The sim backend: nodes from a Cluster manifest, placement by the local
+// fair-share scheduler, and workloads that "run" for spec.duration on the
+// injected clock's time.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/cluster/cluster.h"
+#include "agent/cluster/fair_share.h"
 
 namespace shoal::cluster {
 
 class SimCluster final : public Cluster {
  public:
-  explicit SimCluster(model::ClusterSpec spec);
+  // Refuses a manifest the scheduler cannot use (e.g. an unknown quota key).
+  static Result<std::unique_ptr<SimCluster>> create(model::ClusterSpec spec);
 
   const model::ClusterSpec& spec() const override { return spec_; }
   Result<std::vector<std::string>> reserve(const std::string& key,
-                                           const model::Resources& per_replica,
-                                           int32_t replicas) override;
-  Status restore(const std::string& key, const model::Resources& per_replica,
+                                           const model::WorkloadSpec& spec) override;
+  Status restore(const std::string& key, const model::WorkloadSpec& spec,
                  const std::vector<std::string>& nodes) override;
   void release(const std::string& key) override;
   Status start(const std::string& key, TimePoint started_at, Duration duration,
                int32_t exit_code) override;
   std::vector<WorkloadEvent> drain_events(TimePoint now) override;
   CapacitySummary capacity() const override;
+  CapacitySummary capacity_for(const std::string& namespace_name) const override;
   std::vector<NodeUsage> nodes() const override;
 
   // Asserts the bookkeeping: allocations match holdings, nothing over capacity.
   bool check_invariants() const;
 
  private:
+  SimCluster(model::ClusterSpec spec, FairShareScheduler scheduler);
+
   struct Holding {
+    model::WorkloadSpec spec;
     model::Resources per_replica;
     std::vector<size_t> node_indexes;
     bool started = false;
@@ -43,6 +50,7 @@ class SimCluster final : public Cluster {
   void allocate(size_t node, const model::Resources& amount);
 
   model::ClusterSpec spec_;
+  FairShareScheduler scheduler_;
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
   std::map<std::string, Holding> holdings_;
 };

@@ -71,7 +71,7 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
     peer_by_name[name] = peer_id;
     candidates.push_back(std::move(candidate));
   };
-  cluster::CapacitySummary own = cluster_.capacity();
+  cluster::CapacitySummary own = cluster_.capacity_for(spec.namespace_name);
   model::ClusterCandidate self;
   self.labels = cluster_.spec().labels;
   self.claims = cluster_.spec().claims;

@@ -69,10 +69,12 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
     send(from, protocol::Reject{message.uid, message.epoch, reason});
     return;
   }
-  auto nodes = cluster_.reserve(cluster_key(from, message.uid), message.spec.resources,
-                                message.spec.replicas);
+  auto nodes = cluster_.reserve(cluster_key(from, message.uid), message.spec);
   if (!nodes.is_ok()) {
-    send(from, protocol::Reject{message.uid, message.epoch, "NoCapacity"});
+    // The scheduler's reason: NoNodeFits, QuotaExceeded:<resource>, NoSuchQueue:<q>, ...
+    std::string why = nodes.status().message();
+    if (why == "NoNodeFits" || why.rfind("QueueDeservedShareReached", 0) == 0) why = "NoCapacity:" + why;
+    send(from, protocol::Reject{message.uid, message.epoch, why});
     return;
   }
   TargetReservation reservation;
@@ -248,7 +250,7 @@ void Agent::restore_reservations(std::vector<store::ReservationRecord> records) 
     ReservationKey key{record.source, record.uid};
     std::string ckey = cluster_key(record.source, record.uid);
     if (store::holds_resources(record.phase)) {
-      Status restored = cluster_.restore(ckey, record.spec.resources, record.nodes);
+      Status restored = cluster_.restore(ckey, record.spec, record.nodes);
       if (restored.is_ok() && record.phase != store::ReservationPhase::kReserved) {
         TimePoint started = record.started_at_ms ? from_millis(record.started_at_ms)
                                                  : clock_.now();
@@ -274,9 +276,13 @@ std::vector<protocol::NamespaceCapacity> Agent::capacity_for(const std::string& 
   for (const auto* invitation : valid_issued(peer_id)) {
     namespaces.insert(invitation->namespaces.begin(), invitation->namespaces.end());
   }
-  cluster::CapacitySummary summary = cluster_.capacity();
+  // Only aggregates, only for the namespaces this source is invited into,
+  // each capped by that namespace's quota headroom.
   std::vector<protocol::NamespaceCapacity> out;
-  for (const auto& ns : namespaces) out.push_back({ns, summary.free, summary.largest_free_node});
+  for (const auto& ns : namespaces) {
+    cluster::CapacitySummary summary = cluster_.capacity_for(ns);
+    out.push_back({ns, summary.free, summary.largest_free_node});
+  }
   return out;
 }
 

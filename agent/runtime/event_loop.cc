@@ -62,6 +62,7 @@ Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
   if (file.cluster_config.empty()) return model::default_cluster_spec(file.cluster);
   SHOAL_ASSIGN_OR_RETURN(std::string text, read_file(file.cluster_config, "cluster manifest"));
   SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(text));
+  SHOAL_RETURN_IF_ERROR(cluster::FairShareScheduler::create(spec).status());
   if (spec.name != file.cluster) {
     return invalid_argument("cluster manifest metadata.name: expected \"" + file.cluster +
                             "\" (the agent's cluster), got \"" + spec.name + "\"");
@@ -284,7 +285,8 @@ Status run_agent(const std::string& data_dir) {
                   "cannot listen on " + file.listen + " or the control socket: " + e.what());
   }
 
-  cluster::SimCluster cluster(cluster_spec);
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::SimCluster> sim, cluster::SimCluster::create(cluster_spec));
+  cluster::SimCluster& cluster = *sim;
   SystemClock clock;
   SodiumRng rng;
   ZmqTransport transport(context);

@@ -228,6 +228,21 @@ TEST(AgentTest, MoreWorkThanCapacityWaitsAndAllFinishes) {
   for (const auto& node : b.cluster->nodes()) EXPECT_LE(node.peak_allocated.cpu_milli, 8000);
 }
 
+TEST(AgentTest, TargetSchedulerReasonReachesTheSource) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  model::WorkloadSpec spec = workload("job", 2000);
+  spec.queue = "gpu";  // neither cluster has this queue
+  ASSERT_TRUE(source.agent->submit({spec}).is_ok());
+  world.run_for(1s);
+  auto record = source.agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kPending);
+  EXPECT_NE(record->reason.find("target=NoSuchQueue:gpu"), std::string::npos) << record->reason;
+}
+
 TEST(AgentTest, DuplicateWorkloadNameRefusesTheWholeBatch) {
   World world;
   Node& a = world.add("a");

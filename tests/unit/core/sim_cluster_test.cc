@@ -2,6 +2,8 @@
 
 #include "agent/cluster/sim_cluster.h"
 
+#include <memory>
+
 namespace shoal::cluster {
 namespace {
 
@@ -9,34 +11,52 @@ model::ClusterSpec two_nodes() {
   model::ClusterSpec spec;
   spec.name = "x";
   spec.nodes = {{"n0", {4000, 1000, 0}, {}}, {"n1", {8000, 1000, 1}, {}}};
+  spec.queues = {{"default", 1}};
   return spec;
 }
 
-TEST(SimClusterTest, ReservationIsAllOrNothingAndFirstFit) {
-  SimCluster cluster(two_nodes());
-  auto nodes = cluster.reserve("a", {3000, 100, 0}, 2);
+std::unique_ptr<SimCluster> make(model::ClusterSpec spec = two_nodes()) {
+  auto cluster = SimCluster::create(std::move(spec));
+  EXPECT_TRUE(cluster.is_ok());
+  return std::move(cluster).value();
+}
+
+model::WorkloadSpec work(int64_t cpu, int64_t memory, int32_t replicas = 1) {
+  model::WorkloadSpec spec;
+  spec.name = "w";
+  spec.resources = {cpu, memory, 0};
+  spec.replicas = replicas;
+  return spec;
+}
+
+TEST(SimClusterTest, ReservationIsAllOrNothingOnTheLeastAllocatedNodes) {
+  auto owned = make();
+  SimCluster& cluster = *owned;
+  auto nodes = cluster.reserve("a", work(3000, 100, 2));
   ASSERT_TRUE(nodes.is_ok());
   EXPECT_EQ(*nodes, (std::vector<std::string>{"n0", "n1"}));
   // 3 more replicas of 3 cpu: only n1 has room for one. Nothing changes.
-  EXPECT_FALSE(cluster.reserve("b", {3000, 100, 0}, 2).is_ok());
+  EXPECT_FALSE(cluster.reserve("b", work(3000, 100, 2)).is_ok());
   EXPECT_EQ(cluster.capacity().free.cpu_milli, 6000);
   EXPECT_EQ(cluster.capacity().largest_free_node.cpu_milli, 5000);
   EXPECT_TRUE(cluster.check_invariants());
 }
 
 TEST(SimClusterTest, NeverOverCommitsANode) {
-  SimCluster cluster(two_nodes());
+  auto owned = make();
+  SimCluster& cluster = *owned;
   int placed = 0;
-  for (int i = 0; i < 20; ++i) placed += cluster.reserve("w" + std::to_string(i), {1000, 10, 0}, 1).is_ok();
+  for (int i = 0; i < 20; ++i) placed += cluster.reserve("w" + std::to_string(i), work(1000, 10)).is_ok();
   EXPECT_EQ(placed, 12);
   for (const auto& node : cluster.nodes()) EXPECT_TRUE(node.capacity.fits(node.peak_allocated));
   EXPECT_TRUE(cluster.check_invariants());
 }
 
 TEST(SimClusterTest, StartedWorkRunsForItsDurationThenFreesItsNodes) {
-  SimCluster cluster(two_nodes());
+  auto owned = make();
+  SimCluster& cluster = *owned;
   TimePoint t0 = from_millis(1000);
-  ASSERT_TRUE(cluster.reserve("a", {4000, 10, 0}, 1).is_ok());
+  ASSERT_TRUE(cluster.reserve("a", work(4000, 10)).is_ok());
   ASSERT_TRUE(cluster.start("a", t0, Duration(500), 0).is_ok());
   auto events = cluster.drain_events(t0);
   ASSERT_EQ(events.size(), 1u);
@@ -49,10 +69,36 @@ TEST(SimClusterTest, StartedWorkRunsForItsDurationThenFreesItsNodes) {
 }
 
 TEST(SimClusterTest, RestoreRefusesWhatNoLongerFits) {
-  SimCluster cluster(two_nodes());
-  EXPECT_TRUE(cluster.restore("a", {4000, 10, 0}, {"n0"}).is_ok());
-  EXPECT_FALSE(cluster.restore("b", {1000, 10, 0}, {"n0"}).is_ok());
-  EXPECT_FALSE(cluster.restore("c", {1000, 10, 0}, {"gone"}).is_ok());
+  auto owned = make();
+  SimCluster& cluster = *owned;
+  EXPECT_TRUE(cluster.restore("a", work(4000, 10), {"n0"}).is_ok());
+  EXPECT_FALSE(cluster.restore("b", work(1000, 10), {"n0"}).is_ok());
+  EXPECT_FALSE(cluster.restore("c", work(1000, 10), {"gone"}).is_ok());
+  EXPECT_TRUE(cluster.check_invariants());
+}
+
+}  // namespace
+}  // namespace shoal::cluster
+
+namespace shoal::cluster {
+namespace {
+
+TEST(SimClusterTest, QuotaAndQueueDecideAdmissionAndCapAdvertisedCapacity) {
+  model::ClusterSpec spec = two_nodes();
+  spec.resource_quotas = {{"default", {{"cpu", "5"}}}};
+  auto owned = make(spec);
+  SimCluster& cluster = *owned;
+  EXPECT_EQ(cluster.capacity_for("default").free.cpu_milli, 5000);
+  EXPECT_EQ(cluster.capacity_for("other").free.cpu_milli, 12000);
+  ASSERT_TRUE(cluster.reserve("a", work(4000, 10)).is_ok());
+  auto refused = cluster.reserve("b", work(2000, 10));
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().message(), "QuotaExceeded:cpu");
+  model::WorkloadSpec unknown_queue = work(1000, 10);
+  unknown_queue.queue = "gpu";
+  EXPECT_EQ(cluster.reserve("c", unknown_queue).status().message(), "NoSuchQueue:gpu");
+  cluster.release("a");
+  EXPECT_TRUE(cluster.reserve("b", work(2000, 10)).is_ok()) << "released quota is usable again";
   EXPECT_TRUE(cluster.check_invariants());
 }
 

@@ -89,6 +89,7 @@ class World {
     for (int i = 0; i < nodes; ++i) {
       spec.nodes.push_back({"node-" + std::to_string(i), {cpu_each, int64_t{32} << 30, 0}, {}});
     }
+    spec.queues = {{"default", 1}};
     cluster_specs_[name] = spec;
     Node& ref = *node;
     nodes_.push_back(std::move(node));
@@ -157,7 +158,9 @@ class World {
     auto store = store::SqliteStore::open(node.db_path);
     ASSERT_TRUE(store.is_ok()) << store.status().message();
     node.store = std::move(store).value();
-    node.cluster = std::make_unique<cluster::SimCluster>(cluster_specs_[node.name]);
+    auto cluster = cluster::SimCluster::create(cluster_specs_[node.name]);
+    ASSERT_TRUE(cluster.is_ok()) << cluster.status().message();
+    node.cluster = std::move(cluster).value();
     node.transport = std::make_unique<QueueTransport>(node.id);
     AgentConfig config;
     config.cluster = node.name;
