@@ -10,6 +10,7 @@
 #include "crypto/identity.h"
 #include "crypto/invitation.h"
 #include "model/manifest.h"
+#include "model/placement_parse.h"
 #include "protocol/envelope.h"
 
 namespace {
@@ -50,6 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 4:
       (void)shoal::model::parse_workloads(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_cluster(as_text(bytes.data(), bytes.size()));
+      (void)shoal::model::parse_inventory(as_text(bytes.data(), bytes.size()));
       break;
   }
   return 0;

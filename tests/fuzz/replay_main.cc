@@ -58,6 +58,11 @@ std::vector<std::vector<uint8_t>> seeds() {
                                       "spec: {resources: {cpu: \"1\", memory: 1Gi}, duration: 1s}\n")));
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: a}\n"
                                       "spec: {nodes: [{name: n, count: 2, capacity: {cpu: 4}}]}\n")));
+  out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Inventory\nclusters:\n- name: a\n"
+                                      "  labels: {zone: z}\n  capacity: {free: {cpu: 4}}\n  scores: {x: 5}\n")));
+  out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n"
+                                      "  resources: {cpu: 1}\n  placement:\n    numberOfClusters: 2\n"
+                                      "    spreadPolicy: {spreadConstraints: [{topologyKey: zone, maxSkew: 1}]}\n")));
   return out;
 }
 
