@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/cli/read_file.h"
 #include "agent/cli/table.h"
 #include "agent/placement/engine.h"
 #include "model/manifest.h"
@@ -18,17 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-bool read(const std::string& path, const std::string& flag, std::string* text) {
-  std::ifstream in(path);
-  if (!in) {
-    std::cerr << "shoalctl: " << flag << " " << path << ": cannot read the file\n";
-    return false;
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  *text = buffer.str();
-  return true;
-}
 
 std::string number(double value) {
   char buffer[32];
@@ -104,17 +94,20 @@ void print_text(const placement::PlacementOutcome& outcome, bool explain) {
 }  // namespace
 
 int run_place(const PlaceArguments& arguments) {
-  std::string inventory_text, workload_text;
-  if (!read(arguments.inventory_path, "--inventory", &inventory_text) ||
-      !read(arguments.workload_path, "-f", &workload_text)) {
-    return 2;
+  auto inventory_text = read_input_file(arguments.inventory_path, "--inventory");
+  auto workload_text = read_input_file(arguments.workload_path, "-f");
+  for (const auto* text : {&inventory_text, &workload_text}) {
+    if (!text->is_ok()) {
+      std::cerr << "shoalctl: " << text->status().message() << "\n";
+      return 2;
+    }
   }
-  auto clusters = model::parse_inventory(inventory_text);
+  auto clusters = model::parse_inventory(*inventory_text);
   if (!clusters.is_ok()) {
     std::cerr << "shoalctl: " << clusters.status().message() << "\n";
     return 2;
   }
-  auto workloads = model::parse_workloads(workload_text);
+  auto workloads = model::parse_workloads(*workload_text);
   if (!workloads.is_ok()) {
     std::cerr << "shoalctl: " << workloads.status().message() << "\n";
     return 2;

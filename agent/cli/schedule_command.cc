@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/cli/read_file.h"
 #include "agent/cli/table.h"
 #include "agent/cluster/fair_share.h"
 #include "model/manifest.h"
@@ -15,17 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-bool read(const std::string& path, const std::string& flag, std::string* text) {
-  std::ifstream in(path);
-  if (!in) {
-    std::cerr << "shoalctl: " << flag << " " << path << ": cannot read the file\n";
-    return false;
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  *text = buffer.str();
-  return true;
-}
 
 json resources(const model::Resources& r) {
   json out = {{"cpu", model::format_cpu(r.cpu_milli)}, {"memory", model::format_memory(r.memory_bytes)}};
@@ -36,17 +26,20 @@ json resources(const model::Resources& r) {
 }  // namespace
 
 int run_schedule(const ScheduleArguments& arguments) {
-  std::string cluster_text, workloads_text;
-  if (!read(arguments.cluster_path, "--cluster", &cluster_text) ||
-      !read(arguments.workloads_path, "-f", &workloads_text)) {
-    return 2;
+  auto cluster_text = read_input_file(arguments.cluster_path, "--cluster");
+  auto workloads_text = read_input_file(arguments.workloads_path, "-f");
+  for (const auto* text : {&cluster_text, &workloads_text}) {
+    if (!text->is_ok()) {
+      std::cerr << "shoalctl: " << text->status().message() << "\n";
+      return 2;
+    }
   }
-  auto cluster = model::parse_cluster(cluster_text);
+  auto cluster = model::parse_cluster(*cluster_text);
   if (!cluster.is_ok()) {
     std::cerr << "shoalctl: " << cluster.status().message() << "\n";
     return 2;
   }
-  auto workloads = model::parse_workloads(workloads_text);
+  auto workloads = model::parse_workloads(*workloads_text);
   if (!workloads.is_ok()) {
     std::cerr << "shoalctl: " << workloads.status().message() << "\n";
     return 2;

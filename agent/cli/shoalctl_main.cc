@@ -13,6 +13,7 @@
 
 #include "agent/cli/control_client.h"
 #include "agent/cli/place_command.h"
+#include "agent/cli/read_file.h"
 #include "agent/cli/schedule_command.h"
 #include "agent/cli/table.h"
 #include "agent/runtime/config.h"
@@ -36,13 +37,6 @@ int fail(const Status& status) {
   }
 }
 
-Result<std::string> read_text(const std::string& path, const std::string& flag) {
-  std::ifstream in(path);
-  if (!in) return invalid_argument(flag + " " + path + ": cannot read the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string age_since(const std::string& rfc3339) {
   std::tm tm{};
@@ -98,7 +92,7 @@ int cmd_invite_create(const Options& o, const std::string& to,
 int cmd_invite_accept(const Options& o, const std::string& token_or_file) {
   std::string token = token_or_file;
   if (token_or_file.rfind("shoal-invite:", 0) != 0) {
-    auto text = read_text(token_or_file, "TOKEN_OR_FILE");
+    auto text = read_input_file(token_or_file, "TOKEN_OR_FILE");
     if (!text.is_ok()) return fail(text.status());
     token = *text;
   }
@@ -128,7 +122,7 @@ int cmd_peers(const Options& o) {
 }
 
 int cmd_submit(const Options& o, const std::string& file) {
-  auto text = read_text(file, "-f");
+  auto text = read_input_file(file, "-f");
   if (!text.is_ok()) return fail(text.status());
   auto reply = call_agent(o.data_dir, {{"command", "submit"}, {"manifest", *text}});
   if (!reply.is_ok()) return fail(reply.status());

@@ -24,14 +24,7 @@ Result<std::vector<std::string>> SimCluster::reserve(const std::string& key,
                                                      const model::WorkloadSpec& spec) {
   if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
   SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> nodes, scheduler_.admit(key, spec));
-  Holding holding{spec, spec.resources, {}, false, false, {}, 0};
-  for (const auto& name : nodes) {
-    auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
-    size_t index = static_cast<size_t>(it - usage_.begin());
-    allocate(index, spec.resources);
-    holding.node_indexes.push_back(index);
-  }
-  holdings_.emplace(key, std::move(holding));
+  hold(key, spec, nodes);
   return nodes;
 }
 
@@ -39,6 +32,13 @@ Status SimCluster::restore(const std::string& key, const model::WorkloadSpec& sp
                            const std::vector<std::string>& nodes) {
   if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
   SHOAL_RETURN_IF_ERROR(scheduler_.restore(spec, nodes));
+  hold(key, spec, nodes);
+  return Status::ok();
+}
+
+void SimCluster::hold(const std::string& key, const model::WorkloadSpec& spec,
+                      const std::vector<std::string>& nodes) {
+  // The scheduler chose (or re-checked) `nodes`; mirror them for usage and peaks.
   Holding holding{spec, spec.resources, {}, false, false, {}, 0};
   for (const auto& name : nodes) {
     auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
@@ -47,7 +47,6 @@ Status SimCluster::restore(const std::string& key, const model::WorkloadSpec& sp
     holding.node_indexes.push_back(index);
   }
   holdings_.emplace(key, std::move(holding));
-  return Status::ok();
 }
 
 void SimCluster::release(const std::string& key) {

@@ -48,6 +48,7 @@ class SimCluster final : public Cluster {
     int32_t exit_code = 0;
   };
   void allocate(size_t node, const model::Resources& amount);
+  void hold(const std::string& key, const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
 
   model::ClusterSpec spec_;
   FairShareScheduler scheduler_;
