@@ -20,7 +20,7 @@ std::string slurp(const std::string& path) {
   return text.str();
 }
 
-// Runs configs/examples/fairshare/<name> and returns queue -> namespace -> cpu (cores).
+// Runs configs/examples/fairshare-<name> and returns queue -> namespace -> cpu (cores).
 std::map<std::string, std::map<std::string, double>> run_example(const std::string& name) {
   std::string dir = std::string(SHOAL_SOURCE_DIR) + "/configs/examples/fairshare-" + name;
   auto cluster = model::parse_cluster(slurp(dir + "/cluster.yaml"));
