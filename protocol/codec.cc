@@ -112,10 +112,17 @@ struct Encoder {
     p.pack_array(1);
     p.pack_array(static_cast<uint32_t>(m.namespaces.size()));
     for (const auto& n : m.namespaces) {
-      p.pack_array(3);
+      p.pack_array(4);
       p.pack(n.namespace_name);
       pack_resources(p, n.free);
       pack_resources(p, n.largest_free_node);
+      p.pack_array(static_cast<uint32_t>(n.queues.size()));
+      for (const auto& q : n.queues) {
+        p.pack_array(3);
+        p.pack(q.queue);
+        pack_resources(p, q.free);
+        pack_resources(p, q.largest_free_node);
+      }
     }
   }
   void operator()(const Candidate& m) {
@@ -195,6 +202,19 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
         n.namespace_name = item.string("namespace");
         n.free = read_resources(item, "free");
         n.largest_free_node = read_resources(item, "largestFreeNode");
+        if (item.ok() && !item.at_end()) {
+          ArrayReader queues = item.nested("queues");
+          while (queues.ok() && !queues.at_end()) {
+            ArrayReader entry = queues.nested("queue");
+            QueueCapacity q;
+            q.queue = entry.string("name");
+            q.free = read_resources(entry, "free");
+            q.largest_free_node = read_resources(entry, "largestFreeNode");
+            queues.adopt(entry);
+            n.queues.push_back(std::move(q));
+          }
+          item.adopt(queues);
+        }
         list.adopt(item);
         m.namespaces.push_back(std::move(n));
       }

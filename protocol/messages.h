@@ -50,11 +50,21 @@ struct Hello {
   std::string endpoint;
 };
 
+// What one of the target's queues can still take for a namespace.
+struct QueueCapacity {
+  std::string queue;
+  model::Resources free;
+  model::Resources largest_free_node;
+  friend bool operator==(const QueueCapacity&, const QueueCapacity&) = default;
+};
+
 // Aggregates for one namespace the receiver is invited into. Never node names.
 struct NamespaceCapacity {
   std::string namespace_name;
-  model::Resources free;               // sum over nodes
+  model::Resources free;               // sum over nodes, capped by the namespace's quota
   model::Resources largest_free_node;  // per resource, the largest free amount on one node
+  std::vector<QueueCapacity> queues;   // every queue the target has; empty from older agents
+  friend bool operator==(const NamespaceCapacity&, const NamespaceCapacity&) = default;
 };
 struct Capacity {
   std::vector<NamespaceCapacity> namespaces;

@@ -3,6 +3,7 @@
 // later exec and kubernetes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ class Cluster {
   // What a workload of `namespace_name` could get: capacity() capped by the
   // namespace's quota headroom.
   virtual CapacitySummary capacity_for(const std::string& namespace_name) const = 0;
+  // The same, also capped by `queue`'s headroom (its deserved share when
+  // borrowing is off); nullopt when the cluster has no such queue.
+  virtual std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,
+                                                      const std::string& queue) const = 0;
+  virtual std::vector<std::string> queue_names() const = 0;
   virtual std::vector<NodeUsage> nodes() const = 0;
 };
 

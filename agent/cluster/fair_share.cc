@@ -151,6 +151,24 @@ Resources FairShareScheduler::quota_headroom(const std::string& namespace_name) 
   return headroom;
 }
 
+std::optional<Resources> FairShareScheduler::queue_headroom(const std::string& queue) const {
+  constexpr int64_t kUnlimited = INT64_MAX / 4;
+  int64_t total_weight = 0;
+  const model::QueueSpec* found = nullptr;
+  for (const auto& q : spec_.queues) {
+    total_weight += q.weight;
+    if (q.name == queue) found = &q;
+  }
+  if (!found) return std::nullopt;
+  if (spec_.borrowing) return Resources{kUnlimited, kUnlimited, kUnlimited};
+  Resources deserved = share_of(capacity_, found->weight, total_weight);
+  auto it = queue_allocated_.find(queue);
+  Resources used = it == queue_allocated_.end() ? Resources{} : it->second;
+  return Resources{std::max<int64_t>(0, deserved.cpu_milli - used.cpu_milli),
+                   std::max<int64_t>(0, deserved.memory_bytes - used.memory_bytes),
+                   std::max<int64_t>(0, deserved.gpu - used.gpu)};
+}
+
 int64_t FairShareScheduler::namespace_weight(const std::string& namespace_name) const {
   auto it = namespace_weights_.find(namespace_name);
   return it == namespace_weights_.end() || it->second < 1 ? 1 : it->second;

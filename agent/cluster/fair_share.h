@@ -73,6 +73,10 @@ class FairShareScheduler {
 
   // What namespace `namespace_name` may still use under its quotas.
   model::Resources quota_headroom(const std::string& namespace_name) const;
+  // What queue `queue` may still take: its deserved share minus what it
+  // holds, or unlimited with borrowing. nullopt for a queue that does not exist.
+  std::optional<model::Resources> queue_headroom(const std::string& queue) const;
+  const model::ClusterSpec& spec() const { return spec_; }
 
   int64_t namespace_weight(const std::string& namespace_name) const;
   const std::vector<model::Resources>& node_allocated() const { return allocated_; }

@@ -114,6 +114,24 @@ CapacitySummary SimCluster::capacity_for(const std::string& namespace_name) cons
   return {cap(summary.free), cap(summary.largest_free_node)};
 }
 
+std::optional<CapacitySummary> SimCluster::capacity_for(const std::string& namespace_name,
+                                                        const std::string& queue) const {
+  std::optional<model::Resources> headroom = scheduler_.queue_headroom(queue);
+  if (!headroom) return std::nullopt;
+  CapacitySummary summary = capacity_for(namespace_name);
+  auto cap = [&](model::Resources r) {
+    return model::Resources{std::min(r.cpu_milli, headroom->cpu_milli),
+                            std::min(r.memory_bytes, headroom->memory_bytes), std::min(r.gpu, headroom->gpu)};
+  };
+  return CapacitySummary{cap(summary.free), cap(summary.largest_free_node)};
+}
+
+std::vector<std::string> SimCluster::queue_names() const {
+  std::vector<std::string> names;
+  for (const auto& queue : spec_.queues) names.push_back(queue.name);
+  return names;
+}
+
 std::vector<NodeUsage> SimCluster::nodes() const { return usage_; }
 
 bool SimCluster::check_invariants() const {

@@ -30,6 +30,9 @@ class SimCluster final : public Cluster {
   std::vector<WorkloadEvent> drain_events(TimePoint now) override;
   CapacitySummary capacity() const override;
   CapacitySummary capacity_for(const std::string& namespace_name) const override;
+  std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,
+                                              const std::string& queue) const override;
+  std::vector<std::string> queue_names() const override;
   std::vector<NodeUsage> nodes() const override;
 
   // Asserts the bookkeeping: allocations match holdings, nothing over capacity.

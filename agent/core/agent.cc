@@ -288,9 +288,9 @@ void Agent::tick() {
     // Room freed in our own cluster: pending work that fits tries again now.
     for (auto& [uid, workload] : workloads_) {
       const auto& spec = workload.record.spec;
-      cluster::CapacitySummary own = cluster_.capacity_for(spec.namespace_name);
-      if (workload.record.phase == model::Phase::kPending &&
-          own.largest_free_node.fits(spec.resources) && own.free.fits(spec.total())) {
+      auto own = cluster_.capacity_for(spec.namespace_name, spec.queue);
+      if (workload.record.phase == model::Phase::kPending && own &&
+          own->largest_free_node.fits(spec.resources) && own->free.fits(spec.total())) {
         workload.next_round_at = std::min(workload.next_round_at, now);
       }
     }

@@ -71,14 +71,17 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
     peer_by_name[name] = peer_id;
     candidates.push_back(std::move(candidate));
   };
-  cluster::CapacitySummary own = cluster_.capacity_for(spec.namespace_name);
-  model::ClusterCandidate self;
-  self.labels = cluster_.spec().labels;
-  self.claims = cluster_.spec().claims;
-  self.free = own.free;
-  self.largest_free_node = own.largest_free_node;
-  add(self_id_, config_.cluster, std::move(self));
   std::string unadvertised;
+  if (auto own = cluster_.capacity_for(spec.namespace_name, spec.queue)) {
+    model::ClusterCandidate self;
+    self.labels = cluster_.spec().labels;
+    self.claims = cluster_.spec().claims;
+    self.free = own->free;
+    self.largest_free_node = own->largest_free_node;
+    add(self_id_, config_.cluster, std::move(self));
+  } else {
+    unadvertised += " " + config_.cluster + "=NoSuchQueue:" + spec.queue;
+  }
   for (const auto& [id, peer] : peers_) {
     auto accepted = valid_accepted(id);
     if (accepted.empty()) continue;  // not a target of ours
@@ -95,8 +98,20 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
       continue;
     }
     if (capacity != peer.capacity.end()) {
-      candidate.free = capacity->second.free;
-      candidate.largest_free_node = capacity->second.largest_free_node;
+      const protocol::NamespaceCapacity& advertised = capacity->second;
+      candidate.free = advertised.free;
+      candidate.largest_free_node = advertised.largest_free_node;
+      if (!advertised.queues.empty()) {
+        // The target lists its queues: use the workload's, or skip a target without it.
+        auto queue = std::find_if(advertised.queues.begin(), advertised.queues.end(),
+                                  [&](const protocol::QueueCapacity& q) { return q.queue == spec.queue; });
+        if (queue == advertised.queues.end()) {
+          unadvertised += " " + peer.cluster + "=NoSuchQueue:" + spec.queue;
+          continue;
+        }
+        candidate.free = queue->free;
+        candidate.largest_free_node = queue->largest_free_node;
+      }
     }
     add(id, peer.cluster, std::move(candidate));
   }
@@ -180,8 +195,15 @@ void Agent::on_capacity(const std::string& from, const protocol::Capacity& messa
     const store::WorkloadRecord& record = workload.record;
     if (record.phase != model::Phase::kPending) continue;
     auto room = peer.capacity.find(record.spec.namespace_name);
-    if (room != peer.capacity.end() && room->second.largest_free_node.fits(record.spec.resources) &&
-        room->second.free.fits(record.spec.total())) {
+    if (room == peer.capacity.end()) continue;
+    model::Resources free = room->second.free, largest = room->second.largest_free_node;
+    for (const auto& queue : room->second.queues) {
+      if (queue.queue == record.spec.queue) {
+        free = queue.free;
+        largest = queue.largest_free_node;
+      }
+    }
+    if (largest.fits(record.spec.resources) && free.fits(record.spec.total())) {
       workload.next_round_at = std::min(workload.next_round_at, clock_.now());
     }
   }

@@ -281,7 +281,13 @@ std::vector<protocol::NamespaceCapacity> Agent::capacity_for(const std::string& 
   std::vector<protocol::NamespaceCapacity> out;
   for (const auto& ns : namespaces) {
     cluster::CapacitySummary summary = cluster_.capacity_for(ns);
-    out.push_back({ns, summary.free, summary.largest_free_node});
+    protocol::NamespaceCapacity entry{ns, summary.free, summary.largest_free_node, {}};
+    for (const auto& queue : cluster_.queue_names()) {
+      if (auto per_queue = cluster_.capacity_for(ns, queue)) {
+        entry.queues.push_back({queue, per_queue->free, per_queue->largest_free_node});
+      }
+    }
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -291,12 +297,7 @@ void Agent::advertise_capacity(bool force) {
   for (auto& [id, peer] : peers_) {
     if (!may_send_as_source(id)) continue;
     std::vector<protocol::NamespaceCapacity> capacity = capacity_for(id);
-    bool changed = capacity.size() != peer.last_capacity.size();
-    for (size_t i = 0; !changed && i < capacity.size(); ++i) {
-      changed = capacity[i].namespace_name != peer.last_capacity[i].namespace_name ||
-                !(capacity[i].free == peer.last_capacity[i].free) ||
-                !(capacity[i].largest_free_node == peer.last_capacity[i].largest_free_node);
-    }
+    bool changed = capacity != peer.last_capacity;
     if (!force && !changed && peer.last_capacity_sent) continue;
     peer.last_capacity_sent = now;
     peer.last_capacity = capacity;

@@ -36,7 +36,7 @@ std::vector<std::vector<uint8_t>> seeds() {
       protocol::Hello{"c", "o", "tcp://h:1"},
       protocol::Candidate{"u", 1, spec},
       protocol::WorkloadStatus{"u", 1, 2, model::Phase::kRunning, {"n"}, 1, 0, 0, ""},
-      protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}}}}};
+      protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}}}}}}};
   for (const auto& body : bodies) {
     protocol::Envelope e;
     e.type = protocol::type_of(body);

@@ -243,6 +243,46 @@ TEST(AgentTest, TargetSchedulerReasonReachesTheSource) {
   EXPECT_NE(record->reason.find("target=NoSuchQueue:gpu"), std::string::npos) << record->reason;
 }
 
+TEST(AgentTest, QueueAtItsDeservedShareGetsNoCandidate) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target", 4, 8000, [](model::ClusterSpec& spec) {
+    spec.queues = {{"q1", 1}, {"q2", 1}};  // 16 cpu deserved each, no borrowing
+  });
+  world.invite(target, source);
+  world.run_for(3s);
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 3; ++i) {
+    specs.push_back(workload("q1-" + std::to_string(i), 8000, 60s));
+    specs.back().queue = "q1";
+  }
+  specs.push_back(workload("q2-0", 8000, 60s));
+  specs.back().queue = "q2";
+  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  world.run_for(3s);
+  int running_q1 = 0;
+  for (const auto& record : source.agent->workloads()) {
+    if (record.spec.queue == "q1" && record.phase == model::Phase::kRunning) ++running_q1;
+  }
+  EXPECT_EQ(running_q1, 2) << "q1 holds its deserved 16 cpu and no more";
+  EXPECT_EQ(phase_of(source, "q2-0"), model::Phase::kRunning);
+  // Submitted before any fresh CAPACITY, the third reached the target, which refused it.
+  auto waiting = source.agent->find_workload("default", "q1-2");
+  EXPECT_EQ(waiting->phase, model::Phase::kPending);
+  EXPECT_NE(waiting->reason.find("target=NoCapacity:QueueDeservedShareReached:q1"), std::string::npos)
+      << waiting->reason;
+  // On its retry the source already knows q1 is full there and sends nothing.
+  bool candidate_sent = false;
+  world.run_for(6s, 250ms, [&](const Wire& w) {
+    candidate_sent |= w.type == MessageType::kCandidate && w.to == target.id;
+    return true;
+  });
+  EXPECT_FALSE(candidate_sent);
+  waiting = source.agent->find_workload("default", "q1-2");
+  EXPECT_NE(waiting->reason.find("target=Replica"), std::string::npos) << waiting->reason;
+  EXPECT_TRUE(target.cluster->check_invariants());
+}
+
 TEST(AgentTest, DuplicateWorkloadNameRefusesTheWholeBatch) {
   World world;
   Node& a = world.add("a");

@@ -78,7 +78,8 @@ class World {
   }
 
   // A node with `nodes` nodes of `cpu_each` millicores.
-  Node& add(const std::string& name, int nodes = 4, int64_t cpu_each = 8000) {
+  Node& add(const std::string& name, int nodes = 4, int64_t cpu_each = 8000,
+            const std::function<void(model::ClusterSpec&)>& customize = nullptr) {
     auto node = std::make_unique<Node>();
     node->name = name;
     node->db_path = dir_ + "/" + name + ".db";
@@ -90,6 +91,7 @@ class World {
       spec.nodes.push_back({"node-" + std::to_string(i), {cpu_each, int64_t{32} << 30, 0}, {}});
     }
     spec.queues = {{"default", 1}};
+    if (customize) customize(spec);
     cluster_specs_[name] = spec;
     Node& ref = *node;
     nodes_.push_back(std::move(node));

@@ -24,7 +24,8 @@ model::WorkloadSpec sample_spec() {
 std::vector<Body> every_message() {
   return {
       Hello{"east", "acme", "tcp://127.0.0.1:7400"},
-      Capacity{{{"default", {8000, 1024, 0}, {4000, 512, 0}}, {"ml", {1, 2, 3}, {1, 1, 1}}}},
+      Capacity{{{"default", {8000, 1024, 0}, {4000, 512, 0}, {{"q1", {8000, 1024, 0}, {4000, 512, 0}}}},
+                {"ml", {1, 2, 3}, {1, 1, 1}, {}}}},
       Candidate{"uid-1", 3, sample_spec()},
       Ready{"uid-1", 3, 87.5},
       Reject{"uid-1", 3, "NoCapacity"},
