@@ -2,6 +2,8 @@
 // Send CANDIDATE to every eligible cluster, take the first READY as winner
 // (persisted before APPROVE leaves), CANCEL the rest, mirror STATUS.
 #include <algorithm>
+#include <optional>
+#include <tuple>
 
 #include "agent/core/agent.h"
 
@@ -25,6 +27,18 @@ Status check_supported_placement(const model::WorkloadSpec& spec) {
   return invalid_argument("workload " + spec.key() + " spec.placement." + field +
                           ": not supported by shoald yet (only spec.placement.clusters is); "
                           "`shoalctl place` evaluates it offline");
+}
+
+// The room a target advertised for a workload of `queue` in one namespace:
+// the queue's own numbers when the target lists queues, the namespace's
+// otherwise; nullopt when the target lists queues but not this one.
+std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
+    const protocol::NamespaceCapacity& advertised, const std::string& queue) {
+  if (advertised.queues.empty()) return std::make_pair(advertised.free, advertised.largest_free_node);
+  for (const auto& q : advertised.queues) {
+    if (q.queue == queue) return std::make_pair(q.free, q.largest_free_node);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -98,20 +112,12 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
       continue;
     }
     if (capacity != peer.capacity.end()) {
-      const protocol::NamespaceCapacity& advertised = capacity->second;
-      candidate.free = advertised.free;
-      candidate.largest_free_node = advertised.largest_free_node;
-      if (!advertised.queues.empty()) {
-        // The target lists its queues: use the workload's, or skip a target without it.
-        auto queue = std::find_if(advertised.queues.begin(), advertised.queues.end(),
-                                  [&](const protocol::QueueCapacity& q) { return q.queue == spec.queue; });
-        if (queue == advertised.queues.end()) {
-          unadvertised += " " + peer.cluster + "=NoSuchQueue:" + spec.queue;
-          continue;
-        }
-        candidate.free = queue->free;
-        candidate.largest_free_node = queue->largest_free_node;
+      auto room = advertised_room(capacity->second, spec.queue);
+      if (!room) {
+        unadvertised += " " + peer.cluster + "=NoSuchQueue:" + spec.queue;
+        continue;
       }
+      std::tie(candidate.free, candidate.largest_free_node) = *room;
     }
     add(id, peer.cluster, std::move(candidate));
   }
@@ -194,16 +200,10 @@ void Agent::on_capacity(const std::string& from, const protocol::Capacity& messa
   for (auto& [uid, workload] : workloads_) {
     const store::WorkloadRecord& record = workload.record;
     if (record.phase != model::Phase::kPending) continue;
-    auto room = peer.capacity.find(record.spec.namespace_name);
-    if (room == peer.capacity.end()) continue;
-    model::Resources free = room->second.free, largest = room->second.largest_free_node;
-    for (const auto& queue : room->second.queues) {
-      if (queue.queue == record.spec.queue) {
-        free = queue.free;
-        largest = queue.largest_free_node;
-      }
-    }
-    if (largest.fits(record.spec.resources) && free.fits(record.spec.total())) {
+    auto advertised = peer.capacity.find(record.spec.namespace_name);
+    if (advertised == peer.capacity.end()) continue;
+    auto room = advertised_room(advertised->second, record.spec.queue);
+    if (room && room->second.fits(record.spec.resources) && room->first.fits(record.spec.total())) {
       workload.next_round_at = std::min(workload.next_round_at, clock_.now());
     }
   }
