@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cluster/fair_share.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "model/manifest.h"
@@ -49,6 +50,17 @@ class Cluster {
   // scheduler's reason (NoNodeFits, QuotaExceeded:cpu, NoSuchQueue:q, ...).
   virtual Result<std::vector<std::string>> reserve(const std::string& key,
                                                    const model::WorkloadSpec& spec) = 0;
+  // One fair-share pass over `queued` (DESIGN.md §6): each request is
+  // reserved with all of its replicas or not at all, in the order the local
+  // scheduler serves queues and namespaces, and held under its key as
+  // reserve() does. Decisions come back in request order; a refused one
+  // carries the scheduler's reason.
+  virtual std::vector<WorkloadDecision> reserve_in_fair_share_order(
+      const std::vector<ScheduleRequest>& queued) = 0;
+  // Whether `spec` could be reserved here if nothing else held anything:
+  // ok, or the reason it never can (NoNodeFits, QuotaExceeded:cpu, ...).
+  // Work that fails only for want of free room now is worth queuing.
+  virtual Status fits_when_idle(const model::WorkloadSpec& spec) const = 0;
   // Re-establishes a reservation on the given nodes (after a restart).
   virtual Status restore(const std::string& key, const model::WorkloadSpec& spec,
                          const std::vector<std::string>& nodes) = 0;

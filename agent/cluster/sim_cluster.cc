@@ -10,7 +10,7 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(model::ClusterSpec spec) 
 }
 
 SimCluster::SimCluster(model::ClusterSpec spec, FairShareScheduler scheduler)
-    : spec_(std::move(spec)), scheduler_(std::move(scheduler)) {
+    : spec_(std::move(spec)), scheduler_(scheduler), idle_scheduler_(std::move(scheduler)) {
   for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}});
 }
 
@@ -26,6 +26,35 @@ Result<std::vector<std::string>> SimCluster::reserve(const std::string& key,
   SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> nodes, scheduler_.admit(key, spec));
   hold(key, spec, nodes);
   return nodes;
+}
+
+std::vector<WorkloadDecision> SimCluster::reserve_in_fair_share_order(
+    const std::vector<ScheduleRequest>& queued) {
+  std::vector<ScheduleRequest> whole;
+  whole.reserve(queued.size());
+  std::vector<WorkloadDecision> decisions(queued.size());
+  for (size_t i = 0; i < queued.size(); ++i) {
+    decisions[i].key = queued[i].key;
+    if (holdings_.count(queued[i].key)) {
+      decisions[i].reason = "AlreadyReserved";
+      continue;
+    }
+    whole.push_back(queued[i]);
+    whole.back().spec.min_available = 0;  // a reservation holds every replica
+  }
+  ScheduleResult result = scheduler_.allocate(whole);
+  size_t next = 0;
+  for (size_t i = 0; i < queued.size(); ++i) {
+    if (!decisions[i].reason.empty()) continue;
+    decisions[i] = std::move(result.workloads[next++]);
+    if (decisions[i].admitted) hold(queued[i].key, queued[i].spec, decisions[i].nodes);
+  }
+  return decisions;
+}
+
+Status SimCluster::fits_when_idle(const model::WorkloadSpec& spec) const {
+  FairShareScheduler idle = idle_scheduler_;
+  return idle.admit("idle-check", spec).status();
 }
 
 Status SimCluster::restore(const std::string& key, const model::WorkloadSpec& spec,

@@ -22,6 +22,9 @@ class SimCluster final : public Cluster {
   const model::ClusterSpec& spec() const override { return spec_; }
   Result<std::vector<std::string>> reserve(const std::string& key,
                                            const model::WorkloadSpec& spec) override;
+  std::vector<WorkloadDecision> reserve_in_fair_share_order(
+      const std::vector<ScheduleRequest>& queued) override;
+  Status fits_when_idle(const model::WorkloadSpec& spec) const override;
   Status restore(const std::string& key, const model::WorkloadSpec& spec,
                  const std::vector<std::string>& nodes) override;
   void release(const std::string& key) override;
@@ -55,6 +58,7 @@ class SimCluster final : public Cluster {
 
   model::ClusterSpec spec_;
   FairShareScheduler scheduler_;
+  FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
   std::map<std::string, Holding> holdings_;
 };

@@ -275,6 +275,8 @@ void Agent::tick() {
   TimePoint now = clock_.now();
   apply_cluster_events();
   expire_reservations();
+  // Freed room goes to queued candidates first, before it is advertised.
+  if (capacity_changed_) serve_queue();
   retry_status_reports();
   if (now - last_heartbeat_ >= config_.heartbeat_interval) {
     send_heartbeats();

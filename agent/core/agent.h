@@ -44,7 +44,10 @@ struct AgentConfig {
   Duration reservation_ttl = 30s;     // an unapproved reservation is released after this
   Duration heartbeat_interval = 2s;   // HELLO and CAPACITY to every peer
   Duration retry_interval = 1s;       // unanswered protocol messages are re-sent this often
-  Duration pending_retry = 5s;        // a workload nobody can take now is retried this often
+  Duration pending_retry = 5s;        // first retry of a workload nobody can take now ...
+  Duration pending_retry_max = 60s;   // ... doubling per attempt up to this
+  Duration queue_hold = 2min;         // a candidate waits in a target's queue this long after
+                                      // its last CANDIDATE (must exceed pending_retry_max)
   Duration replay_window = 5min;      // messages sent longer ago (or ahead) than this are dropped
   Duration invitation_lifetime = 720h;
 };
@@ -132,6 +135,8 @@ class Agent {
   };
   struct SourceWorkload {
     store::WorkloadRecord record;
+    int pending_attempts = 0;  // rounds in a row that ended Pending: the backoff exponent
+    std::string unasked;       // " cluster=Reason" for each target this round left out
     std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
     std::map<std::string, PendingCancel> cancels;         // by target peer id
     TimePoint round_started{};
@@ -143,6 +148,15 @@ class Agent {
     TimePoint last_status_sent{};
   };
   using ReservationKey = std::pair<std::string, std::string>;  // (source id, uid)
+  // A candidate that fits this cluster but not its free room now. It waits
+  // in memory (a restart forgets it; the source's retry re-queues it) and is
+  // reserved, in fair-share order, when room frees.
+  struct QueuedCandidate {
+    uint64_t epoch = 0;
+    model::WorkloadSpec spec;
+    uint64_t arrival = 0;  // first arrival: the scheduler's "oldest first"
+    TimePoint hold_until{};
+  };
 
   // agent.cc: wire, trust, peers, plumbing.
   void dispatch(const std::string& from, const protocol::Body& body);
@@ -175,6 +189,11 @@ class Agent {
   std::vector<protocol::NamespaceCapacity> capacity_for(const std::string& peer_id) const;
   std::string reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
   void send_status(TargetReservation& reservation);
+  // Runs the local scheduler over every queued candidate; READY to each one
+  // it admits. Returns the reasons of those still waiting, by key.
+  std::map<ReservationKey, std::string> serve_queue();
+  void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
+                   std::vector<std::string> nodes);
   void release_reservation(const ReservationKey& key, const std::string& why);
 
   // source_role.cc
@@ -192,6 +211,7 @@ class Agent {
     std::string reason;  // " cluster=Reason" for each target left out
   };
   RankedTargets rank_targets(const model::WorkloadSpec& spec) const;
+  static bool may_hold_something(const CandidateProgress& progress);
   void make_pending(SourceWorkload& workload, const std::string& reason);
   SourceWorkload* find_source_workload(const std::string& uid);
 
@@ -216,6 +236,8 @@ class Agent {
   std::map<std::string, SourceWorkload> workloads_;  // by uid
   std::map<std::string, std::string> uid_by_name_;   // "ns/name" -> uid
   std::map<ReservationKey, TargetReservation> reservations_;
+  std::map<ReservationKey, QueuedCandidate> queued_;
+  uint64_t arrivals_ = 0;
   std::deque<protocol::Body> local_inbox_;  // messages from this agent to itself
   std::map<std::string, TimePoint> last_drop_log_;
   TimePoint last_heartbeat_{};

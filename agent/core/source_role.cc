@@ -41,7 +41,18 @@ std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
   return std::nullopt;
 }
 
+bool is_room_only(const std::string& filter_reason) {
+  return filter_reason == "ReplicaDoesNotFitLargestFreeNode" ||
+         filter_reason == "ReplicasDoNotFitFreeCapacity";
+}
+
 }  // namespace
+
+bool Agent::may_hold_something(const CandidateProgress& progress) {
+  // A REJECT reading "NoCapacity:..." means the target queued the candidate.
+  return progress.state != CandidateState::kRejected ||
+         progress.reason.rfind("NoCapacity:", 0) == 0;
+}
 
 Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
   for (const auto& spec : specs) {
@@ -127,7 +138,17 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
   if (policy.prioritizers.empty()) policy.prioritizers.push_back({"ResourceAllocatableCPU", 1});
   placement::PlacementOutcome outcome = placement::place(spec, policy, candidates, {});
   for (const auto& name : outcome.decisions) out.ranked.emplace_back(peer_by_name.at(name), name);
-  for (const auto& filtered : outcome.filtered) out.reason += " " + filtered.cluster + "=" + filtered.reason;
+  // Nobody has room now? Targets that lack only free room still get the
+  // candidate: they queue it and serve it in their fair-share order when
+  // room frees, instead of whoever retries first getting it.
+  bool queue_at_full_targets = out.ranked.empty();
+  for (const auto& filtered : outcome.filtered) {
+    if (queue_at_full_targets && is_room_only(filtered.reason)) {
+      out.ranked.emplace_back(peer_by_name.at(filtered.cluster), filtered.cluster);
+    } else {
+      out.reason += " " + filtered.cluster + "=" + filtered.reason;
+    }
+  }
   out.reason += unadvertised;
   return out;
 }
@@ -135,12 +156,17 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
 void Agent::start_round(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
-  // Whatever the last round still holds somewhere is released first.
+  RankedTargets targets = rank_targets(record.spec);
+  // Whatever the last round still holds (or has queued) somewhere is
+  // released, except where the new round's candidate supersedes it: a queued
+  // candidate keeps its place in that target's line.
   for (const auto& [peer_id, progress] : workload.candidates) {
-    if (progress.state != CandidateState::kRejected) cancel_at(workload, peer_id, record.epoch);
+    bool asked_again = std::any_of(targets.ranked.begin(), targets.ranked.end(),
+                                   [&](const auto& target) { return target.first == peer_id; });
+    if (may_hold_something(progress) && !asked_again) cancel_at(workload, peer_id, record.epoch);
   }
   workload.candidates.clear();
-  RankedTargets targets = rank_targets(record.spec);
+  workload.unasked = targets.reason;
   if (targets.ranked.empty()) {
     make_pending(workload, "no cluster can take it now:" + targets.reason);
     return;
@@ -172,8 +198,13 @@ void Agent::make_pending(SourceWorkload& workload, const std::string& reason) {
   record.winner.clear();
   record.cluster.clear();
   record.updated_at = clock_.now();
-  workload.candidates.clear();
-  workload.next_round_at = clock_.now() + config_.pending_retry;
+  // The candidates stay: a target that queued one may still answer READY
+  // for this epoch, and the others must then be cancelled.
+  // Exponential backoff; new advertised room brings the retry forward.
+  Duration backoff = config_.pending_retry;
+  for (int i = 0; i < workload.pending_attempts && backoff < config_.pending_retry_max; ++i) backoff *= 2;
+  workload.pending_attempts += 1;
+  workload.next_round_at = clock_.now() + std::min(backoff, config_.pending_retry_max);
   if (changed) {
     persist(record);
     record_event(record.uid, "pending: " + reason);
@@ -230,23 +261,30 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
     }
     return;
   }
-  if (record.phase != model::Phase::kPlacing) {
+  bool served_from_queue = record.phase == model::Phase::kPending;
+  if (record.phase != model::Phase::kPlacing && !served_from_queue) {
     cancel_at(*workload, from, message.epoch);
     return;
   }
-  // First READY wins. The winner is in this batch, which commits before the
+  // First READY wins (a READY while Pending comes from a target that queued
+  // this epoch's candidate and now has room). The winner is in this batch, which commits before the
   // APPROVE below leaves the agent.
   record.winner = from;
   record.cluster = cluster_name_of(from);
+  record.phase = model::Phase::kPlacing;
+  record.reason.clear();
   record.updated_at = clock_.now();
   persist(record);
   workload->candidates[from].state = CandidateState::kReady;
   workload->last_approve_sent = clock_.now();
+  workload->pending_attempts = 0;
+  if (served_from_queue) workload->round_started = clock_.now();
   record_event(record.uid, "winner " + record.cluster + " (first READY of epoch " +
-                               std::to_string(record.epoch) + ")");
+                               std::to_string(record.epoch) +
+                               (served_from_queue ? ", served from its queue)" : ")"));
   send(from, protocol::Approve{record.uid, record.epoch});
   for (auto& [peer_id, progress] : workload->candidates) {
-    if (peer_id != from && progress.state != CandidateState::kRejected) {
+    if (peer_id != from && may_hold_something(progress)) {
       cancel_at(*workload, peer_id, record.epoch);
     }
   }
@@ -283,6 +321,7 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
     for (const auto& [peer_id, p] : workload->candidates) {
       reason += " " + cluster_name_of(peer_id) + "=" + p.reason;
     }
+    if (!workload->unasked.empty()) reason += "; not asked:" + workload->unasked;
     make_pending(*workload, reason);
   }
 }

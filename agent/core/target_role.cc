@@ -65,26 +65,78 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
 
   std::string reason = reject_reason_for(from, message.spec);
   if (!reason.empty()) {
+    queued_.erase(key);
     record_event(message.uid, "rejected candidate from " + cluster_name_of(from) + ": " + reason);
     send(from, protocol::Reject{message.uid, message.epoch, reason});
     return;
   }
-  auto nodes = cluster_.reserve(cluster_key(from, message.uid), message.spec);
-  if (!nodes.is_ok()) {
-    // The scheduler's reason: NoNodeFits, QuotaExceeded:<resource>, NoSuchQueue:<q>, ...
-    std::string why = nodes.status().message();
-    if (why == "NoNodeFits" || why.rfind("QueueDeservedShareReached", 0) == 0) why = "NoCapacity:" + why;
-    send(from, protocol::Reject{message.uid, message.epoch, why});
-    return;
+  TimePoint now = clock_.now();
+  auto queued = queued_.find(key);
+  if (queued != queued_.end()) {
+    if (message.epoch < queued->second.epoch) {
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch"});
+      return;
+    }
+    // A retry or a new round of a waiting candidate: it keeps its place in line.
+    queued->second.epoch = message.epoch;
+    queued->second.spec = message.spec;
+    queued->second.hold_until = now + config_.queue_hold;
+  } else {
+    // What can never fit here is refused for good rather than queued.
+    Status fits = cluster_.fits_when_idle(message.spec);
+    if (!fits.is_ok()) {
+      send(from, protocol::Reject{message.uid, message.epoch, fits.message()});
+      return;
+    }
+    queued_[key] = {message.epoch, message.spec, ++arrivals_, now + config_.queue_hold};
   }
+  // The newcomer is served together with whatever already waits, so it
+  // cannot overtake work the scheduler ranks ahead of it.
+  std::map<ReservationKey, std::string> waiting = serve_queue();
+  auto still = waiting.find(key);
+  if (still != waiting.end()) {
+    // "NoCapacity:" tells the source the candidate waits here: a READY for
+    // this epoch may follow when room frees (protocol/README.md).
+    send(from, protocol::Reject{message.uid, message.epoch, "NoCapacity:" + still->second});
+  }
+}
+
+std::map<Agent::ReservationKey, std::string> Agent::serve_queue() {
+  std::map<ReservationKey, std::string> waiting;
+  if (queued_.empty()) return waiting;
+  std::vector<std::pair<uint64_t, ReservationKey>> order;
+  order.reserve(queued_.size());
+  for (const auto& [key, entry] : queued_) order.emplace_back(entry.arrival, key);
+  std::sort(order.begin(), order.end());
+  std::vector<cluster::ScheduleRequest> requests;
+  requests.reserve(order.size());
+  for (const auto& [arrival, key] : order) {
+    requests.push_back({cluster_key(key.first, key.second), queued_.at(key).spec});
+  }
+  std::vector<cluster::WorkloadDecision> decisions = cluster_.reserve_in_fair_share_order(requests);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const ReservationKey& key = order[i].second;
+    if (!decisions[i].admitted) {
+      waiting[key] = decisions[i].reason;
+      continue;
+    }
+    QueuedCandidate entry = std::move(queued_.at(key));
+    queued_.erase(key);
+    reserve_for(key, entry.epoch, entry.spec, std::move(decisions[i].nodes));
+  }
+  return waiting;
+}
+
+void Agent::reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
+                        std::vector<std::string> nodes) {
   TargetReservation reservation;
   store::ReservationRecord& record = reservation.record;
-  record.source = from;
-  record.uid = message.uid;
-  record.epoch = message.epoch;
-  record.spec = message.spec;
+  record.source = key.first;
+  record.uid = key.second;
+  record.epoch = epoch;
+  record.spec = spec;
   record.phase = store::ReservationPhase::kReserved;
-  record.nodes = std::move(nodes).value();
+  record.nodes = std::move(nodes);
   record.expires_at = clock_.now() + config_.reservation_ttl;
   persist(record);
   capacity_changed_ = true;
@@ -96,7 +148,7 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   double score = total_cpu > 0 ? 100.0 * static_cast<double>(summary.free.cpu_milli) /
                                      static_cast<double>(total_cpu)
                                : 0.0;
-  send(from, protocol::Ready{message.uid, message.epoch, score});
+  send(key.first, protocol::Ready{key.second, epoch, score});
 }
 
 void Agent::on_approve(const std::string& from, const protocol::Approve& message) {
@@ -139,6 +191,8 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
 
 void Agent::on_cancel(const std::string& from, const protocol::Cancel& message) {
   ReservationKey key{from, message.uid};
+  auto queued = queued_.find(key);
+  if (queued != queued_.end() && queued->second.epoch <= message.epoch) queued_.erase(queued);
   auto it = reservations_.find(key);
   if (it != reservations_.end() && it->second.record.epoch <= message.epoch) {
     if (it->second.record.phase != store::ReservationPhase::kReserved) {
@@ -232,6 +286,9 @@ void Agent::expire_reservations() {
     }
   }
   for (const auto& key : expired) release_reservation(key, "reservation expired unapproved");
+  // A queued candidate whose source stopped asking has been placed elsewhere
+  // or given up; forget it.
+  std::erase_if(queued_, [&](const auto& entry) { return entry.second.hold_until <= now; });
 }
 
 void Agent::retry_status_reports() {

@@ -243,7 +243,7 @@ TEST(AgentTest, TargetSchedulerReasonReachesTheSource) {
   EXPECT_NE(record->reason.find("target=NoSuchQueue:gpu"), std::string::npos) << record->reason;
 }
 
-TEST(AgentTest, QueueAtItsDeservedShareGetsNoCandidate) {
+TEST(AgentTest, QueueAtItsDeservedShareWaitsInTheTargetsQueue) {
   World world;
   Node& source = world.add("source", 1, 1000);
   Node& target = world.add("target", 4, 8000, [](model::ClusterSpec& spec) {
@@ -266,21 +266,73 @@ TEST(AgentTest, QueueAtItsDeservedShareGetsNoCandidate) {
   }
   EXPECT_EQ(running_q1, 2) << "q1 holds its deserved 16 cpu and no more";
   EXPECT_EQ(phase_of(source, "q2-0"), model::Phase::kRunning);
-  // Submitted before any fresh CAPACITY, the third reached the target, which refused it.
   auto waiting = source.agent->find_workload("default", "q1-2");
   EXPECT_EQ(waiting->phase, model::Phase::kPending);
   EXPECT_NE(waiting->reason.find("target=NoCapacity:QueueDeservedShareReached:q1"), std::string::npos)
       << waiting->reason;
-  // On its retry the source already knows q1 is full there and sends nothing.
-  bool candidate_sent = false;
-  world.run_for(6s, 250ms, [&](const Wire& w) {
-    candidate_sent |= w.type == MessageType::kCandidate && w.to == target.id;
-    return true;
+  // The target keeps it queued. When a q1 job finishes (60 s after it
+  // started) the target reserves the waiting one and says READY at once;
+  // the source's own backoff (5, 10, 20, 40 s) would retry only at ~76 s.
+  world.run_for(56s);
+  EXPECT_EQ(phase_of(source, "q1-2"), model::Phase::kPending);
+  world.run_for(3s);
+  EXPECT_EQ(phase_of(source, "q1-2"), model::Phase::kRunning);
+  auto events = source.agent->events(waiting->uid);
+  ASSERT_TRUE(events.is_ok());
+  bool from_queue = std::any_of(events->begin(), events->end(), [](const store::EventRecord& e) {
+    return e.text.find("served from its queue") != std::string::npos;
   });
-  EXPECT_FALSE(candidate_sent);
-  waiting = source.agent->find_workload("default", "q1-2");
-  EXPECT_NE(waiting->reason.find("target=Replica"), std::string::npos) << waiting->reason;
+  EXPECT_TRUE(from_queue);
   EXPECT_TRUE(target.cluster->check_invariants());
+}
+
+TEST(AgentTest, FreedRoomGoesToQueuedCandidatesInFairShareOrder) {
+  // One 4-cpu node, held by the target's own blocker. Source "a" (namespace
+  // ns-a, weight 3) queues four 1-cpu jobs first, then "b" (ns-b, weight 1)
+  // four more. First come, first served would give a all four freed cpus;
+  // the fair-share pass gives a 3 and b 1.
+  World world;
+  Node& target = world.add("target", 1, 4000, [](model::ClusterSpec& spec) {
+    spec.resource_quotas = {{"ns-a", {{"shoal.dev/namespace.weight", "3"}}},
+                            {"ns-b", {{"shoal.dev/namespace.weight", "1"}}}};
+  });
+  Node& a = world.add("a", 1, 500);  // too small for any of its own jobs
+  Node& b = world.add("b", 1, 500);
+  world.invite(target, a, {"ns-a"});
+  world.invite(target, b, {"ns-b"});
+  world.run_for(3s);
+  ASSERT_TRUE(target.agent->submit({workload("blocker", 4000, 20s, "ns-t")}).is_ok());
+  world.run_for(2s);
+  ASSERT_EQ(target.agent->find_workload("ns-t", "blocker")->phase, model::Phase::kRunning);
+  auto jobs = [](const std::string& ns) {
+    std::vector<model::WorkloadSpec> specs;
+    for (int i = 0; i < 4; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 60s, ns));
+    return specs;
+  };
+  ASSERT_TRUE(a.agent->submit(jobs("ns-a")).is_ok());
+  world.run_for(1s);
+  ASSERT_TRUE(b.agent->submit(jobs("ns-b")).is_ok());
+  world.run_for(1s);
+  for (Node* source : {&a, &b}) {
+    for (const auto& record : source->agent->workloads()) {
+      EXPECT_EQ(record.phase, model::Phase::kPending);
+      EXPECT_NE(record.reason.find("target=NoCapacity:"), std::string::npos) << record.reason;
+      // Its own cluster refused for good (no "NoCapacity:", not queued): a
+      // 1-cpu replica never fits a 500m cluster.
+      EXPECT_NE(record.reason.find(source->name + "=QueueDeservedShareReached"), std::string::npos)
+          << record.reason;
+    }
+  }
+  world.run_for(20s);  // the blocker finishes; queued candidates are served
+  auto running = [](Node& source) {
+    int n = 0;
+    for (const auto& record : source.agent->workloads()) n += record.phase == model::Phase::kRunning;
+    return n;
+  };
+  EXPECT_EQ(running(a), 3);
+  EXPECT_EQ(running(b), 1);
+  EXPECT_TRUE(target.cluster->check_invariants());
+  for (const auto& node : target.cluster->nodes()) EXPECT_LE(node.peak_allocated.cpu_milli, 4000);
 }
 
 TEST(AgentTest, DuplicateWorkloadNameRefusesTheWholeBatch) {
