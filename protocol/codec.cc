@@ -176,6 +176,11 @@ struct Encoder {
     p.pack(m.epoch);
     p.pack(m.generation);
   }
+  void operator()(const Revoke& m) {
+    p.pack_array(2);
+    p.pack(m.invitation_id);
+    p.pack(m.evict);
+  }
 };
 
 template <typename T>
@@ -284,6 +289,12 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.uid = r.string("uid");
       m.epoch = r.integer<uint64_t>("epoch");
       m.generation = r.integer<uint64_t>("generation");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kRevoke: {
+      Revoke m;
+      m.invitation_id = r.string("invitationId");
+      m.evict = r.boolean("evict");
       return finish(r, std::move(m));
     }
   }

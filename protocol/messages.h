@@ -32,12 +32,13 @@ enum class MessageType : uint8_t {
   kBound = 9,
   kStatus = 10,
   kStatusAck = 11,
+  kRevoke = 12,
 };
-inline constexpr uint8_t kMaxMessageType = 11;
+inline constexpr uint8_t kMaxMessageType = 12;
 
 constexpr std::string_view kMessageTypeNames[] = {
     "?",      "HELLO",  "CAPACITY", "CANDIDATE", "READY",     "REJECT",
-    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK"};
+    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK", "REVOKE"};
 inline std::string_view message_type_name(MessageType type) {
   return kMessageTypeNames[static_cast<uint8_t>(type)];
 }
@@ -128,8 +129,15 @@ struct StatusAck {
   uint64_t generation = 0;
 };
 
+// The target withdrew an invitation it issued to the recipient; `evict`:
+// the recipient's running workloads there are being stopped too.
+struct Revoke {
+  std::string invitation_id;
+  bool evict = false;
+};
+
 using Body = std::variant<Hello, Capacity, Candidate, Ready, Reject, Approve, Cancel, Released,
-                          Bound, WorkloadStatus, StatusAck>;
+                          Bound, WorkloadStatus, StatusAck, Revoke>;
 
 MessageType type_of(const Body& body);
 

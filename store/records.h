@@ -17,6 +17,7 @@ struct PeerRecord {
   std::string org;
   std::string endpoint;
   uint64_t last_boot = 0;  // highest boot counter seen from this peer: older boots are replays
+  uint64_t last_seq = 0;   // highest sequence number seen within last_boot: older ones too
 };
 
 enum class InvitationDirection : uint8_t { kIssued = 0, kAccepted = 1 };
@@ -27,6 +28,7 @@ struct InvitationRecord {
   std::string peer_id;  // issued: the source's key; accepted: the issuer's key
   std::string token;    // the signed token, the authority for everything else
   bool revoked = false;
+  bool replaced = false;  // a newer invitation between the same two agents took over
 };
 
 // Source side: a workload this agent was asked to place.

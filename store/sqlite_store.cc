@@ -39,6 +39,11 @@ const char* const kMigrations[] = {
       at INTEGER NOT NULL, text TEXT NOT NULL);
     CREATE INDEX events_by_subject ON events (subject, id);
     )sql",
+    // 1 -> 2: replay high-water marks within a boot; renewed invitations.
+    R"sql(
+    ALTER TABLE peers ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE invitations ADD COLUMN replaced INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 
 std::string nodes_to_text(const std::vector<std::string>& nodes) {
@@ -147,24 +152,25 @@ Result<uint64_t> SqliteStore::next_boot() {
 Status SqliteStore::put_peer(const PeerRecord& peer) {
   SHOAL_ASSIGN_OR_RETURN(Statement s,
                          db_->prepare("INSERT OR REPLACE INTO peers (id, cluster, org, endpoint, "
-                                      "last_boot) VALUES (?1, ?2, ?3, ?4, ?5)"));
+                                      "last_boot, last_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
   return s.bind(1, peer.id)
       .bind(2, peer.cluster)
       .bind(3, peer.org)
       .bind(4, peer.endpoint)
       .bind(5, static_cast<int64_t>(peer.last_boot))
+      .bind(6, static_cast<int64_t>(peer.last_seq))
       .run();
 }
 
 Result<std::vector<PeerRecord>> SqliteStore::load_peers() {
   SHOAL_ASSIGN_OR_RETURN(
-      Statement s, db_->prepare("SELECT id, cluster, org, endpoint, last_boot FROM peers"));
+      Statement s, db_->prepare("SELECT id, cluster, org, endpoint, last_boot, last_seq FROM peers"));
   std::vector<PeerRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) break;
     out.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
-                   static_cast<uint64_t>(s.column_int(4))});
+                   static_cast<uint64_t>(s.column_int(4)), static_cast<uint64_t>(s.column_int(5))});
   }
   return out;
 }
@@ -172,25 +178,28 @@ Result<std::vector<PeerRecord>> SqliteStore::load_peers() {
 Status SqliteStore::put_invitation(const InvitationRecord& invitation) {
   SHOAL_ASSIGN_OR_RETURN(Statement s,
                          db_->prepare("INSERT OR REPLACE INTO invitations (id, direction, "
-                                      "peer_id, token, revoked) VALUES (?1, ?2, ?3, ?4, ?5)"));
+                                      "peer_id, token, revoked, replaced) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
   return s.bind(1, invitation.id)
       .bind(2, static_cast<int64_t>(invitation.direction))
       .bind(3, invitation.peer_id)
       .bind(4, invitation.token)
       .bind(5, int64_t{invitation.revoked ? 1 : 0})
+      .bind(6, int64_t{invitation.replaced ? 1 : 0})
       .run();
 }
 
 Result<std::vector<InvitationRecord>> SqliteStore::load_invitations() {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
-      db_->prepare("SELECT id, direction, peer_id, token, revoked FROM invitations ORDER BY rowid"));
+      db_->prepare("SELECT id, direction, peer_id, token, revoked, replaced FROM invitations "
+                   "ORDER BY rowid"));
   std::vector<InvitationRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) break;
     out.push_back({s.column_text(0), static_cast<InvitationDirection>(s.column_int(1)),
-                   s.column_text(2), s.column_text(3), s.column_int(4) != 0});
+                   s.column_text(2), s.column_text(3), s.column_int(4) != 0,
+                   s.column_int(5) != 0});
   }
   return out;
 }

@@ -37,6 +37,7 @@ Status Agent::start() {
     peer.org = record.org;
     peer.endpoint = record.endpoint;
     peer.last_boot = record.last_boot;
+    peer.last_seq = record.last_seq;
   }
   SHOAL_ASSIGN_OR_RETURN(auto invitations, store_.load_invitations());
   for (auto& record : invitations) {
@@ -79,9 +80,8 @@ void Agent::handle_wire(std::span<const uint8_t> wire) {
     return drop(DropReason::kWrongRecipient, from, "addressed to another agent");
   }
   auto peer_it = peers_.find(from);
-  bool related = may_send_as_source(from) || may_send_as_target(from);
-  if (peer_it == peers_.end() || !related) {
-    return drop(DropReason::kUnknownSender, from, "no valid invitation with this key");
+  if (peer_it == peers_.end() || !(ever_issued_to(from) || ever_accepted_from(from))) {
+    return drop(DropReason::kUnknownSender, from, "no invitation with this key");
   }
   Peer& peer = peer_it->second;
   TimePoint now = clock_.now();
@@ -97,26 +97,35 @@ void Agent::handle_wire(std::span<const uint8_t> wire) {
   auto body = protocol::decode_body(envelope.type, envelope.body);
   if (!body.is_ok()) return drop(DropReason::kBadBody, from, body.status().message());
 
-  bool from_target_role = envelope.type != MessageType::kCandidate &&
-                          envelope.type != MessageType::kApprove &&
-                          envelope.type != MessageType::kCancel &&
-                          envelope.type != MessageType::kStatusAck;
-  bool permitted = envelope.type == MessageType::kHello ||
-                   (from_target_role ? may_send_as_target(from) : may_send_as_source(from));
+  // Who may say what. Starting or offering new work needs a valid invitation
+  // in that direction; hearing about work already in flight (and being told
+  // why a CANDIDATE is refused) needs only one on record, so revoked or
+  // expired work still winds down cleanly.
+  bool permitted = false;
+  switch (envelope.type) {
+    case MessageType::kHello: permitted = true; break;
+    case MessageType::kApprove: permitted = may_send_as_source(from); break;
+    case MessageType::kCandidate:
+    case MessageType::kCancel:
+    case MessageType::kStatusAck: permitted = ever_issued_to(from); break;
+    case MessageType::kCapacity:
+    case MessageType::kReady: permitted = may_send_as_target(from); break;
+    case MessageType::kReject:
+    case MessageType::kReleased:
+    case MessageType::kBound:
+    case MessageType::kStatus:
+    case MessageType::kRevoke: permitted = ever_accepted_from(from); break;
+  }
   if (!permitted) {
     return drop(DropReason::kNotPermitted, from,
                 std::string(protocol::message_type_name(envelope.type)) +
-                    " without an invitation in that direction");
+                    " without a valid invitation in that direction");
   }
-  if (envelope.boot > peer.last_boot) {
-    // A new boot of the peer: remember it durably so pre-restart messages
-    // stay replays after we restart too.
-    peer.last_boot = envelope.boot;
-    store::PeerRecord record{from, peer.cluster, peer.org, peer.endpoint, peer.last_boot};
-    Status written = store_.put_peer(record);
-    if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
-  }
+  // The high-water mark is durable (in this batch), so a message captured
+  // before either side restarts stays a replay afterwards.
+  peer.last_boot = envelope.boot;
   peer.last_seq = envelope.seq;
+  persist_peer(from);
   peer.last_seen = now;
   ++stats_.received;
   dispatch(from, *body);
@@ -138,6 +147,7 @@ void Agent::dispatch(const std::string& from, const protocol::Body& body) {
         else if constexpr (std::is_same_v<T, protocol::Bound>) on_bound(from, message);
         else if constexpr (std::is_same_v<T, protocol::WorkloadStatus>) on_status(from, message);
         else if constexpr (std::is_same_v<T, protocol::StatusAck>) on_status_ack(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Revoke>) on_revoke(from, message);
       },
       body);
 }
@@ -183,6 +193,10 @@ void Agent::drop(DropReason reason, const std::string& peer, const std::string& 
   auto last = last_drop_log_.find(key);
   if (last != last_drop_log_.end() && now - last->second < std::chrono::minutes(1)) return;
   last_drop_log_[key] = now;
+  if (!peer.empty() && peers_.count(peer)) {
+    record_event("peer/" + peer, std::string("refused a message: ") +
+                                     std::string(protocol::drop_reason_name(reason)) + " (" + detail + ")");
+  }
   logger_->warn("dropped message from {}: {} ({})", key, protocol::drop_reason_name(reason),
                 detail);
 }
@@ -190,8 +204,9 @@ void Agent::drop(DropReason reason, const std::string& peer, const std::string& 
 // ---- trust ------------------------------------------------------------------
 
 namespace {
-bool valid_at(const crypto::Invitation& invitation, bool revoked, TimePoint now) {
-  return !revoked && invitation.not_before <= now &&
+bool valid_at(const crypto::Invitation& invitation, const store::InvitationRecord& record,
+              TimePoint now) {
+  return !record.revoked && !record.replaced && invitation.not_before <= now &&
          (!invitation.expires || now < *invitation.expires);
 }
 }  // namespace
@@ -201,7 +216,7 @@ std::vector<const crypto::Invitation*> Agent::valid_issued(const std::string& pe
   TimePoint now = clock_.now();
   for (const auto& [id, owned] : issued_) {
     if (crypto::key_to_text(owned.invitation.subject) == peer_id &&
-        valid_at(owned.invitation, owned.record.revoked, now)) {
+        valid_at(owned.invitation, owned.record, now)) {
       out.push_back(&owned.invitation);
     }
   }
@@ -213,11 +228,32 @@ std::vector<const crypto::Invitation*> Agent::valid_accepted(const std::string& 
   TimePoint now = clock_.now();
   for (const auto& [id, owned] : accepted_) {
     if (crypto::key_to_text(owned.invitation.issuer.public_key) == peer_id &&
-        valid_at(owned.invitation, owned.record.revoked, now)) {
+        valid_at(owned.invitation, owned.record, now)) {
       out.push_back(&owned.invitation);
     }
   }
   return out;
+}
+
+bool Agent::ever_issued_to(const std::string& peer_id) const {
+  return std::any_of(issued_.begin(), issued_.end(),
+                     [&](const auto& entry) { return entry.second.record.peer_id == peer_id; });
+}
+
+bool Agent::ever_accepted_from(const std::string& peer_id) const {
+  return std::any_of(accepted_.begin(), accepted_.end(),
+                     [&](const auto& entry) { return entry.second.record.peer_id == peer_id; });
+}
+
+bool Agent::admits_connection(const std::string& peer_id) const {
+  if (may_send_as_source(peer_id) || may_send_as_target(peer_id)) return true;
+  for (const auto& [key, reservation] : reservations_) {
+    if (key.first == peer_id && store::holds_resources(reservation.record.phase)) return true;
+  }
+  for (const auto& [uid, workload] : workloads_) {
+    if (workload.record.winner == peer_id && !model::is_finished(workload.record.phase)) return true;
+  }
+  return false;
 }
 
 bool Agent::may_send_as_source(const std::string& peer_id) const {
@@ -234,7 +270,13 @@ void Agent::remember_peer(const crypto::IdCard& card) {
   peer.cluster = card.cluster;
   peer.org = card.org;
   peer.endpoint = card.endpoint;
-  Status written = store_.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot});
+  persist_peer(id);
+}
+
+void Agent::persist_peer(const std::string& id) {
+  const Peer& peer = peers_.at(id);
+  Status written = store_.put_peer(
+      {id, peer.cluster, peer.org, peer.endpoint, peer.last_boot, peer.last_seq});
   if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
 }
 
@@ -251,10 +293,18 @@ void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
     peer.cluster = hello.cluster;
     peer.org = hello.org;
     peer.endpoint = hello.endpoint;
-    Status written = store_.put_peer({from, peer.cluster, peer.org, peer.endpoint, peer.last_boot});
-    if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+    persist_peer(from);
   }
-  if (first_contact) send(from, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
+  if (first_contact) {
+    send(from, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
+    // A REVOKE may have been lost or sent while the peer was down: repeat it
+    // once per peer boot for every revoked invitation the peer may still hold.
+    if (!may_send_as_source(from)) {
+      for (const auto& [id, owned] : issued_) {
+        if (owned.record.peer_id == from && owned.record.revoked) send(from, protocol::Revoke{id, false});
+      }
+    }
+  }
   if (may_send_as_source(from)) {
     // A (re)started source gets our capacity at once rather than at the next heartbeat.
     peer.last_capacity_sent.reset();

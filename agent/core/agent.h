@@ -52,6 +52,34 @@ struct AgentConfig {
   Duration invitation_lifetime = 720h;
 };
 
+// What `invite create` asks for; unset fields take the agent's defaults.
+struct InvitationOptions {
+  std::vector<std::string> namespaces;
+  crypto::InvitationLimits limits;
+  std::optional<Duration> lifetime;  // default: AgentConfig::invitation_lifetime
+  bool never_expires = false;        // explicit `--expires never`
+  std::optional<TimePoint> not_before;
+};
+
+// Resources held under an invitation: reserved or bound, not finished.
+struct InvitationUsage {
+  model::Resources resources;
+  int64_t workloads = 0;
+};
+
+struct InvitationView {
+  std::string id;
+  std::string direction;  // "issued" (we are the target) or "accepted" (we are the source)
+  std::string peer;       // the other cluster's name
+  std::string peer_id;
+  std::vector<std::string> namespaces;
+  std::string state;  // Active, NotYetValid, Expired, Revoked, Replaced
+  crypto::InvitationLimits limits;
+  InvitationUsage usage;
+  TimePoint not_before{};
+  std::optional<TimePoint> expires;
+};
+
 struct PeerView {
   std::string id;
   std::string cluster;
@@ -69,6 +97,7 @@ struct AgentStats {
   std::array<uint64_t, protocol::kDropReasonCount> dropped{};
   uint64_t received = 0;
   uint64_t sent = 0;
+  std::map<std::string, uint64_t> rejected;  // CANDIDATEs this target refused, by reason code
 };
 
 class Agent {
@@ -88,8 +117,22 @@ class Agent {
 
   // Control requests (from shoalctl through the runtime).
   std::string id_card() const;
+  // Issues a token for the source `to_card`. One invitation per source: a
+  // new one replaces (renews) the previous one without disturbing its work.
+  Result<std::string> create_invitation(std::string_view to_card, const InvitationOptions& options);
   Result<std::string> create_invitation(std::string_view to_card,
-                                        const std::vector<std::string>& namespaces);
+                                        const std::vector<std::string>& namespaces) {
+    return create_invitation(to_card, InvitationOptions{namespaces, {}, {}, false, {}});
+  }
+  // Takes an issued invitation back at once and tells the source. With
+  // `evict`, the source's work here is stopped and reported Failed (Revoked);
+  // without, it runs to completion. Unapproved reservations go either way.
+  Status revoke_invitation(const std::string& id, bool evict);
+  std::vector<InvitationView> invitations() const;
+  // Whether the transport may complete a handshake with this key: it holds
+  // a valid invitation in either direction, or work is still in flight
+  // between us (so the last statuses of revoked or expired work get through).
+  bool admits_connection(const std::string& peer_id) const;
   // Returns the inviting cluster's name.
   Result<std::string> accept_invitation(std::string_view token);
   // All or nothing: a duplicate name refuses the whole batch. Returns uids.
@@ -111,7 +154,7 @@ class Agent {
   struct Peer {
     std::string cluster, org, endpoint;
     uint64_t last_boot = 0;
-    uint64_t last_seq = 0;
+    uint64_t last_seq = 0;  // persisted with last_boot: replays stay replays across restarts
     std::optional<TimePoint> last_seen;
     uint64_t greeted_boot = 0;  // the peer boot whose HELLO we answered: one answer per boot
     std::map<std::string, protocol::NamespaceCapacity> capacity;
@@ -167,6 +210,17 @@ class Agent {
   bool may_send_as_target(const std::string& peer_id) const;  // they invited us
   std::vector<const crypto::Invitation*> valid_issued(const std::string& peer_id) const;
   std::vector<const crypto::Invitation*> valid_accepted(const std::string& peer_id) const;
+  // Any invitation on record, valid or not: enough to hear about work
+  // already in flight (CANCEL, STATUS, ...), never to start new work.
+  bool ever_issued_to(const std::string& peer_id) const;
+  bool ever_accepted_from(const std::string& peer_id) const;
+  std::string invitation_state(const OwnedInvitation& owned, TimePoint now) const;
+  InvitationUsage usage_of_source(const std::string& source) const;
+  InvitationUsage usage_at_target(const std::string& target) const;
+  // "" when `spec` fits the limits of `from`'s invitation on top of what it
+  // holds here; else QuotaExceeded:<resource>.
+  std::string limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const;
+  void persist_peer(const std::string& id);
   void remember_peer(const crypto::IdCard& card);
   void record_event(const std::string& subject, const std::string& text);
   void persist(const store::WorkloadRecord& record);
@@ -181,6 +235,12 @@ class Agent {
   void on_approve(const std::string& from, const protocol::Approve& message);
   void on_cancel(const std::string& from, const protocol::Cancel& message);
   void on_status_ack(const std::string& from, const protocol::StatusAck& message);
+  // `source` may start nothing new here: its unapproved reservations and
+  // queued candidates go; with `evict` its running work is stopped and
+  // reported Failed with reason Revoked.
+  void withdraw_from_source(const std::string& source, const std::string& why, bool evict);
+  void reject_candidate(const std::string& from, const protocol::Candidate& message,
+                        const std::string& reason);
   void restore_reservations(std::vector<store::ReservationRecord> records);
   void apply_cluster_events();
   void expire_reservations();
@@ -203,6 +263,7 @@ class Agent {
   void on_released(const std::string& from, const protocol::Released& message);
   void on_bound(const std::string& from, const protocol::Bound& message);
   void on_status(const std::string& from, const protocol::WorkloadStatus& message);
+  void on_revoke(const std::string& from, const protocol::Revoke& message);
   void start_round(SourceWorkload& workload);
   void drive_source_workloads();
   void cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch);

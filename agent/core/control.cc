@@ -12,34 +12,56 @@ std::string Agent::id_card() const {
 }
 
 Result<std::string> Agent::create_invitation(std::string_view to_card,
-                                             const std::vector<std::string>& namespaces) {
+                                             const InvitationOptions& options) {
   SHOAL_ASSIGN_OR_RETURN(crypto::IdCard card, crypto::parse_id_card(to_card));
   if (card.public_key == identity_.public_key()) {
     return invalid_argument("--to: that is this agent's own id card; invite another agent");
   }
-  if (namespaces.empty()) return invalid_argument("--namespace: expected at least one namespace");
-  for (const auto& ns : namespaces) {
+  if (options.namespaces.empty()) {
+    return invalid_argument("--namespace: expected at least one namespace");
+  }
+  for (const auto& ns : options.namespaces) {
     SHOAL_RETURN_IF_ERROR(model::validate_name(ns, "--namespace"));
+  }
+  const crypto::InvitationLimits& limits = options.limits;
+  for (auto [value, flag] : {std::pair{limits.cpu_milli, "--cpu"}, {limits.memory_bytes, "--memory"},
+                             {limits.gpu, "--gpu"}, {limits.workloads, "--workloads"}}) {
+    if (value && *value < 0) return invalid_argument(std::string(flag) + ": expected a quantity >= 0");
   }
   TimePoint now = clock_.now();
   crypto::Invitation invitation;
   invitation.id = new_uid().substr(0, 16);
   invitation.issuer = {config_.cluster, config_.org, identity_.public_key(), config_.endpoint};
   invitation.subject = card.public_key;
-  invitation.namespaces = namespaces;
+  invitation.namespaces = options.namespaces;
+  invitation.limits = limits;
   invitation.created = now;
-  invitation.not_before = now;
-  invitation.expires = now + config_.invitation_lifetime;
+  invitation.not_before = options.not_before.value_or(now);
+  if (!options.never_expires) {
+    Duration lifetime = options.lifetime.value_or(config_.invitation_lifetime);
+    if (lifetime <= Duration::zero()) return invalid_argument("--expires: expected a duration > 0 or never");
+    invitation.expires = invitation.not_before + lifetime;
+  }
   std::string token = crypto::issue_token(invitation, identity_);
-  store::InvitationRecord record{invitation.id, store::InvitationDirection::kIssued,
-                                 crypto::key_to_text(card.public_key), token, false};
+  std::string subject = crypto::key_to_text(card.public_key);
+  store::InvitationRecord record{invitation.id, store::InvitationDirection::kIssued, subject, token,
+                                 false, false};
   SHOAL_RETURN_IF_ERROR(store_.put_invitation(record));
+  // Renewal: one invitation per source. The old one stops counting at once;
+  // work admitted under it keeps running and counts against the new limits.
+  for (auto& [id, owned] : issued_) {
+    if (owned.record.peer_id != subject || owned.record.replaced || owned.record.revoked) continue;
+    owned.record.replaced = true;
+    SHOAL_RETURN_IF_ERROR(store_.put_invitation(owned.record));
+    record_event("peer/" + subject, "invitation " + id + " replaced by " + invitation.id);
+  }
   remember_peer(card);
   issued_[invitation.id] = {invitation, record};
   std::string list;
-  for (const auto& ns : namespaces) list += (list.empty() ? "" : ",") + ns;
-  record_event("peer/" + record.peer_id,
+  for (const auto& ns : options.namespaces) list += (list.empty() ? "" : ",") + ns;
+  record_event("peer/" + subject,
                "issued invitation " + invitation.id + " to " + card.cluster + " for " + list);
+  capacity_changed_ = true;
   return token;
 }
 
@@ -52,17 +74,106 @@ Result<std::string> Agent::accept_invitation(std::string_view token) {
   }
   std::string peer_id = crypto::key_to_text(invitation.issuer.public_key);
   store::InvitationRecord record{invitation.id, store::InvitationDirection::kAccepted, peer_id,
-                                 std::string(token), false};
+                                 std::string(token), false, false};
   while (!record.token.empty() && (record.token.back() == '\n' || record.token.back() == ' ')) {
     record.token.pop_back();
   }
+  if (auto existing = accepted_.find(invitation.id); existing != accepted_.end()) {
+    if (existing->second.record.revoked) {
+      return invalid_argument("invitation token: invitation " + invitation.id +
+                              " was revoked by its issuer");
+    }
+    return existing->second.invitation.issuer.cluster;  // accepting twice changes nothing
+  }
   SHOAL_RETURN_IF_ERROR(store_.put_invitation(record));
+  for (auto& [id, owned] : accepted_) {
+    if (owned.record.peer_id != peer_id || owned.record.replaced || owned.record.revoked) continue;
+    if (owned.invitation.created > invitation.created) continue;  // an older token accepted late
+    owned.record.replaced = true;
+    SHOAL_RETURN_IF_ERROR(store_.put_invitation(owned.record));
+    record_event("peer/" + peer_id, "invitation " + id + " replaced by " + invitation.id);
+  }
   remember_peer(invitation.issuer);
   std::string cluster = invitation.issuer.cluster;
   accepted_[record.id] = {std::move(invitation), record};
   record_event("peer/" + peer_id, "accepted invitation " + record.id + " from " + cluster);
   send(peer_id, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
   return cluster;
+}
+
+std::string Agent::invitation_state(const OwnedInvitation& owned, TimePoint now) const {
+  if (owned.record.revoked) return "Revoked";
+  if (owned.record.replaced) return "Replaced";
+  if (owned.invitation.expires && *owned.invitation.expires <= now) return "Expired";
+  if (now < owned.invitation.not_before) return "NotYetValid";
+  return "Active";
+}
+
+InvitationUsage Agent::usage_of_source(const std::string& source) const {
+  InvitationUsage usage;
+  for (const auto& [key, reservation] : reservations_) {
+    if (key.first != source || !store::holds_resources(reservation.record.phase)) continue;
+    usage.resources += reservation.record.spec.total();
+    usage.workloads += 1;
+  }
+  return usage;
+}
+
+InvitationUsage Agent::usage_at_target(const std::string& target) const {
+  InvitationUsage usage;
+  for (const auto& [uid, workload] : workloads_) {
+    const store::WorkloadRecord& record = workload.record;
+    if (record.winner != target || model::is_finished(record.phase)) continue;
+    usage.resources += record.spec.total();
+    usage.workloads += 1;
+  }
+  return usage;
+}
+
+std::vector<InvitationView> Agent::invitations() const {
+  std::vector<InvitationView> out;
+  TimePoint now = clock_.now();
+  auto add = [&](const OwnedInvitation& owned, bool issued) {
+    InvitationView view;
+    view.id = owned.record.id;
+    view.direction = issued ? "issued" : "accepted";
+    view.peer_id = owned.record.peer_id;
+    view.peer = cluster_name_of(owned.record.peer_id);
+    view.namespaces = owned.invitation.namespaces;
+    view.state = invitation_state(owned, now);
+    view.limits = owned.invitation.limits;
+    if (view.state == "Active" || view.state == "Revoked" || view.state == "Expired") {
+      // Replaced invitations hand their usage to the one that replaced them.
+      view.usage = issued ? usage_of_source(view.peer_id) : usage_at_target(view.peer_id);
+    }
+    view.not_before = owned.invitation.not_before;
+    view.expires = owned.invitation.expires;
+    out.push_back(std::move(view));
+  };
+  for (const auto& [id, owned] : issued_) add(owned, true);
+  for (const auto& [id, owned] : accepted_) add(owned, false);
+  return out;
+}
+
+Status Agent::revoke_invitation(const std::string& id, bool evict) {
+  auto it = issued_.find(id);
+  if (it == issued_.end()) {
+    if (accepted_.count(id)) {
+      return invalid_argument("invitation " + id +
+                              " was issued by the other cluster; only its issuer can revoke it");
+    }
+    return not_found("invitation " + id + ": no such issued invitation (see `shoalctl invite list`)");
+  }
+  OwnedInvitation& owned = it->second;
+  const std::string source = owned.record.peer_id;
+  if (!owned.record.revoked) {
+    owned.record.revoked = true;
+    SHOAL_RETURN_IF_ERROR(store_.put_invitation(owned.record));
+    record_event("peer/" + source, "revoked invitation " + id + (evict ? " (evicting its work)" : ""));
+  }
+  if (!may_send_as_source(source)) withdraw_from_source(source, "invitation " + id + " revoked", evict);
+  send(source, protocol::Revoke{id, evict});
+  return store_health_;
 }
 
 std::vector<PeerView> Agent::peers() const {

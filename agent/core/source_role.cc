@@ -378,6 +378,20 @@ void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& m
   }
 }
 
+void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) {
+  auto it = accepted_.find(message.invitation_id);
+  if (it == accepted_.end() || it->second.record.peer_id != from) return;  // not theirs to revoke
+  OwnedInvitation& owned = it->second;
+  if (owned.record.revoked) return;
+  owned.record.revoked = true;
+  Status written = store_.put_invitation(owned.record);
+  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  record_event("peer/" + from, "invitation " + message.invitation_id + " revoked by " +
+                                   cluster_name_of(from) +
+                                   (message.evict ? "; our work there is being stopped" : ""));
+  if (!may_send_as_target(from)) peers_[from].capacity.clear();  // nothing to place there any more
+}
+
 void Agent::drive_source_workloads() {
   TimePoint now = clock_.now();
   for (auto& [uid, workload] : workloads_) {

@@ -2,6 +2,7 @@
 // (REJECT); bind on APPROVE; release on CANCEL or when the reservation
 // expires; report every status change until the source acknowledges it.
 #include <algorithm>
+#include <limits>
 
 #include "agent/core/agent.h"
 
@@ -28,15 +29,66 @@ model::Phase to_phase(store::ReservationPhase phase) {
 std::string Agent::reject_reason_for(const std::string& from,
                                      const model::WorkloadSpec& spec) const {
   if (from == self_id_) return "";
-  bool covered_but_invalid = false;
+  // The most telling reason among the invitations that name this namespace.
+  std::string best = "NotInvited";
+  TimePoint now = clock_.now();
   for (const auto& [id, owned] : issued_) {
-    if (crypto::key_to_text(owned.invitation.subject) != from) continue;
-    if (!owned.invitation.covers(spec.namespace_name)) continue;
-    const auto valid = valid_issued(from);
-    if (std::find(valid.begin(), valid.end(), &owned.invitation) != valid.end()) return "";
-    covered_but_invalid = true;
+    if (owned.record.peer_id != from || !owned.invitation.covers(spec.namespace_name)) continue;
+    std::string state = invitation_state(owned, now);
+    if (state == "Active") return limit_refusal(from, spec);
+    if (state == "Replaced") continue;  // its successor decides
+    if (best == "NotInvited" || state == "Revoked") best = state;
   }
-  return covered_but_invalid ? "Expired" : "NotInvited";
+  return best;
+}
+
+std::string Agent::limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const {
+  if (from == self_id_) return "";
+  const crypto::InvitationLimits* limits = nullptr;
+  for (const auto* invitation : valid_issued(from)) limits = &invitation->limits;
+  if (!limits) return "NotInvited";
+  InvitationUsage usage = usage_of_source(from);
+  model::Resources after = usage.resources + spec.total();
+  if (limits->cpu_milli && after.cpu_milli > *limits->cpu_milli) return "QuotaExceeded:cpu";
+  if (limits->memory_bytes && after.memory_bytes > *limits->memory_bytes) return "QuotaExceeded:memory";
+  if (limits->gpu && after.gpu > *limits->gpu) return "QuotaExceeded:gpu";
+  if (limits->workloads && usage.workloads + 1 > *limits->workloads) return "QuotaExceeded:workloads";
+  return "";
+}
+
+void Agent::reject_candidate(const std::string& from, const protocol::Candidate& message,
+                             const std::string& reason) {
+  std::string code = reason.substr(0, reason.find(':'));
+  if (code == "QuotaExceeded" || code == "NoCapacity" || code == "NoSuchQueue") code = reason;
+  ++stats_.rejected[code];
+  if (from != self_id_) {
+    record_event("peer/" + from, "rejected candidate " + message.spec.key() + ": " + reason);
+  }
+  send(from, protocol::Reject{message.uid, message.epoch, reason});
+}
+
+void Agent::withdraw_from_source(const std::string& source, const std::string& why, bool evict) {
+  std::erase_if(queued_, [&](const auto& entry) { return entry.first.first == source; });
+  std::vector<ReservationKey> unapproved;
+  for (auto& [key, reservation] : reservations_) {
+    if (key.first != source) continue;
+    store::ReservationRecord& record = reservation.record;
+    if (record.phase == store::ReservationPhase::kReserved) {
+      unapproved.push_back(key);
+    } else if (evict && store::holds_resources(record.phase)) {
+      cluster_.release(cluster_key(key.first, key.second));
+      record.phase = store::ReservationPhase::kFailed;
+      record.message = "Revoked";
+      record.exit_code = -1;
+      record.finished_at_ms = to_millis(clock_.now());
+      record.generation += 1;
+      persist(record);
+      record_event(record.uid, "evicted at " + config_.cluster + ": " + why);
+      send_status(reservation);
+      capacity_changed_ = true;
+    }
+  }
+  for (const auto& key : unapproved) release_reservation(key, why);
 }
 
 void Agent::on_candidate(const std::string& from, const protocol::Candidate& message) {
@@ -66,8 +118,7 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   std::string reason = reject_reason_for(from, message.spec);
   if (!reason.empty()) {
     queued_.erase(key);
-    record_event(message.uid, "rejected candidate from " + cluster_name_of(from) + ": " + reason);
-    send(from, protocol::Reject{message.uid, message.epoch, reason});
+    reject_candidate(from, message, reason);
     return;
   }
   TimePoint now = clock_.now();
@@ -85,7 +136,7 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
     // What can never fit here is refused for good rather than queued.
     Status fits = cluster_.fits_when_idle(message.spec);
     if (!fits.is_ok()) {
-      send(from, protocol::Reject{message.uid, message.epoch, fits.message()});
+      reject_candidate(from, message, fits.message());
       return;
     }
     queued_[key] = {message.epoch, message.spec, ++arrivals_, now + config_.queue_hold};
@@ -97,7 +148,7 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   if (still != waiting.end()) {
     // "NoCapacity:" tells the source the candidate waits here: a READY for
     // this epoch may follow when room frees (protocol/README.md).
-    send(from, protocol::Reject{message.uid, message.epoch, "NoCapacity:" + still->second});
+    reject_candidate(from, message, "NoCapacity:" + still->second);
   }
 }
 
@@ -122,6 +173,14 @@ std::map<Agent::ReservationKey, std::string> Agent::serve_queue() {
     }
     QueuedCandidate entry = std::move(queued_.at(key));
     queued_.erase(key);
+    // Admitted together, several candidates of one source could overrun its
+    // invitation's limits; each is checked against what is already reserved.
+    std::string refusal = limit_refusal(key.first, entry.spec);
+    if (!refusal.empty()) {
+      cluster_.release(cluster_key(key.first, key.second));
+      reject_candidate(key.first, {key.second, entry.epoch, entry.spec}, refusal);
+      continue;
+    }
     reserve_for(key, entry.epoch, entry.spec, std::move(decisions[i].nodes));
   }
   return waiting;
@@ -330,18 +389,38 @@ void Agent::restore_reservations(std::vector<store::ReservationRecord> records) 
 
 std::vector<protocol::NamespaceCapacity> Agent::capacity_for(const std::string& peer_id) const {
   std::set<std::string> namespaces;
+  const crypto::InvitationLimits* limits = nullptr;
   for (const auto* invitation : valid_issued(peer_id)) {
     namespaces.insert(invitation->namespaces.begin(), invitation->namespaces.end());
+    limits = &invitation->limits;
   }
+  // What this source may still take under its invitation: limit - used.
+  model::Resources allowance{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max(),
+                             std::numeric_limits<int64_t>::max()};
+  if (limits) {
+    InvitationUsage usage = usage_of_source(peer_id);
+    auto left = [](std::optional<int64_t> limit, int64_t used, int64_t& out) {
+      if (limit) out = std::max<int64_t>(0, *limit - used);
+    };
+    left(limits->cpu_milli, usage.resources.cpu_milli, allowance.cpu_milli);
+    left(limits->memory_bytes, usage.resources.memory_bytes, allowance.memory_bytes);
+    left(limits->gpu, usage.resources.gpu, allowance.gpu);
+    if (limits->workloads && usage.workloads >= *limits->workloads) allowance = {};
+  }
+  auto cap = [&](model::Resources r) {
+    return model::Resources{std::min(r.cpu_milli, allowance.cpu_milli),
+                            std::min(r.memory_bytes, allowance.memory_bytes),
+                            std::min(r.gpu, allowance.gpu)};
+  };
   // Only aggregates, only for the namespaces this source is invited into,
-  // each capped by that namespace's quota headroom.
+  // each capped by that namespace's quota headroom and the invitation's limits.
   std::vector<protocol::NamespaceCapacity> out;
   for (const auto& ns : namespaces) {
     cluster::CapacitySummary summary = cluster_.capacity_for(ns);
-    protocol::NamespaceCapacity entry{ns, summary.free, summary.largest_free_node, {}};
+    protocol::NamespaceCapacity entry{ns, cap(summary.free), cap(summary.largest_free_node), {}};
     for (const auto& queue : cluster_.queue_names()) {
       if (auto per_queue = cluster_.capacity_for(ns, queue)) {
-        entry.queues.push_back({queue, per_queue->free, per_queue->largest_free_node});
+        entry.queues.push_back({queue, cap(per_queue->free), cap(per_queue->largest_free_node)});
       }
     }
     out.push_back(std::move(entry));

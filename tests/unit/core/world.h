@@ -115,6 +115,17 @@ class World {
     ASSERT_TRUE(accepted.is_ok()) << accepted.status().message();
   }
 
+  // `target` invites `source` with `options`; returns the invitation id.
+  std::string invite(Node& target, Node& source, const InvitationOptions& options) {
+    crypto::IdCard card{source.name, "org", source.identity.public_key(), "tcp://" + source.name + ":1"};
+    auto token = target.agent->create_invitation(card.to_string(), options);
+    EXPECT_TRUE(token.is_ok()) << token.status().message();
+    if (!token.is_ok()) return "";
+    EXPECT_TRUE(source.agent->accept_invitation(*token).is_ok());
+    auto opened = crypto::open_token(*token);
+    return opened.is_ok() ? opened->id : "";
+  }
+
   // Delivers queued messages (and the answers they cause) until the network
   // is quiet; `keep` may drop any of them.
   void deliver(const std::function<bool(const Wire&)>& keep = nullptr) {

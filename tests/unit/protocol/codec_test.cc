@@ -35,6 +35,7 @@ std::vector<Body> every_message() {
       Bound{"uid-1", 3, {"node-0", "node-1"}},
       WorkloadStatus{"uid-1", 3, 4, model::Phase::kFailed, {"node-0"}, 10, 20, 7, "exited"},
       StatusAck{"uid-1", 3, 4},
+      Revoke{"inv-1", true},
   };
 }
 
