@@ -10,7 +10,7 @@ namespace shoal {
 Result<Duration> parse_duration(std::string_view text, std::string_view field) {
   auto fail = [&]() -> Status {
     return invalid_argument(std::string(field) +
-                            ": expected a duration like \"500ms\", \"5s\", \"2m\" or \"1h30m\", got \"" +
+                            ": expected a duration like \"500ms\", \"5s\", \"2m\", \"1h30m\" or \"30d\", got \"" +
                             std::string(text) + "\"");
   };
   if (text.empty()) return fail();
@@ -46,6 +46,7 @@ Result<Duration> parse_duration(std::string_view text, std::string_view field) {
     else if (unit == "s") unit_ms = 1000;
     else if (unit == "m") unit_ms = 60 * 1000;
     else if (unit == "h") unit_ms = 3600 * 1000;
+    else if (unit == "d") unit_ms = 24 * 3600 * 1000;
     else return fail();
     if (whole > std::numeric_limits<int64_t>::max() / unit_ms / 2) return fail();
     total_ms += whole * unit_ms + fraction * unit_ms / fraction_scale;
@@ -90,6 +91,26 @@ std::string format_time(TimePoint t) {
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(ms % 1000));
   return buf;
+}
+
+Result<TimePoint> parse_time(std::string_view text, std::string_view field) {
+  // RFC 3339 in UTC, as format_time writes it; the fraction is optional.
+  std::string copy(text);
+  std::tm tm{};
+  const char* rest = strptime(copy.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  int millis = 0;
+  if (rest && *rest == '.') {
+    int digits = 0;
+    for (++rest; std::isdigit(static_cast<unsigned char>(*rest)); ++rest, ++digits) {
+      if (digits < 3) millis = millis * 10 + (*rest - '0');
+    }
+    for (; digits > 0 && digits < 3; ++digits) millis *= 10;
+  }
+  if (!rest || std::string_view(rest) != "Z") {
+    return invalid_argument(std::string(field) +
+                            ": expected a UTC time like \"2026-11-22T10:00:00Z\", got \"" + copy + "\"");
+  }
+  return from_millis(static_cast<int64_t>(timegm(&tm)) * 1000 + millis);
 }
 
 }  // namespace shoal

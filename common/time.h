@@ -33,5 +33,7 @@ std::string format_duration(Duration d);
 
 // RFC 3339 UTC with milliseconds: "2026-11-22T10:00:00.000Z".
 std::string format_time(TimePoint t);
+// Parses format_time's form (the milliseconds optional); errors name `field`.
+Result<TimePoint> parse_time(std::string_view text, std::string_view field);
 
 }  // namespace shoal

@@ -110,4 +110,20 @@ Result<Identity> Identity::load(const std::string& path) {
   return identity;
 }
 
+Result<CurveKey> curve_public_key(const PublicKey& ed25519) {
+  CurveKey out{};
+  if (crypto_sign_ed25519_pk_to_curve25519(out.data(), ed25519.data()) != 0) {
+    return invalid_argument("peer key: not a valid Ed25519 public key (no CURVE key derives from it)");
+  }
+  return out;
+}
+
+CurveKeyPair Identity::curve_keys() const {
+  CurveKeyPair pair;
+  // A key pair we generated or loaded and checked always converts.
+  [[maybe_unused]] int pk = crypto_sign_ed25519_pk_to_curve25519(pair.public_key.data(), public_key_.data());
+  [[maybe_unused]] int sk = crypto_sign_ed25519_sk_to_curve25519(pair.secret_key.data(), secret_key_.data());
+  return pair;
+}
+
 }  // namespace shoal::crypto

@@ -26,9 +26,21 @@ Result<std::string> base64url_decode(std::string_view text, std::string_view fie
 std::string key_to_text(const PublicKey& key);
 Result<PublicKey> key_from_text(std::string_view text, std::string_view field);
 
+// X25519 keys for ZeroMQ CURVE, derived from the Ed25519 identity, so an
+// agent has one key to guard and peers know each other's CURVE key from the
+// id card alone.
+using CurveKey = std::array<uint8_t, 32>;
+struct CurveKeyPair {
+  CurveKey public_key{};
+  CurveKey secret_key{};
+};
+// Fails for a point that is not a valid Ed25519 public key.
+Result<CurveKey> curve_public_key(const PublicKey& ed25519);
+
 class Identity {
  public:
   static Identity generate();
+  CurveKeyPair curve_keys() const;
 
   const PublicKey& public_key() const { return public_key_; }
   Signature sign(std::span<const uint8_t> message) const;

@@ -73,10 +73,22 @@ int cmd_identity(const Options& o) {
   return 0;
 }
 
-int cmd_invite_create(const Options& o, const std::string& to,
-                      const std::vector<std::string>& namespaces, const std::string& out_file) {
-  auto reply = call_agent(o.data_dir, {{"command", "invite-create"}, {"to", to},
-                                       {"namespaces", namespaces}});
+struct InviteCreateArguments {
+  std::string to, out_file, cpu, memory, gpu, workloads, expires, not_before;
+  std::vector<std::string> namespaces;
+};
+
+int cmd_invite_create(const Options& o, const InviteCreateArguments& a) {
+  auto reply = call_agent(o.data_dir, {{"command", "invite-create"},
+                                       {"to", a.to},
+                                       {"namespaces", a.namespaces},
+                                       {"cpu", a.cpu},
+                                       {"memory", a.memory},
+                                       {"gpu", a.gpu},
+                                       {"workloads", a.workloads},
+                                       {"expires", a.expires},
+                                       {"notBefore", a.not_before}});
+  const std::string& out_file = a.out_file;
   if (!reply.is_ok()) return fail(reply.status());
   std::string token = (*reply)["token"];
   if (out_file.empty()) {
@@ -99,6 +111,68 @@ int cmd_invite_accept(const Options& o, const std::string& token_or_file) {
   auto reply = call_agent(o.data_dir, {{"command", "invite-accept"}, {"token", token}});
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "accepted invitation from " << (*reply)["cluster"].get<std::string>() << "\n";
+  return 0;
+}
+
+int cmd_invite_list(const Options& o) {
+  auto reply = call_agent(o.data_dir, {{"command", "invite-list"}});
+  if (!reply.is_ok()) return fail(reply.status());
+  if (o.output == "json") {
+    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+    return 0;
+  }
+  Table table({"ID", "DIRECTION", "PEER", "NAMESPACES", "STATE", "LIMITS", "USAGE", "EXPIRES"});
+  for (const auto& item : (*reply)["items"]) {
+    std::string limits;
+    for (const auto& [key, value] : item["limits"].items()) {
+      limits += (limits.empty() ? "" : ",") + key + "=" +
+                (value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    const json& usage = item["usage"];
+    std::string used = "cpu=" + usage["cpu"].get<std::string>() + ",memory=" +
+                       usage["memory"].get<std::string>() + ",workloads=" + usage["workloads"].dump();
+    table.add({item["id"], item["direction"], item["peer"], join(item["namespaces"]), item["state"],
+               limits.empty() ? "-" : limits, used, item["expires"]});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int cmd_invite_revoke(const Options& o, const std::string& id, bool evict) {
+  auto reply = call_agent(o.data_dir, {{"command", "invite-revoke"}, {"id", id}, {"evict", evict}});
+  if (!reply.is_ok()) return fail(reply.status());
+  std::cout << "invitation " << id << " revoked" << (evict ? "; its workloads here are being stopped" : "")
+            << "\n";
+  return 0;
+}
+
+int cmd_describe_peer(const Options& o, const std::string& name) {
+  auto reply = call_agent(o.data_dir, {{"command", "describe-peer"}, {"name", name}});
+  if (!reply.is_ok()) return fail(reply.status());
+  json peer = *reply;
+  peer.erase("ok");
+  if (o.output == "json") {
+    std::cout << peer.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Cluster:    " << peer["cluster"].get<std::string>() << "\n"
+            << "Org:        " << peer["org"].get<std::string>() << "\n"
+            << "Id:         " << peer["id"].get<std::string>() << "\n"
+            << "Endpoint:   " << peer["endpoint"].get<std::string>() << "\n"
+            << "State:      " << peer["state"].get<std::string>() << "\n"
+            << "Last seen:  " << (peer["lastSeen"] == "" ? "never" : peer["lastSeen"].get<std::string>()) << "\n"
+            << "We offer:   " << join(peer["namespacesOffered"]) << "\n"
+            << "They offer: " << join(peer["namespacesAccepted"]) << "\n"
+            << "Invitations:\n";
+  for (const auto& item : peer["invitations"]) {
+    std::cout << "  " << item["id"].get<std::string>() << "  " << item["direction"].get<std::string>()
+              << "  " << item["state"].get<std::string>() << "  " << join(item["namespaces"])
+              << "  expires " << item["expires"].get<std::string>() << "\n";
+  }
+  std::cout << "Events:\n";
+  for (const auto& event : peer["events"]) {
+    std::cout << "  " << event["at"].get<std::string>() << "  " << event["text"].get<std::string>() << "\n";
+  }
   return 0;
 }
 
@@ -265,13 +339,34 @@ int main(int argc, char** argv) {
 
   auto* invite = app.add_subcommand("invite", "Invitations between clusters");
   invite->require_subcommand(1);
-  std::string invite_to, invite_out;
-  std::vector<std::string> invite_namespaces;
-  auto* invite_create = invite->add_subcommand("create", "Invite a source cluster; prints the token");
-  invite_create->add_option("--to", invite_to, "The source agent's id card")->required();
-  invite_create->add_option("--namespace", invite_namespaces, "A namespace to invite into (repeatable)")
+  InviteCreateArguments create_arguments;
+  auto* invite_create = invite->add_subcommand(
+      "create", "Invite a source cluster; prints the token. A new invitation to the same source "
+                "replaces (renews) the previous one; running work is not disturbed");
+  invite_create->add_option("--to", create_arguments.to, "The source agent's id card")->required();
+  invite_create->add_option("--namespace", create_arguments.namespaces,
+                            "A namespace to invite into (repeatable)")
       ->required();
-  invite_create->add_option("-o,--output-file", invite_out, "Write the token to this file");
+  invite_create->add_option("--cpu", create_arguments.cpu,
+                            "Most cpu the source may hold here at once (e.g. 16, 500m)");
+  invite_create->add_option("--memory", create_arguments.memory, "Most memory (e.g. 64Gi)");
+  invite_create->add_option("--gpu", create_arguments.gpu, "Most GPUs");
+  invite_create->add_option("--workloads", create_arguments.workloads, "Most concurrent workloads");
+  invite_create->add_option("--expires", create_arguments.expires,
+                            "Lifetime from --not-before (e.g. 720h, 30d; default 30d), or \"never\"");
+  invite_create->add_option("--not-before", create_arguments.not_before,
+                            "Valid from this UTC time (e.g. 2026-12-01T00:00:00Z; default now)");
+  invite_create->add_option("-o,--output-file", create_arguments.out_file, "Write the token to this file");
+  auto* invite_list = invite->add_subcommand(
+      "list", "Issued and accepted invitations: state, limits and current usage");
+  invite_list->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
+  std::string revoke_id;
+  bool revoke_evict = false;
+  auto* invite_revoke = invite->add_subcommand(
+      "revoke", "Revoke an issued invitation at once (new work is refused; the source is told)");
+  invite_revoke->add_option("ID", revoke_id, "The invitation id (see `invite list`)")->required();
+  invite_revoke->add_flag("--evict", revoke_evict,
+                          "Also stop the source's running workloads here (reported Failed: Revoked)");
   std::string token_or_file;
   auto* invite_accept = invite->add_subcommand("accept", "Accept an invitation token (text or file)");
   invite_accept->add_option("TOKEN_OR_FILE", token_or_file, "The token, or a file holding it")->required();
@@ -305,6 +400,11 @@ int main(int argc, char** argv) {
   describe_workload->add_option("NS/NAME", describe_target, "namespace/name")->required();
   describe_workload->add_option("-o,--output", options.output, "json")
       ->check(CLI::IsMember({"json"}));
+
+  std::string describe_peer_name;
+  auto* describe_peer = describe->add_subcommand("peer", "A peer's state, invitations and audit events");
+  describe_peer->add_option("NAME", describe_peer_name, "The peer's cluster name or id")->required();
+  describe_peer->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
 
   auto* status = app.add_subcommand("status", "Agent counters (messages, drops) and node usage");
   status->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
@@ -346,7 +446,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*identity) return cmd_identity(options);
-  if (*invite_create) return cmd_invite_create(options, invite_to, invite_namespaces, invite_out);
+  if (*invite_create) return cmd_invite_create(options, create_arguments);
+  if (*invite_list) return cmd_invite_list(options);
+  if (*invite_revoke) return cmd_invite_revoke(options, revoke_id, revoke_evict);
+  if (*describe_peer) return cmd_describe_peer(options, describe_peer_name);
   if (*invite_accept) return cmd_invite_accept(options, token_or_file);
   if (*peers) return cmd_peers(options);
   if (*submit) return cmd_submit(options, submit_file);

@@ -72,13 +72,27 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
                                 file.log_format + "\"");
       }
     }
+    if (node["wireEncryption"]) {
+      file.wire_encryption = node["wireEncryption"].as<std::string>();
+      if (file.wire_encryption != "curve" && file.wire_encryption != "none") {
+        return invalid_argument("agent.yaml wireEncryption: expected \"curve\" or \"none\", got \"" +
+                                file.wire_encryption + "\"");
+      }
+    }
     SHOAL_RETURN_IF_ERROR(read_duration(node, "reservationTTL", &file.timing.reservation_ttl));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetryMax", &file.timing.pending_retry_max));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "queueHold", &file.timing.queue_hold));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "heartbeatInterval", &file.timing.heartbeat_interval));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "retryInterval", &file.timing.retry_interval));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetry", &file.timing.pending_retry));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "replayWindow", &file.timing.replay_window));
   } catch (const YAML::Exception& e) {
     return invalid_argument("agent.yaml: " + e.msg);
+  }
+  if (file.timing.queue_hold <= file.timing.pending_retry_max) {
+    return invalid_argument("agent.yaml queueHold: expected more than pendingRetryMax (" +
+                            format_duration(file.timing.pending_retry_max) +
+                            "), or queued candidates are forgotten between a source's retries");
   }
   if (file.timing.retry_interval.count() <= 0 || file.timing.heartbeat_interval.count() <= 0) {
     return invalid_argument("agent.yaml retryInterval/heartbeatInterval: expected more than 0s");
@@ -99,12 +113,15 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
     out << YAML::Key << "clusterConfig" << YAML::Value << file.cluster_config;
   }
   out << YAML::Key << "logFormat" << YAML::Value << file.log_format;
+  out << YAML::Key << "wireEncryption" << YAML::Value << file.wire_encryption;
   out << YAML::Key << "reservationTTL" << YAML::Value
       << format_duration(file.timing.reservation_ttl);
   out << YAML::Key << "heartbeatInterval" << YAML::Value
       << format_duration(file.timing.heartbeat_interval);
   out << YAML::Key << "retryInterval" << YAML::Value << format_duration(file.timing.retry_interval);
   out << YAML::Key << "pendingRetry" << YAML::Value << format_duration(file.timing.pending_retry);
+  out << YAML::Key << "pendingRetryMax" << YAML::Value << format_duration(file.timing.pending_retry_max);
+  out << YAML::Key << "queueHold" << YAML::Value << format_duration(file.timing.queue_hold);
   out << YAML::Key << "replayWindow" << YAML::Value << format_duration(file.timing.replay_window);
   out << YAML::EndMap;
   std::ofstream stream(config_path(data_dir));

@@ -15,6 +15,7 @@ struct AgentFile {
   std::string listen;          // tcp://HOST:PORT; also the endpoint peers dial
   std::string cluster_config;  // path of a Cluster manifest, or "" for the default sim cluster
   std::string log_format = "text";  // text | json
+  std::string wire_encryption = "curve";  // curve (ZeroMQ CURVE + ZAP) | none (tests, debugging)
   core::AgentConfig timing;    // durations; cluster/org/endpoint are filled from above
 };
 

@@ -72,15 +72,100 @@ json status_json(const ControlContext& context) {
                      {"peakAllocated", resources_json(node.peak_allocated)},
                      {"overCommitted", !node.capacity.fits(node.peak_allocated)}});
   }
+  json rejected = json::object();
+  for (const auto& [reason, count] : stats.rejected) rejected[reason] = count;
   return {{"ok", true},
           {"cluster", context.cluster.spec().name},
+          {"candidatesRejected", rejected},
           {"id", context.agent.self_id()},
           {"messages",
            {{"received", stats.received},
             {"sent", stats.sent},
             {"dropped", dropped},
-            {"undeliverable", context.transport_drops}}},
+            {"undeliverable", context.transport_drops},
+            {"handshakesRefused", context.handshakes_refused}}},
           {"nodes", nodes}};
+}
+
+Result<core::InvitationOptions> invitation_options(const json& request) {
+  core::InvitationOptions options;
+  options.namespaces = request.at("namespaces").get<std::vector<std::string>>();
+  auto text = [&](const char* key) { return request.value(key, std::string()); };
+  if (!text("cpu").empty()) {
+    SHOAL_ASSIGN_OR_RETURN(options.limits.cpu_milli, model::parse_cpu_milli(text("cpu"), "--cpu"));
+  }
+  if (!text("memory").empty()) {
+    SHOAL_ASSIGN_OR_RETURN(options.limits.memory_bytes,
+                           model::parse_memory_bytes(text("memory"), "--memory"));
+  }
+  if (!text("gpu").empty()) {
+    SHOAL_ASSIGN_OR_RETURN(options.limits.gpu, model::parse_count(text("gpu"), "--gpu"));
+  }
+  if (!text("workloads").empty()) {
+    SHOAL_ASSIGN_OR_RETURN(options.limits.workloads, model::parse_count(text("workloads"), "--workloads"));
+  }
+  if (text("expires") == "never") {
+    options.never_expires = true;
+  } else if (!text("expires").empty()) {
+    SHOAL_ASSIGN_OR_RETURN(options.lifetime, parse_duration(text("expires"), "--expires"));
+  }
+  if (!text("notBefore").empty()) {
+    SHOAL_ASSIGN_OR_RETURN(options.not_before, parse_time(text("notBefore"), "--not-before"));
+  }
+  return options;
+}
+
+json limits_json(const crypto::InvitationLimits& limits) {
+  json out = json::object();
+  if (limits.cpu_milli) out["cpu"] = model::format_cpu(*limits.cpu_milli);
+  if (limits.memory_bytes) out["memory"] = model::format_memory(*limits.memory_bytes);
+  if (limits.gpu) out["gpu"] = *limits.gpu;
+  if (limits.workloads) out["workloads"] = *limits.workloads;
+  return out;
+}
+
+json invitation_json(const core::InvitationView& view) {
+  return {{"id", view.id},
+          {"direction", view.direction},
+          {"peer", view.peer},
+          {"peerId", view.peer_id},
+          {"namespaces", view.namespaces},
+          {"state", view.state},
+          {"limits", limits_json(view.limits)},
+          {"usage",
+           {{"cpu", model::format_cpu(view.usage.resources.cpu_milli)},
+            {"memory", model::format_memory(view.usage.resources.memory_bytes)},
+            {"gpu", view.usage.resources.gpu},
+            {"workloads", view.usage.workloads}}},
+          {"notBefore", format_time(view.not_before)},
+          {"expires", view.expires ? format_time(*view.expires) : "never"}};
+}
+
+json invitations_json(const core::Agent& agent) {
+  json items = json::array();
+  for (const auto& view : agent.invitations()) items.push_back(invitation_json(view));
+  return {{"ok", true}, {"items", items}};
+}
+
+Result<json> describe_peer_json(core::Agent& agent, const std::string& name) {
+  json peers = peers_json(agent)["items"];
+  for (const auto& peer : peers) {
+    if (peer["cluster"] != name && peer["id"] != name) continue;
+    const std::string id = peer["id"];
+    json out = peer;
+    json invitations = json::array();
+    for (const auto& view : agent.invitations()) {
+      if (view.peer_id == id) invitations.push_back(invitation_json(view));
+    }
+    out["invitations"] = invitations;
+    SHOAL_ASSIGN_OR_RETURN(auto events, agent.events("peer/" + id));
+    json history = json::array();
+    for (const auto& event : events) history.push_back({{"at", format_time(event.at)}, {"text", event.text}});
+    out["events"] = history;
+    out["ok"] = true;
+    return out;
+  }
+  return not_found("peer " + name + ": no such peer (see `shoalctl peers`)");
 }
 
 Result<json> dispatch(const ControlContext& context, const json& request) {
@@ -88,12 +173,18 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
   const std::string command = request.value("command", "");
   if (command == "identity") return json{{"ok", true}, {"card", agent.id_card()}};
   if (command == "invite-create") {
-    SHOAL_ASSIGN_OR_RETURN(
-        std::string token,
-        agent.create_invitation(request.at("to").get<std::string>(),
-                                request.at("namespaces").get<std::vector<std::string>>()));
+    SHOAL_ASSIGN_OR_RETURN(core::InvitationOptions options, invitation_options(request));
+    SHOAL_ASSIGN_OR_RETURN(std::string token,
+                           agent.create_invitation(request.at("to").get<std::string>(), options));
     return json{{"ok", true}, {"token", token}};
   }
+  if (command == "invite-list") return invitations_json(agent);
+  if (command == "invite-revoke") {
+    SHOAL_RETURN_IF_ERROR(agent.revoke_invitation(request.at("id").get<std::string>(),
+                                                  request.value("evict", false)));
+    return json{{"ok", true}};
+  }
+  if (command == "describe-peer") return describe_peer_json(agent, request.at("name").get<std::string>());
   if (command == "invite-accept") {
     SHOAL_ASSIGN_OR_RETURN(std::string cluster,
                            agent.accept_invitation(request.at("token").get<std::string>()));

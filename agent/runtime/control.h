@@ -12,6 +12,7 @@ struct ControlContext {
   core::Agent& agent;
   const cluster::Cluster& cluster;
   uint64_t transport_drops;
+  uint64_t handshakes_refused = 0;  // CURVE handshakes the ZAP handler turned away
 };
 
 // Never throws. A response is {"ok": true, ...} or

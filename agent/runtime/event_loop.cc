@@ -7,9 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -126,13 +130,14 @@ std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file) {
 class Loop {
  public:
   Loop(core::Agent& agent, store::Store& store, ZmqTransport& transport, zmq::socket_t& peers,
-       zmq::socket_t& control, int signal_fd, const cluster::Cluster& cluster,
+       zmq::socket_t& control, zmq::socket_t* zap, int signal_fd, const cluster::Cluster& cluster,
        spdlog::logger& logger)
       : agent_(agent),
         store_(store),
         transport_(transport),
         peers_(peers),
         control_(control),
+        zap_(zap),
         signal_fd_(signal_fd),
         cluster_(cluster),
         logger_(logger) {}
@@ -141,9 +146,10 @@ class Loop {
     while (true) {
       zmq::pollitem_t items[] = {{peers_.handle(), 0, ZMQ_POLLIN, 0},
                                  {control_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
+                                 {nullptr, signal_fd_, ZMQ_POLLIN, 0},
+                                 {zap_ ? zap_->handle() : nullptr, zap_ ? 0 : -1, ZMQ_POLLIN, 0}};
       try {
-        zmq::poll(items, 3, std::chrono::milliseconds(kPollMillis));
+        zmq::poll(items, zap_ ? 4 : 3, std::chrono::milliseconds(kPollMillis));
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) return internal_error(std::string("poll: ") + e.what());
       }
@@ -151,6 +157,7 @@ class Loop {
         logger_.info("signal received; stopping");
         return Status::ok();
       }
+      if (zap_) answer_handshakes();
       SHOAL_RETURN_IF_ERROR(iteration());
     }
   }
@@ -178,7 +185,8 @@ class Loop {
           request.is_discarded()
               ? nlohmann::json{{"ok", false}, {"code", "InvalidArgument"},
                                {"error", "control request: not JSON"}}
-              : handle_control({agent_, cluster_, transport_.dropped_unconnected()}, request);
+              : handle_control({agent_, cluster_, transport_.dropped_unconnected(), handshakes_refused_},
+                               request);
       replies.emplace_back(routing_id, response.dump());
     }
     agent_.tick();
@@ -209,6 +217,66 @@ class Loop {
     return Status::ok();
   }
 
+  // ZAP (ZeroMQ RFC 27): every CURVE handshake on the peer socket asks us
+  // first. Only keys that hold a valid invitation in either direction (or
+  // still have work in flight with us) get in; the rest never reach the
+  // message layer. Read-only, so it runs outside the store batch.
+  void answer_handshakes() {
+    for (int i = 0; i < kMaxWireMessagesPerIteration; ++i) {
+      zmq::multipart_t request;
+      if (!receive(*zap_, request)) return;
+      if (request.size() < 6) continue;  // not ZAP; a REP socket must still answer something
+      std::string status = "400", text = "no valid invitation with this key", user;
+      if (request.size() >= 7 && request[5].to_string() == "CURVE" && request[6].size() == 32) {
+        crypto::CurveKey key;
+        std::memcpy(key.data(), request[6].data(), key.size());
+        if (auto peer = peer_with_curve_key(key); peer && agent_.admits_connection(*peer)) {
+          status = "200";
+          text = "OK";
+          user = *peer;
+        }
+      }
+      if (status != "200") {
+        ++handshakes_refused_;
+        auto now = std::chrono::steady_clock::now();
+        if (now - last_refusal_log_ > std::chrono::minutes(1)) {
+          last_refusal_log_ = now;
+          logger_.warn("refused a connection from {}: {}", request[3].to_string(), text);
+        }
+      }
+      zmq::multipart_t reply;
+      reply.addstr("1.0");
+      reply.addstr(request[1].to_string());
+      reply.addstr(status);
+      reply.addstr(text);
+      reply.addstr(user);
+      reply.addstr("");
+      try {
+        reply.send(*zap_, static_cast<int>(zmq::send_flags::dontwait));
+      } catch (const zmq::error_t&) {
+      }
+    }
+  }
+
+  std::optional<std::string> peer_with_curve_key(const crypto::CurveKey& key) {
+    for (const auto& peer : agent_.peers()) {
+      auto cached = curve_keys_.find(peer.id);
+      if (cached == curve_keys_.end()) {
+        auto ed25519 = crypto::key_from_text(peer.id, "peer id");
+        if (!ed25519.is_ok()) continue;
+        auto curve = crypto::curve_public_key(*ed25519);
+        if (!curve.is_ok()) continue;
+        cached = curve_keys_.emplace(peer.id, *curve).first;
+      }
+      if (cached->second == key) return peer.id;
+    }
+    return std::nullopt;
+  }
+
+ public:
+  uint64_t handshakes_refused() const { return handshakes_refused_; }
+
+ private:
   static bool receive(zmq::socket_t& socket, zmq::multipart_t& message) {
     try {
       return message.recv(socket, static_cast<int>(zmq::recv_flags::dontwait));
@@ -222,6 +290,10 @@ class Loop {
   ZmqTransport& transport_;
   zmq::socket_t& peers_;
   zmq::socket_t& control_;
+  zmq::socket_t* zap_;  // null without CURVE
+  std::map<std::string, crypto::CurveKey> curve_keys_;  // by peer id
+  uint64_t handshakes_refused_ = 0;
+  std::chrono::steady_clock::time_point last_refusal_log_{};
   int signal_fd_;
   const cluster::Cluster& cluster_;
   spdlog::logger& logger_;
@@ -268,9 +340,23 @@ Status run_agent(const std::string& data_dir) {
   auto logger = make_logger(file);
 
   zmq::context_t context(1);
+  const bool curve = file.wire_encryption == "curve";
+  std::optional<crypto::CurveKeyPair> curve_keys;
+  if (curve) curve_keys = identity.curve_keys();
+  std::optional<zmq::socket_t> zap;
   zmq::socket_t peers(context, zmq::socket_type::router);
   zmq::socket_t control(context, zmq::socket_type::router);
   try {
+    if (curve) {
+      // The ZAP handler must be bound before the first handshake can happen.
+      zap.emplace(context, zmq::socket_type::rep);
+      zap->set(zmq::sockopt::linger, 0);
+      zap->bind("inproc://zeromq.zap.01");
+      peers.set(zmq::sockopt::curve_server, 1);
+      peers.set(zmq::sockopt::curve_secretkey,
+                zmq::const_buffer(curve_keys->secret_key.data(), curve_keys->secret_key.size()));
+      peers.set(zmq::sockopt::zap_domain, "shoal");
+    }
     peers.set(zmq::sockopt::linger, 0);
     peers.set(zmq::sockopt::maxmsgsize, int64_t{kMaxWireBytes});
     peers.set(zmq::sockopt::rcvhwm, 100000);
@@ -289,7 +375,7 @@ Status run_agent(const std::string& data_dir) {
   cluster::SimCluster& cluster = *sim;
   SystemClock clock;
   SodiumRng rng;
-  ZmqTransport transport(context);
+  ZmqTransport transport(context, curve_keys);
   core::Agent agent(file.timing, std::move(identity), clock, transport, *store, cluster, rng,
                     logger);
   SHOAL_RETURN_IF_ERROR(store->begin());
@@ -301,10 +387,10 @@ Status run_agent(const std::string& data_dir) {
   }
   SHOAL_RETURN_IF_ERROR(store->commit());
   transport.flush();
-  logger->info("shoald {} listening on {} ({} nodes); id {}", file.cluster, file.listen,
-               cluster_spec.nodes.size(), agent.self_id());
+  logger->info("shoald {} listening on {} ({} nodes, wire encryption {}); id {}", file.cluster,
+               file.listen, cluster_spec.nodes.size(), file.wire_encryption, agent.self_id());
 
-  Loop loop(agent, *store, transport, peers, control, signal_fd, cluster, *logger);
+  Loop loop(agent, *store, transport, peers, control, zap ? &*zap : nullptr, signal_fd, cluster, *logger);
   Status result = loop.run();
   ::close(signal_fd);
   std::filesystem::remove(control_socket_path(data_dir));

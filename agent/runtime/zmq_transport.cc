@@ -19,9 +19,20 @@ zmq::socket_t* ZmqTransport::connection_for(const std::string& peer_id,
     socket->set(zmq::sockopt::sndhwm, 10000);
     socket->set(zmq::sockopt::reconnect_ivl, 100);
     socket->set(zmq::sockopt::reconnect_ivl_max, 2000);
+    if (curve_) {
+      auto ed25519 = crypto::key_from_text(peer_id, "peer id");
+      if (!ed25519.is_ok()) return nullptr;
+      auto server_key = crypto::curve_public_key(*ed25519);
+      if (!server_key.is_ok()) return nullptr;
+      socket->set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server_key->data(), server_key->size()));
+      socket->set(zmq::sockopt::curve_publickey,
+                  zmq::const_buffer(curve_->public_key.data(), curve_->public_key.size()));
+      socket->set(zmq::sockopt::curve_secretkey,
+                  zmq::const_buffer(curve_->secret_key.data(), curve_->secret_key.size()));
+    }
     socket->connect(endpoint);
     auto* raw = socket.get();
-    connections_[peer_id] = {endpoint, std::move(socket)};
+    connections_[peer_id] = {endpoint, std::move(socket), std::nullopt};
     return raw;
   } catch (const zmq::error_t&) {
     return nullptr;
@@ -29,17 +40,28 @@ zmq::socket_t* ZmqTransport::connection_for(const std::string& peer_id,
 }
 
 void ZmqTransport::flush() {
+  auto now = std::chrono::steady_clock::now();
   for (auto& message : outbox_) {
     zmq::socket_t* socket = connection_for(message.peer_id, message.endpoint);
     if (!socket) {
       ++dropped_unconnected_;
       continue;
     }
+    bool sent = false;
     try {
-      auto sent = socket->send(zmq::buffer(message.wire), zmq::send_flags::dontwait);
-      if (!sent) ++dropped_unconnected_;
+      sent = socket->send(zmq::buffer(message.wire), zmq::send_flags::dontwait).has_value();
     } catch (const zmq::error_t&) {
-      ++dropped_unconnected_;
+    }
+    Connection& connection = connections_.at(message.peer_id);
+    if (sent) {
+      connection.failing_since.reset();
+      continue;
+    }
+    ++dropped_unconnected_;
+    if (!connection.failing_since) {
+      connection.failing_since = now;
+    } else if (now - *connection.failing_since >= kReconnectAfter) {
+      connections_.erase(message.peer_id);  // the next message dials afresh
     }
   }
   outbox_.clear();

@@ -3,21 +3,27 @@
 // after the store batch has committed.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <zmq.hpp>
 
 #include "agent/core/interfaces.h"
+#include "crypto/identity.h"
 #include "common/status.h"
 
 namespace shoal::runtime {
 
 class ZmqTransport final : public core::Transport {
  public:
-  explicit ZmqTransport(zmq::context_t& context) : context_(context) {}
+  // With `curve`, every connection is encrypted and authenticated with
+  // ZeroMQ CURVE; the server key of each peer derives from its peer id.
+  ZmqTransport(zmq::context_t& context, std::optional<crypto::CurveKeyPair> curve)
+      : context_(context), curve_(curve) {}
 
   void send(const std::string& peer_id, const std::string& endpoint,
             std::vector<uint8_t> wire) override;
@@ -37,10 +43,16 @@ class ZmqTransport final : public core::Transport {
   struct Connection {
     std::string endpoint;
     std::unique_ptr<zmq::socket_t> socket;
+    std::optional<std::chrono::steady_clock::time_point> failing_since;
   };
+  // A CURVE handshake the peer refused (it did not know our key yet) is not
+  // retried by ZeroMQ; a connection that stays unusable this long is
+  // replaced by a fresh one.
+  static constexpr std::chrono::seconds kReconnectAfter{3};
   zmq::socket_t* connection_for(const std::string& peer_id, const std::string& endpoint);
 
   zmq::context_t& context_;
+  std::optional<crypto::CurveKeyPair> curve_;
   std::vector<Outgoing> outbox_;
   std::map<std::string, Connection> connections_;
   size_t dropped_unconnected_ = 0;

@@ -38,6 +38,16 @@ std::vector<uint8_t> sealed_hello(const crypto::Identity& sender, const crypto::
   return protocol::seal(envelope, sender);
 }
 
+void curve_client(zmq::socket_t& socket, const crypto::Identity& identity,
+                  const crypto::PublicKey& server) {
+  crypto::CurveKeyPair keys = identity.curve_keys();
+  auto server_key = crypto::curve_public_key(server);
+  ASSERT_TRUE(server_key.is_ok());
+  socket.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server_key->data(), server_key->size()));
+  socket.set(zmq::sockopt::curve_publickey, zmq::const_buffer(keys.public_key.data(), 32));
+  socket.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys.secret_key.data(), 32));
+}
+
 TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
   ASSERT_TRUE(crypto::initialize().is_ok());
   TempDir dir;
@@ -55,9 +65,12 @@ TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
   ASSERT_TRUE(peer_identity.is_ok()) << peer_identity.status().message();
   crypto::Identity stranger = crypto::Identity::generate();
 
+  // The wire is CURVE-encrypted and only invited keys get in: these tests
+  // play an invited peer gone bad, so they dial with the peer's key.
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  curve_client(socket, *peer_identity, target_card->public_key);
   socket.connect(target.endpoint());
   auto send = [&](const std::vector<uint8_t>& bytes) {
     socket.send(zmq::buffer(bytes), zmq::send_flags::none);
@@ -89,6 +102,49 @@ TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
                list["items"][0]["status"]["phase"] == "Succeeded";
       },
       20s));
+}
+
+TEST(HostileWire, PlainTextAndUninvitedKeysNeverReachTheMessageLayer) {
+  ASSERT_TRUE(crypto::initialize().is_ok());
+  TempDir dir;
+  AgentProcess target("target", dir.path());
+  target.init();
+  ASSERT_TRUE(target.start());
+  auto target_card = crypto::parse_id_card(target.identity());
+  ASSERT_TRUE(target_card.is_ok());
+  // An invited client key (the target issued it an invitation) as the
+  // positive control, and a stranger's key.
+  crypto::Identity invited = crypto::Identity::generate();
+  crypto::Identity stranger = crypto::Identity::generate();
+  crypto::IdCard invited_card{"client", "org", invited.public_key(), "tcp://127.0.0.1:1"};
+  ASSERT_EQ(target.ctl({"invite", "create", "--to", invited_card.to_string(), "--namespace", "default"})
+                .exit_code,
+            0);
+  const std::vector<uint8_t> garbage = {0xde, 0xad, 0xbe, 0xef};
+  zmq::context_t context(1);
+  zmq::socket_t plain(context, zmq::socket_type::dealer);
+  plain.set(zmq::sockopt::linger, 0);
+  plain.connect(target.endpoint());
+  plain.send(zmq::buffer(garbage), zmq::send_flags::dontwait);  // queued; the handshake fails
+  zmq::socket_t uninvited(context, zmq::socket_type::dealer);
+  uninvited.set(zmq::sockopt::linger, 0);
+  curve_client(uninvited, stranger, target_card->public_key);
+  uninvited.connect(target.endpoint());
+  uninvited.send(zmq::buffer(garbage), zmq::send_flags::dontwait);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        json status = target.ctl_json({"status"});
+        return !status.is_null() && status["messages"]["handshakesRefused"].get<uint64_t>() >= 1;
+      },
+      10s));
+  zmq::socket_t welcome(context, zmq::socket_type::dealer);
+  welcome.set(zmq::sockopt::linger, 0);
+  curve_client(welcome, invited, target_card->public_key);
+  welcome.connect(target.endpoint());
+  welcome.send(zmq::buffer(garbage), zmq::send_flags::none);
+  EXPECT_TRUE(wait_until([&] { return dropped(target, "Malformed") >= 1; }, 10s));
+  // Only the invited key's garbage reached the message layer.
+  EXPECT_EQ(dropped(target, "Malformed"), 1u);
 }
 
 TEST(HostileWire, IdentityKeyReadableByOthersIsRefusedAtStart) {
