@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "model/quantity.h"
 #include "tests/unit/core/world.h"
 
 namespace shoal::core::testing {
@@ -76,6 +77,32 @@ TEST(AgentInvitationTest, LimitReachedKeepsTheNextWorkloadPendingWithQuotaExceed
   // When a and b finish, c fits the limit again and runs.
   world.run_for(60s);
   EXPECT_EQ(phase_of(source, "c"), model::Phase::kRunning);
+}
+
+TEST(AgentInvitationTest, LimitArithmeticUsesKubernetesQuantities) {
+  World world;
+  Node& source = world.add("source", 1, 100);
+  Node& target = world.add("target");
+  InvitationOptions options;
+  options.namespaces = {"default"};
+  options.limits.cpu_milli = *model::parse_cpu_milli("1500m", "--cpu");
+  options.limits.memory_bytes = *model::parse_memory_bytes("2560Mi", "--memory");  // 2.5Gi
+  world.invite(target, source, options);
+  world.run_for(3s);
+  // Each job asks 500m and 1Gi: memory runs out after two (2Gi of 2.5Gi),
+  // before cpu would (three).
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 3; ++i) specs.push_back(workload("job-" + std::to_string(i), 500, 60s));
+  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  world.run_for(3s);
+  int running = 0;
+  std::string refused;
+  for (const auto& record : source.agent->workloads()) {
+    if (record.phase == model::Phase::kRunning) ++running;
+    else refused = record.reason;
+  }
+  EXPECT_EQ(running, 2);
+  EXPECT_NE(refused.find("QuotaExceeded:memory"), std::string::npos) << refused;
 }
 
 TEST(AgentInvitationTest, WorkloadCountLimit) {
