@@ -9,7 +9,9 @@
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
 #include "crypto/invitation.h"
+#include "common/time.h"
 #include "model/manifest.h"
+#include "model/quantity.h"
 #include "model/placement_parse.h"
 #include "protocol/envelope.h"
 
@@ -30,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)initialized;
   if (size == 0) return 0;
   std::span<const uint8_t> bytes(data + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0: {
       shoal::protocol::DropReason reason;
       auto envelope = shoal::protocol::open(bytes, &reason);
@@ -53,6 +55,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)shoal::model::parse_cluster(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_inventory(as_text(bytes.data(), bytes.size()));
       break;
+    case 5: {
+      // Operator flags that reach the agent as text (invite create, agent.yaml).
+      std::string_view text = as_text(bytes.data(), bytes.size());
+      (void)shoal::parse_duration(text, "f");
+      (void)shoal::parse_time(text, "f");
+      (void)shoal::model::parse_cpu_milli(text, "f");
+      (void)shoal::model::parse_memory_bytes(text, "f");
+      (void)shoal::model::parse_count(text, "f");
+      break;
+    }
   }
   return 0;
 }

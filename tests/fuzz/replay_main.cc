@@ -54,6 +54,9 @@ std::vector<std::vector<uint8_t>> seeds() {
   std::string token = crypto::issue_token(invitation, a);
   out.push_back(tagged(2, token));
   out.push_back(tagged(3, invitation.issuer.to_string()));
+  for (const char* flag : {"30d", "1h30m", "2026-11-22T10:00:00.250Z", "1500m", "64Gi", "never"}) {
+    out.push_back(tagged(5, std::string(flag)));
+  }
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\n"
                                       "spec: {resources: {cpu: \"1\", memory: 1Gi}, duration: 1s}\n")));
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: a}\n"
