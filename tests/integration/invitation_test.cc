@@ -255,16 +255,26 @@ TEST_F(Invitations, StolenTokenIsUselessToAThirdAgent) {
   EXPECT_TRUE(list["items"].empty());
 }
 
-TEST_F(Invitations, CapturedMessageIsDroppedAsReplayAfterTheReceiverRestarts) {
+TEST_F(Invitations, CapturedMessageStaysAReplayAfterBothAgentsRestart) {
   invite({});
-  source_.stop();  // the test speaks for the source from here on
-  send_as_source(protocol::Hello{"source", "org-source", source_.endpoint()}, 1000, 7);
+  // The source has started once, so its boot is 1. Stop it and speak for it:
+  // a message of its boot 1, numbered far beyond what it sent, stands for one
+  // captured on the wire.
+  source_.stop();
+  send_as_source(protocol::Hello{"source", "org-source", source_.endpoint()}, 1, 1'000'000'000);
   ASSERT_TRUE(wait_until([&] { return peer_state(target_, "source") == "Active"; }, 10s));
+  // The receiver restarts: the persisted (boot, seq) mark still catches it.
   target_.stop();
   ASSERT_TRUE(target_.start());
   uint64_t before = dropped("Replayed");
   deliver(last_wire_);
   EXPECT_TRUE(wait_until([&] { return dropped("Replayed") == before + 1; }, 10s));
+  // The sender restarts too (boot 2) and talks normally; the capture is
+  // still a replay, now of an older boot.
+  ASSERT_TRUE(source_.start());
+  ASSERT_TRUE(wait_until([&] { return peer_state(source_, "target") == "Active"; }, 20s));
+  deliver(last_wire_);
+  EXPECT_TRUE(wait_until([&] { return dropped("Replayed") == before + 2; }, 10s));
 }
 
 TEST_F(Invitations, NamespaceNeverOfferedGetsNoCandidateAndOneForcedIsRejected) {
