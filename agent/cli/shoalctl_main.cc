@@ -159,7 +159,8 @@ int cmd_describe_peer(const Options& o, const std::string& name) {
             << "Org:        " << peer["org"].get<std::string>() << "\n"
             << "Id:         " << peer["id"].get<std::string>() << "\n"
             << "Endpoint:   " << peer["endpoint"].get<std::string>() << "\n"
-            << "State:      " << peer["state"].get<std::string>() << "\n"
+            << "State:      " << peer["state"].get<std::string>()
+            << (peer["reason"] == "" ? "" : " (" + peer["reason"].get<std::string>() + ")") << "\n"
             << "Last seen:  " << (peer["lastSeen"] == "" ? "never" : peer["lastSeen"].get<std::string>()) << "\n"
             << "We offer:   " << join(peer["namespacesOffered"]) << "\n"
             << "They offer: " << join(peer["namespacesAccepted"]) << "\n"

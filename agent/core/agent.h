@@ -85,7 +85,8 @@ struct PeerView {
   std::string cluster;
   std::string org;
   std::string endpoint;
-  std::string state;  // Connecting, Active, Unreachable
+  std::string state;   // Connecting, Active, Unreachable, Expired, Revoked
+  std::string reason;  // why the state is what it is, for humans
   std::optional<TimePoint> last_seen;
   std::vector<std::string> namespaces_offered;   // we invited them into these
   std::vector<std::string> namespaces_accepted;  // they invited us into these

@@ -186,9 +186,39 @@ std::vector<PeerView> Agent::peers() const {
     view.org = peer.org;
     view.endpoint = peer.endpoint;
     view.last_seen = peer.last_seen;
-    if (!peer.last_seen) view.state = "Connecting";
-    else if (now - *peer.last_seen <= 3 * config_.heartbeat_interval) view.state = "Active";
-    else view.state = "Unreachable";
+    if (!may_send_as_source(id) && !may_send_as_target(id)) {
+      // No valid invitation either way: the relationship is over (or not begun).
+      std::string revoked, expired, pending;
+      auto consider = [&](const auto& table) {
+        for (const auto& [inv_id, owned] : table) {
+          if (owned.record.peer_id != id) continue;
+          std::string state = invitation_state(owned, now);
+          if (state == "Revoked") revoked = inv_id;
+          else if (state == "Expired") expired = inv_id;
+          else if (state == "NotYetValid") pending = inv_id;
+        }
+      };
+      consider(issued_);
+      consider(accepted_);
+      if (!revoked.empty()) {
+        view.state = "Revoked";
+        view.reason = "invitation " + revoked + " revoked";
+      } else if (!expired.empty()) {
+        view.state = "Expired";
+        view.reason = "invitation " + expired + " expired";
+      } else {
+        view.state = "Connecting";
+        view.reason = pending.empty() ? "no invitation" : "invitation " + pending + " not valid yet";
+      }
+    } else if (!peer.last_seen) {
+      view.state = "Connecting";
+      view.reason = "not heard from since this agent started";
+    } else if (now - *peer.last_seen <= 3 * config_.heartbeat_interval) {
+      view.state = "Active";
+    } else {
+      view.state = "Unreachable";
+      view.reason = "no message for " + format_duration(now - *peer.last_seen);
+    }
     for (const auto* invitation : valid_issued(id)) {
       for (const auto& ns : invitation->namespaces) view.namespaces_offered.push_back(ns);
     }

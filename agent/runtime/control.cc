@@ -32,6 +32,7 @@ json peers_json(const core::Agent& agent) {
                      {"org", peer.org},
                      {"endpoint", peer.endpoint},
                      {"state", peer.state},
+                     {"reason", peer.reason},
                      {"lastSeen", peer.last_seen ? format_time(*peer.last_seen) : ""},
                      {"namespacesOffered", peer.namespaces_offered},
                      {"namespacesAccepted", peer.namespaces_accepted},

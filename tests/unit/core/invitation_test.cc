@@ -161,6 +161,15 @@ TEST(AgentInvitationTest, RevokeWithoutEvictLetsRunningWorkFinishAndRefusesNewWo
               target.agent->reservations().front().spec.name == "running");
 }
 
+std::string peer_state(Node& node, const std::string& peer_id, std::string* reason = nullptr) {
+  for (const auto& view : node.agent->peers()) {
+    if (view.id != peer_id) continue;
+    if (reason) *reason = view.reason;
+    return view.state;
+  }
+  return "";
+}
+
 TEST(AgentInvitationTest, RevokeWithEvictStopsRunningWorkAndReportsRevoked) {
   World world;
   Node& source = world.add("source", 1, 500);
@@ -174,6 +183,10 @@ TEST(AgentInvitationTest, RevokeWithEvictStopsRunningWorkAndReportsRevoked) {
   world.run_for(2s);
   EXPECT_EQ(phase_of(source, "long"), model::Phase::kFailed);
   EXPECT_EQ(reason_of(source, "long"), "Revoked");
+  std::string why;
+  EXPECT_EQ(peer_state(source, target.id, &why), "Revoked");
+  EXPECT_EQ(why, "invitation " + id + " revoked");
+  EXPECT_EQ(peer_state(target, source.id), "Revoked");
   EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 32000);
   EXPECT_TRUE(target.cluster->check_invariants());
   auto revoking = target.agent->revoke_invitation("no-such-id", false);
@@ -219,6 +232,8 @@ TEST(AgentInvitationTest, ExpiryWhileWorkRunsLetsItFinishAndStopsNewWork) {
   ASSERT_TRUE(source.agent->submit({workload("long", 4000, 20s)}).is_ok());
   world.run_for(10s);
   EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, "Expired");
+  EXPECT_EQ(peer_state(source, target.id), "Expired");
+  EXPECT_EQ(peer_state(target, source.id), "Expired");
   ASSERT_TRUE(source.agent->submit({workload("late", 1000, 1s)}).is_ok());
   world.run_for(15s);
   EXPECT_EQ(phase_of(source, "long"), model::Phase::kSucceeded);
