@@ -152,6 +152,7 @@ struct Encoder {
   void operator()(const Approve& m) { uid_epoch(m); }
   void operator()(const Cancel& m) { uid_epoch(m); }
   void operator()(const Released& m) { uid_epoch(m); }
+  void operator()(const Delete& m) { uid_epoch(m); }
   void operator()(const Bound& m) {
     p.pack_array(3);
     p.pack(m.uid);
@@ -289,6 +290,11 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.uid = r.string("uid");
       m.epoch = r.integer<uint64_t>("epoch");
       m.generation = r.integer<uint64_t>("generation");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kDelete: {
+      Delete m{r.string("uid"), 0};
+      m.epoch = r.integer<uint64_t>("epoch");
       return finish(r, std::move(m));
     }
     case MessageType::kRevoke: {

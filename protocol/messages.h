@@ -33,12 +33,13 @@ enum class MessageType : uint8_t {
   kStatus = 10,
   kStatusAck = 11,
   kRevoke = 12,
+  kDelete = 13,
 };
-inline constexpr uint8_t kMaxMessageType = 12;
+inline constexpr uint8_t kMaxMessageType = 13;
 
 constexpr std::string_view kMessageTypeNames[] = {
     "?",      "HELLO",  "CAPACITY", "CANDIDATE", "READY",     "REJECT",
-    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK", "REVOKE"};
+    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK", "REVOKE", "DELETE"};
 inline std::string_view message_type_name(MessageType type) {
   return kMessageTypeNames[static_cast<uint8_t>(type)];
 }
@@ -136,8 +137,15 @@ struct Revoke {
   bool evict = false;
 };
 
+// The source deleted the workload: stop and release whatever of it the
+// target holds or runs, at this epoch or older. Answered with RELEASED.
+struct Delete {
+  std::string uid;
+  uint64_t epoch = 0;
+};
+
 using Body = std::variant<Hello, Capacity, Candidate, Ready, Reject, Approve, Cancel, Released,
-                          Bound, WorkloadStatus, StatusAck, Revoke>;
+                          Bound, WorkloadStatus, StatusAck, Revoke, Delete>;
 
 MessageType type_of(const Body& body);
 

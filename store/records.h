@@ -47,6 +47,7 @@ struct WorkloadRecord {
   int64_t finished_at_ms = 0;
   int32_t exit_code = 0;
   uint64_t status_generation = 0;  // newest STATUS generation mirrored
+  bool deleting = false;           // `shoalctl delete` asked; remote copies are being stopped
 };
 
 // Target side: what a source asked this cluster to hold or run.

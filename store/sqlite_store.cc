@@ -43,6 +43,7 @@ const char* const kMigrations[] = {
     R"sql(
     ALTER TABLE peers ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE invitations ADD COLUMN replaced INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE workloads ADD COLUMN deleting INTEGER NOT NULL DEFAULT 0;
     )sql",
 };
 
@@ -209,8 +210,8 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       Statement s,
       db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
                    "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
-                   "finished_at, exit_code, status_generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-                   "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"));
+                   "finished_at, exit_code, status_generation, deleting) VALUES (?1, ?2, ?3, ?4, ?5, "
+                   "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"));
   return s.bind(1, w.uid)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
@@ -227,15 +228,21 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       .bind(14, w.finished_at_ms)
       .bind(15, int64_t{w.exit_code})
       .bind(16, static_cast<int64_t>(w.status_generation))
+      .bind(17, int64_t{w.deleting ? 1 : 0})
       .run();
+}
+
+Status SqliteStore::delete_workload(const std::string& uid) {
+  SHOAL_ASSIGN_OR_RETURN(Statement s, db_->prepare("DELETE FROM workloads WHERE uid = ?1"));
+  return s.bind(1, uid).run();
 }
 
 Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
       db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
-                   "updated_at, started_at, finished_at, exit_code, status_generation FROM "
-                   "workloads ORDER BY created_at, uid"));
+                   "updated_at, started_at, finished_at, exit_code, status_generation, deleting "
+                   "FROM workloads ORDER BY created_at, uid"));
   std::vector<WorkloadRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
@@ -261,6 +268,7 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
     w.finished_at_ms = s.column_int(11);
     w.exit_code = static_cast<int32_t>(s.column_int(12));
     w.status_generation = static_cast<uint64_t>(s.column_int(13));
+    w.deleting = s.column_int(14) != 0;
     out.push_back(std::move(w));
   }
   return out;

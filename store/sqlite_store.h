@@ -33,6 +33,7 @@ class SqliteStore final : public Store {
 
   Status put_workload(const WorkloadRecord& workload) override;
   Result<std::vector<WorkloadRecord>> load_workloads() override;
+  Status delete_workload(const std::string& uid) override;
 
   Status put_reservation(const ReservationRecord& reservation) override;
   Status delete_reservation(const std::string& source, const std::string& uid) override;

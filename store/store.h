@@ -31,6 +31,8 @@ class Store {
 
   virtual Status put_workload(const WorkloadRecord& workload) = 0;
   virtual Result<std::vector<WorkloadRecord>> load_workloads() = 0;
+  // Its events stay (under the uid) as the record of what happened.
+  virtual Status delete_workload(const std::string& uid) = 0;
 
   virtual Status put_reservation(const ReservationRecord& reservation) = 0;
   virtual Status delete_reservation(const std::string& source, const std::string& uid) = 0;

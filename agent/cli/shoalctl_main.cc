@@ -255,6 +255,19 @@ int cmd_get_reservations(const Options& o) {
   return 0;
 }
 
+int cmd_delete_workload(const Options& o, const std::string& target) {
+  size_t slash = target.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
+    return fail(invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\""));
+  }
+  auto reply = call_agent(o.data_dir, {{"command", "delete-workload"},
+                                       {"namespace", target.substr(0, slash)},
+                                       {"name", target.substr(slash + 1)}});
+  if (!reply.is_ok()) return fail(reply.status());
+  std::cout << "workload " << target << " deleting (its copies are stopped, then it is forgotten)\n";
+  return 0;
+}
+
 int cmd_describe_workload(const Options& o, const std::string& target) {
   size_t slash = target.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
@@ -402,6 +415,13 @@ int main(int argc, char** argv) {
   describe_workload->add_option("-o,--output", options.output, "json")
       ->check(CLI::IsMember({"json"}));
 
+  auto* del = app.add_subcommand("delete", "Delete a resource");
+  del->require_subcommand(1);
+  std::string delete_target;
+  auto* delete_workload = del->add_subcommand(
+      "workload", "Stop a workload wherever it runs or is reserved, then forget it");
+  delete_workload->add_option("NS/NAME", delete_target, "namespace/name")->required();
+
   std::string describe_peer_name;
   auto* describe_peer = describe->add_subcommand("peer", "A peer's state, invitations and audit events");
   describe_peer->add_option("NAME", describe_peer_name, "The peer's cluster name or id")->required();
@@ -451,6 +471,7 @@ int main(int argc, char** argv) {
   if (*invite_list) return cmd_invite_list(options);
   if (*invite_revoke) return cmd_invite_revoke(options, revoke_id, revoke_evict);
   if (*describe_peer) return cmd_describe_peer(options, describe_peer_name);
+  if (*delete_workload) return cmd_delete_workload(options, delete_target);
   if (*invite_accept) return cmd_invite_accept(options, token_or_file);
   if (*peers) return cmd_peers(options);
   if (*submit) return cmd_submit(options, submit_file);

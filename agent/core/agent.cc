@@ -57,7 +57,8 @@ Status Agent::start() {
     // re-approved (APPROVE is idempotent at the target).
     workload.next_round_at = now;
     uid_by_name_[workload.record.spec.key()] = workload.record.uid;
-    workloads_.emplace(workload.record.uid, std::move(workload));
+    auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
+    if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
   }
   SHOAL_ASSIGN_OR_RETURN(auto reservation_records, store_.load_reservations());
   restore_reservations(std::move(reservation_records));
@@ -107,6 +108,7 @@ void Agent::handle_wire(std::span<const uint8_t> wire) {
     case MessageType::kApprove: permitted = may_send_as_source(from); break;
     case MessageType::kCandidate:
     case MessageType::kCancel:
+    case MessageType::kDelete:
     case MessageType::kStatusAck: permitted = ever_issued_to(from); break;
     case MessageType::kCapacity:
     case MessageType::kReady: permitted = may_send_as_target(from); break;
@@ -148,6 +150,7 @@ void Agent::dispatch(const std::string& from, const protocol::Body& body) {
         else if constexpr (std::is_same_v<T, protocol::WorkloadStatus>) on_status(from, message);
         else if constexpr (std::is_same_v<T, protocol::StatusAck>) on_status_ack(from, message);
         else if constexpr (std::is_same_v<T, protocol::Revoke>) on_revoke(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Delete>) on_delete(from, message);
       },
       body);
 }

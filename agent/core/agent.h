@@ -139,6 +139,11 @@ class Agent {
   // All or nothing: a duplicate name refuses the whole batch. Returns uids.
   Result<std::vector<std::string>> submit(const std::vector<model::WorkloadSpec>& specs);
 
+  // Stops the workload wherever it holds or runs anything, then forgets it
+  // (its events stay). Until every copy is confirmed stopped the workload
+  // shows reason "Deleting"; the name is free again afterwards.
+  Status delete_workload(const std::string& namespace_name, const std::string& name);
+
   std::vector<store::WorkloadRecord> workloads() const;
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
                                                      const std::string& name) const;
@@ -177,12 +182,18 @@ class Agent {
     TimePoint last_sent{};
     TimePoint give_up_at{};
   };
+  struct PendingDelete {
+    uint64_t epoch = 0;
+    TimePoint last_sent{};
+    std::optional<TimePoint> give_up_at;  // none for a copy that may still run
+  };
   struct SourceWorkload {
     store::WorkloadRecord record;
     int pending_attempts = 0;  // rounds in a row that ended Pending: the backoff exponent
     std::string unasked;       // " cluster=Reason" for each target this round left out
     std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
     std::map<std::string, PendingCancel> cancels;         // by target peer id
+    std::map<std::string, PendingDelete> deletes;         // by target peer id, while deleting
     TimePoint round_started{};
     TimePoint last_approve_sent{};
     TimePoint next_round_at{};
@@ -236,6 +247,7 @@ class Agent {
   void on_approve(const std::string& from, const protocol::Approve& message);
   void on_cancel(const std::string& from, const protocol::Cancel& message);
   void on_status_ack(const std::string& from, const protocol::StatusAck& message);
+  void on_delete(const std::string& from, const protocol::Delete& message);
   // `source` may start nothing new here: its unapproved reservations and
   // queued candidates go; with `evict` its running work is stopped and
   // reported Failed with reason Revoked.
@@ -265,6 +277,11 @@ class Agent {
   void on_bound(const std::string& from, const protocol::Bound& message);
   void on_status(const std::string& from, const protocol::WorkloadStatus& message);
   void on_revoke(const std::string& from, const protocol::Revoke& message);
+  void begin_delete(SourceWorkload& workload);
+  // Retries DELETEs; true once every copy is confirmed stopped (or, for one
+  // that cannot be running, given up on).
+  bool drive_delete(SourceWorkload& workload, TimePoint now);
+  void forget_workload(const std::string& uid);
   void start_round(SourceWorkload& workload);
   void drive_source_workloads();
   void cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch);

@@ -3,6 +3,7 @@
 // (persisted before APPROVE leaves), CANCEL the rest, mirror STATUS.
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "agent/core/agent.h"
@@ -247,7 +248,7 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
     return;
   }
   store::WorkloadRecord& record = workload->record;
-  if (message.epoch != record.epoch || model::is_finished(record.phase)) {
+  if (message.epoch != record.epoch || model::is_finished(record.phase) || record.deleting) {
     cancel_at(*workload, from, message.epoch);
     return;
   }
@@ -294,7 +295,7 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
-  if (message.epoch != record.epoch || model::is_finished(record.phase)) return;
+  if (message.epoch != record.epoch || model::is_finished(record.phase) || record.deleting) return;
   std::string cluster = cluster_name_of(from);
   if (record.winner == from) {
     // The winner lost its reservation before binding: place again.
@@ -333,6 +334,11 @@ void Agent::on_released(const std::string& from, const protocol::Released& messa
   if (cancel != workload->cancels.end() && cancel->second.epoch <= message.epoch) {
     workload->cancels.erase(cancel);
   }
+  auto deleting = workload->deletes.find(from);
+  if (deleting != workload->deletes.end() && deleting->second.epoch <= message.epoch) {
+    workload->deletes.erase(deleting);
+    record_event(message.uid, "stopped and released at " + cluster_name_of(from));
+  }
 }
 
 void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
@@ -340,7 +346,7 @@ void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
   if (record.winner != from || record.epoch != message.epoch ||
-      record.phase != model::Phase::kPlacing) {
+      record.phase != model::Phase::kPlacing || record.deleting) {
     return;
   }
   record.phase = model::Phase::kBound;
@@ -357,8 +363,8 @@ void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& m
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
   if (record.winner != from || record.epoch != message.epoch ||
-      message.generation <= record.status_generation) {
-    return;  // another cluster, an older epoch, or an older report
+      message.generation <= record.status_generation || record.deleting) {
+    return;  // another cluster, an older epoch, an older report, or on its way out
   }
   if (message.phase == model::Phase::kPending || message.phase == model::Phase::kPlacing) return;
   record.status_generation = message.generation;
@@ -392,10 +398,84 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
   if (!may_send_as_target(from)) peers_[from].capacity.clear();  // nothing to place there any more
 }
 
+Status Agent::delete_workload(const std::string& namespace_name, const std::string& name) {
+  auto uid = uid_by_name_.find(namespace_name + "/" + name);
+  if (uid == uid_by_name_.end()) {
+    return not_found("workload " + namespace_name + "/" + name + " not found");
+  }
+  SourceWorkload& workload = workloads_.at(uid->second);
+  if (!workload.record.deleting) {
+    workload.record.deleting = true;
+    workload.record.reason = "Deleting";
+    workload.record.updated_at = clock_.now();
+    persist(workload.record);
+    record_event(workload.record.uid, "delete requested");
+    begin_delete(workload);
+    if (drive_delete(workload, clock_.now())) forget_workload(workload.record.uid);
+  }
+  drain_local();
+  return store_health_;
+}
+
+void Agent::begin_delete(SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  TimePoint now = clock_.now();
+  std::set<std::string> maybe_holding;
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (may_hold_something(progress)) maybe_holding.insert(peer_id);
+  }
+  for (const auto& [peer_id, cancel] : workload.cancels) maybe_holding.insert(peer_id);
+  if (workload.candidates.empty() && record.phase != model::Phase::kPending) {
+    // After a restart nobody knows who was asked: tell every target.
+    maybe_holding.insert(self_id_);
+    for (const auto& [id, owned] : accepted_) maybe_holding.insert(owned.record.peer_id);
+  }
+  if (!record.winner.empty()) maybe_holding.insert(record.winner);
+  workload.cancels.clear();
+  for (const auto& peer_id : maybe_holding) {
+    PendingDelete pending{record.epoch, now, now + config_.reservation_ttl};
+    // A copy that may be running is waited for until it is confirmed stopped.
+    if (peer_id == record.winner && !model::is_finished(record.phase)) pending.give_up_at.reset();
+    workload.deletes[peer_id] = pending;
+    send(peer_id, protocol::Delete{record.uid, record.epoch});
+  }
+}
+
+bool Agent::drive_delete(SourceWorkload& workload, TimePoint now) {
+  for (auto it = workload.deletes.begin(); it != workload.deletes.end();) {
+    PendingDelete& pending = it->second;
+    if (pending.give_up_at && now >= *pending.give_up_at) {
+      it = workload.deletes.erase(it);
+      continue;
+    }
+    if (now - pending.last_sent >= config_.retry_interval) {
+      pending.last_sent = now;
+      send(it->first, protocol::Delete{workload.record.uid, pending.epoch});
+    }
+    ++it;
+  }
+  return workload.deletes.empty();
+}
+
+void Agent::forget_workload(const std::string& uid) {
+  auto it = workloads_.find(uid);
+  if (it == workloads_.end()) return;
+  record_event(uid, "deleted " + it->second.record.spec.key());
+  Status deleted = store_.delete_workload(uid);
+  if (!deleted.is_ok() && store_health_.is_ok()) store_health_ = deleted;
+  uid_by_name_.erase(it->second.record.spec.key());
+  workloads_.erase(it);
+}
+
 void Agent::drive_source_workloads() {
   TimePoint now = clock_.now();
+  std::vector<std::string> deleted;
   for (auto& [uid, workload] : workloads_) {
     store::WorkloadRecord& record = workload.record;
+    if (record.deleting) {
+      if (drive_delete(workload, now)) deleted.push_back(uid);
+      continue;
+    }
     // Cancels are retried until RELEASED or until the reservation must have expired.
     for (auto it = workload.cancels.begin(); it != workload.cancels.end();) {
       if (now >= it->second.give_up_at) {
@@ -433,6 +513,7 @@ void Agent::drive_source_workloads() {
       }
     }
   }
+  for (const auto& uid : deleted) forget_workload(uid);
 }
 
 std::vector<store::WorkloadRecord> Agent::workloads() const {

@@ -263,6 +263,19 @@ void Agent::on_cancel(const std::string& from, const protocol::Cancel& message) 
   send(from, protocol::Released{message.uid, message.epoch});
 }
 
+void Agent::on_delete(const std::string& from, const protocol::Delete& message) {
+  ReservationKey key{from, message.uid};
+  auto queued = queued_.find(key);
+  if (queued != queued_.end() && queued->second.epoch <= message.epoch) queued_.erase(queued);
+  auto it = reservations_.find(key);
+  if (it != reservations_.end() && it->second.record.epoch <= message.epoch) {
+    bool running = it->second.record.phase == store::ReservationPhase::kBound ||
+                   it->second.record.phase == store::ReservationPhase::kRunning;
+    release_reservation(key, running ? "stopped: deleted by its source" : "deleted by its source");
+  }
+  send(from, protocol::Released{message.uid, message.epoch});
+}
+
 void Agent::on_status_ack(const std::string& from, const protocol::StatusAck& message) {
   auto it = reservations_.find({from, message.uid});
   if (it == reservations_.end()) return;

@@ -213,6 +213,11 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
     return json{{"ok", true}, {"items", items}};
   }
   if (command == "get-reservations") return reservations_json(agent);
+  if (command == "delete-workload") {
+    SHOAL_RETURN_IF_ERROR(agent.delete_workload(request.at("namespace").get<std::string>(),
+                                                request.at("name").get<std::string>()));
+    return json{{"ok", true}};
+  }
   if (command == "describe-workload") {
     auto record = agent.find_workload(request.at("namespace").get<std::string>(),
                                       request.at("name").get<std::string>());

@@ -137,6 +137,33 @@ TEST_F(Federation, SubmittingAgentKilledMidFlightLosesNothingAndRunsNothingTwice
   expect_no_overcommit();
 }
 
+TEST_F(Federation, DeleteStopsEveryCopyAndForgetsTheWorkload) {
+  start_agents(2);
+  AgentProcess& source = *agents_[0];
+  // Four 8-cpu jobs on two default 4x8-cpu clusters: both clusters run some.
+  std::string file = write_workloads(dir_.path(), "long", 4, "8", "600s");
+  ASSERT_EQ(source.ctl({"submit", "-f", file}).exit_code, 0);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json list = workloads(source);
+        if (list.is_null() || list["items"].size() != 4) return false;
+        for (const auto& w : list["items"]) {
+          if (w["status"]["phase"] != "Running") return false;
+        }
+        return true;
+      },
+      30s));
+  for (int i = 0; i < 4; ++i) {
+    CommandResult deleted = source.ctl({"delete", "workload", "default/long-" + std::to_string(i)});
+    ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  }
+  EXPECT_TRUE(wait_until([&] { return workloads(source)["items"].empty(); }, 20s));
+  EXPECT_TRUE(wait_until([&] { return runs_by_uid().empty(); }, 20s)) << "a copy still runs somewhere";
+  CommandResult again = source.ctl({"delete", "workload", "default/long-0"});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("not found"), std::string::npos) << again.err;
+}
+
 TEST_F(Federation, BadManifestIsRefusedWithExitCodeTwoAndNothingStored) {
   start_agents(1);
   std::string path = dir_.path() + "/bad.yaml";

@@ -36,6 +36,7 @@ std::vector<Body> every_message() {
       WorkloadStatus{"uid-1", 3, 4, model::Phase::kFailed, {"node-0"}, 10, 20, 7, "exited"},
       StatusAck{"uid-1", 3, 4},
       Revoke{"inv-1", true},
+      Delete{"uid-1", 3},
   };
 }
 
