@@ -157,7 +157,32 @@ Result<PlacementSpec> parse_placement(const YAML::Node& node, const std::string&
   if (!node) return spec;
   SHOAL_RETURN_IF_ERROR(f.only_known(node, "", {"numberOfClusters", "clusters", "clusterSelector",
                                                 "claimSelector", "routing", "spreadPolicy",
-                                                "prioritizerPolicy"}));
+                                                "prioritizerPolicy", "dispatcher", "incrementalBatch",
+                                                "roundTimeout", "sampleFactor"}));
+  if (node["dispatcher"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(node["dispatcher"], ".dispatcher"));
+    for (size_t i = 0; i < std::size(kDispatcherNames); ++i) {
+      if (name == kDispatcherNames[i]) spec.dispatcher = static_cast<Dispatcher>(i);
+    }
+    if (!spec.dispatcher) {
+      return f.fail(".dispatcher", "expected AllAtOnce, Incremental, Sample or External, got \"" + name + "\"");
+    }
+  }
+  if (node["incrementalBatch"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t k, f.integer(node["incrementalBatch"], ".incrementalBatch", 1, 10000));
+    spec.incremental_batch = static_cast<int32_t>(k);
+  }
+  if (node["roundTimeout"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(node["roundTimeout"], ".roundTimeout"));
+    SHOAL_ASSIGN_OR_RETURN(spec.round_timeout, parse_duration(text, f.prefix() + ".roundTimeout"));
+    if (spec.round_timeout < std::chrono::milliseconds(100)) {
+      return f.fail(".roundTimeout", "expected at least 100ms");
+    }
+  }
+  if (node["sampleFactor"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t d, f.integer(node["sampleFactor"], ".sampleFactor", 1, 100));
+    spec.sample_factor = static_cast<int32_t>(d);
+  }
   if (node["numberOfClusters"]) {
     SHOAL_ASSIGN_OR_RETURN(int64_t n, f.integer(node["numberOfClusters"], ".numberOfClusters", 1, 10000));
     spec.number_of_clusters = static_cast<int32_t>(n);

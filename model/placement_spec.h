@@ -6,9 +6,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "common/time.h"
 #include "model/resources.h"
 
 namespace shoal::model {
@@ -59,8 +61,16 @@ struct PrioritizerConfig {
   friend bool operator==(const PrioritizerConfig&, const PrioritizerConfig&) = default;
 };
 
+// How a source hands out candidates (issue 6). Unset: the agent's default.
+enum class Dispatcher { kAllAtOnce, kIncremental, kSample, kExternal };
+inline constexpr std::string_view kDispatcherNames[] = {"AllAtOnce", "Incremental", "Sample", "External"};
+
 struct PlacementSpec {
   int32_t number_of_clusters = 1;
+  std::optional<Dispatcher> dispatcher;
+  int32_t incremental_batch = 3;             // Incremental: clusters asked per round
+  Duration round_timeout = std::chrono::minutes(5);  // Incremental: wait before asking more
+  int32_t sample_factor = 2;                 // Sample: ask the d*N best-ranked
   std::vector<std::string> clusters;  // allow list; empty = any
   LabelSelector cluster_selector;
   LabelSelector claim_selector;
@@ -70,7 +80,7 @@ struct PlacementSpec {
   std::vector<PrioritizerConfig> prioritizers;
 
   bool is_default() const {
-    return number_of_clusters == 1 && clusters.empty() && cluster_selector.empty() &&
+    return number_of_clusters == 1 && !dispatcher && clusters.empty() && cluster_selector.empty() &&
            claim_selector.empty() && !routing && spread_constraints.empty() &&
            prioritizers.empty() && !exact_mode;
   }

@@ -37,8 +37,15 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
         {"gpu", spec.resources.gpu}}},
       {"durationMs", spec.duration.count()},
       {"exitCode", spec.exit_code},
-      // The agent accepts only the allow list so far (see Agent::submit).
-      {"placement", {{"clusters", spec.placement.clusters}}},
+      // What the agent honors so far (see Agent::submit).
+      {"placement",
+       {{"clusters", spec.placement.clusters},
+        {"dispatcher", spec.placement.dispatcher
+                           ? std::string(kDispatcherNames[static_cast<int>(*spec.placement.dispatcher)])
+                           : ""},
+        {"incrementalBatch", spec.placement.incremental_batch},
+        {"roundTimeoutMs", spec.placement.round_timeout.count()},
+        {"sampleFactor", spec.placement.sample_factor}}},
       {"nodeSelector", spec.node_selector},
       {"minAvailable", spec.min_available},
   };
@@ -65,7 +72,15 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
     spec.node_selector = json.value("nodeSelector", Labels{});
     spec.min_available = json.value("minAvailable", 0);
     if (json.contains("placement")) {
-      spec.placement.clusters = json.at("placement").value("clusters", std::vector<std::string>{});
+      const auto& placement = json.at("placement");
+      spec.placement.clusters = placement.value("clusters", std::vector<std::string>{});
+      std::string dispatcher = placement.value("dispatcher", std::string());
+      for (size_t i = 0; i < std::size(kDispatcherNames); ++i) {
+        if (dispatcher == kDispatcherNames[i]) spec.placement.dispatcher = static_cast<Dispatcher>(i);
+      }
+      spec.placement.incremental_batch = placement.value("incrementalBatch", 3);
+      spec.placement.round_timeout = Duration(placement.value("roundTimeoutMs", int64_t{300000}));
+      spec.placement.sample_factor = placement.value("sampleFactor", 2);
     }
     return spec;
   } catch (const nlohmann::json::exception& e) {

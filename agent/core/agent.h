@@ -50,6 +50,7 @@ struct AgentConfig {
                                       // its last CANDIDATE (must exceed pending_retry_max)
   Duration replay_window = 5min;      // messages sent longer ago (or ahead) than this are dropped
   Duration invitation_lifetime = 720h;
+  model::Dispatcher default_dispatcher = model::Dispatcher::kAllAtOnce;  // spec.placement.dispatcher unset
 };
 
 // What `invite create` asks for; unset fields take the agent's defaults.
@@ -195,6 +196,8 @@ class Agent {
     std::map<std::string, PendingCancel> cancels;         // by target peer id
     std::map<std::string, PendingDelete> deletes;         // by target peer id, while deleting
     TimePoint round_started{};
+    TimePoint wave_started{};  // Incremental: when the last batch of candidates went out
+    std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
     TimePoint last_approve_sent{};
     TimePoint next_round_at{};
   };
@@ -292,6 +295,8 @@ class Agent {
   RankedTargets rank_targets(const model::WorkloadSpec& spec) const;
   static bool may_hold_something(const CandidateProgress& progress);
   void make_pending(SourceWorkload& workload, const std::string& reason);
+  // Incremental: sends CANDIDATE to the next batch of untried targets.
+  void ask_next_batch(SourceWorkload& workload);
   SourceWorkload* find_source_workload(const std::string& uid);
 
   AgentConfig config_;

@@ -19,6 +19,7 @@ Status check_supported_placement(const model::WorkloadSpec& spec) {
   const model::PlacementSpec& p = spec.placement;
   std::string field;
   if (p.number_of_clusters != 1) field = "numberOfClusters";
+  else if (p.dispatcher == model::Dispatcher::kExternal) field = "dispatcher: External";
   else if (!p.cluster_selector.empty()) field = "clusterSelector";
   else if (!p.claim_selector.empty()) field = "claimSelector";
   else if (p.routing) field = "routing";
@@ -158,6 +159,22 @@ void Agent::start_round(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
   RankedTargets targets = rank_targets(record.spec);
+  // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
+  // d*N best (Sample), or the best k with k more per round (Incremental).
+  const model::PlacementSpec& placement = record.spec.placement;
+  model::Dispatcher dispatcher = placement.dispatcher.value_or(config_.default_dispatcher);
+  workload.untried.clear();
+  if (dispatcher == model::Dispatcher::kSample) {
+    size_t sample = static_cast<size_t>(placement.sample_factor) *
+                    static_cast<size_t>(std::max(1, placement.number_of_clusters));
+    if (targets.ranked.size() > sample) targets.ranked.resize(sample);
+  } else if (dispatcher == model::Dispatcher::kIncremental) {
+    size_t batch = static_cast<size_t>(std::max(1, placement.incremental_batch));
+    if (targets.ranked.size() > batch) {
+      workload.untried.assign(targets.ranked.begin() + static_cast<std::ptrdiff_t>(batch), targets.ranked.end());
+      targets.ranked.resize(batch);
+    }
+  }
   // Whatever the last round still holds (or has queued) somewhere is
   // released, except where the new round's candidate supersedes it: a queued
   // candidate keeps its place in that target's line.
@@ -180,15 +197,36 @@ void Agent::start_round(SourceWorkload& workload) {
   record.updated_at = now;
   persist(record);
   workload.round_started = now;
+  workload.wave_started = now;
   std::string names;
   for (const auto& [peer_id, name] : targets.ranked) {
     names += (names.empty() ? "" : ", ") + name;
     workload.candidates[peer_id] = {CandidateState::kSent, "", now};
   }
-  record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names);
+  record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
+                               (workload.untried.empty()
+                                    ? ""
+                                    : " (" + std::to_string(workload.untried.size()) + " more later)"));
   for (const auto& [peer_id, name] : targets.ranked) {
     send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
+}
+
+void Agent::ask_next_batch(SourceWorkload& workload) {
+  store::WorkloadRecord& record = workload.record;
+  TimePoint now = clock_.now();
+  size_t batch = static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch));
+  size_t count = std::min(batch, workload.untried.size());
+  std::string names;
+  for (size_t i = 0; i < count; ++i) {
+    const auto& [peer_id, name] = workload.untried[i];
+    names += (names.empty() ? "" : ", ") + name;
+    workload.candidates[peer_id] = {CandidateState::kSent, "", now};
+    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
+  }
+  workload.untried.erase(workload.untried.begin(), workload.untried.begin() + static_cast<std::ptrdiff_t>(count));
+  workload.wave_started = now;
+  record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": more candidates " + names);
 }
 
 void Agent::make_pending(SourceWorkload& workload, const std::string& reason) {
@@ -317,6 +355,10 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
                                   [](const auto& entry) {
                                     return entry.second.state == CandidateState::kRejected;
                                   });
+  if (all_rejected && record.winner.empty() && !workload->untried.empty()) {
+    ask_next_batch(*workload);  // Incremental: no point waiting out the round
+    return;
+  }
   if (all_rejected && record.winner.empty()) {
     std::string reason = "all clusters rejected:";
     for (const auto& [peer_id, p] : workload->candidates) {
@@ -500,7 +542,9 @@ void Agent::drive_source_workloads() {
       }
       continue;
     }
-    if (workload.candidates.empty() || now - workload.round_started >= config_.reservation_ttl) {
+    if (!workload.untried.empty()) {
+      if (now - workload.wave_started >= record.spec.placement.round_timeout) ask_next_batch(workload);
+    } else if (workload.candidates.empty() || now - workload.wave_started >= config_.reservation_ttl) {
       // A restart left the round without its candidates, or nobody answered in time.
       start_round(workload);
       continue;

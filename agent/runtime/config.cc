@@ -79,6 +79,16 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
                                 file.wire_encryption + "\"");
       }
     }
+    if (node["defaultDispatcher"]) {
+      std::string name = node["defaultDispatcher"].as<std::string>();
+      if (name == "AllAtOnce") file.timing.default_dispatcher = model::Dispatcher::kAllAtOnce;
+      else if (name == "Incremental") file.timing.default_dispatcher = model::Dispatcher::kIncremental;
+      else if (name == "Sample") file.timing.default_dispatcher = model::Dispatcher::kSample;
+      else {
+        return invalid_argument("agent.yaml defaultDispatcher: expected AllAtOnce, Incremental or Sample, got \"" +
+                                name + "\"");
+      }
+    }
     SHOAL_RETURN_IF_ERROR(read_duration(node, "reservationTTL", &file.timing.reservation_ttl));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetryMax", &file.timing.pending_retry_max));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "queueHold", &file.timing.queue_hold));
@@ -114,6 +124,8 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   }
   out << YAML::Key << "logFormat" << YAML::Value << file.log_format;
   out << YAML::Key << "wireEncryption" << YAML::Value << file.wire_encryption;
+  out << YAML::Key << "defaultDispatcher" << YAML::Value
+      << std::string(model::kDispatcherNames[static_cast<int>(file.timing.default_dispatcher)]);
   out << YAML::Key << "reservationTTL" << YAML::Value
       << format_duration(file.timing.reservation_ttl);
   out << YAML::Key << "heartbeatInterval" << YAML::Value

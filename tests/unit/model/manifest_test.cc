@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "model/manifest.h"
 
 namespace shoal::model {
@@ -110,6 +112,25 @@ TEST(ManifestTest, MalformedStreamsEndWithAnError) {
     auto result = parse_workloads(input);
     EXPECT_FALSE(result.is_ok()) << input;
   }
+}
+
+TEST(ManifestTest, DispatcherFieldsParseAndRoundTripThroughJson) {
+  auto result = parse_workloads(
+      "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n  resources: {cpu: 1}\n"
+      "  placement: {dispatcher: Incremental, incrementalBatch: 4, roundTimeout: 250ms}\n");
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  const PlacementSpec& placement = result->front().placement;
+  EXPECT_EQ(placement.dispatcher, Dispatcher::kIncremental);
+  EXPECT_EQ(placement.incremental_batch, 4);
+  EXPECT_EQ(placement.round_timeout, Duration(250));
+  auto back = workload_spec_from_json(to_json(result->front()));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->placement, placement);
+  std::string head = "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n  resources: {cpu: 1}\n";
+  EXPECT_NE(error_of(head + "  placement: {dispatcher: Random}\n").find("spec.placement.dispatcher: expected AllAtOnce"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  placement: {roundTimeout: 10ms}\n").find("roundTimeout: expected at least 100ms"),
+            std::string::npos);
 }
 
 TEST(ManifestTest, DocumentNumbersCountRealDocumentsOnly) {

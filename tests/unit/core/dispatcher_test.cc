@@ -1,0 +1,118 @@
+// Dispatchers: who hears of a workload, and when (issue 6).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tests/unit/core/world.h"
+
+namespace shoal::core::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::MessageType;
+
+// A source whose own cluster takes nothing, and five targets t1..t5 that
+// invite it. t1 and t2 are the biggest (ranked first by free cpu) but have
+// no node labelled pool=gpu; t3..t5 have one.
+struct Fleet {
+  World world;
+  Node* source = nullptr;
+  std::vector<Node*> targets;
+
+  Fleet() {
+    source = &world.add("source", 1, 100);
+    for (int i = 1; i <= 5; ++i) {
+      bool big = i <= 2;
+      Node& target = world.add("t" + std::to_string(i), big ? 8 : 2, 8000, [&](model::ClusterSpec& spec) {
+        if (!big) spec.nodes[0].labels["pool"] = "gpu";
+      });
+      world.invite(target, *source);
+      targets.push_back(&target);
+    }
+    world.run_for(3s);
+  }
+
+  std::string name_of(const std::string& id) {
+    for (Node* t : targets) {
+      if (t->id == id) return t->name;
+    }
+    return "?";
+  }
+};
+
+model::WorkloadSpec gpu_job(model::Dispatcher dispatcher) {
+  model::WorkloadSpec spec = workload("job", 1000, 60s);
+  spec.node_selector["pool"] = "gpu";
+  spec.placement.dispatcher = dispatcher;
+  spec.placement.incremental_batch = 2;
+  return spec;
+}
+
+TEST(DispatcherTest, SampleContactsOnlyTheDTimesNBestRanked) {
+  Fleet fleet;
+  model::WorkloadSpec spec = workload("job", 1000, 60s);
+  spec.placement.dispatcher = model::Dispatcher::kSample;  // d = 2, N = 1
+  ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
+  std::set<std::string> asked;
+  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
+    return true;
+  });
+  EXPECT_EQ(asked, (std::set<std::string>{"t1", "t2"})) << "the two roomiest";
+  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+}
+
+TEST(DispatcherTest, IncrementalAsksTheNextBatchWhenTheFirstAllRejects) {
+  Fleet fleet;
+  ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kIncremental)}).is_ok());
+  std::vector<std::string> asked;
+  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
+    return true;
+  });
+  ASSERT_GE(asked.size(), 4u);
+  EXPECT_EQ(std::set<std::string>(asked.begin(), asked.begin() + 2), (std::set<std::string>{"t1", "t2"}));
+  EXPECT_EQ(std::set<std::string>(asked.begin() + 2, asked.begin() + 4), (std::set<std::string>{"t3", "t4"}));
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), "t5"), 0) << "bound before t5 was needed";
+  auto record = fleet.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4") << record->cluster;
+}
+
+TEST(DispatcherTest, IncrementalAsksMoreAfterTheRoundTimeoutWhenNobodyAnswers) {
+  Fleet fleet;
+  model::WorkloadSpec spec = workload("job", 1000, 60s);
+  spec.placement.dispatcher = model::Dispatcher::kIncremental;
+  spec.placement.incremental_batch = 2;
+  spec.placement.round_timeout = 2s;
+  ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
+  // t1 and t2 are unresponsive: whatever is sent to them is lost.
+  auto lossy = [&](const Wire& w) { return fleet.name_of(w.to) != "t1" && fleet.name_of(w.to) != "t2"; };
+  fleet.world.run_for(1500ms, 250ms, lossy);
+  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kPlacing);
+  fleet.world.run_for(1500ms, 250ms, lossy);
+  auto record = fleet.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4") << record->cluster;
+}
+
+TEST(DispatcherTest, AllAtOnceAsksEveryEligibleTarget) {
+  Fleet fleet;
+  ASSERT_TRUE(fleet.source->agent->submit({workload("job", 1000, 60s)}).is_ok());
+  std::set<std::string> asked;
+  fleet.world.run_for(1s, 250ms, [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
+    return true;
+  });
+  EXPECT_EQ(asked.size(), 5u);
+}
+
+TEST(DispatcherTest, ExternalIsRefusedAtSubmitUntilNominationsExist) {
+  Fleet fleet;
+  auto submitted = fleet.source->agent->submit({gpu_job(model::Dispatcher::kExternal)});
+  ASSERT_FALSE(submitted.is_ok());
+  EXPECT_NE(submitted.status().message().find("dispatcher: External"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
