@@ -251,6 +251,10 @@ class Agent {
   void on_cancel(const std::string& from, const protocol::Cancel& message);
   void on_status_ack(const std::string& from, const protocol::StatusAck& message);
   void on_delete(const std::string& from, const protocol::Delete& message);
+  // Forgets a queued candidate and releases what `key` holds at `epoch` or
+  // older; bound or running work only with `stop_bound`. False when it left
+  // such work alone.
+  bool withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound);
   // `source` may start nothing new here: its unapproved reservations and
   // queued candidates go; with `evict` its running work is stopped and
   // reported Failed with reason Revoked.

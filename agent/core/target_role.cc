@@ -248,31 +248,29 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   send_status(reservation);
 }
 
-void Agent::on_cancel(const std::string& from, const protocol::Cancel& message) {
-  ReservationKey key{from, message.uid};
+bool Agent::withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound) {
   auto queued = queued_.find(key);
-  if (queued != queued_.end() && queued->second.epoch <= message.epoch) queued_.erase(queued);
+  if (queued != queued_.end() && queued->second.epoch <= epoch) queued_.erase(queued);
   auto it = reservations_.find(key);
-  if (it != reservations_.end() && it->second.record.epoch <= message.epoch) {
-    if (it->second.record.phase != store::ReservationPhase::kReserved) {
-      // Bound work is stopped only by delete (a later issue), never by CANCEL.
-      return;
-    }
-    release_reservation(key, "cancelled by source");
+  if (it == reservations_.end() || it->second.record.epoch > epoch) return true;
+  bool bound = it->second.record.phase == store::ReservationPhase::kBound ||
+               it->second.record.phase == store::ReservationPhase::kRunning;
+  if (bound && !stop_bound) return false;
+  release_reservation(key, bound ? "stopped: deleted by its source"
+                                 : stop_bound ? "deleted by its source" : "cancelled by source");
+  return true;
+}
+
+void Agent::on_cancel(const std::string& from, const protocol::Cancel& message) {
+  // CANCEL withdraws candidates and reservations only; bound work is stopped
+  // by DELETE, never by a (possibly stale) CANCEL, and gets no RELEASED.
+  if (withdraw({from, message.uid}, message.epoch, /*stop_bound=*/false)) {
+    send(from, protocol::Released{message.uid, message.epoch});
   }
-  send(from, protocol::Released{message.uid, message.epoch});
 }
 
 void Agent::on_delete(const std::string& from, const protocol::Delete& message) {
-  ReservationKey key{from, message.uid};
-  auto queued = queued_.find(key);
-  if (queued != queued_.end() && queued->second.epoch <= message.epoch) queued_.erase(queued);
-  auto it = reservations_.find(key);
-  if (it != reservations_.end() && it->second.record.epoch <= message.epoch) {
-    bool running = it->second.record.phase == store::ReservationPhase::kBound ||
-                   it->second.record.phase == store::ReservationPhase::kRunning;
-    release_reservation(key, running ? "stopped: deleted by its source" : "deleted by its source");
-  }
+  withdraw({from, message.uid}, message.epoch, /*stop_bound=*/true);
   send(from, protocol::Released{message.uid, message.epoch});
 }
 

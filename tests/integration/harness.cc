@@ -193,4 +193,14 @@ std::string write_workloads(const std::string& dir, const std::string& prefix, i
   return path;
 }
 
+void make_curve_client(zmq::socket_t& socket, const crypto::Identity& identity,
+                       const crypto::PublicKey& server) {
+  crypto::CurveKeyPair keys = identity.curve_keys();
+  auto server_key = crypto::curve_public_key(server);
+  if (!server_key.is_ok()) throw std::runtime_error(server_key.status().message());
+  socket.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server_key->data(), server_key->size()));
+  socket.set(zmq::sockopt::curve_publickey, zmq::const_buffer(keys.public_key.data(), keys.public_key.size()));
+  socket.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys.secret_key.data(), keys.secret_key.size()));
+}
+
 }  // namespace shoal::testing

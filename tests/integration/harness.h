@@ -9,6 +9,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "crypto/identity.h"
 
 namespace shoal::testing {
 
@@ -78,5 +81,10 @@ std::string write_workloads(const std::string& dir, const std::string& prefix, i
                             const std::string& cpu, const std::string& duration);
 
 std::string bin_path(const std::string& binary);
+
+// Makes `socket` a CURVE client of the agent whose key is `server`,
+// authenticating as `identity` (keys derived as shoald derives them).
+void make_curve_client(zmq::socket_t& socket, const crypto::Identity& identity,
+                       const crypto::PublicKey& server);
 
 }  // namespace shoal::testing

@@ -38,16 +38,6 @@ std::vector<uint8_t> sealed_hello(const crypto::Identity& sender, const crypto::
   return protocol::seal(envelope, sender);
 }
 
-void curve_client(zmq::socket_t& socket, const crypto::Identity& identity,
-                  const crypto::PublicKey& server) {
-  crypto::CurveKeyPair keys = identity.curve_keys();
-  auto server_key = crypto::curve_public_key(server);
-  ASSERT_TRUE(server_key.is_ok());
-  socket.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server_key->data(), server_key->size()));
-  socket.set(zmq::sockopt::curve_publickey, zmq::const_buffer(keys.public_key.data(), 32));
-  socket.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys.secret_key.data(), 32));
-}
-
 TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
   ASSERT_TRUE(crypto::initialize().is_ok());
   TempDir dir;
@@ -70,7 +60,7 @@ TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
-  curve_client(socket, *peer_identity, target_card->public_key);
+  make_curve_client(socket, *peer_identity, target_card->public_key);
   socket.connect(target.endpoint());
   auto send = [&](const std::vector<uint8_t>& bytes) {
     socket.send(zmq::buffer(bytes), zmq::send_flags::none);
@@ -128,7 +118,7 @@ TEST(HostileWire, PlainTextAndUninvitedKeysNeverReachTheMessageLayer) {
   plain.send(zmq::buffer(garbage), zmq::send_flags::dontwait);  // queued; the handshake fails
   zmq::socket_t uninvited(context, zmq::socket_type::dealer);
   uninvited.set(zmq::sockopt::linger, 0);
-  curve_client(uninvited, stranger, target_card->public_key);
+  make_curve_client(uninvited, stranger, target_card->public_key);
   uninvited.connect(target.endpoint());
   uninvited.send(zmq::buffer(garbage), zmq::send_flags::dontwait);
   EXPECT_TRUE(wait_until(
@@ -139,7 +129,7 @@ TEST(HostileWire, PlainTextAndUninvitedKeysNeverReachTheMessageLayer) {
       10s));
   zmq::socket_t welcome(context, zmq::socket_type::dealer);
   welcome.set(zmq::sockopt::linger, 0);
-  curve_client(welcome, invited, target_card->public_key);
+  make_curve_client(welcome, invited, target_card->public_key);
   welcome.connect(target.endpoint());
   welcome.send(zmq::buffer(garbage), zmq::send_flags::none);
   EXPECT_TRUE(wait_until([&] { return dropped(target, "Malformed") >= 1; }, 10s));

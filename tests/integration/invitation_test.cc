@@ -128,14 +128,9 @@ class Invitations : public ::testing::Test {
     ASSERT_TRUE(source_identity.is_ok());
     auto target_card = crypto::parse_id_card(target_.identity());
     ASSERT_TRUE(target_card.is_ok());
-    crypto::CurveKeyPair keys = source_identity->curve_keys();
-    auto server_key = crypto::curve_public_key(target_card->public_key);
-    ASSERT_TRUE(server_key.is_ok());
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
     socket.set(zmq::sockopt::linger, 2000);  // let the message out before close
-    socket.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server_key->data(), 32));
-    socket.set(zmq::sockopt::curve_publickey, zmq::const_buffer(keys.public_key.data(), 32));
-    socket.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys.secret_key.data(), 32));
+    make_curve_client(socket, *source_identity, target_card->public_key);
     socket.connect(target_.endpoint());
     socket.send(zmq::buffer(wire), zmq::send_flags::none);
   }

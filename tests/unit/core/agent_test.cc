@@ -10,11 +10,6 @@ namespace {
 using namespace std::chrono_literals;
 using protocol::MessageType;
 
-model::Phase phase_of(Node& node, const std::string& name) {
-  auto record = node.agent->find_workload("default", name);
-  EXPECT_TRUE(record.has_value()) << name;
-  return record ? record->phase : model::Phase::kPending;
-}
 
 // Reservations at `node` that are or were bound (not merely reserved).
 int bound_copies(Node& node, const std::string& uid) {

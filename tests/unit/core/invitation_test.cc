@@ -13,16 +13,7 @@ namespace {
 using namespace std::chrono_literals;
 using protocol::MessageType;
 
-model::Phase phase_of(Node& node, const std::string& name) {
-  auto record = node.agent->find_workload("default", name);
-  EXPECT_TRUE(record.has_value()) << name;
-  return record ? record->phase : model::Phase::kPending;
-}
 
-std::string reason_of(Node& node, const std::string& name) {
-  auto record = node.agent->find_workload("default", name);
-  return record ? record->reason : "";
-}
 
 const InvitationView* find_view(const std::vector<InvitationView>& views, const std::string& id,
                                 const std::string& direction) {

@@ -191,6 +191,18 @@ class World {
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
+// The phase and reason of a workload in namespace "default" at `node`.
+inline model::Phase phase_of(Node& node, const std::string& name) {
+  auto record = node.agent->find_workload("default", name);
+  EXPECT_TRUE(record.has_value()) << name;
+  return record ? record->phase : model::Phase::kPending;
+}
+
+inline std::string reason_of(Node& node, const std::string& name) {
+  auto record = node.agent->find_workload("default", name);
+  return record ? record->reason : "";
+}
+
 inline model::WorkloadSpec workload(const std::string& name, int64_t cpu_milli,
                                     Duration duration = Duration(2000),
                                     const std::string& namespace_name = "default") {
