@@ -48,7 +48,7 @@ class ZmqTransport final : public core::Transport {
   // A CURVE handshake the peer refused (it did not know our key yet) is not
   // retried by ZeroMQ; a connection that stays unusable this long is
   // replaced by a fresh one.
-  static constexpr std::chrono::seconds kReconnectAfter{3};
+  static constexpr std::chrono::seconds kReconnectAfter{1};
   zmq::socket_t* connection_for(const std::string& peer_id, const std::string& endpoint);
 
   zmq::context_t& context_;
