@@ -300,6 +300,10 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
     }
     return;
   }
+  if (!workload->candidates.count(from)) {
+    cancel_at(*workload, from, message.epoch);  // never asked this epoch: not a contender
+    return;
+  }
   bool served_from_queue = record.phase == model::Phase::kPending;
   if (record.phase != model::Phase::kPlacing && !served_from_queue) {
     cancel_at(*workload, from, message.epoch);

@@ -173,9 +173,10 @@ std::map<Agent::ReservationKey, std::string> Agent::serve_queue() {
     }
     QueuedCandidate entry = std::move(queued_.at(key));
     queued_.erase(key);
-    // Admitted together, several candidates of one source could overrun its
-    // invitation's limits; each is checked against what is already reserved.
-    std::string refusal = limit_refusal(key.first, entry.spec);
+    // The invitation may have expired while it waited, and several
+    // candidates of one source admitted together could overrun its limits:
+    // each is checked again against what is already reserved.
+    std::string refusal = reject_reason_for(key.first, entry.spec);
     if (!refusal.empty()) {
       cluster_.release(cluster_key(key.first, key.second));
       reject_candidate(key.first, {key.second, entry.epoch, entry.spec}, refusal);
