@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,8 @@ struct WorkloadRecord {
   int32_t exit_code = 0;
   uint64_t status_generation = 0;  // newest STATUS generation mirrored
   bool deleting = false;           // `shoalctl delete` asked; remote copies are being stopped
+  // External dispatcher: the clusters an operator nominated (nullopt: none yet).
+  std::optional<std::vector<std::string>> nominations;
 };
 
 // Target side: what a source asked this cluster to hold or run.

@@ -44,6 +44,7 @@ const char* const kMigrations[] = {
     ALTER TABLE peers ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE invitations ADD COLUMN replaced INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE workloads ADD COLUMN deleting INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE workloads ADD COLUMN nominations TEXT;
     )sql",
 };
 
@@ -210,8 +211,8 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       Statement s,
       db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
                    "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
-                   "finished_at, exit_code, status_generation, deleting) VALUES (?1, ?2, ?3, ?4, ?5, "
-                   "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"));
+                   "finished_at, exit_code, status_generation, deleting, nominations) VALUES (?1, ?2, ?3, "
+                   "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"));
   return s.bind(1, w.uid)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
@@ -229,6 +230,7 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       .bind(15, int64_t{w.exit_code})
       .bind(16, static_cast<int64_t>(w.status_generation))
       .bind(17, int64_t{w.deleting ? 1 : 0})
+      .bind(18, w.nominations ? nodes_to_text(*w.nominations) : std::string())
       .run();
 }
 
@@ -241,8 +243,8 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
       db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
-                   "updated_at, started_at, finished_at, exit_code, status_generation, deleting "
-                   "FROM workloads ORDER BY created_at, uid"));
+                   "updated_at, started_at, finished_at, exit_code, status_generation, deleting, "
+                   "nominations FROM workloads ORDER BY created_at, uid"));
   std::vector<WorkloadRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
@@ -269,6 +271,11 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
     w.exit_code = static_cast<int32_t>(s.column_int(12));
     w.status_generation = static_cast<uint64_t>(s.column_int(13));
     w.deleting = s.column_int(14) != 0;
+    if (std::string text = s.column_text(15); !text.empty()) {
+      auto nominations = nodes_from_text(text);
+      if (!nominations.is_ok()) return nominations.status().with_context("workload " + w.uid);
+      w.nominations = std::move(nominations).value();
+    }
     out.push_back(std::move(w));
   }
   return out;

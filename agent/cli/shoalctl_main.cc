@@ -255,6 +255,20 @@ int cmd_get_reservations(const Options& o) {
   return 0;
 }
 
+int cmd_nominate(const Options& o, const std::string& target, const std::vector<std::string>& clusters) {
+  size_t slash = target.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
+    return fail(invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\""));
+  }
+  auto reply = call_agent(o.data_dir, {{"command", "nominate"},
+                                       {"namespace", target.substr(0, slash)},
+                                       {"name", target.substr(slash + 1)},
+                                       {"clusters", clusters}});
+  if (!reply.is_ok()) return fail(reply.status());
+  std::cout << "workload " << target << " nominated to " << clusters.size() << " cluster(s)\n";
+  return 0;
+}
+
 int cmd_delete_workload(const Options& o, const std::string& target) {
   size_t slash = target.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
@@ -422,6 +436,15 @@ int main(int argc, char** argv) {
       "workload", "Stop a workload wherever it runs or is reserved, then forget it");
   delete_workload->add_option("NS/NAME", delete_target, "namespace/name")->required();
 
+  std::string nominate_target;
+  std::vector<std::string> nominate_clusters;
+  auto* nominate = app.add_subcommand(
+      "nominate", "External dispatcher: the clusters a workload may be placed on (until it is bound)");
+  nominate->add_option("NS/NAME", nominate_target, "namespace/name")->required();
+  nominate->add_option("--clusters", nominate_clusters, "Cluster names, comma-separated")
+      ->required()
+      ->delimiter(',');
+
   std::string describe_peer_name;
   auto* describe_peer = describe->add_subcommand("peer", "A peer's state, invitations and audit events");
   describe_peer->add_option("NAME", describe_peer_name, "The peer's cluster name or id")->required();
@@ -472,6 +495,7 @@ int main(int argc, char** argv) {
   if (*invite_revoke) return cmd_invite_revoke(options, revoke_id, revoke_evict);
   if (*describe_peer) return cmd_describe_peer(options, describe_peer_name);
   if (*delete_workload) return cmd_delete_workload(options, delete_target);
+  if (*nominate) return cmd_nominate(options, nominate_target, nominate_clusters);
   if (*invite_accept) return cmd_invite_accept(options, token_or_file);
   if (*peers) return cmd_peers(options);
   if (*submit) return cmd_submit(options, submit_file);

@@ -144,6 +144,11 @@ class Agent {
   // (its events stay). Until every copy is confirmed stopped the workload
   // shows reason "Deleting"; the name is free again afterwards.
   Status delete_workload(const std::string& namespace_name, const std::string& name);
+  // External dispatcher: place only on these clusters (by name). Replacing
+  // the nominations cancels candidates at clusters no longer named; refused
+  // once the workload is bound.
+  Status nominate(const std::string& namespace_name, const std::string& name,
+                  const std::vector<std::string>& clusters);
 
   std::vector<store::WorkloadRecord> workloads() const;
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,

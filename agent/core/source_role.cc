@@ -19,7 +19,6 @@ Status check_supported_placement(const model::WorkloadSpec& spec) {
   const model::PlacementSpec& p = spec.placement;
   std::string field;
   if (p.number_of_clusters != 1) field = "numberOfClusters";
-  else if (p.dispatcher == model::Dispatcher::kExternal) field = "dispatcher: External";
   else if (!p.cluster_selector.empty()) field = "clusterSelector";
   else if (!p.claim_selector.empty()) field = "claimSelector";
   else if (p.routing) field = "routing";
@@ -168,6 +167,14 @@ void Agent::start_round(SourceWorkload& workload) {
     size_t sample = static_cast<size_t>(placement.sample_factor) *
                     static_cast<size_t>(std::max(1, placement.number_of_clusters));
     if (targets.ranked.size() > sample) targets.ranked.resize(sample);
+  } else if (dispatcher == model::Dispatcher::kExternal) {
+    // Only the operator's nominees, in rank order.
+    const auto& nominated = record.nominations;
+    std::erase_if(targets.ranked, [&](const auto& target) {
+      return !nominated || std::find(nominated->begin(), nominated->end(),
+                                     cluster_name_of(target.first)) == nominated->end();
+    });
+    if (!nominated) targets.reason = " waiting for nominations (shoalctl nominate)";
   } else if (dispatcher == model::Dispatcher::kIncremental) {
     size_t batch = static_cast<size_t>(std::max(1, placement.incremental_batch));
     if (targets.ranked.size() > batch) {
@@ -442,6 +449,38 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
                                    cluster_name_of(from) +
                                    (message.evict ? "; our work there is being stopped" : ""));
   if (!may_send_as_target(from)) peers_[from].capacity.clear();  // nothing to place there any more
+}
+
+Status Agent::nominate(const std::string& namespace_name, const std::string& name,
+                       const std::vector<std::string>& clusters) {
+  auto uid = uid_by_name_.find(namespace_name + "/" + name);
+  if (uid == uid_by_name_.end()) {
+    return not_found("workload " + namespace_name + "/" + name + " not found");
+  }
+  SourceWorkload& workload = workloads_.at(uid->second);
+  store::WorkloadRecord& record = workload.record;
+  if (record.spec.placement.dispatcher.value_or(config_.default_dispatcher) != model::Dispatcher::kExternal) {
+    return invalid_argument("workload " + record.spec.key() +
+                            " does not use spec.placement.dispatcher: External; nothing to nominate");
+  }
+  if (clusters.empty()) return invalid_argument("--clusters: expected at least one cluster name");
+  if (record.deleting) return invalid_argument("workload " + record.spec.key() + " is being deleted");
+  bool bound = !record.winner.empty() || (record.phase != model::Phase::kPending &&
+                                          record.phase != model::Phase::kPlacing);
+  if (bound) {
+    return invalid_argument("workload " + record.spec.key() + " is already bound at " + record.cluster +
+                            "; nominations cannot change once bound");
+  }
+  record.nominations = clusters;
+  std::string list;
+  for (const auto& cluster : clusters) list += (list.empty() ? "" : ",") + cluster;
+  record_event(record.uid, "nominated " + list);
+  // A new round asks the nominees and cancels every candidate not nominated
+  // any more.
+  persist(record);
+  start_round(workload);
+  drain_local();
+  return store_health_;
 }
 
 Status Agent::delete_workload(const std::string& namespace_name, const std::string& name) {

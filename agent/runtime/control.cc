@@ -213,6 +213,12 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
     return json{{"ok", true}, {"items", items}};
   }
   if (command == "get-reservations") return reservations_json(agent);
+  if (command == "nominate") {
+    SHOAL_RETURN_IF_ERROR(agent.nominate(request.at("namespace").get<std::string>(),
+                                         request.at("name").get<std::string>(),
+                                         request.at("clusters").get<std::vector<std::string>>()));
+    return json{{"ok", true}};
+  }
   if (command == "delete-workload") {
     SHOAL_RETURN_IF_ERROR(agent.delete_workload(request.at("namespace").get<std::string>(),
                                                 request.at("name").get<std::string>()));

@@ -107,11 +107,42 @@ TEST(DispatcherTest, AllAtOnceAsksEveryEligibleTarget) {
   EXPECT_EQ(asked.size(), 5u);
 }
 
-TEST(DispatcherTest, ExternalIsRefusedAtSubmitUntilNominationsExist) {
+TEST(DispatcherTest, ExternalBindsOnlyAfterNominateAndRenominatingCancels) {
   Fleet fleet;
-  auto submitted = fleet.source->agent->submit({gpu_job(model::Dispatcher::kExternal)});
-  ASSERT_FALSE(submitted.is_ok());
-  EXPECT_NE(submitted.status().message().find("dispatcher: External"), std::string::npos);
+  ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kExternal)}).is_ok());
+  std::set<std::string> asked;
+  auto count = [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
+    return true;
+  };
+  fleet.world.run_for(2s, 250ms, count);
+  EXPECT_TRUE(asked.empty());
+  EXPECT_NE(reason_of(*fleet.source, "job").find("waiting for nominations"), std::string::npos)
+      << reason_of(*fleet.source, "job");
+  // Nominate t3, which never answers; then renominate t4: t3 is cancelled.
+  ASSERT_TRUE(fleet.source->agent->nominate("default", "job", {"t3"}).is_ok());
+  bool cancelled_t3 = false;
+  auto t3_silent = [&](const Wire& w) {
+    count(w);
+    cancelled_t3 |= w.type == MessageType::kCancel && fleet.name_of(w.to) == "t3";
+    return fleet.name_of(w.to) != "t3" && fleet.name_of(w.from) != "t3";
+  };
+  fleet.world.run_for(1s, 250ms, t3_silent);
+  EXPECT_EQ(phase_of(*fleet.source, "job"), model::Phase::kPlacing);
+  ASSERT_TRUE(fleet.source->agent->nominate("default", "job", {"t4"}).is_ok());
+  fleet.world.run_for(2s, 250ms, t3_silent);
+  EXPECT_TRUE(cancelled_t3);
+  EXPECT_EQ(asked, (std::set<std::string>{"t3", "t4"}));
+  auto record = fleet.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(record->cluster, "t4");
+  // Bound: the nominations are immutable.
+  Status again = fleet.source->agent->nominate("default", "job", {"t5"});
+  EXPECT_EQ(again.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(again.message().find("already bound at t4"), std::string::npos) << again.message();
+  // Nominating a workload of another dispatcher is refused.
+  ASSERT_TRUE(fleet.source->agent->submit({workload("plain", 1000)}).is_ok());
+  EXPECT_EQ(fleet.source->agent->nominate("default", "plain", {"t1"}).code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

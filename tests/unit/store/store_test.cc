@@ -61,6 +61,12 @@ TEST_F(StoreTest, WorkloadsAndReservationsSurviveReopen) {
   {
     auto store = open();
     ASSERT_TRUE(store->put_workload(sample_workload()).is_ok());
+    WorkloadRecord nominated = sample_workload();
+    nominated.uid = "u2";
+    nominated.spec.name = "nominated";
+    nominated.nominations = std::vector<std::string>{"east", "west"};
+    nominated.deleting = true;
+    ASSERT_TRUE(store->put_workload(nominated).is_ok());
     ReservationRecord r;
     r.source = "src";
     r.uid = "u1";
@@ -76,8 +82,13 @@ TEST_F(StoreTest, WorkloadsAndReservationsSurviveReopen) {
   auto store = open();
   auto workloads = store->load_workloads();
   ASSERT_TRUE(workloads.is_ok());
-  ASSERT_EQ(workloads->size(), 1u);
-  const WorkloadRecord& w = workloads->front();
+  ASSERT_EQ(workloads->size(), 2u);
+  const WorkloadRecord& w = workloads->at(0).uid == "u2" ? workloads->at(1) : workloads->at(0);
+  const WorkloadRecord& n = workloads->at(0).uid == "u2" ? workloads->at(0) : workloads->at(1);
+  EXPECT_FALSE(w.nominations.has_value());
+  EXPECT_FALSE(w.deleting);
+  EXPECT_EQ(n.nominations, (std::vector<std::string>{"east", "west"}));
+  EXPECT_TRUE(n.deleting);
   EXPECT_EQ(w.spec, sample_workload().spec);
   EXPECT_EQ(w.phase, model::Phase::kRunning);
   EXPECT_EQ(w.epoch, 3u);
