@@ -255,41 +255,44 @@ int cmd_get_reservations(const Options& o) {
   return 0;
 }
 
-int cmd_nominate(const Options& o, const std::string& target, const std::vector<std::string>& clusters) {
+// {"namespace", "name"} from NS/NAME, or the one-line usage error.
+Result<json> workload_request(const std::string& target) {
   size_t slash = target.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
-    return fail(invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\""));
+    return invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\"");
   }
-  auto reply = call_agent(o.data_dir, {{"command", "nominate"},
-                                       {"namespace", target.substr(0, slash)},
-                                       {"name", target.substr(slash + 1)},
-                                       {"clusters", clusters}});
+  return json{{"namespace", target.substr(0, slash)}, {"name", target.substr(slash + 1)}};
+}
+
+int cmd_nominate(const Options& o, const std::string& target, const std::vector<std::string>& clusters) {
+  auto request = workload_request(target);
+  if (!request.is_ok()) return fail(request.status());
+  json body = *request;
+  body["command"] = "nominate";
+  body["clusters"] = clusters;
+  auto reply = call_agent(o.data_dir, body);
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "workload " << target << " nominated to " << clusters.size() << " cluster(s)\n";
   return 0;
 }
 
 int cmd_delete_workload(const Options& o, const std::string& target) {
-  size_t slash = target.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
-    return fail(invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\""));
-  }
-  auto reply = call_agent(o.data_dir, {{"command", "delete-workload"},
-                                       {"namespace", target.substr(0, slash)},
-                                       {"name", target.substr(slash + 1)}});
+  auto request = workload_request(target);
+  if (!request.is_ok()) return fail(request.status());
+  json body = *request;
+  body["command"] = "delete-workload";
+  auto reply = call_agent(o.data_dir, body);
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "workload " << target << " deleting (its copies are stopped, then it is forgotten)\n";
   return 0;
 }
 
 int cmd_describe_workload(const Options& o, const std::string& target) {
-  size_t slash = target.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
-    return fail(invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\""));
-  }
-  auto reply = call_agent(o.data_dir, {{"command", "describe-workload"},
-                                       {"namespace", target.substr(0, slash)},
-                                       {"name", target.substr(slash + 1)}});
+  auto request = workload_request(target);
+  if (!request.is_ok()) return fail(request.status());
+  json body = *request;
+  body["command"] = "describe-workload";
+  auto reply = call_agent(o.data_dir, body);
   if (!reply.is_ok()) return fail(reply.status());
   const json& w = *reply;
   if (o.output == "json") {
