@@ -11,10 +11,8 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -26,6 +24,7 @@
 #include "agent/runtime/config.h"
 #include "agent/runtime/control.h"
 #include "agent/runtime/zmq_transport.h"
+#include "common/file.h"
 #include "crypto/identity.h"
 #include "model/manifest.h"
 #include "store/sqlite_store.h"
@@ -54,18 +53,11 @@ class SodiumRng final : public core::Rng {
   }
 };
 
-Result<std::string> read_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) return not_found(what + " " + path + ": cannot read");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
   if (file.cluster_config.empty()) return model::default_cluster_spec(file.cluster);
-  SHOAL_ASSIGN_OR_RETURN(std::string text, read_file(file.cluster_config, "cluster manifest"));
-  SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(text));
+  std::optional<std::string> text = read_text_file(file.cluster_config);
+  if (!text) return not_found("cluster manifest " + file.cluster_config + ": cannot read");
+  SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(*text));
   SHOAL_RETURN_IF_ERROR(cluster::FairShareScheduler::create(spec).status());
   if (spec.name != file.cluster) {
     return invalid_argument("cluster manifest metadata.name: expected \"" + file.cluster +

@@ -11,9 +11,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include "common/file.h"
 
 namespace shoal::testing {
 
@@ -21,12 +22,7 @@ std::string bin_path(const std::string& binary) { return std::string(SHOAL_BIN_D
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string slurp(const std::string& path) { return read_text_file(path).value_or(""); }
 
 pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path,
             const std::string& err_path) {

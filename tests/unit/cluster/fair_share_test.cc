@@ -4,21 +4,15 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "agent/cluster/fair_share.h"
+#include "common/file.h"
 #include "model/manifest.h"
 
 namespace shoal::cluster {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string slurp(const std::string& path) { return read_text_file(path).value_or(""); }
 
 // Runs configs/examples/fairshare-<name> and returns queue -> namespace -> cpu (cores).
 std::map<std::string, std::map<std::string, double>> run_example(const std::string& name) {

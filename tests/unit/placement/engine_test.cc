@@ -2,10 +2,9 @@
 // the issue states; plus predicate and prioritizer behavior.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "agent/placement/engine.h"
+#include "common/file.h"
 #include "model/manifest.h"
 #include "model/placement_parse.h"
 
@@ -17,12 +16,7 @@ struct Example {
   model::WorkloadSpec workload;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string slurp(const std::string& path) { return read_text_file(path).value_or(""); }
 
 Example load(const std::string& name) {
   std::string dir = std::string(SHOAL_SOURCE_DIR) + "/configs/examples/placement/" + name;
