@@ -156,6 +156,8 @@ class Agent {
   Result<std::vector<store::EventRecord>> events(const std::string& subject);
   std::vector<store::ReservationRecord> reservations() const;
   std::vector<PeerView> peers() const;
+  // Every known peer's id, without building views (for the handshake check).
+  std::vector<std::string> peer_ids() const;
   const AgentStats& stats() const { return stats_; }
   const std::string& self_id() const { return self_id_; }
 

@@ -176,6 +176,13 @@ Status Agent::revoke_invitation(const std::string& id, bool evict) {
   return store_health_;
 }
 
+std::vector<std::string> Agent::peer_ids() const {
+  std::vector<std::string> out;
+  out.reserve(peers_.size());
+  for (const auto& [id, peer] : peers_) out.push_back(id);
+  return out;
+}
+
 std::vector<PeerView> Agent::peers() const {
   std::vector<PeerView> out;
   TimePoint now = clock_.now();

@@ -251,16 +251,16 @@ class Loop {
   }
 
   std::optional<std::string> peer_with_curve_key(const crypto::CurveKey& key) {
-    for (const auto& peer : agent_.peers()) {
-      auto cached = curve_keys_.find(peer.id);
+    for (const std::string& id : agent_.peer_ids()) {
+      auto cached = curve_keys_.find(id);
       if (cached == curve_keys_.end()) {
-        auto ed25519 = crypto::key_from_text(peer.id, "peer id");
+        auto ed25519 = crypto::key_from_text(id, "peer id");
         if (!ed25519.is_ok()) continue;
         auto curve = crypto::curve_public_key(*ed25519);
         if (!curve.is_ok()) continue;
-        cached = curve_keys_.emplace(peer.id, *curve).first;
+        cached = curve_keys_.emplace(id, *curve).first;
       }
-      if (cached->second == key) return peer.id;
+      if (cached->second == key) return id;
     }
     return std::nullopt;
   }
