@@ -37,7 +37,7 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   SHOAL_RETURN_IF_ERROR(f.only_known(
       body, "spec",
       {"queue", "priority", "replicas", "resources", "duration", "exitCode", "placement",
-       "nodeSelector", "minAvailable"}));
+       "nodeSelector", "minAvailable", "restartPolicy"}));
   if (body["queue"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
     SHOAL_RETURN_IF_ERROR(
@@ -72,6 +72,13 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
     SHOAL_ASSIGN_OR_RETURN(int64_t min_available,
                            f.integer(body["minAvailable"], "spec.minAvailable", 1, spec.replicas));
     spec.min_available = static_cast<int32_t>(min_available);
+  }
+  if (body["restartPolicy"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string policy, f.scalar(body["restartPolicy"], "spec.restartPolicy"));
+    if (policy == "OnFailure") spec.restart_policy = RestartPolicy::kOnFailure;
+    else if (policy != "Never") {
+      return f.fail("spec.restartPolicy", "expected Never or OnFailure, got \"" + policy + "\"");
+    }
   }
   if (body["placement"]) {
     SHOAL_ASSIGN_OR_RETURN(

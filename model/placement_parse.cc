@@ -158,7 +158,8 @@ Result<PlacementSpec> parse_placement(const YAML::Node& node, const std::string&
   SHOAL_RETURN_IF_ERROR(f.only_known(node, "", {"numberOfClusters", "clusters", "clusterSelector",
                                                 "claimSelector", "routing", "spreadPolicy",
                                                 "prioritizerPolicy", "dispatcher", "incrementalBatch",
-                                                "roundTimeout", "sampleFactor"}));
+                                                "roundTimeout", "sampleFactor", "readyWindow",
+                                                "minReady"}));
   if (node["dispatcher"]) {
     SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(node["dispatcher"], ".dispatcher"));
     for (size_t i = 0; i < std::size(kDispatcherNames); ++i) {
@@ -182,6 +183,14 @@ Result<PlacementSpec> parse_placement(const YAML::Node& node, const std::string&
   if (node["sampleFactor"]) {
     SHOAL_ASSIGN_OR_RETURN(int64_t d, f.integer(node["sampleFactor"], ".sampleFactor", 1, 100));
     spec.sample_factor = static_cast<int32_t>(d);
+  }
+  if (node["readyWindow"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(node["readyWindow"], ".readyWindow"));
+    SHOAL_ASSIGN_OR_RETURN(spec.ready_window, parse_duration(text, f.prefix() + ".readyWindow"));
+  }
+  if (node["minReady"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t n, f.integer(node["minReady"], ".minReady", 1, 10000));
+    spec.min_ready = static_cast<int32_t>(n);
   }
   if (node["numberOfClusters"]) {
     SHOAL_ASSIGN_OR_RETURN(int64_t n, f.integer(node["numberOfClusters"], ".numberOfClusters", 1, 10000));

@@ -71,6 +71,8 @@ struct PlacementSpec {
   int32_t incremental_batch = 3;             // Incremental: clusters asked per round
   Duration round_timeout = std::chrono::minutes(5);  // Incremental: wait before asking more
   int32_t sample_factor = 2;                 // Sample: ask the d*N best-ranked
+  Duration ready_window{0};  // collect READYs this long, then approve the best score; 0: first wins
+  int32_t min_ready = 0;     // ... or stop collecting once this many arrived; 0: wait the window out
   std::vector<std::string> clusters;  // allow list; empty = any
   LabelSelector cluster_selector;
   LabelSelector claim_selector;
@@ -80,7 +82,8 @@ struct PlacementSpec {
   std::vector<PrioritizerConfig> prioritizers;
 
   bool is_default() const {
-    return number_of_clusters == 1 && !dispatcher && clusters.empty() && cluster_selector.empty() &&
+    return number_of_clusters == 1 && !dispatcher && ready_window.count() == 0 && min_ready == 0 &&
+           clusters.empty() && cluster_selector.empty() &&
            claim_selector.empty() && !routing && spread_constraints.empty() &&
            prioritizers.empty() && !exact_mode;
   }

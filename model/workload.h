@@ -17,6 +17,12 @@
 
 namespace shoal::model {
 
+// What the source does when a placed copy fails (a non-zero exit, or an
+// operator deleting it at the target). A copy lost with its cluster (worker
+// lost, lease expired) is re-placed under either policy: it never finished.
+enum class RestartPolicy : uint8_t { kNever = 0, kOnFailure };
+constexpr std::string_view kRestartPolicyNames[] = {"Never", "OnFailure"};
+
 struct WorkloadSpec {
   std::string namespace_name = "default";
   std::string name;
@@ -30,6 +36,7 @@ struct WorkloadSpec {
   PlacementSpec placement;        // cross-cluster policy (spec.placement)
   Labels node_selector;           // target-side: nodes must carry these labels
   int32_t min_available = 0;      // gang: bind when this many tasks fit; 0 = all replicas
+  RestartPolicy restart_policy = RestartPolicy::kNever;  // source-side; not on the wire
 
   Resources total() const { return resources * replicas; }
   int32_t gang_size() const { return min_available > 0 ? min_available : replicas; }

@@ -182,6 +182,22 @@ struct Encoder {
     p.pack(m.invitation_id);
     p.pack(m.evict);
   }
+  void operator()(const Digest& m) {
+    p.pack_array(2);
+    p.pack(m.lease_ms);
+    p.pack_array(static_cast<uint32_t>(m.copies.size()));
+    for (const auto& copy : m.copies) uid_epoch(copy);
+  }
+  void operator()(const Holdings& m) {
+    p.pack_array(1);
+    p.pack_array(static_cast<uint32_t>(m.copies.size()));
+    for (const auto& copy : m.copies) {
+      p.pack_array(3);
+      p.pack(copy.uid);
+      p.pack(copy.epoch);
+      p.pack(static_cast<uint8_t>(copy.phase));
+    }
+  }
 };
 
 template <typename T>
@@ -301,6 +317,38 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       Revoke m;
       m.invitation_id = r.string("invitationId");
       m.evict = r.boolean("evict");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kDigest: {
+      Digest m;
+      m.lease_ms = r.integer<uint64_t>("leaseMs");
+      ArrayReader list = r.nested("copies");
+      while (list.ok() && !list.at_end()) {
+        ArrayReader item = list.nested("copy");
+        CopyRef copy;
+        copy.uid = item.string("uid");
+        copy.epoch = item.integer<uint64_t>("epoch");
+        list.adopt(item);
+        m.copies.push_back(std::move(copy));
+      }
+      r.adopt(list);
+      return finish(r, std::move(m));
+    }
+    case MessageType::kHoldings: {
+      Holdings m;
+      ArrayReader list = r.nested("copies");
+      while (list.ok() && !list.at_end()) {
+        ArrayReader item = list.nested("copy");
+        HeldCopy copy;
+        copy.uid = item.string("uid");
+        copy.epoch = item.integer<uint64_t>("epoch");
+        uint8_t phase = item.integer<uint8_t>("phase");
+        if (item.ok() && phase >= std::size(model::kPhaseNames)) item.fail("phase", "unknown phase");
+        copy.phase = static_cast<model::Phase>(phase);
+        list.adopt(item);
+        m.copies.push_back(std::move(copy));
+      }
+      r.adopt(list);
       return finish(r, std::move(m));
     }
   }

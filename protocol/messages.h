@@ -34,12 +34,15 @@ enum class MessageType : uint8_t {
   kStatusAck = 11,
   kRevoke = 12,
   kDelete = 13,
+  kDigest = 14,
+  kHoldings = 15,
 };
-inline constexpr uint8_t kMaxMessageType = 13;
+inline constexpr uint8_t kMaxMessageType = 15;
 
 constexpr std::string_view kMessageTypeNames[] = {
     "?",      "HELLO",  "CAPACITY", "CANDIDATE", "READY",     "REJECT",
-    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK", "REVOKE", "DELETE"};
+    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK", "REVOKE", "DELETE",
+    "DIGEST", "HOLDINGS"};
 inline std::string_view message_type_name(MessageType type) {
   return kMessageTypeNames[static_cast<uint8_t>(type)];
 }
@@ -144,8 +147,40 @@ struct Delete {
   uint64_t epoch = 0;
 };
 
+// One copy in a reconciliation digest.
+struct CopyRef {
+  std::string uid;
+  uint64_t epoch = 0;
+  friend bool operator==(const CopyRef&, const CopyRef&) = default;
+};
+
+// Source to target, every lease/4 (at most gcInterval) and on reconnect: the
+// copies the source believes the target holds for it (it is their epoch's
+// winner), and a renewed lease. The target may keep the source's work
+// running until `sent_at + lease_ms` by the envelope's clock; 0: no fencing.
+// Answered with HOLDINGS.
+struct Digest {
+  uint64_t lease_ms = 0;
+  std::vector<CopyRef> copies;
+};
+
+// One copy a target holds for a source.
+struct HeldCopy {
+  std::string uid;
+  uint64_t epoch = 0;
+  model::Phase phase = model::Phase::kBound;  // Bound, Running, Succeeded or Failed
+  friend bool operator==(const HeldCopy&, const HeldCopy&) = default;
+};
+
+// Target to source, in answer to DIGEST: every copy it holds for the source
+// beyond a bare reservation. The source decides what each mismatch means
+// (agent/core/source_role.cc: reconcile).
+struct Holdings {
+  std::vector<HeldCopy> copies;
+};
+
 using Body = std::variant<Hello, Capacity, Candidate, Ready, Reject, Approve, Cancel, Released,
-                          Bound, WorkloadStatus, StatusAck, Revoke, Delete>;
+                          Bound, WorkloadStatus, StatusAck, Revoke, Delete, Digest, Holdings>;
 
 MessageType type_of(const Body& body);
 

@@ -19,6 +19,11 @@ struct PeerRecord {
   std::string endpoint;
   uint64_t last_boot = 0;  // highest boot counter seen from this peer: older boots are replays
   uint64_t last_seq = 0;   // highest sequence number seen within last_boot: older ones too
+  // Lease fencing, when this agent is a target of the peer: the lease length
+  // the peer asked for (0: no fencing) and when its current lease ends (wall
+  // clock ms, by the peer's send time). Persisted so a restart keeps fencing.
+  int64_t lease_ms = 0;
+  int64_t lease_until_ms = 0;
 };
 
 enum class InvitationDirection : uint8_t { kIssued = 0, kAccepted = 1 };
@@ -51,6 +56,7 @@ struct WorkloadRecord {
   bool deleting = false;           // `shoalctl delete` asked; remote copies are being stopped
   // External dispatcher: the clusters an operator nominated (nullopt: none yet).
   std::optional<std::vector<std::string>> nominations;
+  int32_t restarts = 0;  // times re-placed after its copy failed or was lost
 };
 
 // Target side: what a source asked this cluster to hold or run.

@@ -46,6 +46,12 @@ const char* const kMigrations[] = {
     ALTER TABLE workloads ADD COLUMN deleting INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE workloads ADD COLUMN nominations TEXT;
     )sql",
+    // 2 -> 3: lease fencing (a source's lease at this target) and restarts.
+    R"sql(
+    ALTER TABLE peers ADD COLUMN lease_ms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE peers ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE workloads ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 
 std::string nodes_to_text(const std::vector<std::string>& nodes) {
@@ -154,25 +160,29 @@ Result<uint64_t> SqliteStore::next_boot() {
 Status SqliteStore::put_peer(const PeerRecord& peer) {
   SHOAL_ASSIGN_OR_RETURN(Statement s,
                          db_->prepare("INSERT OR REPLACE INTO peers (id, cluster, org, endpoint, "
-                                      "last_boot, last_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+                                      "last_boot, last_seq, lease_ms, lease_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
   return s.bind(1, peer.id)
       .bind(2, peer.cluster)
       .bind(3, peer.org)
       .bind(4, peer.endpoint)
       .bind(5, static_cast<int64_t>(peer.last_boot))
       .bind(6, static_cast<int64_t>(peer.last_seq))
+      .bind(7, peer.lease_ms)
+      .bind(8, peer.lease_until_ms)
       .run();
 }
 
 Result<std::vector<PeerRecord>> SqliteStore::load_peers() {
   SHOAL_ASSIGN_OR_RETURN(
-      Statement s, db_->prepare("SELECT id, cluster, org, endpoint, last_boot, last_seq FROM peers"));
+      Statement s, db_->prepare("SELECT id, cluster, org, endpoint, last_boot, last_seq, lease_ms, lease_until "
+                                "FROM peers"));
   std::vector<PeerRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) break;
     out.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
-                   static_cast<uint64_t>(s.column_int(4)), static_cast<uint64_t>(s.column_int(5))});
+                   static_cast<uint64_t>(s.column_int(4)), static_cast<uint64_t>(s.column_int(5)),
+                   s.column_int(6), s.column_int(7)});
   }
   return out;
 }
@@ -211,8 +221,8 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       Statement s,
       db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
                    "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
-                   "finished_at, exit_code, status_generation, deleting, nominations) VALUES (?1, ?2, ?3, "
-                   "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"));
+                   "finished_at, exit_code, status_generation, deleting, nominations, restarts) VALUES (?1, ?2, "
+                   "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"));
   return s.bind(1, w.uid)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
@@ -231,6 +241,7 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       .bind(16, static_cast<int64_t>(w.status_generation))
       .bind(17, int64_t{w.deleting ? 1 : 0})
       .bind(18, w.nominations ? nodes_to_text(*w.nominations) : std::string())
+      .bind(19, int64_t{w.restarts})
       .run();
 }
 
@@ -244,7 +255,7 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
       Statement s,
       db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
                    "updated_at, started_at, finished_at, exit_code, status_generation, deleting, "
-                   "nominations FROM workloads ORDER BY created_at, uid"));
+                   "nominations, restarts FROM workloads ORDER BY created_at, uid"));
   std::vector<WorkloadRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
@@ -276,6 +287,7 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
       if (!nominations.is_ok()) return nominations.status().with_context("workload " + w.uid);
       w.nominations = std::move(nominations).value();
     }
+    w.restarts = static_cast<int32_t>(s.column_int(16));
     out.push_back(std::move(w));
   }
   return out;

@@ -38,6 +38,8 @@ Status Agent::start() {
     peer.endpoint = record.endpoint;
     peer.last_boot = record.last_boot;
     peer.last_seq = record.last_seq;
+    peer.lease_ms = record.lease_ms;
+    peer.lease_until_ms = record.lease_until_ms;
   }
   SHOAL_ASSIGN_OR_RETURN(auto invitations, store_.load_invitations());
   for (auto& record : invitations) {
@@ -50,6 +52,8 @@ Status Agent::start() {
   }
   SHOAL_ASSIGN_OR_RETURN(auto workload_records, store_.load_workloads());
   TimePoint now = clock_.now();
+  started_at_ = now;  // peers not heard from since count as silent from here
+  last_gc_ = now;
   for (auto& record : workload_records) {
     SourceWorkload workload;
     workload.record = std::move(record);
@@ -109,14 +113,16 @@ void Agent::handle_wire(std::span<const uint8_t> wire) {
     case MessageType::kCandidate:
     case MessageType::kCancel:
     case MessageType::kDelete:
-    case MessageType::kStatusAck: permitted = ever_issued_to(from); break;
+    case MessageType::kStatusAck:
+    case MessageType::kDigest: permitted = ever_issued_to(from); break;
     case MessageType::kCapacity:
     case MessageType::kReady: permitted = may_send_as_target(from); break;
     case MessageType::kReject:
     case MessageType::kReleased:
     case MessageType::kBound:
     case MessageType::kStatus:
-    case MessageType::kRevoke: permitted = ever_accepted_from(from); break;
+    case MessageType::kRevoke:
+    case MessageType::kHoldings: permitted = ever_accepted_from(from); break;
   }
   if (!permitted) {
     return drop(DropReason::kNotPermitted, from,
@@ -129,6 +135,7 @@ void Agent::handle_wire(std::span<const uint8_t> wire) {
   peer.last_seq = envelope.seq;
   persist_peer(from);
   peer.last_seen = now;
+  current_sent_at_ = sent_at;
   ++stats_.received;
   dispatch(from, *body);
   drain_local();
@@ -151,6 +158,8 @@ void Agent::dispatch(const std::string& from, const protocol::Body& body) {
         else if constexpr (std::is_same_v<T, protocol::StatusAck>) on_status_ack(from, message);
         else if constexpr (std::is_same_v<T, protocol::Revoke>) on_revoke(from, message);
         else if constexpr (std::is_same_v<T, protocol::Delete>) on_delete(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Digest>) on_digest(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Holdings>) on_holdings(from, message);
       },
       body);
 }
@@ -162,6 +171,7 @@ void Agent::drain_local() {
   for (int budget = 100000; !local_inbox_.empty() && budget > 0; --budget) {
     protocol::Body body = std::move(local_inbox_.front());
     local_inbox_.pop_front();
+    current_sent_at_ = clock_.now();
     dispatch(self_id_, body);
   }
 }
@@ -278,8 +288,8 @@ void Agent::remember_peer(const crypto::IdCard& card) {
 
 void Agent::persist_peer(const std::string& id) {
   const Peer& peer = peers_.at(id);
-  Status written = store_.put_peer(
-      {id, peer.cluster, peer.org, peer.endpoint, peer.last_boot, peer.last_seq});
+  Status written = store_.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot,
+                                    peer.last_seq, peer.lease_ms, peer.lease_until_ms});
   if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
 }
 
@@ -300,6 +310,8 @@ void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
   }
   if (first_contact) {
     send(from, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
+    // Reconcile with a (re)started or reconnected peer at once (next tick).
+    peer.last_digest_sent = TimePoint{};
     // A REVOKE may have been lost or sent while the peer was down: repeat it
     // once per peer boot for every revoked invitation the peer may still hold.
     if (!may_send_as_source(from)) {
@@ -327,6 +339,7 @@ void Agent::send_heartbeats() {
 void Agent::tick() {
   TimePoint now = clock_.now();
   apply_cluster_events();
+  enforce_leases();
   expire_reservations();
   // Freed room goes to queued candidates first, before it is advertised.
   if (capacity_changed_) serve_queue();
@@ -351,8 +364,38 @@ void Agent::tick() {
     }
   }
   drive_source_workloads();
+  send_digests();
+  if (now - last_gc_ >= config_.gc_interval) {
+    last_gc_ = now;
+    collect_local_garbage();
+  }
   capacity_changed_ = false;
   drain_local();
+}
+
+Duration Agent::silent_for(const std::string& peer_id) const {
+  if (peer_id == self_id_) return Duration{0};
+  auto it = peers_.find(peer_id);
+  TimePoint since = started_at_;
+  if (it != peers_.end() && it->second.last_seen) since = std::max(since, *it->second.last_seen);
+  return clock_.now() - since;
+}
+
+bool Agent::lost(const std::string& peer_id) const {
+  return silent_for(peer_id) >= config_.worker_lost_timeout;
+}
+
+std::string check_fencing_timers(const AgentConfig& config) {
+  if (config.lease.count() == 0) return "";
+  if (config.lease < Duration(std::chrono::milliseconds(400))) {
+    return "lease: expected at least 400ms (renewals go out every lease/4), or 0s to turn fencing off";
+  }
+  if (config.worker_lost_timeout <= config.lease + config.max_clock_skew) {
+    return "workerLostTimeout: expected more than lease + maxClockSkew (" +
+           format_duration(config.lease + config.max_clock_skew) +
+           "), or a partitioned target may still run the old copy when the new one starts";
+  }
+  return "";
 }
 
 std::string Agent::cluster_name_of(const std::string& peer_id) const {

@@ -51,7 +51,17 @@ struct AgentConfig {
   Duration replay_window = 5min;      // messages sent longer ago (or ahead) than this are dropped
   Duration invitation_lifetime = 720h;
   model::Dispatcher default_dispatcher = model::Dispatcher::kAllAtOnce;  // spec.placement.dispatcher unset
+  // Lease fencing (docs/lifecycle.md): a target runs our work only while we
+  // renew its lease, every lease/4. 0 turns fencing off (MultiKueue's model).
+  Duration lease = 2min;
+  Duration max_clock_skew = 30s;        // between any two agents; part of the fencing arithmetic
+  Duration worker_lost_timeout = 15min; // a silent winner's work is re-placed after this
+                                        // (must exceed lease + max_clock_skew)
+  Duration gc_interval = 1min;          // reconciliation digests at least this often
 };
+
+// The contract between lease, skew and worker-lost timeout; "" when it holds.
+std::string check_fencing_timers(const AgentConfig& config);
 
 // What `invite create` asks for; unset fields take the agent's defaults.
 struct InvitationOptions {
@@ -144,6 +154,12 @@ class Agent {
   // (its events stay). Until every copy is confirmed stopped the workload
   // shows reason "Deleting"; the name is free again afterwards.
   Status delete_workload(const std::string& namespace_name, const std::string& name);
+  // Operator action at the target: stop a copy this cluster runs for a
+  // source (`from_cluster` picks one when several sources use the name). The
+  // source sees Failed with reason DeletedAtTarget and, under
+  // `restartPolicy: OnFailure`, places it again.
+  Status stop_hosted(const std::string& namespace_name, const std::string& name,
+                     const std::string& from_cluster);
   // External dispatcher: place only on these clusters (by name). Replacing
   // the nominations cancels candidates at clusters no longer named; refused
   // once the workload is bound.
@@ -174,6 +190,11 @@ class Agent {
     std::map<std::string, protocol::NamespaceCapacity> capacity;
     std::optional<TimePoint> last_capacity_sent;
     std::vector<protocol::NamespaceCapacity> last_capacity;
+    // As a source of this peer: when our last DIGEST (lease renewal) left.
+    TimePoint last_digest_sent{};
+    // As a target of this peer: the lease it asked for, and when it ends.
+    int64_t lease_ms = 0;
+    int64_t lease_until_ms = 0;
   };
   struct OwnedInvitation {
     crypto::Invitation invitation;
@@ -184,6 +205,7 @@ class Agent {
     CandidateState state = CandidateState::kSent;
     std::string reason;
     TimePoint last_sent{};
+    double score = 0;  // from READY
   };
   struct PendingCancel {
     uint64_t epoch = 0;
@@ -207,6 +229,7 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
     TimePoint last_approve_sent{};
     TimePoint next_round_at{};
+    int ready_count = 0;  // READYs this epoch (readyWindow collects them)
   };
   struct TargetReservation {
     store::ReservationRecord record;
@@ -258,6 +281,13 @@ class Agent {
   void on_cancel(const std::string& from, const protocol::Cancel& message);
   void on_status_ack(const std::string& from, const protocol::StatusAck& message);
   void on_delete(const std::string& from, const protocol::Delete& message);
+  void on_digest(const std::string& from, const protocol::Digest& message);
+  // Stops every bound or running copy of sources whose lease ran out.
+  void enforce_leases();
+  // Forgets finished copies of our own cluster's work once acknowledged.
+  void collect_local_garbage();
+  // Stops a bound or running copy here and reports it Failed with `why`.
+  void fail_copy(TargetReservation& reservation, const std::string& why, TimePoint at);
   // Forgets a queued candidate and releases what `key` holds at `epoch` or
   // older; bound or running work only with `stop_bound`. False when it left
   // such work alone.
@@ -282,6 +312,8 @@ class Agent {
   void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
                    std::vector<std::string> nodes);
   void release_reservation(const ReservationKey& key, const std::string& why);
+  // Drops a finished copy's record (garbage collection); nothing to release.
+  void forget_reservation(const ReservationKey& key);
 
   // source_role.cc
   void on_capacity(const std::string& from, const protocol::Capacity& message);
@@ -291,6 +323,20 @@ class Agent {
   void on_bound(const std::string& from, const protocol::Bound& message);
   void on_status(const std::string& from, const protocol::WorkloadStatus& message);
   void on_revoke(const std::string& from, const protocol::Revoke& message);
+  void on_holdings(const std::string& from, const protocol::Holdings& message);
+  // The winner of this epoch is chosen: persist it, APPROVE, cancel the rest.
+  void choose_winner(SourceWorkload& workload, const std::string& target, const std::string& why);
+  // readyWindow: approve the best READY so far (highest score, ties by name).
+  void choose_best_ready(SourceWorkload& workload, const std::string& why);
+  // A copy at `target` still runs while we have no winner: take it back.
+  void adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch);
+  // The copy at the winner is gone without finishing: place again now.
+  void requeue_lost(SourceWorkload& workload, const std::string& why);
+  // The copy failed: restartPolicy decides whether it is placed again.
+  void on_copy_failed(SourceWorkload& workload);
+  void send_digests();
+  Duration silent_for(const std::string& peer_id) const;
+  bool lost(const std::string& peer_id) const;
   void begin_delete(SourceWorkload& workload);
   // Retries DELETEs; true once every copy is confirmed stopped (or, for one
   // that cannot be running, given up on).
@@ -336,6 +382,9 @@ class Agent {
   std::deque<protocol::Body> local_inbox_;  // messages from this agent to itself
   std::map<std::string, TimePoint> last_drop_log_;
   TimePoint last_heartbeat_{};
+  TimePoint last_gc_{};
+  TimePoint started_at_{};
+  TimePoint current_sent_at_{};  // the envelope time of the message being handled
   bool capacity_changed_ = false;
 
  public:

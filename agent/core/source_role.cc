@@ -2,6 +2,7 @@
 // Send CANDIDATE to every eligible cluster, take the first READY as winner
 // (persisted before APPROVE leaves), CANCEL the rest, mirror STATUS.
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -58,6 +59,16 @@ bool Agent::may_hold_something(const CandidateProgress& progress) {
 Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
   for (const auto& spec : specs) {
     SHOAL_RETURN_IF_ERROR(check_supported_placement(spec));
+    const model::PlacementSpec& p = spec.placement;
+    if (p.ready_window >= config_.reservation_ttl) {
+      return invalid_argument("workload " + spec.key() + " spec.placement.readyWindow: expected less than "
+                              "reservationTTL (" + format_duration(config_.reservation_ttl) +
+                              "), or the reservations expire before the window closes");
+    }
+    if (p.min_ready > 0 && p.ready_window.count() == 0) {
+      return invalid_argument("workload " + spec.key() +
+                              " spec.placement.minReady: needs a readyWindow (the longest to wait)");
+    }
     if (uid_by_name_.count(spec.key())) {
       return Status(ErrorCode::kAlreadyExists, "workload " + spec.key() + " already exists");
     }
@@ -111,6 +122,10 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
   for (const auto& [id, peer] : peers_) {
     auto accepted = valid_accepted(id);
     if (accepted.empty()) continue;  // not a target of ours
+    if (lost(id)) {
+      unadvertised += " " + peer.cluster + "=Unreachable";
+      continue;
+    }
     model::ClusterCandidate candidate;
     std::vector<std::string> namespaces;
     for (const auto* invitation : accepted) {
@@ -205,6 +220,7 @@ void Agent::start_round(SourceWorkload& workload) {
   persist(record);
   workload.round_started = now;
   workload.wave_started = now;
+  record.status_generation = 0;
   std::string names;
   for (const auto& [peer_id, name] : targets.ranked) {
     names += (names.empty() ? "" : ", ") + name;
@@ -316,28 +332,116 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
     cancel_at(*workload, from, message.epoch);
     return;
   }
+  CandidateProgress& progress = workload->candidates[from];
+  progress.state = CandidateState::kReady;
+  progress.score = message.score;
+  const model::PlacementSpec& placement = record.spec.placement;
+  if (placement.ready_window.count() > 0 && !served_from_queue) {
+    // Scoring window: hold the reservations until the window closes, minReady
+    // answers are in, or nobody is left to answer; then take the best.
+    int readies = 0;
+    bool all_answered = workload->untried.empty();
+    for (const auto& [peer_id, p] : workload->candidates) {
+      if (p.state == CandidateState::kReady) ++readies;
+      if (p.state == CandidateState::kSent) all_answered = false;
+    }
+    if (placement.min_ready > 0 && readies >= placement.min_ready) {
+      choose_best_ready(*workload, std::to_string(readies) + " READY (minReady)");
+    } else if (all_answered) {
+      choose_best_ready(*workload, "every candidate answered");
+    }
+    return;
+  }
   // First READY wins (a READY while Pending comes from a target that queued
-  // this epoch's candidate and now has room). The winner is in this batch, which commits before the
-  // APPROVE below leaves the agent.
-  record.winner = from;
-  record.cluster = cluster_name_of(from);
+  // this epoch's candidate and now has room).
+  choose_winner(*workload, from,
+                "first READY of epoch " + std::to_string(record.epoch) +
+                    (served_from_queue ? ", served from its queue" : ""));
+}
+
+void Agent::choose_winner(SourceWorkload& workload, const std::string& target, const std::string& why) {
+  store::WorkloadRecord& record = workload.record;
+  // The winner is in this batch, which commits before the APPROVE below
+  // leaves the agent: a restarted source approves the same one.
+  record.winner = target;
+  record.cluster = cluster_name_of(target);
   record.phase = model::Phase::kPlacing;
   record.reason.clear();
+  record.status_generation = 0;  // the winner's copy counts its own generations
   record.updated_at = clock_.now();
   persist(record);
-  workload->candidates[from].state = CandidateState::kReady;
-  workload->last_approve_sent = clock_.now();
-  workload->pending_attempts = 0;
-  if (served_from_queue) workload->round_started = clock_.now();
-  record_event(record.uid, "winner " + record.cluster + " (first READY of epoch " +
-                               std::to_string(record.epoch) +
-                               (served_from_queue ? ", served from its queue)" : ")"));
-  send(from, protocol::Approve{record.uid, record.epoch});
-  for (auto& [peer_id, progress] : workload->candidates) {
-    if (peer_id != from && may_hold_something(progress)) {
-      cancel_at(*workload, peer_id, record.epoch);
+  workload.candidates[target].state = CandidateState::kReady;
+  workload.untried.clear();
+  workload.last_approve_sent = clock_.now();
+  workload.pending_attempts = 0;
+  workload.round_started = clock_.now();
+  record_event(record.uid, "winner " + record.cluster + " (" + why + ")");
+  send(target, protocol::Approve{record.uid, record.epoch});
+  for (auto& [peer_id, progress] : workload.candidates) {
+    if (peer_id != target && may_hold_something(progress)) cancel_at(workload, peer_id, record.epoch);
+  }
+}
+
+void Agent::choose_best_ready(SourceWorkload& workload, const std::string& why) {
+  const std::string* best = nullptr;
+  double best_score = 0;
+  std::string best_name;
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (progress.state != CandidateState::kReady) continue;
+    std::string name = cluster_name_of(peer_id);
+    if (!best || progress.score > best_score || (progress.score == best_score && name < best_name)) {
+      best = &peer_id;
+      best_score = progress.score;
+      best_name = name;
     }
   }
+  if (!best) return;
+  char score[32];
+  std::snprintf(score, sizeof score, "%.1f", best_score);
+  choose_winner(workload, *best, "best score " + std::string(score) + " of the READYs; " + why);
+}
+
+void Agent::adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch) {
+  record_event(workload.record.uid,
+               "the copy at " + cluster_name_of(target) +
+                   (copy_epoch ? " (epoch " + std::to_string(copy_epoch) + ")" : std::string()) +
+                   " still runs and nothing replaced it: adopting it");
+  choose_winner(workload, target, "re-adopted");
+}
+
+void Agent::requeue_lost(SourceWorkload& workload, const std::string& why) {
+  store::WorkloadRecord& record = workload.record;
+  record.restarts += 1;
+  record_event(record.uid, why + "; placing it again under a new epoch");
+  workload.pending_attempts = 0;
+  start_round(workload);
+  if (record.phase == model::Phase::kPending) record.reason = why + "; " + record.reason;
+  persist(record);
+}
+
+void Agent::on_copy_failed(SourceWorkload& workload) {
+  store::WorkloadRecord& record = workload.record;
+  // A fenced copy never finished its work: it is placed again whatever the
+  // policy. Everything else (an exit code, an operator's delete, an
+  // eviction) follows restartPolicy.
+  bool fenced = record.reason.rfind("LeaseExpired", 0) == 0;
+  if (record.deleting || (!fenced && record.spec.restart_policy != model::RestartPolicy::kOnFailure)) {
+    return;
+  }
+  record.restarts += 1;
+  Duration backoff = config_.pending_retry;
+  for (int i = 1; i < record.restarts && backoff < config_.pending_retry_max; ++i) backoff *= 2;
+  backoff = std::min(backoff, config_.pending_retry_max);
+  record_event(record.uid, "restart " + std::to_string(record.restarts) + " in " +
+                               format_duration(backoff) +
+                               (fenced ? " (its copy was fenced off)" : " (restartPolicy OnFailure)"));
+  record.reason = "restarting after: " + record.reason;
+  record.phase = model::Phase::kPending;
+  record.winner.clear();
+  record.cluster.clear();
+  record.updated_at = clock_.now();
+  persist(record);
+  workload.next_round_at = clock_.now() + backoff;
 }
 
 void Agent::on_reject(const std::string& from, const protocol::Reject& message) {
@@ -359,9 +463,26 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
   if (progress == workload->candidates.end() || progress->second.state == CandidateState::kRejected) {
     return;
   }
+  if (message.reason == "AlreadyBound" && record.winner.empty()) {
+    // The target still runs a copy of an earlier epoch that nothing replaced.
+    adopt(*workload, from, 0);
+    return;
+  }
   progress->second.state = CandidateState::kRejected;
   progress->second.reason = message.reason;
   record_event(record.uid, cluster + " rejected: " + message.reason);
+  if (record.winner.empty() && record.spec.placement.ready_window.count() > 0 &&
+      workload->untried.empty()) {
+    bool any_ready = false, all_answered = true;
+    for (const auto& [peer_id, p] : workload->candidates) {
+      any_ready = any_ready || p.state == CandidateState::kReady;
+      all_answered = all_answered && p.state != CandidateState::kSent;
+    }
+    if (any_ready && all_answered) {
+      choose_best_ready(*workload, "every candidate answered");
+      return;
+    }
+  }
   bool all_rejected = std::all_of(workload->candidates.begin(), workload->candidates.end(),
                                   [](const auto& entry) {
                                     return entry.second.state == CandidateState::kRejected;
@@ -434,6 +555,7 @@ void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& m
     record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " +
                                  record.cluster +
                                  (message.message.empty() ? "" : ": " + message.message));
+    if (record.phase == model::Phase::kFailed) on_copy_failed(*workload);
   }
 }
 
@@ -450,6 +572,69 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
                                    (message.evict ? "; our work there is being stopped" : ""));
   if (!may_send_as_target(from)) peers_[from].capacity.clear();  // nothing to place there any more
 }
+
+void Agent::on_holdings(const std::string& from, const protocol::Holdings& message) {
+  // The target's side of reconciliation: the source owns each workload, so
+  // it decides what every mismatch means. Never two running copies of one
+  // workload: a copy is kept only if it is (or becomes) the epoch's winner.
+  std::set<std::string> held;
+  for (const auto& copy : message.copies) {
+    bool running = copy.phase == model::Phase::kBound || copy.phase == model::Phase::kRunning;
+    SourceWorkload* workload = find_source_workload(copy.uid);
+    if (!workload) {
+      if (running) send(from, protocol::Delete{copy.uid, copy.epoch});  // not ours any more
+      continue;
+    }
+    const store::WorkloadRecord& record = workload->record;
+    if (record.winner == from) {
+      if (copy.epoch == record.epoch) held.insert(copy.uid);
+      continue;  // its copy, or one being adopted (the APPROVE re-epochs it)
+    }
+    if (!running || record.deleting) continue;
+    if (record.winner.empty() && !model::is_finished(record.phase)) {
+      adopt(*workload, from, copy.epoch);
+    } else {
+      record_event(record.uid, "removing a stale copy at " + cluster_name_of(from) + " (epoch " +
+                                   std::to_string(copy.epoch) + ")");
+      send(from, protocol::Delete{copy.uid, copy.epoch});
+    }
+  }
+  // A copy we count as bound or running there, which the target does not hold.
+  for (auto& [uid, workload] : workloads_) {
+    const store::WorkloadRecord& record = workload.record;
+    if (record.winner != from || held.count(uid) || record.deleting) continue;
+    if (record.phase != model::Phase::kBound && record.phase != model::Phase::kRunning) continue;
+    requeue_lost(workload, "LostAtTarget: " + record.cluster + " no longer holds epoch " +
+                               std::to_string(record.epoch));
+  }
+}
+
+void Agent::send_digests() {
+  TimePoint now = clock_.now();
+  Duration interval = config_.gc_interval;
+  if (config_.lease.count() > 0) interval = std::min(interval, config_.lease / 4);
+  for (auto& [id, peer] : peers_) {
+    if (!ever_accepted_from(id) || now - peer.last_digest_sent < interval) continue;
+    // Renewing a lease tells the target "I still see you". Stop once the
+    // target has been silent so long that worker-lost handling will need its
+    // copies stopped: then its lease ends lease + skew before we re-place.
+    if (config_.lease.count() > 0 &&
+        silent_for(id) >= config_.worker_lost_timeout - config_.lease - config_.max_clock_skew) {
+      continue;
+    }
+    protocol::Digest digest;
+    digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
+    for (const auto& [uid, workload] : workloads_) {
+      const store::WorkloadRecord& record = workload.record;
+      if (record.winner == id && !model::is_finished(record.phase) && !record.deleting) {
+        digest.copies.push_back({uid, record.epoch});
+      }
+    }
+    peer.last_digest_sent = now;
+    send(id, std::move(digest));
+  }
+}
+
 
 Status Agent::nominate(const std::string& namespace_name, const std::string& name,
                        const std::vector<std::string>& clusters) {
@@ -577,12 +762,33 @@ void Agent::drive_source_workloads() {
       if (now >= workload.next_round_at) start_round(workload);
       continue;
     }
+    if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&
+        lost(record.winner)) {
+      // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
+      // stopped at least lease + skew ago, so its copy has stopped by now.
+      const Peer& winner = peers_.at(record.winner);
+      if (config_.lease.count() == 0 ||
+          now - winner.last_digest_sent >= config_.lease + config_.max_clock_skew) {
+        requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
+                                   format_duration(silent_for(record.winner)));
+        continue;
+      }
+    }
     if (record.phase != model::Phase::kPlacing) continue;
     if (!record.winner.empty()) {
       if (now - workload.last_approve_sent >= config_.retry_interval) {
         workload.last_approve_sent = now;
         send(record.winner, protocol::Approve{uid, record.epoch});
       }
+      continue;
+    }
+    if (record.spec.placement.ready_window.count() > 0 &&
+        now - workload.round_started >= record.spec.placement.ready_window &&
+        std::any_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
+          return entry.second.state == CandidateState::kReady;
+        })) {
+      choose_best_ready(workload, "readyWindow " +
+                                      format_duration(record.spec.placement.ready_window) + " closed");
       continue;
     }
     if (!workload.untried.empty()) {

@@ -3,6 +3,7 @@
 // expires; report every status change until the source acknowledges it.
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "agent/core/agent.h"
 
@@ -76,19 +77,24 @@ void Agent::withdraw_from_source(const std::string& source, const std::string& w
     if (record.phase == store::ReservationPhase::kReserved) {
       unapproved.push_back(key);
     } else if (evict && store::holds_resources(record.phase)) {
-      cluster_.release(cluster_key(key.first, key.second));
-      record.phase = store::ReservationPhase::kFailed;
-      record.message = "Revoked";
-      record.exit_code = -1;
-      record.finished_at_ms = to_millis(clock_.now());
-      record.generation += 1;
-      persist(record);
       record_event(record.uid, "evicted at " + config_.cluster + ": " + why);
-      send_status(reservation);
-      capacity_changed_ = true;
+      fail_copy(reservation, "Revoked", clock_.now());
     }
   }
   for (const auto& key : unapproved) release_reservation(key, why);
+}
+
+void Agent::fail_copy(TargetReservation& reservation, const std::string& why, TimePoint at) {
+  store::ReservationRecord& record = reservation.record;
+  cluster_.release(cluster_key(record.source, record.uid));
+  record.phase = store::ReservationPhase::kFailed;
+  record.message = why;
+  record.exit_code = -1;
+  record.finished_at_ms = to_millis(at);
+  record.generation += 1;
+  persist(record);
+  send_status(reservation);
+  capacity_changed_ = true;
 }
 
 void Agent::on_candidate(const std::string& from, const protocol::Candidate& message) {
@@ -214,15 +220,41 @@ void Agent::reserve_for(const ReservationKey& key, uint64_t epoch, const model::
 void Agent::on_approve(const std::string& from, const protocol::Approve& message) {
   ReservationKey key{from, message.uid};
   auto it = reservations_.find(key);
-  if (it == reservations_.end() || it->second.record.epoch < message.epoch) {
+  bool adoptable = it != reservations_.end() && from != self_id_ &&
+                   (it->second.record.phase == store::ReservationPhase::kBound ||
+                    it->second.record.phase == store::ReservationPhase::kRunning);
+  if (it == reservations_.end() || (it->second.record.epoch < message.epoch && !adoptable)) {
     send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired"});
     return;
   }
   TargetReservation& reservation = it->second;
   store::ReservationRecord& record = reservation.record;
   if (record.epoch > message.epoch) return;  // an old round's approval; the source moved on
+  // An APPROVE proves the source heard from us just now: it renews the lease.
+  if (auto source = peers_.find(from); source != peers_.end() && source->second.lease_ms > 0) {
+    source->second.lease_until_ms = std::max(source->second.lease_until_ms,
+                                             to_millis(current_sent_at_) + source->second.lease_ms);
+    persist_peer(from);
+  }
+  if (adoptable && record.epoch < message.epoch) {
+    // Adoption: the source lost track of this copy, has not placed it
+    // anywhere else, and takes it back under its current epoch. Still one
+    // copy: the source approves one winner per epoch.
+    record_event(record.uid, "adopted by " + cluster_name_of(from) + " under epoch " +
+                                 std::to_string(message.epoch) + " (was " +
+                                 std::to_string(record.epoch) + ")");
+    record.epoch = message.epoch;
+    record.generation += 1;
+    persist(record);
+    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+    send_status(reservation);
+    return;
+  }
   if (record.phase != store::ReservationPhase::kReserved) {
-    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});  // a retry
+    // A retry, or a source that re-adopts this copy under the same epoch:
+    // it needs the copy's status again, which generation numbers make safe.
+    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+    send_status(reservation);
     return;
   }
   TimePoint now = clock_.now();
@@ -273,6 +305,116 @@ void Agent::on_cancel(const std::string& from, const protocol::Cancel& message) 
 void Agent::on_delete(const std::string& from, const protocol::Delete& message) {
   withdraw({from, message.uid}, message.epoch, /*stop_bound=*/true);
   send(from, protocol::Released{message.uid, message.epoch});
+}
+
+void Agent::on_digest(const std::string& from, const protocol::Digest& message) {
+  if (from == self_id_) return;
+  Peer& source = peers_[from];
+  source.lease_ms = static_cast<int64_t>(message.lease_ms);
+  if (message.lease_ms == 0) {
+    source.lease_until_ms = 0;  // the source runs without fencing
+  } else {
+    source.lease_until_ms =
+        std::max(source.lease_until_ms, to_millis(current_sent_at_) + source.lease_ms);
+  }
+  persist_peer(from);
+  // Garbage collection: a finished copy whose last status the source has
+  // acknowledged, and which the source no longer counts as held here, is
+  // done with.
+  std::set<std::pair<std::string, uint64_t>> listed;
+  for (const auto& copy : message.copies) listed.emplace(copy.uid, copy.epoch);
+  std::vector<ReservationKey> collected;
+  protocol::Holdings holdings;
+  for (const auto& [key, reservation] : reservations_) {
+    if (key.first != from) continue;
+    const store::ReservationRecord& record = reservation.record;
+    if (record.phase == store::ReservationPhase::kReserved) continue;
+    bool finished = !store::holds_resources(record.phase);
+    if (finished && record.acked_generation >= record.generation &&
+        !listed.count({record.uid, record.epoch})) {
+      collected.push_back(key);
+      continue;
+    }
+    holdings.copies.push_back({record.uid, record.epoch, to_phase(record.phase)});
+  }
+  for (const auto& key : collected) forget_reservation(key);
+  send(from, std::move(holdings));
+}
+
+void Agent::enforce_leases() {
+  TimePoint now = clock_.now();
+  for (auto& [key, reservation] : reservations_) {
+    store::ReservationRecord& record = reservation.record;
+    if (record.phase != store::ReservationPhase::kBound &&
+        record.phase != store::ReservationPhase::kRunning) {
+      continue;
+    }
+    auto source = peers_.find(key.first);
+    if (key.first == self_id_ || source == peers_.end() || source->second.lease_ms == 0) continue;
+    TimePoint lease_end = from_millis(source->second.lease_until_ms);
+    if (lease_end > now) continue;
+    // The copy stops as of the lease's end: that is the moment the source
+    // relies on (a target frozen past it stops the copy on waking, dated then).
+    record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
+                                 cluster_name_of(key.first) + " ended at " + format_time(lease_end));
+    fail_copy(reservation, "LeaseExpired: no renewal from " + cluster_name_of(key.first), lease_end);
+  }
+}
+
+void Agent::collect_local_garbage() {
+  // Copies of other sources are collected through their digests; our own
+  // cluster's copies are acknowledged in the batch they finish in.
+  std::vector<ReservationKey> collected;
+  for (const auto& [key, reservation] : reservations_) {
+    const store::ReservationRecord& record = reservation.record;
+    if (key.first == self_id_ && !store::holds_resources(record.phase) &&
+        record.acked_generation >= record.generation) {
+      collected.push_back(key);
+    }
+  }
+  for (const auto& key : collected) forget_reservation(key);
+}
+
+void Agent::forget_reservation(const ReservationKey& key) {
+  Status deleted = store_.delete_reservation(key.first, key.second);
+  if (!deleted.is_ok() && store_health_.is_ok()) store_health_ = deleted;
+  reservations_.erase(key);
+}
+
+Status Agent::stop_hosted(const std::string& namespace_name, const std::string& name,
+                          const std::string& from_cluster) {
+  std::string key = namespace_name + "/" + name;
+  std::vector<TargetReservation*> matches;
+  std::string sources;
+  for (auto& [rkey, reservation] : reservations_) {
+    const store::ReservationRecord& record = reservation.record;
+    if (rkey.first == self_id_ || record.spec.key() != key) continue;
+    if (!from_cluster.empty() && cluster_name_of(rkey.first) != from_cluster) continue;
+    if (!store::holds_resources(record.phase)) continue;
+    matches.push_back(&reservation);
+    sources += (sources.empty() ? "" : ", ") + cluster_name_of(rkey.first);
+  }
+  if (matches.empty()) {
+    return not_found("workload " + key + " not found" +
+                     (from_cluster.empty() ? "" : " from " + from_cluster) +
+                     " (neither submitted here nor running here for another cluster)");
+  }
+  if (matches.size() > 1) {
+    return invalid_argument("workload " + key + " runs here for several clusters (" + sources +
+                            "); say which with --from CLUSTER");
+  }
+  TargetReservation& reservation = *matches.front();
+  ReservationKey rkey{reservation.record.source, reservation.record.uid};
+  if (reservation.record.phase == store::ReservationPhase::kReserved) {
+    uint64_t epoch = reservation.record.epoch;
+    release_reservation(rkey, "deleted by the operator of " + config_.cluster);
+    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget"});
+  } else {
+    record_event(rkey.second, "deleted at " + config_.cluster + " by its operator");
+    fail_copy(reservation, "DeletedAtTarget: by the operator of " + config_.cluster, clock_.now());
+  }
+  drain_local();
+  return store_health_;
 }
 
 void Agent::on_status_ack(const std::string& from, const protocol::StatusAck& message) {

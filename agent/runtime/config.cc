@@ -96,6 +96,10 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
     SHOAL_RETURN_IF_ERROR(read_duration(node, "retryInterval", &file.timing.retry_interval));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetry", &file.timing.pending_retry));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "replayWindow", &file.timing.replay_window));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "lease", &file.timing.lease));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "maxClockSkew", &file.timing.max_clock_skew));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "workerLostTimeout", &file.timing.worker_lost_timeout));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "gcInterval", &file.timing.gc_interval));
   } catch (const YAML::Exception& e) {
     return invalid_argument("agent.yaml: " + e.msg);
   }
@@ -103,6 +107,12 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
     return invalid_argument("agent.yaml queueHold: expected more than pendingRetryMax (" +
                             format_duration(file.timing.pending_retry_max) +
                             "), or queued candidates are forgotten between a source's retries");
+  }
+  if (std::string problem = core::check_fencing_timers(file.timing); !problem.empty()) {
+    return invalid_argument("agent.yaml " + problem);
+  }
+  if (file.timing.gc_interval.count() <= 0) {
+    return invalid_argument("agent.yaml gcInterval: expected more than 0s");
   }
   if (file.timing.retry_interval.count() <= 0 || file.timing.heartbeat_interval.count() <= 0) {
     return invalid_argument("agent.yaml retryInterval/heartbeatInterval: expected more than 0s");
@@ -135,6 +145,11 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "pendingRetryMax" << YAML::Value << format_duration(file.timing.pending_retry_max);
   out << YAML::Key << "queueHold" << YAML::Value << format_duration(file.timing.queue_hold);
   out << YAML::Key << "replayWindow" << YAML::Value << format_duration(file.timing.replay_window);
+  out << YAML::Key << "lease" << YAML::Value << format_duration(file.timing.lease);
+  out << YAML::Key << "maxClockSkew" << YAML::Value << format_duration(file.timing.max_clock_skew);
+  out << YAML::Key << "workerLostTimeout" << YAML::Value
+      << format_duration(file.timing.worker_lost_timeout);
+  out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
   out << YAML::EndMap;
   std::ofstream stream(config_path(data_dir));
   stream << "# shoal agent configuration, written by `shoald init`.\n" << out.c_str() << "\n";
