@@ -229,7 +229,7 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
     TimePoint last_approve_sent{};
     TimePoint next_round_at{};
-    int ready_count = 0;  // READYs this epoch (readyWindow collects them)
+    TimePoint restart_at{};  // restartPolicy backoff: no new round before this, room or not
   };
   struct TargetReservation {
     store::ReservationRecord record;

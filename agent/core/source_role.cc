@@ -442,6 +442,7 @@ void Agent::on_copy_failed(SourceWorkload& workload) {
   record.updated_at = clock_.now();
   persist(record);
   workload.next_round_at = clock_.now() + backoff;
+  workload.restart_at = workload.next_round_at;
 }
 
 void Agent::on_reject(const std::string& from, const protocol::Reject& message) {
@@ -759,7 +760,7 @@ void Agent::drive_source_workloads() {
       ++it;
     }
     if (record.phase == model::Phase::kPending) {
-      if (now >= workload.next_round_at) start_round(workload);
+      if (now >= workload.next_round_at && now >= workload.restart_at) start_round(workload);
       continue;
     }
     if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&

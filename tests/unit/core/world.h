@@ -166,6 +166,9 @@ class World {
 
   FakeClock& clock() { return clock_; }
 
+  // Applied to every agent's config at (re)boot, before start().
+  std::function<void(AgentConfig&)> configure;
+
  private:
   void boot(Node& node) {
     auto store = store::SqliteStore::open(node.db_path);
@@ -179,6 +182,7 @@ class World {
     config.cluster = node.name;
     config.org = "org";
     config.endpoint = "tcp://" + node.name + ":1";
+    if (configure) configure(config);
     node.agent = std::make_unique<Agent>(config, node.identity, clock_, *node.transport,
                                          *node.store, *node.cluster, rng_);
     ASSERT_TRUE(node.agent->start().is_ok());

@@ -1,0 +1,331 @@
+// The remote lifecycle when peers vanish (issue 6): lease fencing, worker
+// lost, reconciliation digests and their garbage collection, restartPolicy,
+// an operator's delete at the target, and the readyWindow scoring.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/unit/core/world.h"
+
+namespace shoal::core::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Short timers so the scenarios run in simulated seconds.
+void fast_timers(AgentConfig& config) {
+  config.lease = 2s;
+  config.max_clock_skew = 500ms;
+  config.worker_lost_timeout = 6s;
+  config.gc_interval = 1s;
+  config.pending_retry = 1s;
+  config.pending_retry_max = 4s;
+}
+
+// Copies of `uid` that hold resources at `node` (Bound or Running).
+int running_copies(Node& node, const std::string& uid) {
+  int count = 0;
+  for (const auto& r : node.agent->reservations()) {
+    if (r.uid == uid && (r.phase == store::ReservationPhase::kBound ||
+                         r.phase == store::ReservationPhase::kRunning)) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+std::optional<store::ReservationRecord> copy_at(Node& node, const std::string& uid) {
+  for (const auto& r : node.agent->reservations()) {
+    if (r.uid == uid) return r;
+  }
+  return std::nullopt;
+}
+
+bool event_contains(Node& node, const std::string& uid, const std::string& text) {
+  auto events = node.agent->events(uid);
+  if (!events.is_ok()) return false;
+  return std::any_of(events->begin(), events->end(),
+                     [&](const auto& e) { return e.text.find(text) != std::string::npos; });
+}
+
+struct Federation {
+  World world;
+  Node* source;
+  Node* east;
+  Node* west;
+  explicit Federation(Duration lease) {
+    world.configure = [lease](AgentConfig& config) {
+      fast_timers(config);
+      config.lease = lease;
+    };
+    source = &world.add("source", 1, 500);  // too small to run anything itself
+    east = &world.add("east");
+    west = &world.add("west", 2);           // less room: east ranks first
+    world.invite(*east, *source);
+    world.invite(*west, *source);
+    world.run_for(2s);
+  }
+  std::string submit_long_job(model::RestartPolicy policy = model::RestartPolicy::kNever) {
+    model::WorkloadSpec spec = workload("job", 4000, 3600s);
+    spec.restart_policy = policy;
+    EXPECT_TRUE(source->agent->submit({spec}).is_ok());
+    world.run_for(1s);
+    auto record = source->agent->find_workload("default", "job");
+    EXPECT_EQ(record->phase, model::Phase::kRunning);
+    EXPECT_EQ(record->cluster, "east");
+    return record->uid;
+  }
+  // Drops every message to or from `node` while `cut` is set.
+  bool cut_east = false;
+  std::function<bool(const Wire&)> network() {
+    return [this](const Wire& w) { return !cut_east || (w.to != east->id && w.from != east->id); };
+  }
+};
+
+TEST(LifecycleTest, PartitionedWinnerStopsItsCopyBeforeTheSourcePlacesANewOne) {
+  Federation f(2s);
+  std::string uid = f.submit_long_job();
+  f.cut_east = true;
+  // Within the lease nothing happens; past it, east stops the copy on its own.
+  f.world.run_for(1500ms, 250ms, f.network());
+  EXPECT_EQ(running_copies(*f.east, uid), 1);
+  f.world.run_for(2s, 250ms, f.network());
+  EXPECT_EQ(running_copies(*f.east, uid), 0);
+  auto old_copy = copy_at(*f.east, uid);
+  ASSERT_TRUE(old_copy.has_value());
+  EXPECT_EQ(old_copy->phase, store::ReservationPhase::kFailed);
+  EXPECT_EQ(old_copy->message.rfind("LeaseExpired", 0), 0u) << old_copy->message;
+  EXPECT_EQ(phase_of(*f.source, "job"), model::Phase::kRunning) << "not lost yet";
+  EXPECT_EQ(f.source->agent->find_workload("default", "job")->cluster, "east");
+
+  // After workerLostTimeout the source places it again, at west.
+  f.world.run_for(4s, 250ms, f.network());
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "west");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_GT(record->epoch, old_copy->epoch);
+  EXPECT_EQ(record->restarts, 1);
+  EXPECT_TRUE(event_contains(*f.source, uid, "worker lost: east"));
+  auto new_copy = copy_at(*f.west, uid);
+  ASSERT_TRUE(new_copy.has_value());
+  EXPECT_LT(old_copy->finished_at_ms, new_copy->started_at_ms) << "the old copy stopped first";
+
+  // The partition heals: east's late report changes nothing, and its
+  // finished record is collected once acknowledged and not listed.
+  f.cut_east = false;
+  f.world.run_for(3s, 250ms, f.network());
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "west");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_FALSE(copy_at(*f.east, uid).has_value()) << "garbage-collected";
+  EXPECT_EQ(running_copies(*f.west, uid), 1);
+}
+
+TEST(LifecycleTest, WithoutFencingAStaleCopyIsRemovedWhenItsTargetReturns) {
+  Federation f(0s);
+  std::string uid = f.submit_long_job();
+  f.cut_east = true;
+  f.world.run_for(8s, 250ms, f.network());
+  EXPECT_EQ(running_copies(*f.east, uid), 1) << "no lease: the copy runs on unseen";
+  EXPECT_EQ(f.source->agent->find_workload("default", "job")->cluster, "west");
+  EXPECT_EQ(running_copies(*f.west, uid), 1);
+  f.cut_east = false;
+  f.world.run_for(3s, 250ms, f.network());
+  EXPECT_EQ(running_copies(*f.east, uid), 0) << "reconciliation removed the stale copy";
+  EXPECT_EQ(running_copies(*f.west, uid), 1);
+  EXPECT_TRUE(event_contains(*f.source, uid, "removing a stale copy at east"));
+}
+
+TEST(LifecycleTest, WithoutFencingALostCopyNothingReplacedIsAdopted) {
+  Federation f(0s);
+  std::string uid = f.submit_long_job();
+  f.cut_east = true;
+  // West is full, so after worker lost nothing can take the job.
+  model::WorkloadSpec filler = workload("filler", 8000, 3600s);
+  filler.replicas = 2;
+  filler.placement.clusters = {"west"};
+  ASSERT_TRUE(f.source->agent->submit({filler}).is_ok());
+  f.world.run_for(8s, 250ms, f.network());
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(record->phase, model::Phase::kPending) << record->reason;
+  int64_t started = copy_at(*f.east, uid)->started_at_ms;
+  f.cut_east = false;
+  f.world.run_for(3s, 250ms, f.network());
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  EXPECT_EQ(record->cluster, "east");
+  EXPECT_EQ(running_copies(*f.east, uid), 1);
+  EXPECT_EQ(copy_at(*f.east, uid)->started_at_ms, started) << "the same copy, not a new one";
+  EXPECT_EQ(copy_at(*f.east, uid)->epoch, record->epoch);
+  EXPECT_TRUE(event_contains(*f.source, uid, "adopting it"));
+}
+
+TEST(LifecycleTest, CopyMissingAtTheTargetIsPlacedAgain) {
+  Federation f(2s);
+  std::string uid = f.submit_long_job();
+  // East loses the record (a restored backup, say) and restarts.
+  ASSERT_TRUE(f.east->store->delete_reservation(f.source->id, uid).is_ok());
+  f.world.restart(*f.east);
+  f.world.run_for(3s);
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_TRUE(event_contains(*f.source, uid, "LostAtTarget: east"));
+  EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 1);
+}
+
+TEST(LifecycleTest, FinishedCopiesAreCollectedOnBothSides) {
+  Federation f(2s);
+  ASSERT_TRUE(f.source->agent->submit({workload("short", 4000, 2s)}).is_ok());
+  model::WorkloadSpec local = workload("local", 100, 1s);
+  local.placement.clusters = {"source"};
+  ASSERT_TRUE(f.source->agent->submit({local}).is_ok());
+  f.world.run_for(4s);
+  EXPECT_EQ(phase_of(*f.source, "short"), model::Phase::kSucceeded);
+  EXPECT_EQ(phase_of(*f.source, "local"), model::Phase::kSucceeded);
+  EXPECT_TRUE(f.east->agent->reservations().empty());
+  EXPECT_TRUE(f.source->agent->reservations().empty());
+  EXPECT_TRUE(f.east->store->load_reservations()->empty()) << "gone from disk too";
+}
+
+TEST(LifecycleTest, OperatorDeleteAtTheTargetFailsTheWorkloadAndOnFailureReplacesIt) {
+  Federation f(2s);
+  std::string uid = f.submit_long_job(model::RestartPolicy::kOnFailure);
+  EXPECT_EQ(f.east->agent->stop_hosted("default", "nope", "").code(), ErrorCode::kNotFound);
+  ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "").is_ok());
+  f.world.run_for(500ms);
+  EXPECT_TRUE(event_contains(*f.source, uid, "Failed at east: DeletedAtTarget"));
+  EXPECT_EQ(phase_of(*f.source, "job"), model::Phase::kPending);
+  EXPECT_NE(reason_of(*f.source, "job").find("DeletedAtTarget"), std::string::npos);
+  f.world.run_for(2s);
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(record->restarts, 1);
+}
+
+TEST(LifecycleTest, OperatorDeleteUnderRestartNeverLeavesItFailed) {
+  Federation f(2s);
+  std::string uid = f.submit_long_job();
+  ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok());
+  f.world.run_for(5s);
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kFailed);
+  EXPECT_EQ(record->reason.rfind("DeletedAtTarget", 0), 0u) << record->reason;
+  EXPECT_EQ(record->restarts, 0);
+  EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 0);
+}
+
+TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
+  Federation f(2s);
+  model::WorkloadSpec spec = workload("crashy", 4000, 1s);
+  spec.exit_code = 3;
+  spec.restart_policy = model::RestartPolicy::kOnFailure;
+  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  f.world.run_for(1500ms);
+  auto record = f.source->agent->find_workload("default", "crashy");
+  EXPECT_EQ(record->restarts, 1);
+  std::string uid = record->uid;
+  EXPECT_TRUE(event_contains(*f.source, uid, "Failed at east"));
+  EXPECT_TRUE(event_contains(*f.source, uid, "restart 1 in 1s"));
+  f.world.run_for(6s);
+  record = f.source->agent->find_workload("default", "crashy");
+  EXPECT_GE(record->restarts, 3);
+  EXPECT_TRUE(event_contains(*f.source, uid, "restart 3 in 4s")) << "1s, 2s, 4s: doubling to the cap";
+
+  model::WorkloadSpec once = workload("once", 4000, 1s);
+  once.exit_code = 7;
+  ASSERT_TRUE(f.source->agent->submit({once}).is_ok());
+  f.world.run_for(4s);
+  record = f.source->agent->find_workload("default", "once");
+  EXPECT_EQ(record->phase, model::Phase::kFailed);
+  EXPECT_EQ(record->exit_code, 7);
+  EXPECT_EQ(record->restarts, 0);
+}
+
+// Three targets of different size: their READY scores (free cpu after the
+// reservation) differ, and READYs are delivered in node order a, b, c.
+struct ScoringWorld {
+  World world;
+  Node* source;
+  Node* a;
+  Node* b;
+  Node* c;
+  ScoringWorld() {
+    source = &world.add("source", 1, 500);
+    a = &world.add("a", 1);  // 7000/8000 free after a 1-cpu job: 87.5
+    b = &world.add("b", 4);  // 96.9
+    c = &world.add("c", 2);  // 93.8
+    for (Node* target : {a, b, c}) world.invite(*target, *source);
+    world.run_for(2s);
+  }
+  model::WorkloadSpec job(Duration window, int min_ready = 0) {
+    model::WorkloadSpec spec = workload("job", 1000, 3600s);
+    spec.placement.ready_window = window;
+    spec.placement.min_ready = min_ready;
+    return spec;
+  }
+};
+
+TEST(LifecycleTest, ReadyWindowApprovesTheBestScoreNotTheFirstAnswer) {
+  ScoringWorld s;
+  ASSERT_TRUE(s.source->agent->submit({s.job(3s)}).is_ok());
+  s.world.run_for(1s);
+  auto record = s.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "b") << "every candidate answered: no need to wait the window out";
+  EXPECT_TRUE(event_contains(*s.source, record->uid, "best score 96.9"));
+  s.world.run_for(1s);
+  EXPECT_EQ(phase_of(*s.source, "job"), model::Phase::kRunning);
+  EXPECT_TRUE(s.a->agent->reservations().empty()) << "the others were cancelled";
+  EXPECT_TRUE(s.c->agent->reservations().empty());
+}
+
+TEST(LifecycleTest, ReadyWindowClosesOnTimeWhenATargetStaysSilent) {
+  ScoringWorld s;
+  auto silent_b = [&](const Wire& w) { return w.from != s.b->id; };
+  ASSERT_TRUE(s.source->agent->submit({s.job(2s)}).is_ok());
+  s.world.run_for(1500ms, 250ms, silent_b);
+  EXPECT_TRUE(s.source->agent->find_workload("default", "job")->winner.empty()) << "window still open";
+  s.world.run_for(1s, 250ms, silent_b);
+  auto record = s.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "c") << "the best of those that answered";
+  EXPECT_TRUE(event_contains(*s.source, record->uid, "readyWindow 2s closed"));
+}
+
+TEST(LifecycleTest, MinReadyStopsCollectingEarlyAndTiesGoByName) {
+  ScoringWorld s;
+  auto silent_b = [&](const Wire& w) { return w.from != s.b->id; };
+  ASSERT_TRUE(s.source->agent->submit({s.job(20s, 2)}).is_ok());
+  s.world.run_for(500ms, 250ms, silent_b);
+  EXPECT_EQ(s.source->agent->find_workload("default", "job")->cluster, "c");
+
+  World tie;
+  Node& source = tie.add("source", 1, 500);
+  Node& zeta = tie.add("zeta");
+  Node& alpha = tie.add("alpha");
+  tie.invite(zeta, source);
+  tie.invite(alpha, source);
+  tie.run_for(2s);
+  ASSERT_TRUE(source.agent->submit({s.job(5s)}).is_ok());
+  tie.run_for(1s);
+  EXPECT_EQ(source.agent->find_workload("default", "job")->cluster, "alpha");
+}
+
+TEST(LifecycleTest, ReadyWindowMustFitInTheReservationAndMinReadyNeedsAWindow) {
+  ScoringWorld s;
+  auto too_long = s.source->agent->submit({s.job(30s)});
+  EXPECT_EQ(too_long.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("spec.placement.readyWindow"), std::string::npos);
+  auto no_window = s.source->agent->submit({s.job(0s, 2)});
+  EXPECT_NE(no_window.status().message().find("spec.placement.minReady"), std::string::npos);
+}
+
+TEST(LifecycleTest, FencingTimersAreValidated) {
+  AgentConfig config;
+  EXPECT_EQ(check_fencing_timers(config), "");
+  config.worker_lost_timeout = config.lease + config.max_clock_skew;
+  EXPECT_NE(check_fencing_timers(config).find("workerLostTimeout"), std::string::npos);
+  config.lease = 0s;
+  EXPECT_EQ(check_fencing_timers(config), "") << "no fencing, nothing to check";
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
