@@ -37,6 +37,9 @@ std::vector<Body> every_message() {
       StatusAck{"uid-1", 3, 4},
       Revoke{"inv-1", true},
       Delete{"uid-1", 3},
+      Digest{120000, {{"uid-1", 3}, {"uid-2", 9}}},
+      Digest{0, {}},
+      Holdings{{{"uid-1", 3, model::Phase::kRunning}, {"uid-9", 1, model::Phase::kSucceeded}}},
   };
 }
 
@@ -55,6 +58,20 @@ TEST(CodecTest, CandidateKeepsTheWholeSpec) {
   auto decoded = decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, sample_spec()}));
   ASSERT_TRUE(decoded.is_ok());
   EXPECT_EQ(std::get<Candidate>(*decoded).spec, sample_spec());
+}
+
+TEST(CodecTest, HoldingsWithAnUnknownPhaseNamesTheField) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  packer.pack_array(1);
+  packer.pack_array(1);
+  packer.pack_array(3);
+  packer.pack(std::string("uid"));
+  packer.pack(uint64_t{1});
+  packer.pack(uint8_t{42});
+  auto result = decode_body(MessageType::kHoldings, to_bytes(buffer));
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.status().message().find("phase"), std::string::npos) << result.status().message();
 }
 
 TEST(CodecTest, MalformedBodiesAreCleanErrors) {
