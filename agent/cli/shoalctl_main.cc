@@ -220,7 +220,7 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
   }
   bool wide = o.output == "wide";
   std::vector<std::string> header = {"NAMESPACE", "NAME", "PHASE", "CLUSTER", "AGE"};
-  if (wide) header.insert(header.end(), {"NODES", "EPOCH", "UID", "REASON"});
+  if (wide) header.insert(header.end(), {"NODES", "EPOCH", "RESTARTS", "UID", "REASON"});
   Table table(header);
   for (const auto& item : (*reply)["items"]) {
     const auto& status = item["status"];
@@ -231,7 +231,8 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
     if (wide) {
       std::string reason = status["reason"];
       row.insert(row.end(), {join(status["nodes"]), std::to_string(status["epoch"].get<int>()),
-                             item["metadata"]["uid"], reason.empty() ? "-" : reason});
+                             std::to_string(status.value("restarts", 0)), item["metadata"]["uid"],
+                             reason.empty() ? "-" : reason});
     }
     table.add(row);
   }
@@ -276,14 +277,19 @@ int cmd_nominate(const Options& o, const std::string& target, const std::vector<
   return 0;
 }
 
-int cmd_delete_workload(const Options& o, const std::string& target) {
+int cmd_delete_workload(const Options& o, const std::string& target, const std::string& from) {
   auto request = workload_request(target);
   if (!request.is_ok()) return fail(request.status());
   json body = *request;
   body["command"] = "delete-workload";
+  if (!from.empty()) body["from"] = from;
   auto reply = call_agent(o.data_dir, body);
   if (!reply.is_ok()) return fail(reply.status());
-  std::cout << "workload " << target << " deleting (its copies are stopped, then it is forgotten)\n";
+  if ((*reply).value("hosted", false)) {
+    std::cout << "workload " << target << " stopped here; its source sees it Failed (DeletedAtTarget)\n";
+  } else {
+    std::cout << "workload " << target << " deleting (its copies are stopped, then it is forgotten)\n";
+  }
   return 0;
 }
 
@@ -322,6 +328,7 @@ int cmd_describe_workload(const Options& o, const std::string& target) {
             << "  Started:    " << status["startedAt"].get<std::string>() << "\n"
             << "  Finished:   " << status["finishedAt"].get<std::string>() << "\n"
             << "  Exit code:  " << status["exitCode"].get<int>() << "\n"
+            << "  Restarts:   " << status.value("restarts", 0) << "\n"
             << "  Reason:     " << status["reason"].get<std::string>() << "\n"
             << "Events:\n";
   for (const auto& event : w["events"]) {
@@ -435,9 +442,14 @@ int main(int argc, char** argv) {
   auto* del = app.add_subcommand("delete", "Delete a resource");
   del->require_subcommand(1);
   std::string delete_target;
+  std::string delete_from;
   auto* delete_workload = del->add_subcommand(
-      "workload", "Stop a workload wherever it runs or is reserved, then forget it");
+      "workload",
+      "Stop a workload submitted here wherever it runs, then forget it; or, for a workload "
+      "this cluster runs for another one, stop that copy (its source sees Failed)");
   delete_workload->add_option("NS/NAME", delete_target, "namespace/name")->required();
+  delete_workload->add_option("--from", delete_from,
+                              "the source cluster of a copy run here (when several use the name)");
 
   std::string nominate_target;
   std::vector<std::string> nominate_clusters;
@@ -497,7 +509,7 @@ int main(int argc, char** argv) {
   if (*invite_list) return cmd_invite_list(options);
   if (*invite_revoke) return cmd_invite_revoke(options, revoke_id, revoke_evict);
   if (*describe_peer) return cmd_describe_peer(options, describe_peer_name);
-  if (*delete_workload) return cmd_delete_workload(options, delete_target);
+  if (*delete_workload) return cmd_delete_workload(options, delete_target, delete_from);
   if (*nominate) return cmd_nominate(options, nominate_target, nominate_clusters);
   if (*invite_accept) return cmd_invite_accept(options, token_or_file);
   if (*peers) return cmd_peers(options);

@@ -54,7 +54,8 @@ json reservations_json(const core::Agent& agent) {
                      {"nodes", r.nodes},
                      {"startedAt", optional_time(r.started_at_ms)},
                      {"finishedAt", optional_time(r.finished_at_ms)},
-                     {"exitCode", r.exit_code}});
+                     {"exitCode", r.exit_code},
+                     {"message", r.message}});
   }
   return {{"ok", true}, {"items", items}};
 }
@@ -220,9 +221,17 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
     return json{{"ok", true}};
   }
   if (command == "delete-workload") {
-    SHOAL_RETURN_IF_ERROR(agent.delete_workload(request.at("namespace").get<std::string>(),
-                                                request.at("name").get<std::string>()));
-    return json{{"ok", true}};
+    std::string ns = request.at("namespace").get<std::string>();
+    std::string name = request.at("name").get<std::string>();
+    std::string from = request.value("from", "");
+    // Our own workload unless --from names a source: then (or when we have
+    // no such workload) the operator stops a copy this cluster runs for a peer.
+    if (from.empty() && agent.find_workload(ns, name)) {
+      SHOAL_RETURN_IF_ERROR(agent.delete_workload(ns, name));
+      return json{{"ok", true}, {"hosted", false}};
+    }
+    SHOAL_RETURN_IF_ERROR(agent.stop_hosted(ns, name, from));
+    return json{{"ok", true}, {"hosted", true}};
   }
   if (command == "describe-workload") {
     auto record = agent.find_workload(request.at("namespace").get<std::string>(),
@@ -267,7 +276,8 @@ json workload_to_json(const store::WorkloadRecord& record) {
             {"reason", record.reason},
             {"startedAt", optional_time(record.started_at_ms)},
             {"finishedAt", optional_time(record.finished_at_ms)},
-            {"exitCode", record.exit_code}}}};
+            {"exitCode", record.exit_code},
+            {"restarts", record.restarts}}}};
 }
 
 json handle_control(const ControlContext& context, const json& request) {
