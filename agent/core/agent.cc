@@ -395,6 +395,12 @@ std::string check_fencing_timers(const AgentConfig& config) {
            format_duration(config.lease + config.max_clock_skew) +
            "), or a partitioned target may still run the old copy when the new one starts";
   }
+  Duration renewal_window = config.worker_lost_timeout - config.lease - config.max_clock_skew;
+  if (renewal_window <= 2 * config.heartbeat_interval) {
+    return "workerLostTimeout: expected more than lease + maxClockSkew + 2 x heartbeatInterval (" +
+           format_duration(config.lease + config.max_clock_skew + 2 * config.heartbeat_interval) +
+           "), or one late heartbeat stops the lease renewals";
+  }
   return "";
 }
 

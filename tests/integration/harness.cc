@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -130,8 +131,40 @@ void AgentProcess::kill_hard() {
   pid_ = -1;
 }
 
+void AgentProcess::pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void AgentProcess::resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
+}
+
+void AgentProcess::set_config(const std::string& key, const std::string& value) {
+  std::string path = data_dir_ + "/agent.yaml";
+  std::ifstream in(path);
+  std::string line, text;
+  bool replaced = false;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      line = key + ": " + value;
+      replaced = true;
+    }
+    text += line + "\n";
+  }
+  if (!replaced) text += key + ": " + value + "\n";
+  std::ofstream(path) << text;
+}
+
+std::string AgentProcess::log() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 void AgentProcess::stop() {
   if (pid_ <= 0) return;
+  kill(pid_, SIGCONT);  // a paused agent cannot act on SIGTERM
   kill(pid_, SIGTERM);
   int status = 0;
   if (!wait_until([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },

@@ -54,6 +54,11 @@ class AgentProcess {
   bool start();
   void kill_hard();  // SIGKILL, then reap
   void stop();       // SIGTERM, then reap
+  void pause();      // SIGSTOP: the agent (and its sim cluster) freezes, sockets stay open
+  void resume();     // SIGCONT
+  // Sets `key: value` in agent.yaml (after init, before start).
+  void set_config(const std::string& key, const std::string& value);
+  std::string log() const;  // everything the agent logged so far
   bool running() const { return pid_ > 0; }
 
   CommandResult ctl(const std::vector<std::string>& args) const;

@@ -1,0 +1,222 @@
+// The remote lifecycle's acceptance scenarios (issue 6) with real shoald
+// processes: a target frozen with SIGSTOP before READY and after bind
+// (worker lost under lease fencing), an operator's delete at the target
+// under both restart policies, exit codes mirrored, the External
+// dispatcher driven by `shoalctl nominate`, and a target restarted while it
+// runs a copy.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+class Lifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The source's own cluster is too small for the test workloads.
+    std::string tiny = dir_.path() + "/tiny.yaml";
+    std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
+                           "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
+    source_.init({"--cluster-config", tiny});
+    east_.init();
+    west_.init();
+    for (AgentProcess* agent : {&source_, &east_, &west_}) {
+      // Fencing in seconds: renewals every 250ms, a copy stops 1s after its
+      // source went quiet, the source re-places after 3s.
+      agent->set_config("lease", "1s");
+      agent->set_config("maxClockSkew", "200ms");
+      agent->set_config("workerLostTimeout", "3s");
+      agent->set_config("gcInterval", "1s");
+      agent->set_config("heartbeatInterval", "300ms");
+      agent->set_config("pendingRetry", "500ms");
+      agent->set_config("pendingRetryMax", "2s");
+      ASSERT_TRUE(agent->start()) << agent->name();
+    }
+    for (AgentProcess* target : {&east_, &west_}) {
+      CommandResult token =
+          target->ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
+      ASSERT_EQ(token.exit_code, 0) << token.err;
+      CommandResult accepted = source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))});
+      ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+    }
+    ASSERT_TRUE(wait_until([&] { return advertising_targets() == 2; }, 20s));
+  }
+
+  int advertising_targets() {
+    json peers = source_.ctl_json({"peers"});
+    int count = 0;
+    if (peers.is_null()) return 0;
+    for (const auto& p : peers["items"]) count += p["state"] == "Active" && !p["capacity"].empty();
+    return count;
+  }
+
+  // Submits one workload whose spec (a YAML flow mapping body) is `spec`.
+  void submit(const std::string& name, const std::string& spec) {
+    std::string path = dir_.path() + "/" + name + ".yaml";
+    std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
+                        << ", namespace: default}\nspec: {resources: {cpu: \"1\", memory: 1Gi}, "
+                        << spec << "}\n";
+    CommandResult result = source_.ctl({"submit", "-f", path});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+
+  json describe(const std::string& name) {
+    return source_.ctl_json({"describe", "workload", "default/" + name});
+  }
+
+  bool status_is(const std::string& name, const std::string& phase, const std::string& cluster = "") {
+    json w = describe(name);
+    return !w.is_null() && w["status"]["phase"] == phase &&
+           (cluster.empty() || w["status"]["cluster"] == cluster);
+  }
+
+  bool has_event(const std::string& name, const std::string& text) {
+    json w = describe(name);
+    if (w.is_null()) return false;
+    for (const auto& e : w["events"]) {
+      if (e["text"].get<std::string>().find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  // The copy of `uid` at `agent`, or null.
+  static json copy_at(AgentProcess& agent, const std::string& uid) {
+    json list = agent.ctl_json({"get", "reservations"});
+    if (list.is_null()) return nullptr;
+    for (const auto& r : list["items"]) {
+      if (r["uid"] == uid) return r;
+    }
+    return nullptr;
+  }
+
+  static bool runs(AgentProcess& agent, const std::string& uid) {
+    json copy = copy_at(agent, uid);
+    return !copy.is_null() && (copy["phase"] == "Running" || copy["phase"] == "Bound");
+  }
+
+  AgentProcess& agent_named(const std::string& name) { return name == "east" ? east_ : west_; }
+
+  TempDir dir_;
+  AgentProcess source_{"source", dir_.path()};
+  AgentProcess east_{"east", dir_.path()};
+  AgentProcess west_{"west", dir_.path()};
+};
+
+TEST_F(Lifecycle, WinnerFrozenAfterBindStopsItsCopyBeforeTheSourcePlacesANewOne) {
+  submit("job", "duration: 10m");
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Running"); }, 20s));
+  json before = describe("job");
+  std::string uid = before["metadata"]["uid"];
+  std::string first = before["status"]["cluster"];
+  std::string second = first == "east" ? "west" : "east";
+  AgentProcess& frozen = agent_named(first);
+
+  frozen.pause();
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Running", second); }, 30s))
+      << describe("job").dump(2);
+  json after = describe("job");
+  EXPECT_EQ(after["status"]["restarts"], 1);
+  EXPECT_GT(after["status"]["epoch"].get<int>(), before["status"]["epoch"].get<int>());
+  EXPECT_TRUE(has_event("job", "worker lost: " + first));
+  json new_copy = copy_at(agent_named(second), uid);
+  ASSERT_FALSE(new_copy.is_null());
+
+  frozen.resume();
+  // On waking, the frozen target stops its copy as of its lease's end,
+  // which came before the new copy started.
+  std::string marker = "the lease of source ended at ";
+  ASSERT_TRUE(wait_until([&] { return frozen.log().find(marker) != std::string::npos; }, 20s));
+  std::string log = frozen.log();
+  std::string lease_end = log.substr(log.find(marker) + marker.size(), 24);
+  EXPECT_LT(lease_end, new_copy["startedAt"].get<std::string>());
+  EXPECT_TRUE(wait_until([&] { return !runs(frozen, uid); }, 10s));
+  // Reconciled: one copy runs, the workload stays where it was re-placed,
+  // and the old copy's record is collected.
+  EXPECT_TRUE(wait_until([&] { return copy_at(frozen, uid).is_null(); }, 20s));
+  EXPECT_TRUE(runs(agent_named(second), uid));
+  EXPECT_TRUE(status_is("job", "Running", second));
+}
+
+TEST_F(Lifecycle, TargetFrozenBeforeReadyLosesTheRaceAndHoldsNothingAfterwards) {
+  west_.pause();
+  submit("job", "duration: 10m");
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Running", "east"); }, 20s));
+  std::string uid = describe("job")["metadata"]["uid"];
+  west_.resume();
+  // West wakes to the stale CANDIDATE, may reserve and answer READY; the
+  // source cancels it. Nothing stays held at west.
+  ASSERT_TRUE(wait_until([&] { return west_.ctl({"status"}).exit_code == 0; }, 20s));
+  EXPECT_TRUE(wait_until([&] { return copy_at(west_, uid).is_null(); }, 20s));
+  EXPECT_TRUE(status_is("job", "Running", "east"));
+  EXPECT_TRUE(runs(east_, uid));
+}
+
+TEST_F(Lifecycle, OperatorDeleteAtTheTargetIsMirroredAndOnFailureReplacesIt) {
+  submit("again", "duration: 10m, restartPolicy: OnFailure");
+  submit("once", "duration: 10m, placement: {clusters: [east]}");
+  ASSERT_TRUE(wait_until([&] { return status_is("again", "Running") && status_is("once", "Running"); }, 20s));
+  std::string where = describe("again")["status"]["cluster"];
+  CommandResult stopped = agent_named(where).ctl({"delete", "workload", "default/again"});
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_NE(stopped.out.find("stopped here"), std::string::npos) << stopped.out;
+  ASSERT_TRUE(wait_until([&] { return has_event("again", "Failed at " + where + ": DeletedAtTarget"); }, 20s));
+  ASSERT_TRUE(wait_until([&] { return status_is("again", "Running"); }, 20s));
+  EXPECT_EQ(describe("again")["status"]["restarts"], 1);
+
+  CommandResult unknown = east_.ctl({"delete", "workload", "default/nope"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("not found"), std::string::npos) << unknown.err;
+  ASSERT_EQ(east_.ctl({"delete", "workload", "default/once", "--from", "source"}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return status_is("once", "Failed"); }, 20s));
+  json once = describe("once");
+  EXPECT_EQ(once["status"]["reason"].get<std::string>().rfind("DeletedAtTarget", 0), 0u) << once.dump(2);
+  EXPECT_EQ(once["status"]["restarts"], 0) << "restartPolicy Never";
+}
+
+TEST_F(Lifecycle, SuccessAndExitCodesAreMirrored) {
+  submit("good", "duration: 1s");
+  submit("bad", "duration: 1s, exitCode: 3");
+  ASSERT_TRUE(wait_until([&] { return status_is("good", "Succeeded") && status_is("bad", "Failed"); }, 30s));
+  json good = describe("good");
+  json bad = describe("bad");
+  EXPECT_EQ(good["status"]["exitCode"], 0);
+  EXPECT_EQ(bad["status"]["exitCode"], 3);
+  EXPECT_NE(bad["status"]["finishedAt"], "");
+  EXPECT_LT(bad["status"]["startedAt"].get<std::string>(), bad["status"]["finishedAt"].get<std::string>());
+  EXPECT_FALSE(bad["status"]["nodes"].empty()) << "per-copy node placement";
+}
+
+TEST_F(Lifecycle, ExternalDispatcherBindsOnlyAfterNominate) {
+  submit("picked", "duration: 10m, placement: {dispatcher: External}");
+  ASSERT_TRUE(wait_until([&] { return has_event("picked", "pending: "); }, 20s));
+  EXPECT_TRUE(status_is("picked", "Pending"));
+  EXPECT_NE(describe("picked")["status"]["reason"].get<std::string>().find("waiting for nominations"),
+            std::string::npos);
+  CommandResult nominated = source_.ctl({"nominate", "default/picked", "--clusters", "west"});
+  ASSERT_EQ(nominated.exit_code, 0) << nominated.err;
+  ASSERT_TRUE(wait_until([&] { return status_is("picked", "Running", "west"); }, 20s));
+  CommandResult again = source_.ctl({"nominate", "default/picked", "--clusters", "east"});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("already bound"), std::string::npos) << again.err;
+}
+
+TEST_F(Lifecycle, TargetRestartedWhileRunningACopyFinishesItOnce) {
+  submit("job", "duration: 6s, placement: {clusters: [east]}");
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Running", "east"); }, 20s));
+  east_.kill_hard();
+  ASSERT_TRUE(east_.start());
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Succeeded", "east"); }, 30s))
+      << describe("job").dump(2);
+  json job = describe("job");
+  EXPECT_EQ(job["status"]["restarts"], 0) << "restored, not re-placed";
+  EXPECT_EQ(job["status"]["epoch"], 1);
+}
+
+}  // namespace
+}  // namespace shoal::testing
