@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
+
+#include "protocol/envelope.h"
 
 #include "tests/unit/core/world.h"
 
@@ -202,7 +205,7 @@ TEST(LifecycleTest, OperatorDeleteAtTheTargetFailsTheWorkloadAndOnFailureReplace
   EXPECT_EQ(record->restarts, 1);
 }
 
-TEST(LifecycleTest, OperatorDeleteUnderRestartNeverLeavesItFailed) {
+TEST(LifecycleTest, OperatorDeleteUnderRestartPolicyNeverLeavesItFailed) {
   Federation f(2s);
   std::string uid = f.submit_long_job();
   ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok());
@@ -239,6 +242,44 @@ TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
   EXPECT_EQ(record->phase, model::Phase::kFailed);
   EXPECT_EQ(record->exit_code, 7);
   EXPECT_EQ(record->restarts, 0);
+}
+
+TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder) {
+  Federation f(0s);
+  std::string uid = f.submit_long_job();
+  uint64_t epoch = f.source->agent->find_workload("default", "job")->epoch;
+  // 100 changes from east, as its wire would carry them: sequence numbers
+  // and generations rise together. They arrive shuffled.
+  std::vector<std::vector<uint8_t>> wires;
+  for (uint64_t i = 1; i <= 100; ++i) {
+    protocol::WorkloadStatus status;
+    status.uid = uid;
+    status.epoch = epoch;
+    status.generation = 1000 + i;
+    status.phase = i < 100 ? model::Phase::kRunning : model::Phase::kSucceeded;
+    status.nodes = {"node-0"};
+    status.started_at_ms = to_millis(f.world.clock().now());
+    status.finished_at_ms = i < 100 ? 0 : status.started_at_ms + 1;
+    status.message = "change " + std::to_string(i);
+    protocol::Envelope envelope;
+    envelope.type = protocol::MessageType::kStatus;
+    envelope.from = f.east->identity.public_key();
+    envelope.to = f.source->identity.public_key();
+    envelope.boot = 1'000'000;  // a later boot of east than any it has used
+    envelope.seq = i;
+    envelope.sent_at_ms = to_millis(f.world.clock().now());
+    envelope.body = protocol::encode_body(status);
+    wires.push_back(protocol::seal(envelope, f.east->identity));
+  }
+  std::mt19937 shuffle_rng(7);
+  std::shuffle(wires.begin(), wires.end(), shuffle_rng);
+  for (const auto& wire : wires) f.source->agent->handle_wire(wire);
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kSucceeded);
+  EXPECT_EQ(record->reason, "change 100");
+  EXPECT_EQ(record->status_generation, 1100u);
+  // Whatever arrived after a newer one was dropped as a replay, never applied.
+  EXPECT_GT(f.source->agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)], 0u);
 }
 
 // Three targets of different size: their READY scores (free cpu after the
