@@ -46,6 +46,7 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
         {"incrementalBatch", spec.placement.incremental_batch},
         {"roundTimeoutMs", spec.placement.round_timeout.count()},
         {"sampleFactor", spec.placement.sample_factor},
+        {"numberOfClusters", spec.placement.number_of_clusters},
         {"readyWindowMs", spec.placement.ready_window.count()},
         {"minReady", spec.placement.min_ready}}},
       {"restartPolicy", std::string(kRestartPolicyNames[static_cast<int>(spec.restart_policy)])},
@@ -84,6 +85,7 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
       spec.placement.incremental_batch = placement.value("incrementalBatch", 3);
       spec.placement.round_timeout = Duration(placement.value("roundTimeoutMs", int64_t{300000}));
       spec.placement.sample_factor = placement.value("sampleFactor", 2);
+      spec.placement.number_of_clusters = placement.value("numberOfClusters", 1);
       spec.placement.ready_window = Duration(placement.value("readyWindowMs", int64_t{0}));
       spec.placement.min_ready = placement.value("minReady", 0);
     }

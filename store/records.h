@@ -57,6 +57,12 @@ struct WorkloadRecord {
   // External dispatcher: the clusters an operator nominated (nullopt: none yet).
   std::optional<std::vector<std::string>> nominations;
   int32_t restarts = 0;  // times re-placed after its copy failed or was lost
+  // numberOfClusters > 1: the workload's row is a group (no rounds of its
+  // own; phase and reason summarize its copies) and each copy is a row of
+  // its own with the group's uid in `parent` and copy_index 1..N. Each copy
+  // is placed like a workload on its own, never where a sibling runs.
+  std::string parent;
+  int32_t copy_index = 0;
 };
 
 // Target side: what a source asked this cluster to hold or run.

@@ -46,11 +46,17 @@ const char* const kMigrations[] = {
     ALTER TABLE workloads ADD COLUMN deleting INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE workloads ADD COLUMN nominations TEXT;
     )sql",
-    // 2 -> 3: lease fencing (a source's lease at this target) and restarts.
+    // 2 -> 3: lease fencing (a source's lease at this target), restarts, and
+    // the copies of a workload placed on several clusters (rows that share
+    // the workload's name, tied to it by `parent`).
     R"sql(
     ALTER TABLE peers ADD COLUMN lease_ms INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE peers ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE workloads ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE workloads ADD COLUMN parent TEXT NOT NULL DEFAULT '';
+    ALTER TABLE workloads ADD COLUMN copy_index INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX workloads_by_name;
+    CREATE UNIQUE INDEX workloads_by_name ON workloads (namespace, name, parent, copy_index);
     )sql",
 };
 
@@ -221,8 +227,9 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       Statement s,
       db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
                    "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
-                   "finished_at, exit_code, status_generation, deleting, nominations, restarts) VALUES (?1, ?2, "
-                   "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"));
+                   "finished_at, exit_code, status_generation, deleting, nominations, restarts, parent, "
+                   "copy_index) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                   "?15, ?16, ?17, ?18, ?19, ?20, ?21)"));
   return s.bind(1, w.uid)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
@@ -242,6 +249,8 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       .bind(17, int64_t{w.deleting ? 1 : 0})
       .bind(18, w.nominations ? nodes_to_text(*w.nominations) : std::string())
       .bind(19, int64_t{w.restarts})
+      .bind(20, w.parent)
+      .bind(21, int64_t{w.copy_index})
       .run();
 }
 
@@ -255,7 +264,7 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
       Statement s,
       db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
                    "updated_at, started_at, finished_at, exit_code, status_generation, deleting, "
-                   "nominations, restarts FROM workloads ORDER BY created_at, uid"));
+                   "nominations, restarts, parent, copy_index FROM workloads ORDER BY created_at, uid"));
   std::vector<WorkloadRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
@@ -288,6 +297,8 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
       w.nominations = std::move(nominations).value();
     }
     w.restarts = static_cast<int32_t>(s.column_int(16));
+    w.parent = s.column_text(17);
+    w.copy_index = static_cast<int32_t>(s.column_int(18));
     out.push_back(std::move(w));
   }
   return out;

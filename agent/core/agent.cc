@@ -60,7 +60,11 @@ Status Agent::start() {
     // Unfinished rounds restart with a new epoch; a persisted winner is
     // re-approved (APPROVE is idempotent at the target).
     workload.next_round_at = now;
-    uid_by_name_[workload.record.spec.key()] = workload.record.uid;
+    if (workload.record.parent.empty()) {
+      uid_by_name_[workload.record.spec.key()] = workload.record.uid;
+    } else {
+      copies_[workload.record.parent].push_back(workload.record.uid);
+    }
     auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
     if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
   }
@@ -357,7 +361,7 @@ void Agent::tick() {
     for (auto& [uid, workload] : workloads_) {
       const auto& spec = workload.record.spec;
       auto own = cluster_.capacity_for(spec.namespace_name, spec.queue);
-      if (workload.record.phase == model::Phase::kPending && own &&
+      if (workload.record.phase == model::Phase::kPending && own && !is_group(workload) &&
           own->largest_free_node.fits(spec.resources) && own->free.fits(spec.total())) {
         workload.next_round_at = std::min(workload.next_round_at, now);
       }
@@ -413,6 +417,12 @@ std::string Agent::cluster_name_of(const std::string& peer_id) const {
 // ---- bookkeeping ------------------------------------------------------------
 
 void Agent::record_event(const std::string& subject, const std::string& text) {
+  // A copy's story is told in its workload's history.
+  auto copy = workloads_.find(subject);
+  if (copy != workloads_.end() && !copy->second.record.parent.empty()) {
+    const store::WorkloadRecord& record = copy->second.record;
+    return record_event(record.parent, "copy " + std::to_string(record.copy_index) + ": " + text);
+  }
   Status written = store_.append_event({subject, clock_.now(), text});
   if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
   if (logger_) logger_->info("{}: {}", subject, text);
@@ -421,6 +431,7 @@ void Agent::record_event(const std::string& subject, const std::string& text) {
 void Agent::persist(const store::WorkloadRecord& record) {
   Status written = store_.put_workload(record);
   if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  if (!record.parent.empty()) update_group(record.parent);
 }
 
 void Agent::persist(const store::ReservationRecord& record) {

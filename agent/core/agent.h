@@ -166,7 +166,10 @@ class Agent {
   Status nominate(const std::string& namespace_name, const std::string& name,
                   const std::vector<std::string>& clusters);
 
+  // Top-level workloads (the copies of a multi-cluster workload are not listed).
   std::vector<store::WorkloadRecord> workloads() const;
+  // numberOfClusters > 1: the copies of group `uid`, by copy index.
+  std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
                                                      const std::string& name) const;
   Result<std::vector<store::EventRecord>> events(const std::string& subject);
@@ -355,6 +358,14 @@ class Agent {
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);
   SourceWorkload* find_source_workload(const std::string& uid);
+  // A multi-cluster workload's own row: it runs no rounds, its copies do.
+  static bool is_group(const SourceWorkload& workload) {
+    return workload.record.parent.empty() && workload.record.spec.placement.number_of_clusters > 1;
+  }
+  // Recomputes a group's phase and reason from its copies, and persists it.
+  void update_group(const std::string& group_uid);
+  // The peers where other copies of this workload's group are placed now.
+  std::set<std::string> sibling_winners(const store::WorkloadRecord& record) const;
 
   AgentConfig config_;
   crypto::Identity identity_;
@@ -375,7 +386,8 @@ class Agent {
   std::map<std::string, OwnedInvitation> issued_;    // by invitation id
   std::map<std::string, OwnedInvitation> accepted_;  // by invitation id
   std::map<std::string, SourceWorkload> workloads_;  // by uid
-  std::map<std::string, std::string> uid_by_name_;   // "ns/name" -> uid
+  std::map<std::string, std::string> uid_by_name_;   // "ns/name" -> uid (top-level only)
+  std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
   uint64_t arrivals_ = 0;

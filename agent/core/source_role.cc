@@ -19,8 +19,7 @@ namespace {
 Status check_supported_placement(const model::WorkloadSpec& spec) {
   const model::PlacementSpec& p = spec.placement;
   std::string field;
-  if (p.number_of_clusters != 1) field = "numberOfClusters";
-  else if (!p.cluster_selector.empty()) field = "clusterSelector";
+  if (!p.cluster_selector.empty()) field = "clusterSelector";
   else if (!p.claim_selector.empty()) field = "claimSelector";
   else if (p.routing) field = "routing";
   else if (!p.spread_constraints.empty()) field = "spreadPolicy";
@@ -85,11 +84,31 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
     record.updated_at = now;
     uid_by_name_[spec.key()] = record.uid;
     uids.push_back(record.uid);
-    persist(record);
-    record_event(record.uid, "submitted " + spec.key() + " (" + std::to_string(spec.replicas) +
-                                 " x " + spec.resources.to_string() + ")");
+    int32_t copies = spec.placement.number_of_clusters;
     auto& stored = workloads_[record.uid] = std::move(workload);
-    start_round(stored);
+    persist(stored.record);
+    record_event(stored.record.uid,
+                 "submitted " + spec.key() + " (" + std::to_string(spec.replicas) + " x " +
+                     spec.resources.to_string() + ")" +
+                     (copies > 1 ? ", one copy on each of " + std::to_string(copies) + " clusters" : ""));
+    if (copies == 1) {
+      start_round(stored);
+      continue;
+    }
+    // A group: each copy is placed like a workload of its own, under the
+    // group's name, never on a cluster where a sibling runs.
+    std::string group_uid = stored.record.uid;
+    for (int32_t index = 1; index <= copies; ++index) {
+      SourceWorkload copy;
+      copy.record = stored.record;
+      copy.record.uid = group_uid + "-" + std::to_string(index);
+      copy.record.parent = group_uid;
+      copy.record.copy_index = index;
+      copies_[group_uid].push_back(copy.record.uid);
+      auto& placed = workloads_[copy.record.uid] = std::move(copy);
+      persist(placed.record);
+      start_round(placed);
+    }
   }
   drain_local();
   SHOAL_RETURN_IF_ERROR(store_health_);
@@ -207,6 +226,14 @@ void Agent::start_round(SourceWorkload& workload) {
   }
   workload.candidates.clear();
   workload.unasked = targets.reason;
+  if (!record.parent.empty()) {
+    std::set<std::string> taken = sibling_winners(record);
+    std::erase_if(targets.ranked, [&](const auto& target) {
+      if (!taken.count(target.first)) return false;
+      targets.reason += " " + target.second + "=HoldsAnotherCopy";
+      return true;
+    });
+  }
   if (targets.ranked.empty()) {
     make_pending(workload, "no cluster can take it now:" + targets.reason);
     return;
@@ -292,7 +319,7 @@ void Agent::on_capacity(const std::string& from, const protocol::Capacity& messa
   // rather than after the backoff.
   for (auto& [uid, workload] : workloads_) {
     const store::WorkloadRecord& record = workload.record;
-    if (record.phase != model::Phase::kPending) continue;
+    if (record.phase != model::Phase::kPending || is_group(workload)) continue;
     auto advertised = peer.capacity.find(record.spec.namespace_name);
     if (advertised == peer.capacity.end()) continue;
     auto room = advertised_room(advertised->second, record.spec.queue);
@@ -330,6 +357,12 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
   bool served_from_queue = record.phase == model::Phase::kPending;
   if (record.phase != model::Phase::kPlacing && !served_from_queue) {
     cancel_at(*workload, from, message.epoch);
+    return;
+  }
+  if (sibling_winners(record).count(from)) {
+    // Another copy of this workload won there first: one copy per cluster.
+    cancel_at(*workload, from, message.epoch);
+    on_reject(from, protocol::Reject{record.uid, message.epoch, "HoldsAnotherCopy"});
     return;
   }
   CandidateProgress& progress = workload->candidates[from];
@@ -386,8 +419,9 @@ void Agent::choose_best_ready(SourceWorkload& workload, const std::string& why) 
   const std::string* best = nullptr;
   double best_score = 0;
   std::string best_name;
+  std::set<std::string> taken = sibling_winners(workload.record);
   for (const auto& [peer_id, progress] : workload.candidates) {
-    if (progress.state != CandidateState::kReady) continue;
+    if (progress.state != CandidateState::kReady || taken.count(peer_id)) continue;
     std::string name = cluster_name_of(peer_id);
     if (!best || progress.score > best_score || (progress.score == best_score && name < best_name)) {
       best = &peer_id;
@@ -657,14 +691,31 @@ Status Agent::nominate(const std::string& namespace_name, const std::string& nam
     return invalid_argument("workload " + record.spec.key() + " is already bound at " + record.cluster +
                             "; nominations cannot change once bound");
   }
+  std::vector<std::string> members = {record.uid};
+  if (is_group(workload)) {
+    members = copies_[record.uid];
+    for (const auto& copy_uid : members) {
+      const store::WorkloadRecord& copy = workloads_.at(copy_uid).record;
+      if (!copy.winner.empty() || (copy.phase != model::Phase::kPending && copy.phase != model::Phase::kPlacing)) {
+        return invalid_argument("workload " + record.spec.key() + " copy " +
+                                std::to_string(copy.copy_index) + " is already bound at " +
+                                copy.cluster + "; nominations cannot change once bound");
+      }
+    }
+  }
   record.nominations = clusters;
+  persist(record);
   std::string list;
   for (const auto& cluster : clusters) list += (list.empty() ? "" : ",") + cluster;
   record_event(record.uid, "nominated " + list);
   // A new round asks the nominees and cancels every candidate not nominated
   // any more.
-  persist(record);
-  start_round(workload);
+  for (const auto& member_uid : members) {
+    SourceWorkload& member = workloads_.at(member_uid);
+    member.record.nominations = clusters;
+    persist(member.record);
+    start_round(member);
+  }
   drain_local();
   return store_health_;
 }
@@ -676,13 +727,27 @@ Status Agent::delete_workload(const std::string& namespace_name, const std::stri
   }
   SourceWorkload& workload = workloads_.at(uid->second);
   if (!workload.record.deleting) {
+    std::string group_uid = workload.record.uid;
     workload.record.deleting = true;
     workload.record.reason = "Deleting";
     workload.record.updated_at = clock_.now();
     persist(workload.record);
-    record_event(workload.record.uid, "delete requested");
-    begin_delete(workload);
-    if (drive_delete(workload, clock_.now())) forget_workload(workload.record.uid);
+    record_event(group_uid, "delete requested");
+    // A group goes once its last copy has gone (drive_source_workloads).
+    std::vector<std::string> targets = {group_uid};
+    if (is_group(workload)) targets = copies_[group_uid];
+    for (const auto& target_uid : targets) {
+      SourceWorkload& one = workloads_.at(target_uid);
+      one.record.deleting = true;
+      one.record.reason = "Deleting";
+      persist(one.record);
+      begin_delete(one);
+      if (drive_delete(one, clock_.now())) forget_workload(target_uid);
+    }
+    auto group = workloads_.find(group_uid);
+    if (group != workloads_.end() && is_group(group->second) && copies_[group_uid].empty()) {
+      forget_workload(group_uid);
+    }
   }
   drain_local();
   return store_health_;
@@ -731,10 +796,16 @@ bool Agent::drive_delete(SourceWorkload& workload, TimePoint now) {
 void Agent::forget_workload(const std::string& uid) {
   auto it = workloads_.find(uid);
   if (it == workloads_.end()) return;
+  const std::string parent = it->second.record.parent;
   record_event(uid, "deleted " + it->second.record.spec.key());
   Status deleted = store_.delete_workload(uid);
   if (!deleted.is_ok() && store_health_.is_ok()) store_health_ = deleted;
-  uid_by_name_.erase(it->second.record.spec.key());
+  if (parent.empty()) {
+    uid_by_name_.erase(it->second.record.spec.key());
+    copies_.erase(uid);
+  } else {
+    std::erase(copies_[parent], uid);
+  }
   workloads_.erase(it);
 }
 
@@ -743,6 +814,11 @@ void Agent::drive_source_workloads() {
   std::vector<std::string> deleted;
   for (auto& [uid, workload] : workloads_) {
     store::WorkloadRecord& record = workload.record;
+    if (is_group(workload)) {
+      // Its copies do the work; it goes once the last of them has been deleted.
+      if (record.deleting && copies_[uid].empty()) deleted.push_back(uid);
+      continue;
+    }
     if (record.deleting) {
       if (drive_delete(workload, now)) deleted.push_back(uid);
       continue;
@@ -812,7 +888,9 @@ void Agent::drive_source_workloads() {
 
 std::vector<store::WorkloadRecord> Agent::workloads() const {
   std::vector<store::WorkloadRecord> out;
-  for (const auto& [uid, workload] : workloads_) out.push_back(workload.record);
+  for (const auto& [uid, workload] : workloads_) {
+    if (workload.record.parent.empty()) out.push_back(workload.record);
+  }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return std::tie(a.spec.namespace_name, a.spec.name) <
            std::tie(b.spec.namespace_name, b.spec.name);
@@ -825,6 +903,94 @@ std::optional<store::WorkloadRecord> Agent::find_workload(const std::string& nam
   auto uid = uid_by_name_.find(namespace_name + "/" + name);
   if (uid == uid_by_name_.end()) return std::nullopt;
   return workloads_.at(uid->second).record;
+}
+
+std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) const {
+  std::vector<store::WorkloadRecord> out;
+  auto copies = copies_.find(uid);
+  if (copies == copies_.end()) return out;
+  for (const auto& copy_uid : copies->second) out.push_back(workloads_.at(copy_uid).record);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.copy_index < b.copy_index; });
+  return out;
+}
+
+std::set<std::string> Agent::sibling_winners(const store::WorkloadRecord& record) const {
+  std::set<std::string> taken;
+  if (record.parent.empty()) return taken;
+  auto copies = copies_.find(record.parent);
+  if (copies == copies_.end()) return taken;
+  for (const auto& copy_uid : copies->second) {
+    const store::WorkloadRecord& sibling = workloads_.at(copy_uid).record;
+    if (copy_uid != record.uid && !sibling.winner.empty() && !model::is_finished(sibling.phase)) {
+      taken.insert(sibling.winner);
+    }
+  }
+  return taken;
+}
+
+void Agent::update_group(const std::string& group_uid) {
+  auto it = workloads_.find(group_uid);
+  if (it == workloads_.end()) return;
+  store::WorkloadRecord& group = it->second.record;
+  std::vector<store::WorkloadRecord> copies = copies_of(group_uid);
+  if (copies.empty()) return;
+  auto count = [&](std::initializer_list<model::Phase> phases) {
+    return static_cast<size_t>(std::count_if(copies.begin(), copies.end(), [&](const auto& copy) {
+      return std::find(phases.begin(), phases.end(), copy.phase) != phases.end();
+    }));
+  };
+  using model::Phase;
+  size_t n = copies.size();
+  // Running only when every copy runs (or has already succeeded); Failed as
+  // soon as one copy failed for good; Succeeded when all did.
+  Phase phase = Phase::kPending;
+  if (count({Phase::kSucceeded}) == n) phase = Phase::kSucceeded;
+  else if (count({Phase::kFailed}) > 0) phase = Phase::kFailed;
+  else if (count({Phase::kRunning, Phase::kSucceeded}) == n) phase = Phase::kRunning;
+  else if (count({Phase::kBound, Phase::kRunning, Phase::kSucceeded}) == n) phase = Phase::kBound;
+  else if (count({Phase::kPlacing, Phase::kBound, Phase::kRunning, Phase::kSucceeded}) > 0) phase = Phase::kPlacing;
+  std::string clusters, reasons;
+  std::vector<std::string> nodes;
+  uint64_t epoch = 0;
+  int32_t restarts = 0, exit_code = 0;
+  int64_t started = 0, finished = 0;
+  bool all_finished = true;
+  for (const auto& copy : copies) {
+    if (!copy.cluster.empty()) clusters += (clusters.empty() ? "" : ",") + copy.cluster;
+    if (!copy.reason.empty() && copy.reason != "Deleting") {
+      reasons += "; copy " + std::to_string(copy.copy_index) + ": " + copy.reason;
+    }
+    nodes.insert(nodes.end(), copy.nodes.begin(), copy.nodes.end());
+    epoch = std::max(epoch, copy.epoch);
+    restarts += copy.restarts;
+    if (exit_code == 0) exit_code = copy.exit_code;
+    if (copy.started_at_ms && (!started || copy.started_at_ms < started)) started = copy.started_at_ms;
+    finished = std::max(finished, copy.finished_at_ms);
+    all_finished = all_finished && model::is_finished(copy.phase);
+  }
+  std::string summary = std::to_string(count({Phase::kRunning})) + "/" + std::to_string(n) + " running";
+  if (group.deleting) summary = "Deleting";
+  store::WorkloadRecord updated = group;
+  updated.phase = phase;
+  updated.cluster = clusters;
+  updated.reason = summary + reasons;
+  updated.nodes = std::move(nodes);
+  updated.epoch = epoch;
+  updated.restarts = restarts;
+  updated.exit_code = exit_code;
+  updated.started_at_ms = started;
+  updated.finished_at_ms = all_finished ? finished : 0;
+  if (updated.phase == group.phase && updated.cluster == group.cluster && updated.reason == group.reason &&
+      updated.nodes == group.nodes && updated.epoch == group.epoch && updated.restarts == group.restarts &&
+      updated.finished_at_ms == group.finished_at_ms && updated.started_at_ms == group.started_at_ms) {
+    return;
+  }
+  bool phase_changed = updated.phase != group.phase;
+  updated.updated_at = clock_.now();
+  group = std::move(updated);
+  persist(group);
+  if (phase_changed) record_event(group_uid, std::string(model::phase_name(group.phase)) + ": " + group.reason);
 }
 
 }  // namespace shoal::core

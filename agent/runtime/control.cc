@@ -241,11 +241,18 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
                        request.at("name").get<std::string>() + " not found");
     }
     SHOAL_ASSIGN_OR_RETURN(auto events, agent.events(record->uid));
+    json copies = json::array();
+    for (const auto& copy : agent.copies_of(record->uid)) {
+      json entry = workload_to_json(copy)["status"];
+      entry["copy"] = copy.copy_index;
+      copies.push_back(std::move(entry));
+    }
     json history = json::array();
     for (const auto& event : events) {
       history.push_back({{"at", format_time(event.at)}, {"text", event.text}});
     }
     json out = workload_to_json(*record);
+    if (!copies.empty()) out["status"]["copies"] = copies;
     out["events"] = history;
     out["ok"] = true;
     return out;

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <random>
 
+#include <map>
+#include <set>
+
 #include "protocol/envelope.h"
 
 #include "tests/unit/core/world.h"
@@ -366,6 +369,134 @@ TEST(LifecycleTest, FencingTimersAreValidated) {
   EXPECT_NE(check_fencing_timers(config).find("workerLostTimeout"), std::string::npos);
   config.lease = 0s;
   EXPECT_EQ(check_fencing_timers(config), "") << "no fencing, nothing to check";
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
+
+namespace shoal::core::testing {
+namespace {
+
+// numberOfClusters > 1: one copy on each of N distinct clusters.
+struct ThreeTargets {
+  World world;
+  Node* source;
+  std::vector<Node*> targets;
+  ThreeTargets() {
+    world.configure = fast_timers;
+    source = &world.add("source", 1, 500);
+    for (const char* name : {"east", "north", "west"}) {
+      targets.push_back(&world.add(name, 1));  // one 8-cpu node each
+      world.invite(*targets.back(), *source);
+    }
+    world.run_for(2s);
+  }
+  model::WorkloadSpec job(int copies, int64_t cpu = 4000, Duration duration = 3600s) {
+    model::WorkloadSpec spec = workload("job", cpu, duration);
+    spec.placement.number_of_clusters = copies;
+    return spec;
+  }
+  // Clusters running a copy of the group's copies (by copy uid).
+  std::map<std::string, std::string> running() {
+    std::map<std::string, std::string> out;
+    for (Node* target : targets) {
+      for (const auto& r : target->agent->reservations()) {
+        if (r.phase == store::ReservationPhase::kRunning) out[r.uid] = target->name;
+      }
+    }
+    return out;
+  }
+};
+
+TEST(CopiesTest, EachCopyRunsOnADifferentClusterAndTheGroupMirrorsThemAll) {
+  ThreeTargets t;
+  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
+  t.world.run_for(1s);
+  auto group = t.source->agent->find_workload("default", "job");
+  ASSERT_TRUE(group.has_value());
+  EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
+  EXPECT_EQ(group->reason, "2/2 running");
+  auto copies = t.source->agent->copies_of(group->uid);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_NE(copies[0].cluster, copies[1].cluster);
+  EXPECT_EQ(copies[0].copy_index, 1);
+  EXPECT_EQ(copies[1].copy_index, 2);
+  EXPECT_EQ(t.running().size(), 2u);
+  std::set<std::string> clusters;
+  for (const auto& [uid, cluster] : t.running()) clusters.insert(cluster);
+  EXPECT_EQ(clusters.size(), 2u) << "never two copies on one cluster";
+  EXPECT_EQ(t.source->agent->workloads().size(), 1u) << "copies are not listed as workloads";
+  EXPECT_TRUE(event_contains(*t.source, group->uid, "copy 1: winner"));
+}
+
+TEST(CopiesTest, ACopyWithNoFreeDistinctClusterWaitsAndTheGroupIsNotRunning) {
+  ThreeTargets t;
+  // Only east may take it: the second copy has nowhere to go.
+  model::WorkloadSpec spec = t.job(2);
+  spec.placement.clusters = {"east"};
+  ASSERT_TRUE(t.source->agent->submit({spec}).is_ok());
+  t.world.run_for(2s);
+  auto group = t.source->agent->find_workload("default", "job");
+  EXPECT_EQ(group->phase, model::Phase::kPlacing);
+  EXPECT_NE(group->reason.find("1/2 running"), std::string::npos) << group->reason;
+  auto copies = t.source->agent->copies_of(group->uid);
+  int pending = 0;
+  for (const auto& copy : copies) pending += copy.phase == model::Phase::kPending;
+  EXPECT_EQ(pending, 1);
+  EXPECT_EQ(t.running().size(), 1u);
+}
+
+TEST(CopiesTest, GroupSucceedsWhenEveryCopyDidAndDeleteRemovesEveryCopy) {
+  ThreeTargets t;
+  ASSERT_TRUE(t.source->agent->submit({t.job(3, 4000, 2s)}).is_ok());
+  t.world.run_for(4s);
+  auto group = t.source->agent->find_workload("default", "job");
+  EXPECT_EQ(group->phase, model::Phase::kSucceeded) << group->reason;
+  EXPECT_NE(group->finished_at_ms, 0);
+
+  model::WorkloadSpec other = t.job(2);
+  other.name = "long";
+  ASSERT_TRUE(t.source->agent->submit({other}).is_ok());
+  t.world.run_for(1s);
+  ASSERT_EQ(t.running().size(), 2u);
+  std::string uid = t.source->agent->find_workload("default", "long")->uid;
+  ASSERT_TRUE(t.source->agent->delete_workload("default", "long").is_ok());
+  t.world.run_for(2s);
+  EXPECT_FALSE(t.source->agent->find_workload("default", "long").has_value());
+  EXPECT_TRUE(t.source->agent->copies_of(uid).empty());
+  EXPECT_TRUE(t.running().empty());
+  EXPECT_TRUE(t.source->agent->submit({other}).is_ok()) << "the name is free again";
+}
+
+TEST(CopiesTest, LostCopyIsReplacedOnAClusterWithoutASiblingAndSurvivesARestart) {
+  ThreeTargets t;
+  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
+  t.world.run_for(1s);
+  auto group = t.source->agent->find_workload("default", "job");
+  auto copies = t.source->agent->copies_of(group->uid);
+  ASSERT_EQ(copies.size(), 2u);
+  Node* lost = nullptr;
+  for (Node* target : t.targets) {
+    if (target->name == copies[0].cluster) lost = target;
+  }
+  ASSERT_NE(lost, nullptr);
+  auto cut = [&](const Wire& w) { return w.to != lost->id && w.from != lost->id; };
+  t.world.run_for(8s, 250ms, cut);
+  copies = t.source->agent->copies_of(group->uid);
+  EXPECT_NE(copies[0].cluster, lost->name);
+  EXPECT_NE(copies[0].cluster, copies[1].cluster);
+  EXPECT_EQ(copies[0].restarts, 1);
+  EXPECT_EQ(copies[1].restarts, 0);
+  EXPECT_EQ(t.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+
+  t.world.restart(*t.source);
+  t.world.run_for(2s, 250ms, cut);
+  group = t.source->agent->find_workload("default", "job");
+  ASSERT_TRUE(group.has_value());
+  EXPECT_EQ(group->spec.placement.number_of_clusters, 2);
+  EXPECT_EQ(t.source->agent->copies_of(group->uid).size(), 2u);
+  EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
+  EXPECT_EQ(t.running().size(), 2u);
 }
 
 }  // namespace
