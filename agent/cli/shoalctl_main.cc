@@ -329,8 +329,20 @@ int cmd_describe_workload(const Options& o, const std::string& target) {
             << "  Finished:   " << status["finishedAt"].get<std::string>() << "\n"
             << "  Exit code:  " << status["exitCode"].get<int>() << "\n"
             << "  Restarts:   " << status.value("restarts", 0) << "\n"
-            << "  Reason:     " << status["reason"].get<std::string>() << "\n"
-            << "Events:\n";
+            << "  Reason:     " << status["reason"].get<std::string>() << "\n";
+  if (status.contains("copies")) {
+    std::cout << "Copies:\n";
+    Table copies({"  COPY", "PHASE", "CLUSTER", "NODES", "EPOCH", "RESTARTS", "EXIT", "REASON"});
+    for (const auto& copy : status["copies"]) {
+      std::string cluster = copy["cluster"], reason = copy["reason"];
+      copies.add({"  " + std::to_string(copy["copy"].get<int>()), copy["phase"],
+                  cluster.empty() ? "-" : cluster, join(copy["nodes"]),
+                  std::to_string(copy["epoch"].get<int>()), std::to_string(copy["restarts"].get<int>()),
+                  std::to_string(copy["exitCode"].get<int>()), reason.empty() ? "-" : reason});
+    }
+    copies.print(std::cout);
+  }
+  std::cout << "Events:\n";
   for (const auto& event : w["events"]) {
     std::cout << "  " << event["at"].get<std::string>() << "  " << event["text"].get<std::string>()
               << "\n";

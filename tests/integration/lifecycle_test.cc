@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "harness.h"
 
@@ -216,6 +217,24 @@ TEST_F(Lifecycle, TargetRestartedWhileRunningACopyFinishesItOnce) {
   json job = describe("job");
   EXPECT_EQ(job["status"]["restarts"], 0) << "restored, not re-placed";
   EXPECT_EQ(job["status"]["epoch"], 1);
+}
+
+TEST_F(Lifecycle, TwoCopiesRunOnTwoClustersAndDescribeShowsEach) {
+  submit("pair", "duration: 10m, placement: {numberOfClusters: 2}");
+  ASSERT_TRUE(wait_until([&] { return status_is("pair", "Running"); }, 20s)) << describe("pair").dump(2);
+  json pair = describe("pair");
+  EXPECT_EQ(pair["status"]["reason"], "2/2 running");
+  ASSERT_EQ(pair["status"]["copies"].size(), 2u);
+  std::set<std::string> clusters;
+  for (const auto& copy : pair["status"]["copies"]) {
+    EXPECT_EQ(copy["phase"], "Running");
+    clusters.insert(copy["cluster"].get<std::string>());
+  }
+  EXPECT_EQ(clusters, (std::set<std::string>{"east", "west"}));
+  CommandResult text = source_.ctl({"describe", "workload", "default/pair"});
+  EXPECT_NE(text.out.find("Copies:"), std::string::npos) << text.out;
+  json list = source_.ctl_json({"get", "workloads"});
+  EXPECT_EQ(list["items"].size(), 1u) << "one workload, two copies";
 }
 
 }  // namespace
