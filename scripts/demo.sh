@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds shoal, starts a three-agent federation on loopback
 # (east, west, north), sets up full-mesh invitations for namespace "default",
-# submits 10 workloads to east, waits for them to finish and shows where each
+# submits 10 workloads (and one with a copy on every cluster) to east, waits for them to finish and shows where each
 # ran. Leaves no process behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,16 +66,29 @@ spec:
   duration: 2s
 YAML
 done
+# One more, with a copy on each of the three clusters.
+cat >>"$MANIFEST" <<YAML
+---
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: everywhere, namespace: default}
+spec:
+  resources: {cpu: "1", memory: 1Gi}
+  duration: 2s
+  placement: {numberOfClusters: 3}
+YAML
 ctl east submit -f "$MANIFEST"
 
-echo "== waiting for all 10 to finish"
+echo "== waiting for all 11 to finish"
 for _ in $(seq 300); do
   done_count=$(ctl east get workloads -o json | python3 -c 'import json,sys; print(sum(w["status"]["phase"] in ("Succeeded","Failed") for w in json.load(sys.stdin)["items"]))')
-  [ "$done_count" = 10 ] && break
+  [ "$done_count" = 11 ] && break
   sleep 0.2
 done
 ctl east get workloads -o wide
 ctl east describe workload default/job-8 | tail -12
+echo
+ctl east describe workload default/everywhere | sed -n '/^Status:/,/^Events:/p'
 echo
 ctl east get workloads -o json | python3 -c '
 import json, sys, collections

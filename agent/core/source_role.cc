@@ -970,6 +970,8 @@ void Agent::update_group(const std::string& group_uid) {
     all_finished = all_finished && model::is_finished(copy.phase);
   }
   std::string summary = std::to_string(count({Phase::kRunning})) + "/" + std::to_string(n) + " running";
+  if (phase == Phase::kSucceeded) summary = std::to_string(n) + "/" + std::to_string(n) + " succeeded";
+  if (phase == Phase::kFailed) summary = std::to_string(count({Phase::kFailed})) + "/" + std::to_string(n) + " failed";
   if (group.deleting) summary = "Deleting";
   store::WorkloadRecord updated = group;
   updated.phase = phase;
