@@ -498,7 +498,7 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
   if (progress == workload->candidates.end() || progress->second.state == CandidateState::kRejected) {
     return;
   }
-  if (message.reason == "AlreadyBound" && record.winner.empty()) {
+  if (message.reason == "AlreadyBound" && record.winner.empty() && !sibling_winners(record).count(from)) {
     // The target still runs a copy of an earlier epoch that nothing replaced.
     adopt(*workload, from, 0);
     return;
@@ -626,7 +626,8 @@ void Agent::on_holdings(const std::string& from, const protocol::Holdings& messa
       continue;  // its copy, or one being adopted (the APPROVE re-epochs it)
     }
     if (!running || record.deleting) continue;
-    if (record.winner.empty() && !model::is_finished(record.phase)) {
+    if (record.winner.empty() && !model::is_finished(record.phase) &&
+        !sibling_winners(record).count(from)) {
       adopt(*workload, from, copy.epoch);
     } else {
       record_event(record.uid, "removing a stale copy at " + cluster_name_of(from) + " (epoch " +
@@ -843,9 +844,9 @@ void Agent::drive_source_workloads() {
         lost(record.winner)) {
       // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
       // stopped at least lease + skew ago, so its copy has stopped by now.
-      const Peer& winner = peers_.at(record.winner);
-      if (config_.lease.count() == 0 ||
-          now - winner.last_digest_sent >= config_.lease + config_.max_clock_skew) {
+      auto winner = peers_.find(record.winner);
+      TimePoint last_renewal = winner == peers_.end() ? TimePoint{} : winner->second.last_digest_sent;
+      if (config_.lease.count() == 0 || now - last_renewal >= config_.lease + config_.max_clock_skew) {
         requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
                                    format_duration(silent_for(record.winner)));
         continue;

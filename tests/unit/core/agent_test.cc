@@ -182,6 +182,25 @@ TEST(AgentTest, TargetRestartKeepsRunningWorkAndReportsIt) {
   EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 32000);
 }
 
+TEST(AgentTest, TargetRestartedAfterReadyBindsOnceWhenTheApprovalArrives) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  auto uids = source.agent->submit({workload("job", 4000, 2s)});
+  ASSERT_TRUE(uids.is_ok());
+  // READY reaches the source; the APPROVE is lost as the target crashes.
+  world.deliver([&](const Wire& w) { return w.type != MessageType::kApprove; });
+  ASSERT_EQ(target.agent->reservations().size(), 1u);
+  world.restart(target);
+  EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 28000) << "the reservation survived";
+  world.run_for(4s);  // the source re-sends APPROVE; the restored reservation binds
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
+  EXPECT_EQ(bound_copies(target, uids->front()), 1);
+  EXPECT_EQ(source.agent->find_workload("default", "job")->epoch, 1u) << "no second round";
+}
+
 TEST(AgentTest, NamespaceWithoutInvitationGetsNoCandidate) {
   World world;
   Node& source = world.add("source", 1, 1000);
