@@ -244,10 +244,10 @@ void Agent::start_round(SourceWorkload& workload) {
   record.winner.clear();
   record.cluster.clear();
   record.updated_at = now;
+  record.status_generation = 0;  // a new copy counts its own generations
   persist(record);
   workload.round_started = now;
   workload.wave_started = now;
-  record.status_generation = 0;
   std::string names;
   for (const auto& [peer_id, name] : targets.ranked) {
     names += (names.empty() ? "" : ", ") + name;
@@ -670,7 +670,6 @@ void Agent::send_digests() {
     send(id, std::move(digest));
   }
 }
-
 
 Status Agent::nominate(const std::string& namespace_name, const std::string& name,
                        const std::vector<std::string>& clusters) {

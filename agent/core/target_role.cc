@@ -310,7 +310,10 @@ void Agent::on_delete(const std::string& from, const protocol::Delete& message) 
 void Agent::on_digest(const std::string& from, const protocol::Digest& message) {
   if (from == self_id_) return;
   Peer& source = peers_[from];
-  source.lease_ms = static_cast<int64_t>(message.lease_ms);
+  // A lease is minutes; a day bounds what a confused or hostile peer can ask
+  // for (and keeps the arithmetic below far from overflow).
+  constexpr uint64_t kLongestLeaseMs = 24ull * 3600 * 1000;
+  source.lease_ms = static_cast<int64_t>(std::min(message.lease_ms, kLongestLeaseMs));
   if (message.lease_ms == 0) {
     source.lease_until_ms = 0;  // the source runs without fencing
   } else {
