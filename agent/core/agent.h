@@ -72,6 +72,14 @@ struct InvitationOptions {
   std::optional<TimePoint> not_before;
 };
 
+// Where an invitation stands now. The names are also REJECT reason codes.
+enum class InvitationState { kActive, kNotYetValid, kExpired, kRevoked, kReplaced };
+inline constexpr std::string_view kInvitationStateNames[] = {"Active", "NotYetValid", "Expired",
+                                                             "Revoked", "Replaced"};
+inline std::string invitation_state_name(InvitationState state) {
+  return std::string(kInvitationStateNames[static_cast<int>(state)]);
+}
+
 // Resources held under an invitation: reserved or bound, not finished.
 struct InvitationUsage {
   model::Resources resources;
@@ -262,7 +270,7 @@ class Agent {
   // already in flight (CANCEL, STATUS, ...), never to start new work.
   bool ever_issued_to(const std::string& peer_id) const;
   bool ever_accepted_from(const std::string& peer_id) const;
-  std::string invitation_state(const OwnedInvitation& owned, TimePoint now) const;
+  static InvitationState invitation_state(const OwnedInvitation& owned, TimePoint now);
   InvitationUsage usage_of_source(const std::string& source) const;
   InvitationUsage usage_at_target(const std::string& target) const;
   // "" when `spec` fits the limits of `from`'s invitation on top of what it

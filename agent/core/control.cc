@@ -101,12 +101,12 @@ Result<std::string> Agent::accept_invitation(std::string_view token) {
   return cluster;
 }
 
-std::string Agent::invitation_state(const OwnedInvitation& owned, TimePoint now) const {
-  if (owned.record.revoked) return "Revoked";
-  if (owned.record.replaced) return "Replaced";
-  if (owned.invitation.expires && *owned.invitation.expires <= now) return "Expired";
-  if (now < owned.invitation.not_before) return "NotYetValid";
-  return "Active";
+InvitationState Agent::invitation_state(const OwnedInvitation& owned, TimePoint now) {
+  if (owned.record.revoked) return InvitationState::kRevoked;
+  if (owned.record.replaced) return InvitationState::kReplaced;
+  if (owned.invitation.expires && *owned.invitation.expires <= now) return InvitationState::kExpired;
+  if (now < owned.invitation.not_before) return InvitationState::kNotYetValid;
+  return InvitationState::kActive;
 }
 
 InvitationUsage Agent::usage_of_source(const std::string& source) const {
@@ -140,9 +140,11 @@ std::vector<InvitationView> Agent::invitations() const {
     view.peer_id = owned.record.peer_id;
     view.peer = cluster_name_of(owned.record.peer_id);
     view.namespaces = owned.invitation.namespaces;
-    view.state = invitation_state(owned, now);
+    InvitationState state = invitation_state(owned, now);
+    view.state = invitation_state_name(state);
     view.limits = owned.invitation.limits;
-    if (view.state == "Active" || view.state == "Revoked" || view.state == "Expired") {
+    if (state == InvitationState::kActive || state == InvitationState::kRevoked ||
+        state == InvitationState::kExpired) {
       // Replaced invitations hand their usage to the one that replaced them.
       view.usage = issued ? usage_of_source(view.peer_id) : usage_at_target(view.peer_id);
     }
@@ -199,10 +201,10 @@ std::vector<PeerView> Agent::peers() const {
       auto consider = [&](const auto& table) {
         for (const auto& [inv_id, owned] : table) {
           if (owned.record.peer_id != id) continue;
-          std::string state = invitation_state(owned, now);
-          if (state == "Revoked") revoked = inv_id;
-          else if (state == "Expired") expired = inv_id;
-          else if (state == "NotYetValid") pending = inv_id;
+          InvitationState state = invitation_state(owned, now);
+          if (state == InvitationState::kRevoked) revoked = inv_id;
+          else if (state == InvitationState::kExpired) expired = inv_id;
+          else if (state == InvitationState::kNotYetValid) pending = inv_id;
         }
       };
       consider(issued_);

@@ -35,10 +35,10 @@ std::string Agent::reject_reason_for(const std::string& from,
   TimePoint now = clock_.now();
   for (const auto& [id, owned] : issued_) {
     if (owned.record.peer_id != from || !owned.invitation.covers(spec.namespace_name)) continue;
-    std::string state = invitation_state(owned, now);
-    if (state == "Active") return limit_refusal(from, spec);
-    if (state == "Replaced") continue;  // its successor decides
-    if (best == "NotInvited" || state == "Revoked") best = state;
+    InvitationState state = invitation_state(owned, now);
+    if (state == InvitationState::kActive) return limit_refusal(from, spec);
+    if (state == InvitationState::kReplaced) continue;  // its successor decides
+    if (best == "NotInvited" || state == InvitationState::kRevoked) best = invitation_state_name(state);
   }
   return best;
 }
