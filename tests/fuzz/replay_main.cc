@@ -36,7 +36,9 @@ std::vector<std::vector<uint8_t>> seeds() {
       protocol::Hello{"c", "o", "tcp://h:1"},
       protocol::Candidate{"u", 1, spec},
       protocol::WorkloadStatus{"u", 1, 2, model::Phase::kRunning, {"n"}, 1, 0, 0, ""},
-      protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}}}}}}};
+      protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}}}}}},
+      protocol::Digest{120000, {{"u", 1}, {"v", 2}}},
+      protocol::Holdings{{{"u", 1, model::Phase::kRunning}}}};
   for (const auto& body : bodies) {
     protocol::Envelope e;
     e.type = protocol::type_of(body);
@@ -66,6 +68,9 @@ std::vector<std::vector<uint8_t>> seeds() {
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n"
                                       "  resources: {cpu: 1}\n  placement:\n    numberOfClusters: 2\n"
                                       "    spreadPolicy: {spreadConstraints: [{topologyKey: zone, maxSkew: 1}]}\n")));
+  out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n"
+                                      "  resources: {cpu: 1}\n  restartPolicy: OnFailure\n"
+                                      "  placement: {readyWindow: 2s, minReady: 2, dispatcher: Sample}\n")));
   return out;
 }
 
