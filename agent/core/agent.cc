@@ -389,6 +389,14 @@ bool Agent::lost(const std::string& peer_id) const {
   return silent_for(peer_id) >= config_.worker_lost_timeout;
 }
 
+bool Agent::may_renew_lease(const std::string& peer_id) const {
+  // Stop once the target has been silent so long that worker-lost handling
+  // will need its copies stopped: then its lease has ended lease + skew
+  // before we place them again.
+  return config_.lease.count() == 0 ||
+         silent_for(peer_id) < config_.worker_lost_timeout - config_.lease - config_.max_clock_skew;
+}
+
 std::string check_fencing_timers(const AgentConfig& config) {
   if (config.lease.count() == 0) return "";
   if (config.lease < Duration(std::chrono::milliseconds(400))) {

@@ -348,6 +348,8 @@ class Agent {
   void send_digests();
   Duration silent_for(const std::string& peer_id) const;
   bool lost(const std::string& peer_id) const;
+  // Whether a lease-renewing message (DIGEST, APPROVE) may go to this peer.
+  bool may_renew_lease(const std::string& peer_id) const;
   void begin_delete(SourceWorkload& workload);
   // Retries DELETEs; true once every copy is confirmed stopped (or, for one
   // that cannot be running, given up on).

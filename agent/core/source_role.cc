@@ -651,13 +651,8 @@ void Agent::send_digests() {
   if (config_.lease.count() > 0) interval = std::min(interval, config_.lease / 4);
   for (auto& [id, peer] : peers_) {
     if (!ever_accepted_from(id) || now - peer.last_digest_sent < interval) continue;
-    // Renewing a lease tells the target "I still see you". Stop once the
-    // target has been silent so long that worker-lost handling will need its
-    // copies stopped: then its lease ends lease + skew before we re-place.
-    if (config_.lease.count() > 0 &&
-        silent_for(id) >= config_.worker_lost_timeout - config_.lease - config_.max_clock_skew) {
-      continue;
-    }
+    // Renewing a lease tells the target "I still see you".
+    if (!may_renew_lease(id)) continue;
     protocol::Digest digest;
     digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
     for (const auto& [uid, workload] : workloads_) {
@@ -853,7 +848,9 @@ void Agent::drive_source_workloads() {
     }
     if (record.phase != model::Phase::kPlacing) continue;
     if (!record.winner.empty()) {
-      if (now - workload.last_approve_sent >= config_.retry_interval) {
+      // An APPROVE that binds renews the target's lease: like a DIGEST, it
+      // is not sent to a target silent past the renewal window.
+      if (now - workload.last_approve_sent >= config_.retry_interval && may_renew_lease(record.winner)) {
         workload.last_approve_sent = now;
         send(record.winner, protocol::Approve{uid, record.epoch});
       }

@@ -230,13 +230,19 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   TargetReservation& reservation = it->second;
   store::ReservationRecord& record = reservation.record;
   if (record.epoch > message.epoch) return;  // an old round's approval; the source moved on
-  // An APPROVE proves the source heard from us just now: it renews the lease.
-  if (auto source = peers_.find(from); source != peers_.end() && source->second.lease_ms > 0) {
+  // An APPROVE that binds (or adopts) answers a READY the source just heard
+  // from us: it renews the source's lease, so a copy bound after a lapse is
+  // not stopped at once. Retries of an APPROVE never renew: a source may
+  // repeat them to a target it no longer hears (docs/lifecycle.md).
+  auto renew_lease = [&] {
+    auto source = peers_.find(from);
+    if (source == peers_.end() || source->second.lease_ms <= 0) return;
     source->second.lease_until_ms = std::max(source->second.lease_until_ms,
                                              to_millis(current_sent_at_) + source->second.lease_ms);
     persist_peer(from);
-  }
+  };
   if (adoptable && record.epoch < message.epoch) {
+    renew_lease();
     // Adoption: the source lost track of this copy, has not placed it
     // anywhere else, and takes it back under its current epoch. Still one
     // copy: the source approves one winner per epoch.
@@ -274,6 +280,7 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   record.started_at_ms = to_millis(now);
   record.generation += 1;
   persist(record);
+  renew_lease();
   record_event(record.uid, "bound for " + cluster_name_of(from) + " on " +
                                (record.nodes.empty() ? "" : record.nodes.front()) +
                                (record.nodes.size() > 1 ? " and others" : ""));
