@@ -466,6 +466,9 @@ void Agent::send_status(TargetReservation& reservation) {
 }
 
 void Agent::apply_cluster_events() {
+  // Changes that land in one tick are coalesced: one STATUS per copy, with
+  // its newest state and generation.
+  std::set<ReservationKey> changed;
   for (const auto& event : cluster_.drain_events(clock_.now())) {
     size_t slash = event.key.find('/');
     if (slash == std::string::npos) continue;
@@ -495,8 +498,9 @@ void Agent::apply_cluster_events() {
     record_event(record.uid, "at " + config_.cluster + ": " +
                                  std::string(store::kReservationPhaseNames[static_cast<int>(
                                      record.phase)]));
-    send_status(it->second);
+    changed.insert(key);
   }
+  for (const auto& key : changed) send_status(reservations_.at(key));
 }
 
 void Agent::expire_reservations() {

@@ -285,6 +285,22 @@ TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder)
   EXPECT_GT(f.source->agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)], 0u);
 }
 
+TEST(LifecycleTest, ChangesWithinOneTickAreCoalescedIntoOneStatus) {
+  Federation f(2s);
+  int statuses = 0;
+  auto count = [&](const Wire& w) {
+    if (w.type == protocol::MessageType::kStatus && w.from == f.east->id) ++statuses;
+    return true;
+  };
+  // Starts and finishes between two ticks: Bound, then one report for both
+  // Running and Succeeded (never Succeeded followed by a stale Running).
+  ASSERT_TRUE(f.source->agent->submit({workload("blink", 4000, 100ms)}).is_ok());
+  f.world.deliver(count);
+  f.world.run_for(1s, 250ms, count);
+  EXPECT_EQ(phase_of(*f.source, "blink"), model::Phase::kSucceeded);
+  EXPECT_EQ(statuses, 2);
+}
+
 // Three targets of different size: their READY scores (free cpu after the
 // reservation) differ, and READYs are delivered in node order a, b, c.
 struct ScoringWorld {
