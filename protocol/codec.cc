@@ -200,6 +200,23 @@ struct Encoder {
   }
 };
 
+// A nested array of `item` arrays, each read by `read_item`; any failure
+// inside becomes r's, naming the field.
+template <typename T, typename ReadItem>
+std::vector<T> read_list(ArrayReader& r, const char* list_field, const char* item_field,
+                         ReadItem read_item) {
+  std::vector<T> out;
+  ArrayReader list = r.nested(list_field);
+  while (list.ok() && !list.at_end()) {
+    ArrayReader item = list.nested(item_field);
+    T value = read_item(item);
+    list.adopt(item);
+    out.push_back(std::move(value));
+  }
+  r.adopt(list);
+  return out;
+}
+
 template <typename T>
 Result<Body> finish(ArrayReader& r, T message) {
   if (!r.ok()) return r.status();
@@ -217,30 +234,22 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
     }
     case MessageType::kCapacity: {
       Capacity m;
-      ArrayReader list = r.nested("namespaces");
-      while (list.ok() && !list.at_end()) {
-        ArrayReader item = list.nested("item");
+      m.namespaces = read_list<NamespaceCapacity>(r, "namespaces", "item", [](ArrayReader& item) {
         NamespaceCapacity n;
         n.namespace_name = item.string("namespace");
         n.free = read_resources(item, "free");
         n.largest_free_node = read_resources(item, "largestFreeNode");
-        if (item.ok() && !item.at_end()) {
-          ArrayReader queues = item.nested("queues");
-          while (queues.ok() && !queues.at_end()) {
-            ArrayReader entry = queues.nested("queue");
+        if (item.ok() && !item.at_end()) {  // field 4 is newer: older agents omit it
+          n.queues = read_list<QueueCapacity>(item, "queues", "queue", [](ArrayReader& entry) {
             QueueCapacity q;
             q.queue = entry.string("name");
             q.free = read_resources(entry, "free");
             q.largest_free_node = read_resources(entry, "largestFreeNode");
-            queues.adopt(entry);
-            n.queues.push_back(std::move(q));
-          }
-          item.adopt(queues);
+            return q;
+          });
         }
-        list.adopt(item);
-        m.namespaces.push_back(std::move(n));
-      }
-      r.adopt(list);
+        return n;
+      });
       return finish(r, std::move(m));
     }
     case MessageType::kCandidate: {
@@ -322,33 +331,25 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
     case MessageType::kDigest: {
       Digest m;
       m.lease_ms = r.integer<uint64_t>("leaseMs");
-      ArrayReader list = r.nested("copies");
-      while (list.ok() && !list.at_end()) {
-        ArrayReader item = list.nested("copy");
+      m.copies = read_list<CopyRef>(r, "copies", "copy", [](ArrayReader& item) {
         CopyRef copy;
         copy.uid = item.string("uid");
         copy.epoch = item.integer<uint64_t>("epoch");
-        list.adopt(item);
-        m.copies.push_back(std::move(copy));
-      }
-      r.adopt(list);
+        return copy;
+      });
       return finish(r, std::move(m));
     }
     case MessageType::kHoldings: {
       Holdings m;
-      ArrayReader list = r.nested("copies");
-      while (list.ok() && !list.at_end()) {
-        ArrayReader item = list.nested("copy");
+      m.copies = read_list<HeldCopy>(r, "copies", "copy", [](ArrayReader& item) {
         HeldCopy copy;
         copy.uid = item.string("uid");
         copy.epoch = item.integer<uint64_t>("epoch");
         uint8_t phase = item.integer<uint8_t>("phase");
         if (item.ok() && phase >= std::size(model::kPhaseNames)) item.fail("phase", "unknown phase");
         copy.phase = static_cast<model::Phase>(phase);
-        list.adopt(item);
-        m.copies.push_back(std::move(copy));
-      }
-      r.adopt(list);
+        return copy;
+      });
       return finish(r, std::move(m));
     }
   }

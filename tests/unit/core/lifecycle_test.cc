@@ -18,15 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Short timers so the scenarios run in simulated seconds.
-void fast_timers(AgentConfig& config) {
-  config.lease = 2s;
-  config.max_clock_skew = 500ms;
-  config.worker_lost_timeout = 6s;
-  config.gc_interval = 1s;
-  config.pending_retry = 1s;
-  config.pending_retry_max = 4s;
-}
 
 // Copies of `uid` that hold resources at `node` (Bound or Running).
 int running_copies(Node& node, const std::string& uid) {
@@ -61,7 +52,7 @@ struct Federation {
   Node* west;
   explicit Federation(Duration lease) {
     world.configure = [lease](AgentConfig& config) {
-      fast_timers(config);
+      fast_lifecycle_timers(config);
       config.lease = lease;
     };
     source = &world.add("source", 1, 500);  // too small to run anything itself
@@ -399,7 +390,7 @@ struct ThreeTargets {
   Node* source;
   std::vector<Node*> targets;
   ThreeTargets() {
-    world.configure = fast_timers;
+    world.configure = fast_lifecycle_timers;
     source = &world.add("source", 1, 500);
     for (const char* name : {"east", "north", "west"}) {
       targets.push_back(&world.add(name, 1));  // one 8-cpu node each

@@ -42,12 +42,7 @@ void run_seed(uint32_t seed) {
   auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
   World world;
   world.configure = [](AgentConfig& config) {
-    config.lease = 2s;
-    config.max_clock_skew = 500ms;
-    config.worker_lost_timeout = 6s;
-    config.gc_interval = 1s;
-    config.pending_retry = 1s;
-    config.pending_retry_max = 4s;
+    fast_lifecycle_timers(config);
     config.reservation_ttl = 5s;
   };
   Node& source = world.add("source", 1, 500);

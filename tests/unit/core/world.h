@@ -207,6 +207,17 @@ inline std::string reason_of(Node& node, const std::string& name) {
   return record ? record->reason : "";
 }
 
+// Lifecycle timers in simulated seconds: lease 2s, worker lost after 6s.
+inline void fast_lifecycle_timers(AgentConfig& config) {
+  using namespace std::chrono_literals;
+  config.lease = 2s;
+  config.max_clock_skew = 500ms;
+  config.worker_lost_timeout = 6s;
+  config.gc_interval = 1s;
+  config.pending_retry = 1s;
+  config.pending_retry_max = 4s;
+}
+
 inline model::WorkloadSpec workload(const std::string& name, int64_t cpu_milli,
                                     Duration duration = Duration(2000),
                                     const std::string& namespace_name = "default") {
