@@ -25,8 +25,14 @@ class Lifecycle : public ::testing::Test {
     std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
                            "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
     source_.init({"--cluster-config", tiny});
+    // East has the default 4 x 8 cpu, so it ranks first; west is smaller and
+    // alone has nodes labelled pool=special.
+    std::string special = dir_.path() + "/west.yaml";
+    std::ofstream(special) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: west}\nspec:\n"
+                              "  nodes:\n  - {name: n, count: 2, capacity: {cpu: \"8\", memory: 32Gi}, "
+                              "labels: {pool: special}}\n";
     east_.init();
-    west_.init();
+    west_.init({"--cluster-config", special});
     for (AgentProcess* agent : {&source_, &east_, &west_}) {
       // Fencing in seconds: renewals every 250ms, a copy stops 1s after its
       // source went quiet, the source re-places after 3s.
@@ -205,6 +211,24 @@ TEST_F(Lifecycle, ExternalDispatcherBindsOnlyAfterNominate) {
   CommandResult again = source_.ctl({"nominate", "default/picked", "--clusters", "east"});
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("already bound"), std::string::npos) << again.err;
+}
+
+TEST_F(Lifecycle, IncrementalAsksTheNextBatchWhenTheFirstAllRejects) {
+  submit("picky", "duration: 10m, nodeSelector: {pool: special}, "
+                  "placement: {dispatcher: Incremental, incrementalBatch: 1, roundTimeout: 5m}");
+  ASSERT_TRUE(wait_until([&] { return status_is("picky", "Running", "west"); }, 20s))
+      << describe("picky").dump(2);
+  EXPECT_TRUE(has_event("picky", "epoch 1: candidates east (1 more later)"));
+  EXPECT_TRUE(has_event("picky", "east rejected: "));
+  EXPECT_TRUE(has_event("picky", "epoch 1: more candidates west"));
+  EXPECT_EQ(describe("picky")["status"]["epoch"], 1) << "one round, two batches";
+}
+
+TEST_F(Lifecycle, SampleContactsOnlyTheBestDTimesN) {
+  submit("sampled", "duration: 10m, placement: {dispatcher: Sample, sampleFactor: 1}");
+  ASSERT_TRUE(wait_until([&] { return status_is("sampled", "Running", "east"); }, 20s));
+  EXPECT_TRUE(has_event("sampled", "epoch 1: candidates east"));
+  EXPECT_FALSE(has_event("sampled", "west")) << describe("sampled").dump(2);
 }
 
 TEST_F(Lifecycle, TargetRestartedWhileRunningACopyFinishesItOnce) {
