@@ -247,10 +247,12 @@ int cmd_get_reservations(const Options& o) {
     std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
     return 0;
   }
-  Table table({"NAMESPACE", "NAME", "PHASE", "EPOCH", "NODES", "UID"});
+  Table table({"NAMESPACE", "NAME", "FROM", "PHASE", "EPOCH", "NODES", "UID", "MESSAGE"});
   for (const auto& r : (*reply)["items"]) {
-    table.add({r["namespace"], r["name"], r["phase"], std::to_string(r["epoch"].get<int>()),
-               join(r["nodes"]), r["uid"]});
+    std::string message = r.value("message", "");
+    table.add({r["namespace"], r["name"], r.value("sourceCluster", "?"), r["phase"],
+               std::to_string(r["epoch"].get<int>()), join(r["nodes"]), r["uid"],
+               message.empty() ? "-" : message});
   }
   table.print(std::cout);
   return 0;

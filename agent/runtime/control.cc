@@ -1,5 +1,7 @@
 #include "agent/runtime/control.h"
 
+#include <map>
+
 #include "model/manifest.h"
 
 namespace shoal::runtime {
@@ -43,9 +45,12 @@ json peers_json(const core::Agent& agent) {
 }
 
 json reservations_json(const core::Agent& agent) {
+  std::map<std::string, std::string> cluster_of = {{agent.self_id(), "(local)"}};
+  for (const auto& peer : agent.peers()) cluster_of[peer.id] = peer.cluster;
   json items = json::array();
   for (const auto& r : agent.reservations()) {
     items.push_back({{"source", r.source},
+                     {"sourceCluster", cluster_of.count(r.source) ? cluster_of[r.source] : r.source.substr(0, 8)},
                      {"uid", r.uid},
                      {"namespace", r.spec.namespace_name},
                      {"name", r.spec.name},

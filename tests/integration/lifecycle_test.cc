@@ -169,6 +169,10 @@ TEST_F(Lifecycle, OperatorDeleteAtTheTargetIsMirroredAndOnFailureReplacesIt) {
   submit("once", "duration: 10m, placement: {clusters: [east]}");
   ASSERT_TRUE(wait_until([&] { return status_is("again", "Running") && status_is("once", "Running"); }, 20s));
   std::string where = describe("again")["status"]["cluster"];
+  // The target's operator sees whose work it runs.
+  json hosted = agent_named(where).ctl_json({"get", "reservations"});
+  ASSERT_FALSE(hosted["items"].empty());
+  EXPECT_EQ(hosted["items"][0]["sourceCluster"], "source");
   CommandResult stopped = agent_named(where).ctl({"delete", "workload", "default/again"});
   ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
   EXPECT_NE(stopped.out.find("stopped here"), std::string::npos) << stopped.out;
