@@ -235,7 +235,7 @@ void Agent::start_round(SourceWorkload& workload) {
     });
   }
   if (targets.ranked.empty()) {
-    make_pending(workload, "no cluster can take it now:" + targets.reason);
+    make_pending(workload, "Unschedulable: no cluster can take it now:" + targets.reason);
     return;
   }
   record.epoch += 1;
@@ -527,7 +527,7 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
     return;
   }
   if (all_rejected && record.winner.empty()) {
-    std::string reason = "all clusters rejected:";
+    std::string reason = "Unschedulable: all clusters rejected:";
     for (const auto& [peer_id, p] : workload->candidates) {
       reason += " " + cluster_name_of(peer_id) + "=" + p.reason;
     }

@@ -448,7 +448,12 @@ TEST(CopiesTest, ACopyWithNoFreeDistinctClusterWaitsAndTheGroupIsNotRunning) {
   EXPECT_NE(group->reason.find("1/2 running"), std::string::npos) << group->reason;
   auto copies = t.source->agent->copies_of(group->uid);
   int pending = 0;
-  for (const auto& copy : copies) pending += copy.phase == model::Phase::kPending;
+  for (const auto& copy : copies) {
+    if (copy.phase != model::Phase::kPending) continue;
+    ++pending;
+    EXPECT_EQ(copy.reason.rfind("Unschedulable: ", 0), 0u) << copy.reason;
+    EXPECT_NE(copy.reason.find("east=HoldsAnotherCopy"), std::string::npos) << copy.reason;
+  }
   EXPECT_EQ(pending, 1);
   EXPECT_EQ(t.running().size(), 1u);
 }
