@@ -64,6 +64,11 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
                               "reservationTTL (" + format_duration(config_.reservation_ttl) +
                               "), or the reservations expire before the window closes");
     }
+    if (!p.clusters.empty() && static_cast<size_t>(p.number_of_clusters) > p.clusters.size()) {
+      return invalid_argument("workload " + spec.key() + " spec.placement.numberOfClusters: expected at most " +
+                              std::to_string(p.clusters.size()) +
+                              " (one copy per cluster, and spec.placement.clusters lists that many)");
+    }
     if (p.min_ready > 0 && p.ready_window.count() == 0) {
       return invalid_argument("workload " + spec.key() +
                               " spec.placement.minReady: needs a readyWindow (the longest to wait)");
@@ -679,6 +684,12 @@ Status Agent::nominate(const std::string& namespace_name, const std::string& nam
                             " does not use spec.placement.dispatcher: External; nothing to nominate");
   }
   if (clusters.empty()) return invalid_argument("--clusters: expected at least one cluster name");
+  size_t copies = static_cast<size_t>(record.spec.placement.number_of_clusters);
+  if (clusters.size() < copies) {
+    return invalid_argument("--clusters: expected at least " + std::to_string(copies) +
+                            " cluster names (numberOfClusters " + std::to_string(copies) +
+                            ", one copy per cluster)");
+  }
   if (record.deleting) return invalid_argument("workload " + record.spec.key() + " is being deleted");
   bool bound = !record.winner.empty() || (record.phase != model::Phase::kPending &&
                                           record.phase != model::Phase::kPlacing);

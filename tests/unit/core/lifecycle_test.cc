@@ -438,10 +438,15 @@ TEST(CopiesTest, EachCopyRunsOnADifferentClusterAndTheGroupMirrorsThemAll) {
 
 TEST(CopiesTest, ACopyWithNoFreeDistinctClusterWaitsAndTheGroupIsNotRunning) {
   ThreeTargets t;
-  // Only east may take it: the second copy has nowhere to go.
-  model::WorkloadSpec spec = t.job(2);
-  spec.placement.clusters = {"east"};
-  ASSERT_TRUE(t.source->agent->submit({spec}).is_ok());
+  // North and west are full: only east has room, so the second copy has
+  // nowhere to go.
+  for (const char* full : {"north", "west"}) {
+    model::WorkloadSpec filler = workload(std::string("filler-") + full, 8000, 3600s);
+    filler.placement.clusters = {full};
+    ASSERT_TRUE(t.source->agent->submit({filler}).is_ok());
+  }
+  t.world.run_for(1s);
+  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
   t.world.run_for(2s);
   auto group = t.source->agent->find_workload("default", "job");
   EXPECT_EQ(group->phase, model::Phase::kPlacing);
@@ -455,7 +460,28 @@ TEST(CopiesTest, ACopyWithNoFreeDistinctClusterWaitsAndTheGroupIsNotRunning) {
     EXPECT_NE(copy.reason.find("east=HoldsAnotherCopy"), std::string::npos) << copy.reason;
   }
   EXPECT_EQ(pending, 1);
-  EXPECT_EQ(t.running().size(), 1u);
+  EXPECT_EQ(t.running().size(), 3u) << "two fillers and one copy";
+}
+
+TEST(CopiesTest, MoreCopiesThanAllowedOrNominatedClustersIsAClearError) {
+  ThreeTargets t;
+  model::WorkloadSpec spec = t.job(3);
+  spec.placement.clusters = {"east", "west"};
+  auto refused = t.source->agent->submit({spec});
+  EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("spec.placement.numberOfClusters: expected at most 2"),
+            std::string::npos)
+      << refused.status().message();
+  spec.placement.clusters.clear();
+  spec.placement.dispatcher = model::Dispatcher::kExternal;
+  ASSERT_TRUE(t.source->agent->submit({spec}).is_ok());
+  Status short_list = t.source->agent->nominate("default", "job", {"east", "west"});
+  EXPECT_NE(short_list.message().find("--clusters: expected at least 3"), std::string::npos)
+      << short_list.message();
+  ASSERT_TRUE(t.source->agent->nominate("default", "job", {"east", "north", "west"}).is_ok());
+  t.world.run_for(1s);
+  EXPECT_EQ(t.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(t.running().size(), 3u);
 }
 
 TEST(CopiesTest, GroupSucceedsWhenEveryCopyDidAndDeleteRemovesEveryCopy) {
