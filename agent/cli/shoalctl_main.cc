@@ -162,6 +162,12 @@ int cmd_describe_peer(const Options& o, const std::string& name) {
             << "State:      " << peer["state"].get<std::string>()
             << (peer["reason"] == "" ? "" : " (" + peer["reason"].get<std::string>() + ")") << "\n"
             << "Last seen:  " << (peer["lastSeen"] == "" ? "never" : peer["lastSeen"].get<std::string>()) << "\n"
+            << "Lease:      "
+            << (peer.value("leaseUntil", "") == ""
+                    ? std::string("none (its work here is not fenced)")
+                    : "its work here may run until " + peer["leaseUntil"].get<std::string>() +
+                          " unless renewed")
+            << "\n"
             << "We offer:   " << join(peer["namespacesOffered"]) << "\n"
             << "They offer: " << join(peer["namespacesAccepted"]) << "\n"
             << "Invitations:\n";

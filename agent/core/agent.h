@@ -107,6 +107,9 @@ struct PeerView {
   std::string state;   // Connecting, Active, Unreachable, Expired, Revoked
   std::string reason;  // why the state is what it is, for humans
   std::optional<TimePoint> last_seen;
+  // As their target: until when their lease lets us run their work (none:
+  // they do not fence).
+  std::optional<TimePoint> lease_until;
   std::vector<std::string> namespaces_offered;   // we invited them into these
   std::vector<std::string> namespaces_accepted;  // they invited us into these
   std::vector<protocol::NamespaceCapacity> capacity;  // what they advertise to us

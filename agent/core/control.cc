@@ -195,6 +195,7 @@ std::vector<PeerView> Agent::peers() const {
     view.org = peer.org;
     view.endpoint = peer.endpoint;
     view.last_seen = peer.last_seen;
+    if (peer.lease_ms > 0) view.lease_until = from_millis(peer.lease_until_ms);
     if (!may_send_as_source(id) && !may_send_as_target(id)) {
       // No valid invitation either way: the relationship is over (or not begun).
       std::string revoked, expired, pending;

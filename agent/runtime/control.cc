@@ -36,6 +36,7 @@ json peers_json(const core::Agent& agent) {
                      {"state", peer.state},
                      {"reason", peer.reason},
                      {"lastSeen", peer.last_seen ? format_time(*peer.last_seen) : ""},
+                     {"leaseUntil", peer.lease_until ? format_time(*peer.lease_until) : ""},
                      {"namespacesOffered", peer.namespaces_offered},
                      {"namespacesAccepted", peer.namespaces_accepted},
                      {"capacity", capacity},

@@ -263,6 +263,11 @@ TEST_F(Lifecycle, TwoCopiesRunOnTwoClustersAndDescribeShowsEach) {
   EXPECT_NE(text.out.find("Copies:"), std::string::npos) << text.out;
   json list = source_.ctl_json({"get", "workloads"});
   EXPECT_EQ(list["items"].size(), 1u) << "one workload, two copies";
+  // Each target shows the lease the source keeps renewing.
+  json peer = east_.ctl_json({"describe", "peer", "source"});
+  ASSERT_FALSE(peer.is_null());
+  EXPECT_NE(peer["leaseUntil"], "");
+  EXPECT_NE(east_.ctl({"describe", "peer", "source"}).out.find("may run until"), std::string::npos);
 }
 
 }  // namespace
