@@ -56,11 +56,12 @@ struct AgentConfig {
   Duration lease = 2min;
   Duration max_clock_skew = 30s;        // between any two agents; part of the fencing arithmetic
   Duration worker_lost_timeout = 15min; // a silent winner's work is re-placed after this
-                                        // (must exceed lease + max_clock_skew)
+                                        // (see check_fencing_timers)
   Duration gc_interval = 1min;          // reconciliation digests at least this often
 };
 
-// The contract between lease, skew and worker-lost timeout; "" when it holds.
+// The contract between lease, skew, heartbeats and the worker-lost timeout
+// that makes fencing sound: "" when it holds, else what to change.
 std::string check_fencing_timers(const AgentConfig& config);
 
 // What `invite create` asks for; unset fields take the agent's defaults.
