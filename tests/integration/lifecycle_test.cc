@@ -6,6 +6,7 @@
 // runs a copy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -268,6 +269,20 @@ TEST_F(Lifecycle, TwoCopiesRunOnTwoClustersAndDescribeShowsEach) {
   ASSERT_FALSE(peer.is_null());
   EXPECT_NE(peer["leaseUntil"], "");
   EXPECT_NE(east_.ctl({"describe", "peer", "source"}).out.find("may run until"), std::string::npos);
+}
+
+TEST(LifecycleConfig, UnsoundFencingTimersAreRefusedAtStartWithOneLine) {
+  TempDir dir;
+  AgentProcess agent("solo", dir.path());
+  agent.init();
+  agent.set_config("lease", "2m");
+  agent.set_config("workerLostTimeout", "1m");
+  CommandResult run = run_command({bin_path("shoald"), "run", "--data", agent.data_dir()}, 20s);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("agent.yaml workerLostTimeout: expected more than lease + maxClockSkew"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
 }
 
 }  // namespace
