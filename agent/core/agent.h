@@ -378,6 +378,9 @@ class Agent {
   }
   // Recomputes a group's phase and reason from its copies, and persists it.
   void update_group(const std::string& group_uid);
+  // Whether a copy of `record` may run at `target` (adoption checks what a
+  // READY would have needed: invitation, allow list, nominations, siblings).
+  bool may_place_at(const store::WorkloadRecord& record, const std::string& target) const;
   // The peers where other copies of this workload's group are placed now.
   std::set<std::string> sibling_winners(const store::WorkloadRecord& record) const;
 

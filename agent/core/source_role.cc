@@ -503,7 +503,7 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
   if (progress == workload->candidates.end() || progress->second.state == CandidateState::kRejected) {
     return;
   }
-  if (message.reason == "AlreadyBound" && record.winner.empty() && !sibling_winners(record).count(from)) {
+  if (message.reason == "AlreadyBound" && record.winner.empty() && may_place_at(record, from)) {
     // The target still runs a copy of an earlier epoch that nothing replaced.
     adopt(*workload, from, 0);
     return;
@@ -631,8 +631,8 @@ void Agent::on_holdings(const std::string& from, const protocol::Holdings& messa
       continue;  // its copy, or one being adopted (the APPROVE re-epochs it)
     }
     if (!running || record.deleting) continue;
-    if (record.winner.empty() && !model::is_finished(record.phase) &&
-        !sibling_winners(record).count(from)) {
+    if (record.winner.empty() && !model::is_finished(record.phase) && copy.epoch <= record.epoch &&
+        may_place_at(record, from)) {
       adopt(*workload, from, copy.epoch);
     } else {
       record_event(record.uid, "removing a stale copy at " + cluster_name_of(from) + " (epoch " +
@@ -921,6 +921,24 @@ std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) cons
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.copy_index < b.copy_index; });
   return out;
+}
+
+bool Agent::may_place_at(const store::WorkloadRecord& record, const std::string& target) const {
+  // What a READY from `target` would have needed: a valid invitation into
+  // the namespace, the allow list, the nominations, no sibling copy there.
+  const model::PlacementSpec& placement = record.spec.placement;
+  std::string cluster = cluster_name_of(target);
+  bool invited = target == self_id_;
+  for (const auto* invitation : valid_accepted(target)) {
+    invited = invited || invitation->covers(record.spec.namespace_name);
+  }
+  auto listed = [&](const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), cluster) != names.end();
+  };
+  return invited && (placement.clusters.empty() || listed(placement.clusters)) &&
+         (placement.dispatcher.value_or(config_.default_dispatcher) != model::Dispatcher::kExternal ||
+          (record.nominations && listed(*record.nominations))) &&
+         !sibling_winners(record).count(target);
 }
 
 std::set<std::string> Agent::sibling_winners(const store::WorkloadRecord& record) const {

@@ -9,7 +9,6 @@
 #include <map>
 #include <set>
 
-#include "protocol/envelope.h"
 
 #include "tests/unit/core/world.h"
 
@@ -255,15 +254,7 @@ TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder)
     status.started_at_ms = to_millis(f.world.clock().now());
     status.finished_at_ms = i < 100 ? 0 : status.started_at_ms + 1;
     status.message = "change " + std::to_string(i);
-    protocol::Envelope envelope;
-    envelope.type = protocol::MessageType::kStatus;
-    envelope.from = f.east->identity.public_key();
-    envelope.to = f.source->identity.public_key();
-    envelope.boot = 1'000'000;  // a later boot of east than any it has used
-    envelope.seq = i;
-    envelope.sent_at_ms = to_millis(f.world.clock().now());
-    envelope.body = protocol::encode_body(status);
-    wires.push_back(protocol::seal(envelope, f.east->identity));
+    wires.push_back(forge(*f.east, *f.source, status, i, f.world.clock().now()));
   }
   std::mt19937 shuffle_rng(7);
   std::shuffle(wires.begin(), wires.end(), shuffle_rng);
@@ -290,6 +281,27 @@ TEST(LifecycleTest, ChangesWithinOneTickAreCoalescedIntoOneStatus) {
   f.world.run_for(1s, 250ms, count);
   EXPECT_EQ(phase_of(*f.source, "blink"), model::Phase::kSucceeded);
   EXPECT_EQ(statuses, 2);
+}
+
+TEST(LifecycleTest, AClaimedCopyIsAdoptedOnlyWhereAReadyWouldHaveBeenAccepted) {
+  Federation f(2s);
+  // West only, and west is full: the job waits.
+  model::WorkloadSpec filler = workload("filler", 8000, 3600s);
+  filler.replicas = 2;
+  filler.placement.clusters = {"west"};
+  model::WorkloadSpec job = workload("job", 4000, 3600s);
+  job.placement.clusters = {"west"};
+  ASSERT_TRUE(f.source->agent->submit({filler, job}).is_ok());
+  f.world.run_for(2s);
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(record->phase, model::Phase::kPending);
+  // East (outside the allow list) claims to run it.
+  protocol::Holdings claim{{{record->uid, record->epoch, model::Phase::kRunning}}};
+  f.source->agent->handle_wire(forge(*f.east, *f.source, claim, 1, f.world.clock().now()));
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kPending);
+  EXPECT_TRUE(record->winner.empty()) << "not adopted at " << record->cluster;
+  EXPECT_TRUE(event_contains(*f.source, record->uid, "removing a stale copy at east"));
 }
 
 // Three targets of different size: their READY scores (free cpu after the

@@ -207,6 +207,22 @@ inline std::string reason_of(Node& node, const std::string& name) {
   return record ? record->reason : "";
 }
 
+// A message from `from` to `to` sealed with from's key, as its wire would
+// carry it at `seq` of a boot later than any `from` has used: it is applied
+// unless a higher seq of that boot was seen.
+inline std::vector<uint8_t> forge(Node& from, Node& to, const protocol::Body& body, uint64_t seq,
+                                  TimePoint now) {
+  protocol::Envelope envelope;
+  envelope.type = protocol::type_of(body);
+  envelope.from = from.identity.public_key();
+  envelope.to = to.identity.public_key();
+  envelope.boot = 1'000'000;
+  envelope.seq = seq;
+  envelope.sent_at_ms = to_millis(now);
+  envelope.body = protocol::encode_body(body);
+  return protocol::seal(envelope, from.identity);
+}
+
 // Lifecycle timers in simulated seconds: lease 2s, worker lost after 6s.
 inline void fast_lifecycle_timers(AgentConfig& config) {
   using namespace std::chrono_literals;
