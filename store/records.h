@@ -57,6 +57,7 @@ struct WorkloadRecord {
   // External dispatcher: the clusters an operator nominated (nullopt: none yet).
   std::optional<std::vector<std::string>> nominations;
   int32_t restarts = 0;  // times re-placed after its copy failed or was lost
+  TimePoint restart_at{};  // restartPolicy backoff: no new round before this, room or not
   // numberOfClusters > 1: the workload's row is a group (no rounds of its
   // own; phase and reason summarize its copies) and each copy is a row of
   // its own with the group's uid in `parent` and copy_index 1..N. Each copy

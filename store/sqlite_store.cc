@@ -55,6 +55,7 @@ const char* const kMigrations[] = {
     ALTER TABLE workloads ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE workloads ADD COLUMN parent TEXT NOT NULL DEFAULT '';
     ALTER TABLE workloads ADD COLUMN copy_index INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE workloads ADD COLUMN restart_at INTEGER NOT NULL DEFAULT 0;
     DROP INDEX workloads_by_name;
     CREATE UNIQUE INDEX workloads_by_name ON workloads (namespace, name, parent, copy_index);
     )sql",
@@ -228,8 +229,8 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
                    "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
                    "finished_at, exit_code, status_generation, deleting, nominations, restarts, parent, "
-                   "copy_index) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                   "?15, ?16, ?17, ?18, ?19, ?20, ?21)"));
+                   "copy_index, restart_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                   "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"));
   return s.bind(1, w.uid)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
@@ -251,6 +252,7 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       .bind(19, int64_t{w.restarts})
       .bind(20, w.parent)
       .bind(21, int64_t{w.copy_index})
+      .bind(22, to_millis(w.restart_at))
       .run();
 }
 
@@ -264,7 +266,7 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
       Statement s,
       db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
                    "updated_at, started_at, finished_at, exit_code, status_generation, deleting, "
-                   "nominations, restarts, parent, copy_index FROM workloads ORDER BY created_at, uid"));
+                   "nominations, restarts, parent, copy_index, restart_at FROM workloads ORDER BY created_at, uid"));
   std::vector<WorkloadRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
@@ -299,6 +301,7 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
     w.restarts = static_cast<int32_t>(s.column_int(16));
     w.parent = s.column_text(17);
     w.copy_index = static_cast<int32_t>(s.column_int(18));
+    w.restart_at = from_millis(s.column_int(19));
     out.push_back(std::move(w));
   }
   return out;

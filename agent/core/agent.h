@@ -244,7 +244,6 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
     TimePoint last_approve_sent{};
     TimePoint next_round_at{};
-    TimePoint restart_at{};  // restartPolicy backoff: no new round before this, room or not
   };
   struct TargetReservation {
     store::ReservationRecord record;

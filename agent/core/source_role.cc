@@ -481,7 +481,8 @@ void Agent::on_copy_failed(SourceWorkload& workload) {
   record.updated_at = clock_.now();
   persist(record);
   workload.next_round_at = clock_.now() + backoff;
-  workload.restart_at = workload.next_round_at;
+  record.restart_at = workload.next_round_at;
+  persist(record);
 }
 
 void Agent::on_reject(const std::string& from, const protocol::Reject& message) {
@@ -842,7 +843,7 @@ void Agent::drive_source_workloads() {
       ++it;
     }
     if (record.phase == model::Phase::kPending) {
-      if (now >= workload.next_round_at && now >= workload.restart_at) start_round(workload);
+      if (now >= workload.next_round_at && now >= record.restart_at) start_round(workload);
       continue;
     }
     if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&

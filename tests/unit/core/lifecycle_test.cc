@@ -304,6 +304,35 @@ TEST(LifecycleTest, AClaimedCopyIsAdoptedOnlyWhereAReadyWouldHaveBeenAccepted) {
   EXPECT_TRUE(event_contains(*f.source, record->uid, "removing a stale copy at east"));
 }
 
+TEST(LifecycleTest, RestartBackoffSurvivesASourceRestart) {
+  World world;
+  world.configure = [](AgentConfig& config) {
+    fast_lifecycle_timers(config);
+    config.pending_retry = 10s;
+    config.pending_retry_max = 20s;
+  };
+  Node& source = world.add("source", 1, 500);
+  Node& east = world.add("east");
+  world.invite(east, source);
+  world.run_for(2s);
+  model::WorkloadSpec spec = workload("crashy", 4000, 1s);
+  spec.exit_code = 3;
+  spec.restart_policy = model::RestartPolicy::kOnFailure;
+  ASSERT_TRUE(source.agent->submit({spec}).is_ok());
+  world.run_for(2s);
+  auto record = source.agent->find_workload("default", "crashy");
+  ASSERT_EQ(record->restarts, 1);
+  ASSERT_EQ(record->phase, model::Phase::kPending);
+  uint64_t epoch = record->epoch;
+  world.restart(source);
+  world.run_for(5s);
+  record = source.agent->find_workload("default", "crashy");
+  EXPECT_EQ(record->phase, model::Phase::kPending) << "still backing off after the restart";
+  EXPECT_EQ(record->epoch, epoch);
+  world.run_for(5s);
+  EXPECT_GT(source.agent->find_workload("default", "crashy")->epoch, epoch) << "placed again after 10s";
+}
+
 // Three targets of different size: their READY scores (free cpu after the
 // reservation) differ, and READYs are delivered in node order a, b, c.
 struct ScoringWorld {
