@@ -365,7 +365,10 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> ranked;  // (peer id, cluster), best first
     std::string reason;  // " cluster=Reason" for each target left out
   };
-  RankedTargets rank_targets(const model::WorkloadSpec& spec) const;
+  // `exclude`: peers that hold another copy of the workload (left out, with
+  // reason HoldsAnotherCopy, before the full-target fallback is decided).
+  RankedTargets rank_targets(const model::WorkloadSpec& spec,
+                             const std::set<std::string>& exclude = {}) const;
   static bool may_hold_something(const CandidateProgress& progress);
   void make_pending(SourceWorkload& workload, const std::string& reason);
   // Incremental: sends CANDIDATE to the next batch of untried targets.

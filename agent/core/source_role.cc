@@ -120,7 +120,8 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
   return uids;
 }
 
-Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const {
+Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec,
+                                         const std::set<std::string>& exclude) const {
   // The placement engine decides over what we know of each target: our own
   // cluster directly, peers from their invitations and CAPACITY messages.
   RankedTargets out;
@@ -133,7 +134,9 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
     candidates.push_back(std::move(candidate));
   };
   std::string unadvertised;
-  if (auto own = cluster_.capacity_for(spec.namespace_name, spec.queue)) {
+  if (exclude.count(self_id_)) {
+    unadvertised += " " + config_.cluster + "=HoldsAnotherCopy";
+  } else if (auto own = cluster_.capacity_for(spec.namespace_name, spec.queue)) {
     model::ClusterCandidate self;
     self.labels = cluster_.spec().labels;
     self.claims = cluster_.spec().claims;
@@ -148,6 +151,10 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
     if (accepted.empty()) continue;  // not a target of ours
     if (lost(id)) {
       unadvertised += " " + peer.cluster + "=Unreachable";
+      continue;
+    }
+    if (exclude.count(id)) {
+      unadvertised += " " + peer.cluster + "=HoldsAnotherCopy";
       continue;
     }
     model::ClusterCandidate candidate;
@@ -196,7 +203,7 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec) const 
 void Agent::start_round(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
-  RankedTargets targets = rank_targets(record.spec);
+  RankedTargets targets = rank_targets(record.spec, sibling_winners(record));
   // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
   // d*N best (Sample), or the best k with k more per round (Incremental).
   const model::PlacementSpec& placement = record.spec.placement;
@@ -231,14 +238,6 @@ void Agent::start_round(SourceWorkload& workload) {
   }
   workload.candidates.clear();
   workload.unasked = targets.reason;
-  if (!record.parent.empty()) {
-    std::set<std::string> taken = sibling_winners(record);
-    std::erase_if(targets.ranked, [&](const auto& target) {
-      if (!taken.count(target.first)) return false;
-      targets.reason += " " + target.second + "=HoldsAnotherCopy";
-      return true;
-    });
-  }
   if (targets.ranked.empty()) {
     make_pending(workload, "Unschedulable: no cluster can take it now:" + targets.reason);
     return;
@@ -539,6 +538,9 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
     }
     if (!workload->unasked.empty()) reason += "; not asked:" + workload->unasked;
     make_pending(*workload, reason);
+    // Lost a race to a sibling copy: the next round leaves the sibling's
+    // cluster out, so it can start now instead of after the backoff.
+    if (reason.find("=HoldsAnotherCopy") != std::string::npos) workload->next_round_at = clock_.now();
   }
 }
 

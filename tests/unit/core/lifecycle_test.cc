@@ -477,6 +477,35 @@ TEST(CopiesTest, EachCopyRunsOnADifferentClusterAndTheGroupMirrorsThemAll) {
   EXPECT_TRUE(event_contains(*t.source, group->uid, "copy 1: winner"));
 }
 
+TEST(CopiesTest, ACopyWithOnlyASiblingsClusterFreeQueuesAtTheFullOnes) {
+  ThreeTargets t;
+  t.world.configure = [](AgentConfig& config) {
+    fast_lifecycle_timers(config);
+    config.pending_retry = 30s;  // a wait for the backoff would show
+    config.pending_retry_max = 60s;
+  };
+  t.world.restart(*t.source);
+  t.world.run_for(1s);
+  for (const char* full : {"north", "west"}) {
+    model::WorkloadSpec filler = workload(std::string("filler-") + full, 8000, 3600s);
+    filler.placement.clusters = {full};
+    ASSERT_TRUE(t.source->agent->submit({filler}).is_ok());
+  }
+  t.world.run_for(1s);
+  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
+  t.world.run_for(2s);
+  // East holds copy 1; copy 2 waits in the queues of north and west ...
+  auto group = t.source->agent->find_workload("default", "job");
+  ASSERT_EQ(group->phase, model::Phase::kPlacing) << group->reason;
+  EXPECT_NE(group->reason.find("NoCapacity"), std::string::npos) << group->reason;
+  // ... so when north frees, it is served from there at once.
+  ASSERT_TRUE(t.source->agent->delete_workload("default", "filler-north").is_ok());
+  t.world.run_for(2s);
+  group = t.source->agent->find_workload("default", "job");
+  EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
+  EXPECT_EQ(group->cluster, "east,north");
+}
+
 TEST(CopiesTest, ACopyWithNoFreeDistinctClusterWaitsAndTheGroupIsNotRunning) {
   ThreeTargets t;
   // North and west are full: only east has room, so the second copy has
