@@ -1,8 +1,10 @@
 // Deterministic simulation (in the manner of FoundationDB's): one source,
 // three targets, workloads of every kind, and a seeded schedule of faults —
 // partitions in either or both directions, target and source crashes. After
-// every step of simulated time the invariant is checked: no workload copy
-// holds resources (Bound or Running) on two clusters at once. After the
+// every step of simulated time the invariants are checked: no workload copy
+// holds resources (Bound or Running) on two clusters at once, and each
+// agent's own invariants hold (the copies of a group sit on different
+// clusters, reservations hold a node per replica). After the
 // faults stop, every workload must succeed. A failing seed replays exactly.
 #include <gtest/gtest.h>
 
@@ -68,6 +70,12 @@ void run_seed(uint32_t seed) {
   Faults faults;
   // True while the invariant holds; reports the first violation.
   auto check = [&](const char* when) {
+    for (Node* node : everyone) {
+      if (!node->agent->check_invariants()) {
+        ADD_FAILURE() << when << ": " << node->name << " breaks its invariants";
+        return false;
+      }
+    }
     for (const auto& [uid, clusters] : running_copies(everyone)) {
       if (clusters.size() > 1) {
         ADD_FAILURE() << when << ": " << uid << " holds resources on " << clusters.front() << " and "
