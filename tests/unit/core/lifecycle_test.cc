@@ -494,43 +494,27 @@ TEST(CopiesTest, ACopyWithOnlyASiblingsClusterFreeQueuesAtTheFullOnes) {
   t.world.run_for(1s);
   ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
   t.world.run_for(2s);
-  // East holds copy 1; copy 2 waits in the queues of north and west ...
+  // East holds copy 1; copy 2 waits in the queues of north and west, and
+  // the group is not Running.
   auto group = t.source->agent->find_workload("default", "job");
   ASSERT_EQ(group->phase, model::Phase::kPlacing) << group->reason;
-  EXPECT_NE(group->reason.find("NoCapacity"), std::string::npos) << group->reason;
+  EXPECT_NE(group->reason.find("1/2 running"), std::string::npos) << group->reason;
+  int pending = 0;
+  for (const auto& copy : t.source->agent->copies_of(group->uid)) {
+    if (copy.phase != model::Phase::kPending) continue;
+    ++pending;
+    EXPECT_EQ(copy.reason.rfind("Unschedulable: ", 0), 0u) << copy.reason;
+    EXPECT_NE(copy.reason.find("north=NoCapacity"), std::string::npos) << copy.reason;
+    EXPECT_NE(copy.reason.find("east=HoldsAnotherCopy"), std::string::npos) << copy.reason;
+  }
+  EXPECT_EQ(pending, 1);
+  EXPECT_EQ(t.running().size(), 3u) << "two fillers and one copy";
   // ... so when north frees, it is served from there at once.
   ASSERT_TRUE(t.source->agent->delete_workload("default", "filler-north").is_ok());
   t.world.run_for(2s);
   group = t.source->agent->find_workload("default", "job");
   EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
   EXPECT_EQ(group->cluster, "east,north");
-}
-
-TEST(CopiesTest, ACopyWithNoFreeDistinctClusterWaitsAndTheGroupIsNotRunning) {
-  ThreeTargets t;
-  // North and west are full: only east has room, so the second copy has
-  // nowhere to go.
-  for (const char* full : {"north", "west"}) {
-    model::WorkloadSpec filler = workload(std::string("filler-") + full, 8000, 3600s);
-    filler.placement.clusters = {full};
-    ASSERT_TRUE(t.source->agent->submit({filler}).is_ok());
-  }
-  t.world.run_for(1s);
-  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
-  t.world.run_for(2s);
-  auto group = t.source->agent->find_workload("default", "job");
-  EXPECT_EQ(group->phase, model::Phase::kPlacing);
-  EXPECT_NE(group->reason.find("1/2 running"), std::string::npos) << group->reason;
-  auto copies = t.source->agent->copies_of(group->uid);
-  int pending = 0;
-  for (const auto& copy : copies) {
-    if (copy.phase != model::Phase::kPending) continue;
-    ++pending;
-    EXPECT_EQ(copy.reason.rfind("Unschedulable: ", 0), 0u) << copy.reason;
-    EXPECT_NE(copy.reason.find("east=HoldsAnotherCopy"), std::string::npos) << copy.reason;
-  }
-  EXPECT_EQ(pending, 1);
-  EXPECT_EQ(t.running().size(), 3u) << "two fillers and one copy";
 }
 
 TEST(CopiesTest, MoreCopiesThanAllowedOrNominatedClustersIsAClearError) {
