@@ -1,6 +1,7 @@
-// The remote lifecycle when peers vanish (issue 6): lease fencing, worker
-// lost, reconciliation digests and their garbage collection, restartPolicy,
-// an operator's delete at the target, and the readyWindow scoring.
+// The remote lifecycle (issue 6): lease fencing and worker lost when peers
+// vanish, reconciliation digests and their garbage collection,
+// restartPolicy, an operator's delete at the target, status mirroring, the
+// readyWindow scoring, and numberOfClusters > 1 (CopiesTest).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,7 +72,7 @@ struct Federation {
     EXPECT_EQ(record->cluster, "east");
     return record->uid;
   }
-  // Drops every message to or from `node` while `cut` is set.
+  // Drops every message to or from east while cut_east is set.
   bool cut_east = false;
   std::function<bool(const Wire&)> network() {
     return [this](const Wire& w) { return !cut_east || (w.to != east->id && w.from != east->id); };
