@@ -292,9 +292,8 @@ void Agent::remember_peer(const crypto::IdCard& card) {
 
 void Agent::persist_peer(const std::string& id) {
   const Peer& peer = peers_.at(id);
-  Status written = store_.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot,
-                                    peer.last_seq, peer.lease_ms, peer.lease_until_ms});
-  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  note_store(store_.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot, peer.last_seq,
+                              peer.lease_ms, peer.lease_until_ms}));
 }
 
 // ---- peers and heartbeats ---------------------------------------------------
@@ -431,20 +430,21 @@ void Agent::record_event(const std::string& subject, const std::string& text) {
     const store::WorkloadRecord& record = copy->second.record;
     return record_event(record.parent, "copy " + std::to_string(record.copy_index) + ": " + text);
   }
-  Status written = store_.append_event({subject, clock_.now(), text});
-  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  note_store(store_.append_event({subject, clock_.now(), text}));
   if (logger_) logger_->info("{}: {}", subject, text);
 }
 
+void Agent::note_store(const Status& status) {
+  if (!status.is_ok() && store_health_.is_ok()) store_health_ = status;
+}
+
 void Agent::persist(const store::WorkloadRecord& record) {
-  Status written = store_.put_workload(record);
-  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  note_store(store_.put_workload(record));
   if (!record.parent.empty()) update_group(record.parent);
 }
 
 void Agent::persist(const store::ReservationRecord& record) {
-  Status written = store_.put_reservation(record);
-  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  note_store(store_.put_reservation(record));
 }
 
 std::string Agent::new_uid() {

@@ -279,6 +279,8 @@ class Agent {
   // "" when `spec` fits the limits of `from`'s invitation on top of what it
   // holds here; else QuotaExceeded:<resource>.
   std::string limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const;
+  // Keeps the first failed store write in store_health_ (see store_health()).
+  void note_store(const Status& status);
   void persist_peer(const std::string& id);
   void remember_peer(const crypto::IdCard& card);
   void record_event(const std::string& subject, const std::string& text);

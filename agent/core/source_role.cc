@@ -608,8 +608,7 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
   OwnedInvitation& owned = it->second;
   if (owned.record.revoked) return;
   owned.record.revoked = true;
-  Status written = store_.put_invitation(owned.record);
-  if (!written.is_ok() && store_health_.is_ok()) store_health_ = written;
+  note_store(store_.put_invitation(owned.record));
   record_event("peer/" + from, "invitation " + message.invitation_id + " revoked by " +
                                    cluster_name_of(from) +
                                    (message.evict ? "; our work there is being stopped" : ""));
@@ -807,8 +806,7 @@ void Agent::forget_workload(const std::string& uid) {
   if (it == workloads_.end()) return;
   const std::string parent = it->second.record.parent;
   record_event(uid, "deleted " + it->second.record.spec.key());
-  Status deleted = store_.delete_workload(uid);
-  if (!deleted.is_ok() && store_health_.is_ok()) store_health_ = deleted;
+  note_store(store_.delete_workload(uid));
   if (parent.empty()) {
     uid_by_name_.erase(it->second.record.spec.key());
     copies_.erase(uid);

@@ -386,8 +386,7 @@ void Agent::collect_local_garbage() {
 }
 
 void Agent::forget_reservation(const ReservationKey& key) {
-  Status deleted = store_.delete_reservation(key.first, key.second);
-  if (!deleted.is_ok() && store_health_.is_ok()) store_health_ = deleted;
+  note_store(store_.delete_reservation(key.first, key.second));
   reservations_.erase(key);
 }
 
@@ -443,9 +442,7 @@ void Agent::release_reservation(const ReservationKey& key, const std::string& wh
   if (store::holds_resources(it->second.record.phase)) {
     record_event(key.second, "released at " + config_.cluster + ": " + why);
   }
-  Status deleted = store_.delete_reservation(key.first, key.second);
-  if (!deleted.is_ok() && store_health_.is_ok()) store_health_ = deleted;
-  reservations_.erase(it);
+  forget_reservation(key);
   capacity_changed_ = true;
 }
 
