@@ -373,6 +373,9 @@ class Agent {
                              const std::set<std::string>& exclude = {}) const;
   static bool may_hold_something(const CandidateProgress& progress);
   void make_pending(SourceWorkload& workload, const std::string& reason);
+  // pendingRetry doubled `doublings` times, at most pendingRetryMax: the wait
+  // before a Pending round and before a restart.
+  Duration backoff(int doublings) const;
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);
   SourceWorkload* find_source_workload(const std::string& uid);

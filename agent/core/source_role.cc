@@ -294,14 +294,18 @@ void Agent::make_pending(SourceWorkload& workload, const std::string& reason) {
   // The candidates stay: a target that queued one may still answer READY
   // for this epoch, and the others must then be cancelled.
   // Exponential backoff; new advertised room brings the retry forward.
-  Duration backoff = config_.pending_retry;
-  for (int i = 0; i < workload.pending_attempts && backoff < config_.pending_retry_max; ++i) backoff *= 2;
+  workload.next_round_at = clock_.now() + backoff(workload.pending_attempts);
   workload.pending_attempts += 1;
-  workload.next_round_at = clock_.now() + std::min(backoff, config_.pending_retry_max);
   if (changed) {
     persist(record);
     record_event(record.uid, "pending: " + reason);
   }
+}
+
+Duration Agent::backoff(int doublings) const {
+  Duration wait = config_.pending_retry;
+  for (int i = 0; i < doublings && wait < config_.pending_retry_max; ++i) wait *= 2;
+  return std::min(wait, config_.pending_retry_max);
 }
 
 Agent::SourceWorkload* Agent::find_source_workload(const std::string& uid) {
@@ -452,9 +456,11 @@ void Agent::requeue_lost(SourceWorkload& workload, const std::string& why) {
   record.restarts += 1;
   record_event(record.uid, why + "; placing it again under a new epoch");
   workload.pending_attempts = 0;
-  start_round(workload);
-  if (record.phase == model::Phase::kPending) record.reason = why + "; " + record.reason;
-  persist(record);
+  start_round(workload);  // persists the new round (or Pending), restarts included
+  if (record.phase == model::Phase::kPending) {
+    record.reason = why + "; " + record.reason;
+    persist(record);
+  }
 }
 
 void Agent::on_copy_failed(SourceWorkload& workload) {
@@ -467,11 +473,9 @@ void Agent::on_copy_failed(SourceWorkload& workload) {
     return;
   }
   record.restarts += 1;
-  Duration backoff = config_.pending_retry;
-  for (int i = 1; i < record.restarts && backoff < config_.pending_retry_max; ++i) backoff *= 2;
-  backoff = std::min(backoff, config_.pending_retry_max);
+  Duration wait = backoff(record.restarts - 1);
   record_event(record.uid, "restart " + std::to_string(record.restarts) + " in " +
-                               format_duration(backoff) +
+                               format_duration(wait) +
                                (fenced ? " (its copy was fenced off)" : " (restartPolicy OnFailure)"));
   record.reason = "restarting after: " + record.reason;
   record.phase = model::Phase::kPending;
@@ -479,7 +483,7 @@ void Agent::on_copy_failed(SourceWorkload& workload) {
   record.cluster.clear();
   record.updated_at = clock_.now();
   persist(record);
-  workload.next_round_at = clock_.now() + backoff;
+  workload.next_round_at = clock_.now() + wait;
   record.restart_at = workload.next_round_at;
   persist(record);
 }
