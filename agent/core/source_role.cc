@@ -544,7 +544,9 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
     make_pending(*workload, reason);
     // Lost a race to a sibling copy: the next round leaves the sibling's
     // cluster out, so it can start now instead of after the backoff.
-    if (reason.find("=HoldsAnotherCopy") != std::string::npos) workload->next_round_at = clock_.now();
+    bool lost_to_sibling = std::any_of(workload->candidates.begin(), workload->candidates.end(),
+                                       [](const auto& entry) { return entry.second.reason == "HoldsAnotherCopy"; });
+    if (lost_to_sibling) workload->next_round_at = clock_.now();
   }
 }
 
