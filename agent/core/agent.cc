@@ -52,7 +52,7 @@ Status Agent::start() {
   }
   SHOAL_ASSIGN_OR_RETURN(auto workload_records, store_.load_workloads());
   TimePoint now = clock_.now();
-  started_at_ = now;  // peers not heard from since count as silent from here
+  listening_since_ = now;  // peers not heard from since count as silent from here
   last_gc_ = now;
   for (auto& record : workload_records) {
     SourceWorkload workload;
@@ -341,6 +341,7 @@ void Agent::send_heartbeats() {
 
 void Agent::tick() {
   TimePoint now = clock_.now();
+  notice_pause(now);
   apply_cluster_events();
   enforce_leases();
   expire_reservations();
@@ -376,10 +377,23 @@ void Agent::tick() {
   drain_local();
 }
 
+void Agent::notice_pause(TimePoint now) {
+  // The runtime ticks every few milliseconds; a gap longer than a heartbeat
+  // means this process was stopped (SIGSTOP, a VM pause) or starved. What
+  // peers sent meanwhile may still sit unread in our sockets, so their
+  // silence is counted afresh from now, exactly as after a restart: a peer
+  // is never called lost for a silence we did not listen to.
+  if (last_tick_ != TimePoint{} && now - last_tick_ > config_.heartbeat_interval) {
+    listening_since_ = now;
+    if (logger_) logger_->warn("no tick for {}; peers' silence counts from now", format_duration(now - last_tick_));
+  }
+  last_tick_ = now;
+}
+
 Duration Agent::silent_for(const std::string& peer_id) const {
   if (peer_id == self_id_) return Duration{0};
   auto it = peers_.find(peer_id);
-  TimePoint since = started_at_;
+  TimePoint since = listening_since_;
   if (it != peers_.end() && it->second.last_seen) since = std::max(since, *it->second.last_seen);
   return clock_.now() - since;
 }

@@ -300,6 +300,8 @@ class Agent {
   void on_digest(const std::string& from, const protocol::Digest& message);
   // Stops every bound or running copy of sources whose lease ran out.
   void enforce_leases();
+  // When the lease of `source_id` ends (ended); none when it does not fence.
+  std::optional<TimePoint> lease_end_of(const std::string& source_id) const;
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
   // Stops a bound or running copy here and reports it Failed with `why`.
@@ -351,7 +353,9 @@ class Agent {
   // The copy failed: restartPolicy decides whether it is placed again.
   void on_copy_failed(SourceWorkload& workload);
   void send_digests();
+  // How long `peer_id` has been silent while we listened (see notice_pause).
   Duration silent_for(const std::string& peer_id) const;
+  void notice_pause(TimePoint now);
   bool lost(const std::string& peer_id) const;
   // Whether a lease-renewing message (DIGEST, APPROVE) may go to this peer.
   bool may_renew_lease(const std::string& peer_id) const;
@@ -388,7 +392,7 @@ class Agent {
   // Whether a copy of `record` may run at `target` (adoption checks what a
   // READY would have needed: invitation, allow list, nominations, siblings).
   bool may_place_at(const store::WorkloadRecord& record, const std::string& target) const;
-  // The peers where other copies of this workload's group are placed now.
+  // The peers where other copies of this workload's group are placed or ran.
   std::set<std::string> sibling_winners(const store::WorkloadRecord& record) const;
 
   AgentConfig config_;
@@ -419,7 +423,10 @@ class Agent {
   std::map<std::string, TimePoint> last_drop_log_;
   TimePoint last_heartbeat_{};
   TimePoint last_gc_{};
-  TimePoint started_at_{};
+  // Since when we have been listening without a break (start, or the end
+  // of a pause): a peer's silence is counted from here at the earliest.
+  TimePoint listening_since_{};
+  TimePoint last_tick_{};
   TimePoint current_sent_at_{};  // the envelope time of the message being handled
   bool capacity_changed_ = false;
 

@@ -271,12 +271,13 @@ bool Agent::check_invariants() const {
       return false;
     }
   }
-  // The unfinished copies of a group are placed on different clusters.
+  // The copies of a group, finished ones included, are placed on different
+  // clusters.
   for (const auto& [group_uid, copy_uids] : copies_) {
     std::set<std::string> winners;
     for (const auto& copy_uid : copy_uids) {
       const store::WorkloadRecord& copy = workloads_.at(copy_uid).record;
-      if (copy.winner.empty() || model::is_finished(copy.phase)) continue;
+      if (copy.winner.empty()) continue;
       if (!winners.insert(copy.winner).second) return false;
     }
   }

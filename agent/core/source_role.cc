@@ -955,9 +955,10 @@ std::set<std::string> Agent::sibling_winners(const store::WorkloadRecord& record
   if (copies == copies_.end()) return taken;
   for (const auto& copy_uid : copies->second) {
     const store::WorkloadRecord& sibling = workloads_.at(copy_uid).record;
-    if (copy_uid != record.uid && !sibling.winner.empty() && !model::is_finished(sibling.phase)) {
-      taken.insert(sibling.winner);
-    }
+    // A finished sibling keeps its cluster: the group promises N distinct
+    // clusters for its whole life, not only among the copies still running.
+    // (A copy that restarts elsewhere has cleared its winner.)
+    if (copy_uid != record.uid && !sibling.winner.empty()) taken.insert(sibling.winner);
   }
   return taken;
 }

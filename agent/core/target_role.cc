@@ -351,6 +351,13 @@ void Agent::on_digest(const std::string& from, const protocol::Digest& message) 
   send(from, std::move(holdings));
 }
 
+std::optional<TimePoint> Agent::lease_end_of(const std::string& source_id) const {
+  if (source_id == self_id_) return std::nullopt;
+  auto source = peers_.find(source_id);
+  if (source == peers_.end() || source->second.lease_ms == 0) return std::nullopt;
+  return from_millis(source->second.lease_until_ms);
+}
+
 void Agent::enforce_leases() {
   TimePoint now = clock_.now();
   for (auto& [key, reservation] : reservations_) {
@@ -359,10 +366,9 @@ void Agent::enforce_leases() {
         record.phase != store::ReservationPhase::kRunning) {
       continue;
     }
-    auto source = peers_.find(key.first);
-    if (key.first == self_id_ || source == peers_.end() || source->second.lease_ms == 0) continue;
-    TimePoint lease_end = from_millis(source->second.lease_until_ms);
-    if (lease_end > now) continue;
+    std::optional<TimePoint> ends = lease_end_of(key.first);
+    if (!ends || *ends > now) continue;
+    TimePoint lease_end = *ends;
     // The copy stops as of the lease's end: that is the moment the source
     // relies on (a target frozen past it stops the copy on waking, dated then).
     record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
@@ -473,6 +479,13 @@ void Agent::apply_cluster_events() {
     auto it = reservations_.find(key);
     if (it == reservations_.end()) continue;
     store::ReservationRecord& record = it->second.record;
+    // A copy whose source's lease ended before this event had stopped by
+    // then: a target frozen (or down) past the lease learns of its jobs'
+    // later starts and finishes only on waking, and must not report them.
+    // enforce_leases, next in the tick, stops the copy as of the lease's end.
+    if (std::optional<TimePoint> lease_end = lease_end_of(key.first); lease_end && *lease_end <= event.at) {
+      continue;
+    }
     switch (event.kind) {
       case cluster::WorkloadEventKind::kStarted:
         if (record.phase != store::ReservationPhase::kBound) continue;

@@ -5,79 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
-
 #include <map>
+#include <random>
 #include <set>
 
-
-#include "tests/unit/core/world.h"
+#include "tests/unit/core/lifecycle_fixture.h"
 
 namespace shoal::core::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-
-// Copies of `uid` that hold resources at `node` (Bound or Running).
-int running_copies(Node& node, const std::string& uid) {
-  int count = 0;
-  for (const auto& r : node.agent->reservations()) {
-    if (r.uid == uid && (r.phase == store::ReservationPhase::kBound ||
-                         r.phase == store::ReservationPhase::kRunning)) {
-      ++count;
-    }
-  }
-  return count;
-}
-
-std::optional<store::ReservationRecord> copy_at(Node& node, const std::string& uid) {
-  for (const auto& r : node.agent->reservations()) {
-    if (r.uid == uid) return r;
-  }
-  return std::nullopt;
-}
-
-bool event_contains(Node& node, const std::string& uid, const std::string& text) {
-  auto events = node.agent->events(uid);
-  if (!events.is_ok()) return false;
-  return std::any_of(events->begin(), events->end(),
-                     [&](const auto& e) { return e.text.find(text) != std::string::npos; });
-}
-
-struct Federation {
-  World world;
-  Node* source;
-  Node* east;
-  Node* west;
-  explicit Federation(Duration lease) {
-    world.configure = [lease](AgentConfig& config) {
-      fast_lifecycle_timers(config);
-      config.lease = lease;
-    };
-    source = &world.add("source", 1, 500);  // too small to run anything itself
-    east = &world.add("east");
-    west = &world.add("west", 2);           // less room: east ranks first
-    world.invite(*east, *source);
-    world.invite(*west, *source);
-    world.run_for(2s);
-  }
-  std::string submit_long_job(model::RestartPolicy policy = model::RestartPolicy::kNever) {
-    model::WorkloadSpec spec = workload("job", 4000, 3600s);
-    spec.restart_policy = policy;
-    EXPECT_TRUE(source->agent->submit({spec}).is_ok());
-    world.run_for(1s);
-    auto record = source->agent->find_workload("default", "job");
-    EXPECT_EQ(record->phase, model::Phase::kRunning);
-    EXPECT_EQ(record->cluster, "east");
-    return record->uid;
-  }
-  // Drops every message to or from east while cut_east is set.
-  bool cut_east = false;
-  std::function<bool(const Wire&)> network() {
-    return [this](const Wire& w) { return !cut_east || (w.to != east->id && w.from != east->id); };
-  }
-};
 
 TEST(LifecycleTest, PartitionedWinnerStopsItsCopyBeforeTheSourcePlacesANewOne) {
   Federation f(2s);
@@ -425,37 +362,6 @@ TEST(LifecycleTest, FencingTimersAreValidated) {
 
 namespace shoal::core::testing {
 namespace {
-
-// numberOfClusters > 1: one copy on each of N distinct clusters.
-struct ThreeTargets {
-  World world;
-  Node* source;
-  std::vector<Node*> targets;
-  ThreeTargets() {
-    world.configure = fast_lifecycle_timers;
-    source = &world.add("source", 1, 500);
-    for (const char* name : {"east", "north", "west"}) {
-      targets.push_back(&world.add(name, 1));  // one 8-cpu node each
-      world.invite(*targets.back(), *source);
-    }
-    world.run_for(2s);
-  }
-  model::WorkloadSpec job(int copies, int64_t cpu = 4000, Duration duration = 3600s) {
-    model::WorkloadSpec spec = workload("job", cpu, duration);
-    spec.placement.number_of_clusters = copies;
-    return spec;
-  }
-  // Clusters running a copy of the group's copies (by copy uid).
-  std::map<std::string, std::string> running() {
-    std::map<std::string, std::string> out;
-    for (Node* target : targets) {
-      for (const auto& r : target->agent->reservations()) {
-        if (r.phase == store::ReservationPhase::kRunning) out[r.uid] = target->name;
-      }
-    }
-    return out;
-  }
-};
 
 TEST(CopiesTest, EachCopyRunsOnADifferentClusterAndTheGroupMirrorsThemAll) {
   ThreeTargets t;

@@ -63,6 +63,10 @@ struct Node {
   std::unique_ptr<cluster::SimCluster> cluster;
   std::unique_ptr<QueueTransport> transport;
   std::unique_ptr<Agent> agent;
+  // SIGSTOP in the small: a frozen node neither ticks nor reads; what is
+  // sent to it waits here, in order, until it thaws.
+  bool frozen = false;
+  std::vector<Wire> held;
 };
 
 class World {
@@ -139,7 +143,11 @@ class World {
       for (const Wire& w : in_flight) {
         if (keep && !keep(w)) continue;
         Node* to = find(w.to);
-        if (to && to->agent) to->agent->handle_wire(w.bytes);
+        if (to && to->frozen) {
+          to->held.push_back(w);
+        } else if (to && to->agent) {
+          to->agent->handle_wire(w.bytes);
+        }
       }
     }
     ADD_FAILURE() << "network never went quiet";
@@ -151,10 +159,28 @@ class World {
     for (Duration passed{0}; passed < total; passed += step) {
       clock_.advance(step);
       for (auto& node : nodes_) {
-        if (node->agent) node->agent->tick();
+        if (node->agent && !node->frozen) node->agent->tick();
       }
       deliver(keep);
     }
+  }
+
+  void freeze(Node& node) { node.frozen = true; }
+
+  // SIGCONT. `read_first`: the node reads what waited for it before its
+  // first tick (as the runtime does when the messages are already in its
+  // socket); otherwise it ticks first, as when the kernel has not handed the
+  // bytes over yet, and reads them after. `woke` runs before anything the
+  // node sent on waking is delivered.
+  void thaw(Node& node, bool read_first, const std::function<void()>& woke = nullptr) {
+    node.frozen = false;
+    std::vector<Wire> held = std::move(node.held);
+    node.held.clear();
+    if (!read_first) node.agent->tick();
+    for (const Wire& w : held) node.agent->handle_wire(w.bytes);
+    if (read_first) node.agent->tick();
+    if (woke) woke();
+    deliver();
   }
 
   Node* find(const std::string& id) {
