@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <msgpack.hpp>
 
 #include "common/status.h"
+#include "common/text.h"
 
 namespace shoal {
 
@@ -112,7 +114,40 @@ class ArrayReader {
       fail(field, "expected a string");
       return {};
     }
-    return std::string(o->via.str.ptr, o->via.str.size);
+    std::string_view text(o->via.str.ptr, o->via.str.size);
+    // Every string that crosses the wire is UTF-8: names, labels and reasons
+    // end up in JSON, which cannot carry anything else.
+    if (!is_valid_utf8(text)) {
+      fail(field, "expected UTF-8 text");
+      return {};
+    }
+    return std::string(text);
+  }
+
+  // A map of UTF-8 strings to UTF-8 strings (labels, selectors).
+  std::map<std::string, std::string> string_map(std::string_view field) {
+    std::map<std::string, std::string> out;
+    const msgpack::object* o = next(field);
+    if (!o) return out;
+    if (o->type != msgpack::type::MAP) {
+      fail(field, "expected a map");
+      return out;
+    }
+    for (uint32_t i = 0; i < o->via.map.size; ++i) {
+      const auto& entry = o->via.map.ptr[i];
+      if (entry.key.type != msgpack::type::STR || entry.val.type != msgpack::type::STR) {
+        fail(field, "expected string keys and values");
+        return {};
+      }
+      std::string_view key(entry.key.via.str.ptr, entry.key.via.str.size);
+      std::string_view value(entry.val.via.str.ptr, entry.val.via.str.size);
+      if (!is_valid_utf8(key) || !is_valid_utf8(value)) {
+        fail(field, "expected UTF-8 text");
+        return {};
+      }
+      out[std::string(key)] = std::string(value);
+    }
+    return out;
   }
 
   std::string binary(std::string_view field, size_t exact_size = 0) {

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "common/text.h"
+
 namespace shoal::crypto {
 
 std::string IdCard::to_string() const {
@@ -30,15 +32,26 @@ Result<IdCard> parse_id_card(std::string_view text) {
   IdCard card;
   card.cluster = parts[2];
   card.org = parts[3];
-  if (card.cluster.empty()) return invalid_argument("id card cluster: expected a name");
-  if (card.org.empty()) return invalid_argument("id card org: expected a name");
-  SHOAL_ASSIGN_OR_RETURN(card.public_key, key_from_text(parts[4], "id card public key"));
   card.endpoint = text.substr(start);
-  if (card.endpoint.rfind("tcp://", 0) != 0 || card.endpoint.size() <= 6) {
-    return invalid_argument("id card endpoint: expected tcp://HOST:PORT, got \"" +
-                            card.endpoint + "\"");
-  }
+  SHOAL_RETURN_IF_ERROR(validate_card_fields(card.cluster, card.org, card.endpoint, "id card"));
+  SHOAL_ASSIGN_OR_RETURN(card.public_key, key_from_text(parts[4], "id card public key"));
   return card;
+}
+
+Status validate_card_fields(std::string_view cluster, std::string_view org,
+                            std::string_view endpoint, std::string_view what) {
+  std::string prefix(what);
+  SHOAL_RETURN_IF_ERROR(validate_name(cluster, prefix + " cluster"));
+  SHOAL_RETURN_IF_ERROR(validate_name(org, prefix + " org"));
+  bool printable = endpoint.size() <= 255;
+  for (char c : endpoint) printable = printable && c > 0x20 && c < 0x7F;
+  size_t colon = endpoint.rfind(':');
+  if (!printable || endpoint.rfind("tcp://", 0) != 0 || colon == std::string_view::npos ||
+      colon <= 6 || colon + 1 == endpoint.size() ||
+      endpoint.find_first_not_of("0123456789", colon + 1) != std::string_view::npos) {
+    return invalid_argument(prefix + " endpoint: expected tcp://HOST:PORT, got " + quoted(endpoint));
+  }
+  return Status::ok();
 }
 
 }  // namespace shoal::crypto

@@ -23,4 +23,10 @@ struct IdCard {
 // Errors name the part of the card that is wrong.
 Result<IdCard> parse_id_card(std::string_view text);
 
+// The rules a card's words follow wherever they arrive (a card, a token's
+// issuer, a signed HELLO): cluster and org are names (common/text.h), the
+// endpoint is tcp://HOST:PORT in printable ASCII. `what` prefixes errors.
+Status validate_card_fields(std::string_view cluster, std::string_view org,
+                            std::string_view endpoint, std::string_view what);
+
 }  // namespace shoal::crypto

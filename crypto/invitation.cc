@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/msgpack_io.h"
+#include "common/text.h"
 
 namespace shoal::crypto {
 namespace {
@@ -82,6 +83,13 @@ Result<Invitation> open_token(std::string_view token) {
   int64_t expires = reader.integer<int64_t>("expires");
   invitation.created = from_millis(reader.integer<int64_t>("created"));
   if (!reader.ok()) return invalid_argument(reader.status().message());
+  SHOAL_RETURN_IF_ERROR(validate_name(invitation.id, "invitation token id"));
+  for (const auto& ns : invitation.namespaces) {
+    SHOAL_RETURN_IF_ERROR(validate_name(ns, "invitation token namespaces"));
+  }
+  if (invitation.namespaces.empty()) {
+    return invalid_argument("invitation token namespaces: expected at least one namespace");
+  }
   if (expires != 0) invitation.expires = from_millis(expires);
   std::memcpy(invitation.subject.data(), subject.data(), invitation.subject.size());
   auto card = parse_id_card(issuer_card);

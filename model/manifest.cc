@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "model/placement_parse.h"
+#include "model/yaml_document.h"
 #include "model/yaml_fields.h"
 
 namespace shoal::model {
@@ -125,13 +126,10 @@ std::vector<Document> split_documents(std::string_view stream) {
 
 Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
   std::vector<YAML::Node> documents;
+  if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "manifest").status();
   for (const Document& document : split_documents(yaml)) {
-    try {
-      documents.push_back(YAML::Load(document.text));
-    } catch (const YAML::Exception& e) {
-      return invalid_argument("manifest: not valid YAML at line " +
-                              std::to_string(document.first_line + e.mark.line) + ": " + e.msg);
-    }
+    SHOAL_ASSIGN_OR_RETURN(YAML::Node node, load_yaml(document.text, "manifest", document.first_line));
+    documents.push_back(std::move(node));
   }
   std::vector<WorkloadSpec> out;
   std::set<std::string> seen;
@@ -275,12 +273,11 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
 }  // namespace
 
 Result<ClusterSpec> parse_cluster(std::string_view yaml) {
+  SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(yaml, "cluster manifest"));
   try {
-    YAML::Node doc = YAML::Load(std::string(yaml));
     return parse_cluster_document(doc);
   } catch (const YAML::Exception& e) {
-    return invalid_argument("cluster manifest: not valid YAML at line " +
-                            std::to_string(e.mark.line + 1) + ": " + e.msg);
+    return invalid_argument("cluster manifest: line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <climits>
 #include <set>
 
+#include "model/yaml_document.h"
 #include "model/yaml_fields.h"
 
 namespace shoal::model {
@@ -296,8 +297,8 @@ Result<ClusterCandidate> parse_inventory_cluster(const Fields& f, const YAML::No
 }  // namespace
 
 Result<std::vector<ClusterCandidate>> parse_inventory(std::string_view yaml) {
+  SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(yaml, "inventory"));
   try {
-    YAML::Node doc = YAML::Load(std::string(yaml));
     Fields f("inventory ");
     SHOAL_RETURN_IF_ERROR(f.header(doc, "Inventory"));
     SHOAL_RETURN_IF_ERROR(f.only_known(doc, "", {"apiVersion", "kind", "clusters"}));

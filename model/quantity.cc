@@ -3,29 +3,31 @@
 #include <cctype>
 #include <limits>
 
+#include "common/text.h"
+
 namespace shoal::model {
 namespace {
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-// value * 10^exponent, rounded up, or nullopt on overflow. `mantissa` is the
-// number's digits without the point and `point_shift` how many of them were
-// after the point.
-bool scale_up(__int128 mantissa, int exponent, int64_t* out) {
+enum class Scaled { kExact, kOverflow, kTooPrecise };
+
+// mantissa * 10^exponent into *out. A value finer than one unit is refused
+// rather than rounded: Kubernetes rounds cpu 0.0001 up to 1m, and a quota
+// that silently differs from what was written is worse than an error.
+Scaled scale(__int128 mantissa, int exponent, int64_t* out) {
   __int128 value = mantissa;
   for (; exponent > 0; --exponent) {
     value *= 10;
-    if (value > kMax) return false;
+    if (value > kMax) return Scaled::kOverflow;
   }
-  bool remainder = false;
   for (; exponent < 0; ++exponent) {
-    if (value % 10 != 0) remainder = true;
+    if (value % 10 != 0) return Scaled::kTooPrecise;
     value /= 10;
   }
-  if (remainder) value += 1;
-  if (value > kMax) return false;
+  if (value > kMax) return Scaled::kOverflow;
   *out = static_cast<int64_t>(value);
-  return true;
+  return Scaled::kExact;
 }
 
 }  // namespace
@@ -33,8 +35,7 @@ bool scale_up(__int128 mantissa, int exponent, int64_t* out) {
 Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view field) {
   auto fail = [&]() -> Status {
     return invalid_argument(std::string(field) +
-                            ": expected a quantity like \"500m\", \"4\" or \"4Gi\", got \"" +
-                            std::string(text) + "\"");
+                            ": expected a quantity like \"500m\", \"4\" or \"4Gi\", got " + quoted(text));
   };
   size_t i = 0;
   if (i < text.size() && text[i] == '+') ++i;
@@ -99,8 +100,13 @@ Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view fie
   mantissa *= binary_multiplier;
   if (mantissa > static_cast<__int128>(kMax) * 1000) return fail();
   int64_t out = 0;
-  if (!scale_up(mantissa, exponent, &out)) return fail();
-  return out;
+  switch (scale(mantissa, exponent, &out)) {
+    case Scaled::kExact: return out;
+    case Scaled::kOverflow: return fail();
+    case Scaled::kTooPrecise: break;
+  }
+  return invalid_argument(std::string(field) + ": expected at most three decimal places (1m is the finest unit), got " +
+                          quoted(text));
 }
 
 Result<int64_t> parse_cpu_milli(std::string_view text, std::string_view field) {
@@ -109,14 +115,16 @@ Result<int64_t> parse_cpu_milli(std::string_view text, std::string_view field) {
 
 Result<int64_t> parse_memory_bytes(std::string_view text, std::string_view field) {
   SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field));
-  return milli / 1000 + (milli % 1000 != 0 ? 1 : 0);
+  if (milli % 1000 != 0) {
+    return invalid_argument(std::string(field) + ": expected a whole number of bytes, got " + quoted(text));
+  }
+  return milli / 1000;
 }
 
 Result<int64_t> parse_count(std::string_view text, std::string_view field) {
   SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field));
   if (milli % 1000 != 0) {
-    return invalid_argument(std::string(field) + ": expected a whole number, got \"" +
-                            std::string(text) + "\"");
+    return invalid_argument(std::string(field) + ": expected a whole number, got " + quoted(text));
   }
   return milli / 1000;
 }

@@ -11,18 +11,6 @@ std::optional<Phase> phase_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-Status validate_name(std::string_view value, std::string_view field) {
-  auto is_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  bool ok = !value.empty() && value.size() <= 63 && is_alnum(value.front()) &&
-            is_alnum(value.back());
-  for (char c : value) ok = ok && (is_alnum(c) || c == '-');
-  if (ok) return Status::ok();
-  return invalid_argument(std::string(field) +
-                          ": expected lowercase letters, digits and '-' (1-63 characters, "
-                          "starting and ending with a letter or digit), got \"" +
-                          std::string(value) + "\"");
-}
-
 nlohmann::json to_json(const WorkloadSpec& spec) {
   return {
       {"namespace", spec.namespace_name},

@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/status.h"
+#include "common/text.h"
 #include "common/time.h"
 #include "model/placement_spec.h"
 #include "model/resources.h"
@@ -55,9 +56,8 @@ inline bool is_finished(Phase phase) {
   return phase == Phase::kSucceeded || phase == Phase::kFailed;
 }
 
-// Kubernetes-style names: lowercase alphanumerics and '-', 1..63 characters,
-// starting and ending alphanumeric. The error names `field`.
-Status validate_name(std::string_view value, std::string_view field);
+// Names follow the one rule in common/text.h.
+using shoal::validate_name;
 
 // Lossless JSON form, used by the store and the control API.
 nlohmann::json to_json(const WorkloadSpec& spec);

@@ -1,6 +1,7 @@
 // MessagePack encoding of message bodies. Each body is a positional array;
 // see protocol/README.md for the field numbers.
 #include "common/msgpack_io.h"
+#include "crypto/id_card.h"
 #include "protocol/messages.h"
 
 namespace shoal::protocol {
@@ -49,21 +50,7 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
   model::WorkloadSpec s;
   s.namespace_name = r.string("namespace");
   s.name = r.string("name");
-  if (const msgpack::object* labels = r.next("labels")) {
-    if (labels->type != msgpack::type::MAP) {
-      r.fail("labels", "expected a map");
-    } else {
-      for (uint32_t i = 0; i < labels->via.map.size; ++i) {
-        const auto& kv = labels->via.map.ptr[i];
-        if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::STR) {
-          r.fail("labels", "expected string keys and values");
-          break;
-        }
-        s.labels[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] =
-            std::string(kv.val.via.str.ptr, kv.val.via.str.size);
-      }
-    }
-  }
+  s.labels = r.string_map("labels");
   s.queue = r.string("queue");
   s.priority = r.integer<int32_t>("priority");
   s.replicas = r.integer<int32_t>("replicas");
@@ -72,21 +59,7 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
   s.exit_code = r.integer<int32_t>("exitCode");
   r.next("placement");
   if (r.ok() && !r.at_end()) {
-    if (const msgpack::object* selector = r.next("nodeSelector")) {
-      if (selector->type != msgpack::type::MAP) {
-        r.fail("nodeSelector", "expected a map");
-      } else {
-        for (uint32_t i = 0; i < selector->via.map.size; ++i) {
-          const auto& kv = selector->via.map.ptr[i];
-          if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::STR) {
-            r.fail("nodeSelector", "expected string keys and values");
-            break;
-          }
-          s.node_selector[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] =
-              std::string(kv.val.via.str.ptr, kv.val.via.str.size);
-        }
-      }
-    }
+    s.node_selector = r.string_map("nodeSelector");
     s.min_available = r.integer<int32_t>("minAvailable");
   }
   if (r.ok()) {
@@ -95,6 +68,7 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
     else if (s.duration.count() < 0) r.fail("duration", "expected a non-negative duration");
     else if (!model::validate_name(s.namespace_name, "namespace").is_ok()) r.fail("namespace", "invalid name");
     else if (!model::validate_name(s.name, "name").is_ok()) r.fail("name", "invalid name");
+    else if (!model::validate_name(s.queue, "queue").is_ok()) r.fail("queue", "invalid name");
   }
   outer.adopt(r);
   return s;
@@ -230,6 +204,10 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.cluster = r.string("cluster");
       m.org = r.string("org");
       m.endpoint = r.string("endpoint");
+      if (r.ok()) {
+        Status fields = crypto::validate_card_fields(m.cluster, m.org, m.endpoint, "HELLO");
+        if (!fields.is_ok()) r.fail("", fields.message());
+      }
       return finish(r, std::move(m));
     }
     case MessageType::kCapacity: {

@@ -15,6 +15,14 @@
 
 namespace shoal::protocol {
 
+// The largest wire message a receiver accepts (ZeroMQ's maxmsgsize).
+inline constexpr size_t kMaxWireBytes = 1 << 20;
+// What the envelope adds around a body at most: keys, counters, signature
+// and MessagePack headers. A body larger than kMaxWireBytes minus this can
+// never be delivered.
+inline constexpr size_t kEnvelopeOverheadBytes = 256;
+inline constexpr size_t kMaxBodyBytes = kMaxWireBytes - kEnvelopeOverheadBytes;
+
 struct Envelope {
   uint32_t version = kProtocolVersion;
   MessageType type = MessageType::kHello;

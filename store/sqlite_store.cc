@@ -61,9 +61,14 @@ const char* const kMigrations[] = {
     )sql",
 };
 
-std::string nodes_to_text(const std::vector<std::string>& nodes) {
-  return nlohmann::json(nodes).dump();
+// Stored JSON never throws on the way in: bytes that are not UTF-8 (which
+// every boundary refuses before they get here) would be replaced, not abort
+// the agent.
+std::string json_text(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
+
+std::string nodes_to_text(const std::vector<std::string>& nodes) { return json_text(nodes); }
 
 Result<std::vector<std::string>> nodes_from_text(const std::string& text) {
   auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -234,7 +239,7 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
   return s.bind(1, w.uid)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
-      .bind(4, model::to_json(w.spec).dump())
+      .bind(4, json_text(model::to_json(w.spec)))
       .bind(5, model::phase_name(w.phase))
       .bind(6, static_cast<int64_t>(w.epoch))
       .bind(7, w.winner)
@@ -317,7 +322,7 @@ Status SqliteStore::put_reservation(const ReservationRecord& r) {
   return s.bind(1, r.source)
       .bind(2, r.uid)
       .bind(3, static_cast<int64_t>(r.epoch))
-      .bind(4, model::to_json(r.spec).dump())
+      .bind(4, json_text(model::to_json(r.spec)))
       .bind(5, kReservationPhaseNames[static_cast<int>(r.phase)])
       .bind(6, nodes_to_text(r.nodes))
       .bind(7, to_millis(r.expires_at))

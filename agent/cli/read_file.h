@@ -8,11 +8,15 @@
 
 namespace shoal::cli {
 
+// Manifests, inventories, tokens and id cards are small; anything larger
+// than this is a mistake (or /dev/zero).
+inline constexpr size_t kMaxInputBytes = 4 << 20;
+
 // The whole file, or an InvalidArgument naming the flag and the path.
 inline Result<std::string> read_input_file(const std::string& path, const std::string& flag) {
-  std::optional<std::string> text = read_text_file(path);
-  if (!text) return invalid_argument(flag + " " + path + ": cannot read the file");
-  return *std::move(text);
+  auto text = read_bounded_file(path, kMaxInputBytes, flag);
+  if (!text.is_ok()) return invalid_argument(text.status().message());
+  return text;
 }
 
 }  // namespace shoal::cli

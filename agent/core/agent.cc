@@ -264,6 +264,10 @@ bool Agent::ever_accepted_from(const std::string& peer_id) const {
 
 bool Agent::admits_connection(const std::string& peer_id) const {
   if (may_send_as_source(peer_id) || may_send_as_target(peer_id)) return true;
+  // A source holding a token we revoked before it connected (perhaps before
+  // it accepted) must get in, to hear the REVOKE that on_hello repeats;
+  // until the token expires it could otherwise believe it Active forever.
+  if (!revocations_to_tell(peer_id).empty()) return true;
   for (const auto& [key, reservation] : reservations_) {
     if (key.first == peer_id && store::holds_resources(reservation.record.phase)) return true;
   }
@@ -271,6 +275,18 @@ bool Agent::admits_connection(const std::string& peer_id) const {
     if (workload.record.winner == peer_id && !model::is_finished(workload.record.phase)) return true;
   }
   return false;
+}
+
+std::vector<std::string> Agent::revocations_to_tell(const std::string& peer_id) const {
+  std::vector<std::string> ids;
+  TimePoint now = clock_.now();
+  for (const auto& [id, owned] : issued_) {
+    if (owned.record.peer_id == peer_id && owned.record.revoked &&
+        (!owned.invitation.expires || now < *owned.invitation.expires)) {
+      ids.push_back(id);
+    }
+  }
+  return ids;
 }
 
 bool Agent::may_send_as_source(const std::string& peer_id) const {
@@ -315,13 +331,13 @@ void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
     send(from, protocol::Hello{config_.cluster, config_.org, config_.endpoint});
     // Reconcile with a (re)started or reconnected peer at once (next tick).
     peer.last_digest_sent = TimePoint{};
-    // A REVOKE may have been lost or sent while the peer was down: repeat it
-    // once per peer boot for every revoked invitation the peer may still hold.
-    if (!may_send_as_source(from)) {
-      for (const auto& [id, owned] : issued_) {
-        if (owned.record.peer_id == from && owned.record.revoked) send(from, protocol::Revoke{id, false});
-      }
-    }
+  }
+  // A REVOKE may have been lost, sent while the peer was down, or sent before
+  // it even accepted the token. A source greets us only while it believes an
+  // invitation valid, so each of its HELLOs is answered with the REVOKEs it
+  // has not heard; once it has, it stops greeting and we stop repeating.
+  if (from != self_id_ && !may_send_as_source(from)) {
+    for (const std::string& id : revocations_to_tell(from)) send(from, protocol::Revoke{id, false});
   }
   if (may_send_as_source(from)) {
     // A (re)started source gets our capacity at once rather than at the next heartbeat.

@@ -272,6 +272,9 @@ class Agent {
   // Any invitation on record, valid or not: enough to hear about work
   // already in flight (CANCEL, STATUS, ...), never to start new work.
   bool ever_issued_to(const std::string& peer_id) const;
+  // Invitations we issued to `peer_id` and revoked that it could still
+  // present (not expired): it must hear of them.
+  std::vector<std::string> revocations_to_tell(const std::string& peer_id) const;
   bool ever_accepted_from(const std::string& peer_id) const;
   static InvitationState invitation_state(const OwnedInvitation& owned, TimePoint now);
   InvitationUsage usage_of_source(const std::string& source) const;

@@ -73,6 +73,14 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
       return invalid_argument("workload " + spec.key() +
                               " spec.placement.minReady: needs a readyWindow (the longest to wait)");
     }
+    // What cannot travel would stay Placing forever: every CANDIDATE would
+    // be refused by the receiver's frame limit, and nothing would say why.
+    size_t encoded = protocol::encode_body(protocol::Candidate{std::string(32, '0'), 0, spec}).size();
+    if (encoded > protocol::kMaxBodyBytes) {
+      return invalid_argument("workload " + spec.key() + ": its spec takes " + std::to_string(encoded) +
+                              " bytes on the wire, more than a message may carry (" +
+                              std::to_string(protocol::kMaxBodyBytes) + "); shorten metadata.labels");
+    }
     if (uid_by_name_.count(spec.key())) {
       return Status(ErrorCode::kAlreadyExists, "workload " + spec.key() + " already exists");
     }

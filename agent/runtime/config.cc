@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "model/workload.h"
+#include "model/yaml_document.h"
 
 namespace shoal::runtime {
 
@@ -50,8 +51,8 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
   std::stringstream text;
   text << in.rdbuf();
   AgentFile file;
+  SHOAL_ASSIGN_OR_RETURN(YAML::Node node, model::load_yaml(text.str(), "agent.yaml"));
   try {
-    YAML::Node node = YAML::Load(text.str());
     if (!node.IsMap()) return invalid_argument("agent.yaml: expected a mapping");
     auto required = [&](const char* key, std::string* out) -> Status {
       if (!node[key] || !node[key].IsScalar() || node[key].Scalar().empty()) {
@@ -62,6 +63,8 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
     };
     SHOAL_RETURN_IF_ERROR(required("cluster", &file.cluster));
     SHOAL_RETURN_IF_ERROR(required("org", &file.org));
+    SHOAL_RETURN_IF_ERROR(validate_name(file.cluster, "agent.yaml cluster"));
+    SHOAL_RETURN_IF_ERROR(validate_name(file.org, "agent.yaml org"));
     SHOAL_RETURN_IF_ERROR(required("listen", &file.listen));
     SHOAL_RETURN_IF_ERROR(validate_listen(file.listen, "agent.yaml listen"));
     if (node["clusterConfig"]) file.cluster_config = node["clusterConfig"].as<std::string>();

@@ -2,12 +2,52 @@
 
 #include <map>
 
+#include "common/text.h"
 #include "model/manifest.h"
 
 namespace shoal::runtime {
 namespace {
 
 using nlohmann::json;
+
+// Typed access to a control request's fields. shoalctl always sends the
+// right types, but the socket is an API: a wrong or missing field gets an
+// error that names it, never the JSON library's text.
+class Request {
+ public:
+  explicit Request(const json& body) : body_(body) {}
+
+  Result<std::string> text(const char* key) const {
+    if (!body_.contains(key)) return invalid_argument(field(key) + ": expected a string, and it is missing");
+    return text_or(key, "");
+  }
+  Result<std::string> text_or(const char* key, std::string fallback) const {
+    auto it = body_.find(key);
+    if (it == body_.end() || it->is_null()) return fallback;
+    if (!it->is_string()) return invalid_argument(field(key) + ": expected a string");
+    return it->get<std::string>();
+  }
+  Result<std::vector<std::string>> texts(const char* key) const {
+    auto it = body_.find(key);
+    if (it == body_.end() || !it->is_array()) return invalid_argument(field(key) + ": expected a list of strings");
+    std::vector<std::string> out;
+    for (const auto& item : *it) {
+      if (!item.is_string()) return invalid_argument(field(key) + ": expected a list of strings");
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+  Result<bool> flag(const char* key) const {
+    auto it = body_.find(key);
+    if (it == body_.end() || it->is_null()) return false;
+    if (!it->is_boolean()) return invalid_argument(field(key) + ": expected true or false");
+    return it->get<bool>();
+  }
+
+ private:
+  static std::string field(const char* key) { return std::string("control request field \"") + key + "\""; }
+  const json& body_;
+};
 
 json error_response(const Status& status) {
   return {{"ok", false}, {"code", error_code_name(status.code())}, {"error", status.message()}};
@@ -95,10 +135,14 @@ json status_json(const ControlContext& context) {
           {"nodes", nodes}};
 }
 
-Result<core::InvitationOptions> invitation_options(const json& request) {
+Result<core::InvitationOptions> invitation_options(const Request& request) {
   core::InvitationOptions options;
-  options.namespaces = request.at("namespaces").get<std::vector<std::string>>();
-  auto text = [&](const char* key) { return request.value(key, std::string()); };
+  SHOAL_ASSIGN_OR_RETURN(options.namespaces, request.texts("namespaces"));
+  std::map<std::string, std::string> given;
+  for (const char* key : {"cpu", "memory", "gpu", "workloads", "expires", "notBefore"}) {
+    SHOAL_ASSIGN_OR_RETURN(given[key], request.text_or(key, ""));
+  }
+  auto text = [&](const char* key) { return given[key]; };
   if (!text("cpu").empty()) {
     SHOAL_ASSIGN_OR_RETURN(options.limits.cpu_milli, model::parse_cpu_milli(text("cpu"), "--cpu"));
   }
@@ -176,32 +220,38 @@ Result<json> describe_peer_json(core::Agent& agent, const std::string& name) {
   return not_found("peer " + name + ": no such peer (see `shoalctl peers`)");
 }
 
-Result<json> dispatch(const ControlContext& context, const json& request) {
+Result<json> dispatch(const ControlContext& context, const json& body) {
   core::Agent& agent = context.agent;
-  const std::string command = request.value("command", "");
+  if (!body.is_object()) return invalid_argument("control request: expected a JSON object");
+  Request request(body);
+  SHOAL_ASSIGN_OR_RETURN(const std::string command, request.text("command"));
   if (command == "identity") return json{{"ok", true}, {"card", agent.id_card()}};
   if (command == "invite-create") {
     SHOAL_ASSIGN_OR_RETURN(core::InvitationOptions options, invitation_options(request));
-    SHOAL_ASSIGN_OR_RETURN(std::string token,
-                           agent.create_invitation(request.at("to").get<std::string>(), options));
+    SHOAL_ASSIGN_OR_RETURN(std::string to, request.text("to"));
+    SHOAL_ASSIGN_OR_RETURN(std::string token, agent.create_invitation(to, options));
     return json{{"ok", true}, {"token", token}};
   }
   if (command == "invite-list") return invitations_json(agent);
   if (command == "invite-revoke") {
-    SHOAL_RETURN_IF_ERROR(agent.revoke_invitation(request.at("id").get<std::string>(),
-                                                  request.value("evict", false)));
+    SHOAL_ASSIGN_OR_RETURN(std::string id, request.text("id"));
+    SHOAL_ASSIGN_OR_RETURN(bool evict, request.flag("evict"));
+    SHOAL_RETURN_IF_ERROR(agent.revoke_invitation(id, evict));
     return json{{"ok", true}};
   }
-  if (command == "describe-peer") return describe_peer_json(agent, request.at("name").get<std::string>());
+  if (command == "describe-peer") {
+    SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));
+    return describe_peer_json(agent, name);
+  }
   if (command == "invite-accept") {
-    SHOAL_ASSIGN_OR_RETURN(std::string cluster,
-                           agent.accept_invitation(request.at("token").get<std::string>()));
+    SHOAL_ASSIGN_OR_RETURN(std::string token, request.text("token"));
+    SHOAL_ASSIGN_OR_RETURN(std::string cluster, agent.accept_invitation(token));
     return json{{"ok", true}, {"cluster", cluster}};
   }
   if (command == "peers") return peers_json(agent);
   if (command == "submit") {
-    SHOAL_ASSIGN_OR_RETURN(auto specs,
-                           model::parse_workloads(request.at("manifest").get<std::string>()));
+    SHOAL_ASSIGN_OR_RETURN(std::string manifest, request.text("manifest"));
+    SHOAL_ASSIGN_OR_RETURN(auto specs, model::parse_workloads(manifest));
     SHOAL_ASSIGN_OR_RETURN(auto uids, agent.submit(specs));
     json items = json::array();
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -212,7 +262,7 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
     return json{{"ok", true}, {"items", items}};
   }
   if (command == "get-workloads") {
-    std::string ns = request.value("namespace", "");
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text_or("namespace", ""));
     json items = json::array();
     for (const auto& record : agent.workloads()) {
       if (ns.empty() || record.spec.namespace_name == ns) items.push_back(workload_to_json(record));
@@ -221,15 +271,16 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
   }
   if (command == "get-reservations") return reservations_json(agent);
   if (command == "nominate") {
-    SHOAL_RETURN_IF_ERROR(agent.nominate(request.at("namespace").get<std::string>(),
-                                         request.at("name").get<std::string>(),
-                                         request.at("clusters").get<std::vector<std::string>>()));
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
+    SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));
+    SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> clusters, request.texts("clusters"));
+    SHOAL_RETURN_IF_ERROR(agent.nominate(ns, name, clusters));
     return json{{"ok", true}};
   }
   if (command == "delete-workload") {
-    std::string ns = request.at("namespace").get<std::string>();
-    std::string name = request.at("name").get<std::string>();
-    std::string from = request.value("from", "");
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
+    SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));
+    SHOAL_ASSIGN_OR_RETURN(std::string from, request.text_or("from", ""));
     // Our own workload unless --from names a source: then (or when we have
     // no such workload) the operator stops a copy this cluster runs for a peer.
     if (from.empty() && agent.find_workload(ns, name)) {
@@ -240,12 +291,10 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
     return json{{"ok", true}, {"hosted", true}};
   }
   if (command == "describe-workload") {
-    auto record = agent.find_workload(request.at("namespace").get<std::string>(),
-                                      request.at("name").get<std::string>());
-    if (!record) {
-      return not_found("workload " + request.at("namespace").get<std::string>() + "/" +
-                       request.at("name").get<std::string>() + " not found");
-    }
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
+    SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));
+    auto record = agent.find_workload(ns, name);
+    if (!record) return not_found("workload " + ns + "/" + name + " not found");
     SHOAL_ASSIGN_OR_RETURN(auto events, agent.events(record->uid));
     json copies = json::array();
     for (const auto& copy : agent.copies_of(record->uid)) {
@@ -264,7 +313,7 @@ Result<json> dispatch(const ControlContext& context, const json& request) {
     return out;
   }
   if (command == "status") return status_json(context);
-  return invalid_argument("command: unknown control command \"" + command + "\"");
+  return invalid_argument("control request field \"command\": unknown command " + shoal::quoted(command));
 }
 
 }  // namespace
@@ -299,7 +348,8 @@ json handle_control(const ControlContext& context, const json& request) {
     if (!response.is_ok()) return error_response(response.status());
     return std::move(response).value();
   } catch (const json::exception& e) {
-    return error_response(invalid_argument(std::string("control request: ") + e.what()));
+    // Every field is read through Request; reaching here is a bug of ours.
+    return error_response(internal_error(std::string("control request: ") + e.what()));
   }
 }
 

@@ -27,6 +27,7 @@
 #include "common/file.h"
 #include "crypto/identity.h"
 #include "model/manifest.h"
+#include "model/yaml_document.h"
 #include "store/sqlite_store.h"
 
 namespace shoal::runtime {
@@ -35,7 +36,6 @@ namespace {
 constexpr int kPollMillis = 50;
 constexpr int kMaxWireMessagesPerIteration = 512;
 constexpr int kMaxControlRequestsPerIteration = 16;
-constexpr int kMaxWireBytes = 1 << 20;
 
 class SystemClock final : public Clock {
  public:
@@ -55,9 +55,9 @@ class SodiumRng final : public core::Rng {
 
 Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
   if (file.cluster_config.empty()) return model::default_cluster_spec(file.cluster);
-  std::optional<std::string> text = read_text_file(file.cluster_config);
-  if (!text) return not_found("cluster manifest " + file.cluster_config + ": cannot read");
-  SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(*text));
+  SHOAL_ASSIGN_OR_RETURN(std::string text, read_bounded_file(file.cluster_config, model::kMaxYamlBytes,
+                                                             "cluster manifest"));
+  SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(text));
   SHOAL_RETURN_IF_ERROR(cluster::FairShareScheduler::create(spec).status());
   if (spec.name != file.cluster) {
     return invalid_argument("cluster manifest metadata.name: expected \"" + file.cluster +
@@ -172,14 +172,7 @@ class Loop {
       if (!receive(control_, message)) break;
       if (message.size() != 3) continue;
       std::string routing_id = message[0].to_string();
-      auto request = nlohmann::json::parse(message[2].to_string(), nullptr, false);
-      nlohmann::json response =
-          request.is_discarded()
-              ? nlohmann::json{{"ok", false}, {"code", "InvalidArgument"},
-                               {"error", "control request: not JSON"}}
-              : handle_control({agent_, cluster_, transport_.dropped_unconnected(), handshakes_refused_},
-                               request);
-      replies.emplace_back(routing_id, response.dump());
+      replies.emplace_back(routing_id, answer_control(message[2].to_string()));
     }
     agent_.tick();
     if (!agent_.store_health().is_ok()) {
@@ -207,6 +200,26 @@ class Loop {
       }
     }
     return Status::ok();
+  }
+
+  // One control request in, one JSON reply out. Nothing here may throw out
+  // of the loop: bytes that are not UTF-8 (stored before names were
+  // checked, say) are replaced in the reply rather than failing it.
+  std::string answer_control(const std::string& text) {
+    try {
+      auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json response =
+          request.is_discarded()
+              ? nlohmann::json{{"ok", false}, {"code", "InvalidArgument"},
+                               {"error", "control request: not JSON"}}
+              : handle_control({agent_, cluster_, transport_.dropped_unconnected(), handshakes_refused_},
+                               request);
+      return response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } catch (const std::exception& e) {
+      logger_.error("control request failed: {}", e.what());
+      return nlohmann::json{{"ok", false}, {"code", "Internal"}, {"error", std::string("control request failed: ") + e.what()}}
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
   }
 
   // ZAP (ZeroMQ RFC 27): every CURVE handshake on the peer socket asks us
@@ -295,7 +308,7 @@ class Loop {
 
 Status init_agent(const InitOptions& options) {
   SHOAL_RETURN_IF_ERROR(model::validate_name(options.cluster, "--cluster"));
-  if (options.org.empty()) return invalid_argument("--org: expected a name");
+  SHOAL_RETURN_IF_ERROR(model::validate_name(options.org, "--org"));
   SHOAL_RETURN_IF_ERROR(validate_listen(options.listen, "--listen"));
   SHOAL_RETURN_IF_ERROR(crypto::initialize());
   AgentFile file;
@@ -350,7 +363,7 @@ Status run_agent(const std::string& data_dir) {
       peers.set(zmq::sockopt::zap_domain, "shoal");
     }
     peers.set(zmq::sockopt::linger, 0);
-    peers.set(zmq::sockopt::maxmsgsize, int64_t{kMaxWireBytes});
+    peers.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxWireBytes));
     peers.set(zmq::sockopt::rcvhwm, 100000);
     peers.bind(file.listen);
     control.set(zmq::sockopt::linger, 0);

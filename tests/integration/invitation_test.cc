@@ -250,6 +250,27 @@ TEST_F(Invitations, StolenTokenIsUselessToAThirdAgent) {
   EXPECT_TRUE(list["items"].empty());
 }
 
+// Issue 12: a token revoked before the source accepted it was accepted
+// offline and then stayed Active, the peer stuck Connecting, because the
+// target's handshake refused the key that could have heard the REVOKE.
+TEST_F(Invitations, TokenRevokedBeforeItIsAcceptedEndsRevokedAtTheSource) {
+  CommandResult token = target_.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  json issued = target_.ctl_json({"invite", "list"});
+  ASSERT_EQ(issued["items"].size(), 1u);
+  std::string id = issued["items"][0]["id"];
+  ASSERT_EQ(target_.ctl({"invite", "revoke", id}).exit_code, 0);
+  CommandResult accepted = source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))});
+  ASSERT_EQ(accepted.exit_code, 0) << "the source cannot know yet: " << accepted.err;
+  EXPECT_TRUE(wait_until([&] { return invitation(source_, id)["state"] == "Revoked"; }, 20s))
+      << invitation(source_, id).dump();
+  EXPECT_TRUE(wait_until([&] { return peer_state(source_, "target") == "Revoked"; }, 10s))
+      << peer_state(source_, "target");
+  CommandResult again = source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("revoked"), std::string::npos) << again.err;
+}
+
 TEST_F(Invitations, CapturedMessageStaysAReplayAfterBothAgentsRestart) {
   invite({});
   // The source has started once, so its boot is 1. Stop it and speak for it:

@@ -358,6 +358,23 @@ TEST(AgentTest, DuplicateWorkloadNameRefusesTheWholeBatch) {
   EXPECT_FALSE(a.agent->find_workload("default", "two").has_value());
 }
 
+// Issue 12: a 2 MB label was accepted, and every CANDIDATE then exceeded
+// the receivers' frame limit: the workload stayed Placing, saying nothing.
+TEST(AgentTest, ASpecTooLargeToSendIsRefusedAtSubmit) {
+  World world;
+  Node& a = world.add("a");
+  model::WorkloadSpec big = workload("big", 1000);
+  big.labels["note"] = std::string(2 << 20, 'x');
+  auto refused = a.agent->submit({workload("fine", 1000), big});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("default/big: its spec takes"), std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(a.agent->find_workload("default", "fine").has_value()) << "all or nothing";
+  big.labels["note"] = std::string(1000, 'x');
+  EXPECT_TRUE(a.agent->submit({big}).is_ok());
+}
+
 TEST(AgentTest, InvitationForAnotherKeyIsRefused) {
   World world;
   Node& a = world.add("a");

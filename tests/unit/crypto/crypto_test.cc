@@ -69,6 +69,23 @@ TEST_F(CryptoTest, IdCardRoundTripsAndNamesBadParts) {
   EXPECT_FALSE(parse_id_card("hello").is_ok());
 }
 
+TEST_F(CryptoTest, IdCardWhoseNamesAreNotNamesIsRefusedOnOneLine) {
+  std::string key = key_to_text(Identity::generate().public_key());
+  for (std::string org : {std::string("\xff\xfe"), std::string("Acme Corp"), std::string("a\nb"),
+                          std::string("")}) {
+    auto parsed = parse_id_card("shoal-id:v1:east:" + org + ":" + key + ":tcp://h:1");
+    ASSERT_FALSE(parsed.is_ok()) << org;
+    EXPECT_NE(parsed.status().message().find("id card org"), std::string::npos) << parsed.status().message();
+    EXPECT_EQ(parsed.status().message().find('\n'), std::string::npos) << "one line";
+  }
+  auto cluster = parse_id_card("shoal-id:v1:EAST:acme:" + key + ":tcp://h:1");
+  ASSERT_FALSE(cluster.is_ok());
+  EXPECT_NE(cluster.status().message().find("id card cluster"), std::string::npos);
+  auto endpoint = parse_id_card("shoal-id:v1:east:acme:" + key + ":tcp://h:1 x");
+  ASSERT_FALSE(endpoint.is_ok());
+  EXPECT_NE(endpoint.status().message().find("id card endpoint"), std::string::npos);
+}
+
 class InvitationTest : public CryptoTest {
  protected:
   Invitation make(TimePoint now) {
@@ -119,6 +136,29 @@ TEST_F(InvitationTest, EachRefusalHasItsOwnMessage) {
   ASSERT_FALSE(forged.is_ok());
   EXPECT_NE(forged.status().message().find("signature"), std::string::npos);
   EXPECT_FALSE(open_token("shoal-invite:v2:abc").is_ok());
+}
+
+// Issue 12: an org that was not UTF-8 travelled in a token and, once
+// accepted, crashed every later `shoalctl peers`. A signed token is still
+// untrusted input: its words follow the same rules as a card's.
+TEST_F(InvitationTest, TokenWhoseIssuerOrNamespacesAreNotNamesIsRefused) {
+  Invitation invitation = make(now_);
+  invitation.issuer.org = "org\xff";
+  auto bad_org = open_token(issue_token(invitation, target_));
+  ASSERT_FALSE(bad_org.is_ok());
+  EXPECT_EQ(bad_org.status().message(), "invitation token issuer: expected UTF-8 text");
+  invitation.issuer.org = "Acme Corp";
+  auto not_a_name = open_token(issue_token(invitation, target_));
+  ASSERT_FALSE(not_a_name.is_ok());
+  EXPECT_NE(not_a_name.status().message().find("id card org"), std::string::npos)
+      << not_a_name.status().message();
+  invitation = make(now_);
+  invitation.namespaces = {"default", "ML"};
+  auto bad_namespace = open_token(issue_token(invitation, target_));
+  ASSERT_FALSE(bad_namespace.is_ok());
+  EXPECT_NE(bad_namespace.status().message().find("namespaces"), std::string::npos);
+  invitation.namespaces = {};
+  EXPECT_FALSE(open_token(issue_token(invitation, target_)).is_ok());
 }
 
 TEST_F(InvitationTest, NeverExpiringTokenHasNoExpiry) {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/manifest.h"
+#include "model/yaml_document.h"
 
 namespace shoal::model {
 namespace {
@@ -70,6 +71,25 @@ TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
                      "spec: {resources: {cpu: 1}}")
                 .find("appears twice"),
             std::string::npos);
+}
+
+// Issue 12: text that is not UTF-8 aborted shoalctl; a duplicate key was
+// taken silently; a name holding a newline gave a two-line error.
+TEST(ManifestTest, HostileTextIsRefusedOnOneLineNamingWhereItIs) {
+  const std::string head = "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\n";
+  std::string not_utf8 = error_of(head + "spec: {resources: {cpu: 1}}\n---\n" + head +
+                                  "spec: {resources: {cpu: 1}, queue: \"q\xff\"}");
+  EXPECT_EQ(not_utf8, "manifest: line 9: expected UTF-8 text (column 38 is not)");
+  std::string twice = error_of(head + "spec:\n  resources: {cpu: 1}\n  replicas: 2\n  replicas: 3\n");
+  EXPECT_EQ(twice, "manifest: line 7: key \"replicas\" appears twice in this mapping");
+  std::string newline = error_of("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: \"a\\nb\"}\n"
+                                 "spec: {resources: {cpu: 1}}");
+  EXPECT_NE(newline.find("got \"a\\x0Ab\""), std::string::npos) << newline;
+  EXPECT_EQ(newline.find('\n'), std::string::npos) << newline;
+  EXPECT_NE(error_of(std::string(model::kMaxYamlBytes + 1, '#')).find("expected at most 4 MiB"), std::string::npos);
+  auto cluster = parse_cluster("apiVersion: shoal.dev/v1\nkind: Cluster\nkind: Cluster\n");
+  ASSERT_FALSE(cluster.is_ok());
+  EXPECT_NE(cluster.status().message().find("\"kind\" appears twice"), std::string::npos);
 }
 
 TEST(ManifestTest, ClusterManifestExpandsNodeGroups) {

@@ -10,9 +10,21 @@ TEST(QuantityTest, ParsesCpuInMillicores) {
   EXPECT_EQ(*parse_cpu_milli("500m", "cpu"), 500);
   EXPECT_EQ(*parse_cpu_milli("4", "cpu"), 4000);
   EXPECT_EQ(*parse_cpu_milli("1.5", "cpu"), 1500);
-  EXPECT_EQ(*parse_cpu_milli("0.0001", "cpu"), 1) << "rounds up like Kubernetes";
   EXPECT_EQ(*parse_cpu_milli("2k", "cpu"), 2000000);
   EXPECT_EQ(*parse_cpu_milli("1e3", "cpu"), 1000000);
+}
+
+// Issue 12: Kubernetes rounds cpu 0.0001 up to 1m; shoal refuses what it
+// cannot hold exactly, so a limit never differs from what was written.
+TEST(QuantityTest, RefusesMorePrecisionThanOneUnitInsteadOfRounding) {
+  auto cpu = parse_cpu_milli("0.0001", "spec.resources.cpu");
+  ASSERT_FALSE(cpu.is_ok());
+  EXPECT_EQ(cpu.status().message(),
+            "spec.resources.cpu: expected at most three decimal places (1m is the finest unit), got \"0.0001\"");
+  EXPECT_FALSE(parse_cpu_milli("1.5m", "cpu").is_ok());
+  auto memory = parse_memory_bytes("0.1Ki", "spec.resources.memory");
+  ASSERT_FALSE(memory.is_ok());
+  EXPECT_NE(memory.status().message().find("whole number of bytes"), std::string::npos);
 }
 
 TEST(QuantityTest, ParsesMemoryInBytes) {

@@ -74,6 +74,26 @@ TEST(CodecTest, HoldingsWithAnUnknownPhaseNamesTheField) {
   EXPECT_NE(result.status().message().find("phase"), std::string::npos) << result.status().message();
 }
 
+TEST(CodecTest, TextThatIsNotUtf8OrNamesThatAreNotNamesAreRefusedNamingTheField) {
+  // A HELLO is a signed statement of the peer's name, org and address.
+  auto hello = decode_body(MessageType::kHello, encode_body(Hello{"east", "org\xff", "tcp://h:1"}));
+  ASSERT_FALSE(hello.is_ok());
+  EXPECT_NE(hello.status().message().find("org"), std::string::npos) << hello.status().message();
+  EXPECT_FALSE(decode_body(MessageType::kHello, encode_body(Hello{"East Side", "org", "tcp://h:1"})).is_ok());
+  EXPECT_FALSE(decode_body(MessageType::kHello, encode_body(Hello{"east", "org", "tcp://h:1\n"})).is_ok());
+  // A label value in a CANDIDATE's spec, and a reason in a REJECT.
+  model::WorkloadSpec spec = sample_spec();
+  spec.labels["team"] = "ml\xc3";
+  auto candidate = decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, spec}));
+  ASSERT_FALSE(candidate.is_ok());
+  EXPECT_NE(candidate.status().message().find("labels: expected UTF-8 text"), std::string::npos)
+      << candidate.status().message();
+  EXPECT_FALSE(decode_body(MessageType::kReject, encode_body(Reject{"u", 1, "\xed\xa0\x80"})).is_ok());
+  spec = sample_spec();
+  spec.queue = "Queue";
+  EXPECT_FALSE(decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, spec})).is_ok());
+}
+
 TEST(CodecTest, MalformedBodiesAreCleanErrors) {
   EXPECT_FALSE(decode_body(MessageType::kReady, {}).is_ok());
   EXPECT_FALSE(decode_body(static_cast<MessageType>(0), {}).is_ok());

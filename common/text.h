@@ -1,0 +1,29 @@
+// Checks on text that crosses a trust boundary (flags, tokens, id cards,
+// manifests, wire messages), shared so that every boundary applies the same
+// rule and quotes bad input the same way.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace shoal {
+
+// Whether `text` is well-formed UTF-8 (RFC 3629: shortest forms only, no
+// surrogates, nothing above U+10FFFF). When it is not and `bad_offset` is
+// given, it receives the offset of the first byte that breaks the rule.
+bool is_valid_utf8(std::string_view text, size_t* bad_offset = nullptr);
+
+// `text` in double quotes, fit for a one-line error: control characters and
+// bytes that are not UTF-8 appear as \xNN, quotes and backslashes are
+// escaped, and anything past `max_bytes` is cut with "...".
+std::string quoted(std::string_view text, size_t max_bytes = 80);
+
+// The rule for every name shoal handles (cluster, org, namespace, workload,
+// queue, node): a DNS label, 1-63 lowercase letters, digits and '-',
+// starting and ending with a letter or digit. `field` names the input in the
+// error: `--org: expected lowercase letters, ... got "Acme Corp"`.
+Status validate_name(std::string_view value, std::string_view field);
+
+}  // namespace shoal
