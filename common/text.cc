@@ -39,7 +39,19 @@ bool is_valid_utf8(std::string_view text, size_t* bad_offset) {
   return true;
 }
 
-std::string quoted(std::string_view text, size_t max_bytes) {
+Status validate_utf8_lines(std::string_view text, std::string_view what, int first_line) {
+  size_t bad = 0;
+  if (is_valid_utf8(text, &bad)) return Status::ok();
+  std::string_view before = text.substr(0, bad);
+  int line = first_line;
+  for (char c : before) line += c == '\n' ? 1 : 0;
+  size_t line_start = before.rfind('\n');
+  size_t column = line_start == std::string_view::npos ? bad + 1 : bad - line_start;
+  return invalid_argument(std::string(what) + ": line " + std::to_string(line) +
+                          ": expected UTF-8 text (column " + std::to_string(column) + " is not)");
+}
+
+std::string quoted_text(std::string_view text, size_t max_bytes) {
   bool cut = text.size() > max_bytes;
   if (cut) text = text.substr(0, max_bytes);
   std::string out = "\"";
@@ -82,7 +94,7 @@ Status validate_name(std::string_view value, std::string_view field) {
   if (ok) return Status::ok();
   return invalid_argument(std::string(field) +
                           ": expected lowercase letters, digits and '-' (1-63 characters, "
-                          "starting and ending with a letter or digit), got " + quoted(value));
+                          "starting and ending with a letter or digit), got " + quoted_text(value));
 }
 
 }  // namespace shoal

@@ -15,10 +15,14 @@ namespace shoal {
 // given, it receives the offset of the first byte that breaks the rule.
 bool is_valid_utf8(std::string_view text, size_t* bad_offset = nullptr);
 
+// "`what`: line L: expected UTF-8 text (column C is not)" for the first
+// byte of `text` that breaks UTF-8, lines counted from `first_line`.
+Status validate_utf8_lines(std::string_view text, std::string_view what, int first_line = 1);
+
 // `text` in double quotes, fit for a one-line error: control characters and
 // bytes that are not UTF-8 appear as \xNN, quotes and backslashes are
 // escaped, and anything past `max_bytes` is cut with "...".
-std::string quoted(std::string_view text, size_t max_bytes = 80);
+std::string quoted_text(std::string_view text, size_t max_bytes = 80);
 
 // The rule for every name shoal handles (cluster, org, namespace, workload,
 // queue, node): a DNS label, 1-63 lowercase letters, digits and '-',

@@ -49,7 +49,7 @@ Status validate_card_fields(std::string_view cluster, std::string_view org,
   if (!printable || endpoint.rfind("tcp://", 0) != 0 || colon == std::string_view::npos ||
       colon <= 6 || colon + 1 == endpoint.size() ||
       endpoint.find_first_not_of("0123456789", colon + 1) != std::string_view::npos) {
-    return invalid_argument(prefix + " endpoint: expected tcp://HOST:PORT, got " + quoted(endpoint));
+    return invalid_argument(prefix + " endpoint: expected tcp://HOST:PORT, got " + quoted_text(endpoint));
   }
   return Status::ok();
 }

@@ -35,7 +35,7 @@ Scaled scale(__int128 mantissa, int exponent, int64_t* out) {
 Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view field) {
   auto fail = [&]() -> Status {
     return invalid_argument(std::string(field) +
-                            ": expected a quantity like \"500m\", \"4\" or \"4Gi\", got " + quoted(text));
+                            ": expected a quantity like \"500m\", \"4\" or \"4Gi\", got " + quoted_text(text));
   };
   size_t i = 0;
   if (i < text.size() && text[i] == '+') ++i;
@@ -106,7 +106,7 @@ Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view fie
     case Scaled::kTooPrecise: break;
   }
   return invalid_argument(std::string(field) + ": expected at most three decimal places (1m is the finest unit), got " +
-                          quoted(text));
+                          quoted_text(text));
 }
 
 Result<int64_t> parse_cpu_milli(std::string_view text, std::string_view field) {
@@ -116,7 +116,7 @@ Result<int64_t> parse_cpu_milli(std::string_view text, std::string_view field) {
 Result<int64_t> parse_memory_bytes(std::string_view text, std::string_view field) {
   SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field));
   if (milli % 1000 != 0) {
-    return invalid_argument(std::string(field) + ": expected a whole number of bytes, got " + quoted(text));
+    return invalid_argument(std::string(field) + ": expected a whole number of bytes, got " + quoted_text(text));
   }
   return milli / 1000;
 }
@@ -124,7 +124,7 @@ Result<int64_t> parse_memory_bytes(std::string_view text, std::string_view field
 Result<int64_t> parse_count(std::string_view text, std::string_view field) {
   SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field));
   if (milli % 1000 != 0) {
-    return invalid_argument(std::string(field) + ": expected a whole number, got " + quoted(text));
+    return invalid_argument(std::string(field) + ": expected a whole number, got " + quoted_text(text));
   }
   return milli / 1000;
 }

@@ -1,6 +1,5 @@
 #include "model/yaml_document.h"
 
-#include <algorithm>
 #include <set>
 #include <string>
 
@@ -21,7 +20,7 @@ Status check_unique_keys(const YAML::Node& node, std::string_view what, int firs
     for (const auto& item : node) {
       if (item.first.IsScalar() && !keys.insert(item.first.Scalar()).second) {
         return invalid_argument(at_line(what, first_line + item.first.Mark().line) + "key " +
-                                quoted(item.first.Scalar()) + " appears twice in this mapping");
+                                quoted_text(item.first.Scalar()) + " appears twice in this mapping");
       }
       SHOAL_RETURN_IF_ERROR(check_unique_keys(item.second, what, first_line, depth + 1));
     }
@@ -41,14 +40,7 @@ Result<YAML::Node> load_yaml(std::string_view text, std::string_view what, int f
                             std::to_string(kMaxYamlBytes >> 20) + " MiB, got " +
                             std::to_string(text.size()) + " bytes");
   }
-  size_t bad = 0;
-  if (!is_valid_utf8(text, &bad)) {
-    std::string_view before = text.substr(0, bad);
-    int line = first_line + static_cast<int>(std::count(before.begin(), before.end(), '\n'));
-    size_t line_start = before.rfind('\n');
-    size_t column = line_start == std::string_view::npos ? bad + 1 : bad - line_start;
-    return invalid_argument(at_line(what, line) + "expected UTF-8 text (column " + std::to_string(column) + " is not)");
-  }
+  SHOAL_RETURN_IF_ERROR(validate_utf8_lines(text, what, first_line));
   YAML::Node node;
   try {
     node = YAML::Load(std::string(text));

@@ -5,6 +5,7 @@
 #include <zmq.hpp>
 
 #include "agent/runtime/config.h"
+#include "common/text.h"
 
 namespace shoal::cli {
 namespace {
@@ -26,6 +27,13 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
     return Status(ErrorCode::kUnavailable,
                   "no agent is running on " + data_dir + " (no control socket at " + socket_path +
                       "); start it with `shoald run --data " + data_dir + "`");
+  }
+  // JSON carries only UTF-8: a flag that is not is refused here, naming it,
+  // rather than aborting in the encoder.
+  for (const auto& [key, value] : request.items()) {
+    if (value.is_string() && !is_valid_utf8(value.get_ref<const std::string&>())) {
+      return invalid_argument(key + ": expected UTF-8 text, got " + quoted_text(value.get_ref<const std::string&>()));
+    }
   }
   try {
     zmq::context_t context(1);

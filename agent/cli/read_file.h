@@ -5,6 +5,7 @@
 
 #include "common/file.h"
 #include "common/status.h"
+#include "common/text.h"
 
 namespace shoal::cli {
 
@@ -16,6 +17,7 @@ inline constexpr size_t kMaxInputBytes = 4 << 20;
 inline Result<std::string> read_input_file(const std::string& path, const std::string& flag) {
   auto text = read_bounded_file(path, kMaxInputBytes, flag);
   if (!text.is_ok()) return invalid_argument(text.status().message());
+  SHOAL_RETURN_IF_ERROR(validate_utf8_lines(*text, flag + " " + path));
   return text;
 }
 

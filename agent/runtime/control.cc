@@ -313,7 +313,7 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     return out;
   }
   if (command == "status") return status_json(context);
-  return invalid_argument("control request field \"command\": unknown command " + shoal::quoted(command));
+  return invalid_argument("control request field \"command\": unknown command " + quoted_text(command));
 }
 
 }  // namespace

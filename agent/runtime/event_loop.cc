@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -334,8 +335,33 @@ Status init_agent(const InitOptions& options) {
   return Status::ok();
 }
 
+// The data directory holds the identity key and every peer's state: it is
+// for this agent's user alone. A directory others can enter is refused (as
+// a readable key file is); files in it that others could read are tightened,
+// saying so, since earlier versions created them 0644.
+Result<std::vector<std::string>> make_data_dir_private(const std::string& data_dir) {
+  struct stat info {};
+  if (::stat(data_dir.c_str(), &info) != 0) return not_found("--data " + data_dir + ": no such directory");
+  if ((info.st_mode & 0077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    return invalid_argument("--data " + data_dir + ": mode " + mode +
+                            " lets group or others in; expected 0700 (run: chmod 700 " + data_dir + ")");
+  }
+  std::vector<std::string> tightened;
+  for (const std::string& path : {database_path(data_dir), database_path(data_dir) + "-wal",
+                                  database_path(data_dir) + "-shm", config_path(data_dir)}) {
+    if (::stat(path.c_str(), &info) == 0 && (info.st_mode & 0077) != 0) {
+      if (::chmod(path.c_str(), 0600) != 0) return internal_error("cannot chmod 600 " + path);
+      tightened.push_back(path);
+    }
+  }
+  return tightened;
+}
+
 Status run_agent(const std::string& data_dir) {
   SHOAL_RETURN_IF_ERROR(crypto::initialize());
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> tightened, make_data_dir_private(data_dir));
   SHOAL_ASSIGN_OR_RETURN(AgentFile file, load_agent_file(data_dir));
   SHOAL_ASSIGN_OR_RETURN(DataDirLock lock, DataDirLock::acquire(data_dir));
   SHOAL_ASSIGN_OR_RETURN(crypto::Identity identity, crypto::Identity::load(identity_path(data_dir)));
@@ -343,6 +369,7 @@ Status run_agent(const std::string& data_dir) {
   SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(data_dir)));
   SHOAL_ASSIGN_OR_RETURN(int signal_fd, open_signal_fd());
   auto logger = make_logger(file);
+  for (const auto& path : tightened) logger->warn("{} was readable by others; changed it to mode 0600", path);
 
   zmq::context_t context(1);
   const bool curve = file.wire_encryption == "curve";

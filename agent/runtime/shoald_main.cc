@@ -4,6 +4,8 @@
 //   shoald run --data DIR
 //
 // Exit codes: 0 ok, 1 runtime error, 2 bad usage or bad input.
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <iostream>
 
@@ -33,6 +35,9 @@ std::string default_data_dir() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Everything shoald creates (state.db and its -wal/-shm, agent.yaml, the
+  // control socket) is for its own user alone.
+  ::umask(0077);
   CLI::App app{"shoald: the shoal agent, one beside each cluster"};
   app.require_subcommand(1);
 

@@ -21,12 +21,12 @@ TEST(TextTest, Utf8AcceptsEveryWellFormedSequenceAndNothingElse) {
 }
 
 TEST(TextTest, QuotedStaysOnOneLineAndShowsBadBytes) {
-  EXPECT_EQ(quoted("east"), "\"east\"");
-  EXPECT_EQ(quoted("a\nb"), "\"a\\x0Ab\"");
-  EXPECT_EQ(quoted("x\xff" "y"), "\"x\\xFFy\"");
-  EXPECT_EQ(quoted("say \"hi\""), "\"say \\\"hi\\\"\"");
-  EXPECT_EQ(quoted("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
-  EXPECT_EQ(quoted(std::string(200, 'a'), 10), "\"aaaaaaaaaa...\"");
+  EXPECT_EQ(quoted_text("east"), "\"east\"");
+  EXPECT_EQ(quoted_text("a\nb"), "\"a\\x0Ab\"");
+  EXPECT_EQ(quoted_text("x\xff" "y"), "\"x\\xFFy\"");
+  EXPECT_EQ(quoted_text("say \"hi\""), "\"say \\\"hi\\\"\"");
+  EXPECT_EQ(quoted_text("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+  EXPECT_EQ(quoted_text(std::string(200, 'a'), 10), "\"aaaaaaaaaa...\"");
 }
 
 TEST(TextTest, NamesAreDnsLabelsAndTheErrorNamesTheField) {

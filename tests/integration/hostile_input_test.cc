@@ -1,0 +1,157 @@
+// Input an operator (or an attacker handing them files) could give shoald
+// and shoalctl (issue 12): names that are not names, bytes that are not
+// UTF-8, files that never end, wrong types on the control socket, and a
+// data directory others can read. Each is refused on one line with exit
+// code 2, and the agent keeps serving.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include <zmq.hpp>
+
+#include "crypto/identity.h"
+#include "crypto/invitation.h"
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+bool one_line(const std::string& text) {
+  return !text.empty() && text.find('\n') == text.size() - 1;
+}
+
+unsigned mode_of(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return 0;
+  return info.st_mode & 07777;
+}
+
+class HostileInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(crypto::initialize().is_ok());
+    agent_.init();
+    ASSERT_TRUE(agent_.start());
+  }
+  TempDir dir_;
+  AgentProcess agent_{"east", dir_.path()};
+};
+
+TEST_F(HostileInput, InitRefusesAnOrgThatIsNotAName) {
+  for (std::string org : {std::string("acme\xff"), std::string("Acme Corp"), std::string("a\nb")}) {
+    CommandResult result = run_command({bin_path("shoald"), "init", "--data", dir_.path() + "/x",
+                                        "--cluster", "x", "--org", org, "--listen", "tcp://127.0.0.1:1"});
+    EXPECT_EQ(result.exit_code, 2) << org;
+    EXPECT_NE(result.err.find("--org: expected lowercase letters"), std::string::npos) << result.err;
+    EXPECT_TRUE(one_line(result.err)) << result.err;
+  }
+}
+
+// The crash of issue 12: an org that is not UTF-8, carried by a token
+// correctly signed by its issuer, made every later `peers` abort the agent.
+TEST_F(HostileInput, ATokenCarryingABadNameIsRefusedAndTheAgentKeepsServing) {
+  crypto::Identity issuer = crypto::Identity::generate();
+  auto own_card = crypto::parse_id_card(agent_.identity());
+  ASSERT_TRUE(own_card.is_ok());
+  for (std::string org : {std::string("evil\xff"), std::string("Evil Corp")}) {
+    crypto::Invitation invitation;
+    invitation.id = "0123456789abcdef";
+    invitation.issuer = {"evil", org, issuer.public_key(), "tcp://127.0.0.1:1"};
+    invitation.subject = own_card->public_key;
+    invitation.namespaces = {"default"};
+    invitation.created = invitation.not_before =
+        std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+    CommandResult accepted = agent_.ctl({"invite", "accept", crypto::issue_token(invitation, issuer)});
+    EXPECT_EQ(accepted.exit_code, 2) << accepted.err;
+    EXPECT_NE(accepted.err.find("invitation token issuer"), std::string::npos) << accepted.err;
+    EXPECT_TRUE(one_line(accepted.err)) << accepted.err;
+  }
+  EXPECT_EQ(agent_.ctl({"peers"}).exit_code, 0);
+  EXPECT_TRUE(agent_.ctl_json({"invite", "list"})["items"].empty());
+}
+
+TEST_F(HostileInput, ShoalctlRefusesBadFilesWithoutCrashingOrEatingMemory) {
+  CommandResult endless = agent_.ctl({"submit", "-f", "/dev/zero"});
+  EXPECT_EQ(endless.exit_code, 2);
+  EXPECT_NE(endless.err.find("expected at most"), std::string::npos) << endless.err;
+
+  std::string not_utf8 = dir_.path() + "/bad.yaml";
+  std::ofstream(not_utf8) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a, labels: {x: \"\xc3\"}}\n"
+                             "spec: {resources: {cpu: 1}}\n";
+  CommandResult bad = agent_.ctl({"submit", "-f", not_utf8});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("line 3: expected UTF-8 text"), std::string::npos) << bad.err;
+  EXPECT_TRUE(one_line(bad.err)) << bad.err;
+
+  std::string twice = dir_.path() + "/twice.yaml";
+  std::ofstream(twice) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\n"
+                          "spec: {resources: {cpu: 1, cpu: 2}}\n";
+  CommandResult duplicate = agent_.ctl({"submit", "-f", twice});
+  EXPECT_EQ(duplicate.exit_code, 2);
+  EXPECT_NE(duplicate.err.find("key \"cpu\" appears twice"), std::string::npos) << duplicate.err;
+
+  std::string tiny = dir_.path() + "/tiny.yaml";
+  std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\n"
+                         "spec: {resources: {cpu: \"0.0001\"}}\n";
+  CommandResult precise = agent_.ctl({"submit", "-f", tiny});
+  EXPECT_EQ(precise.exit_code, 2);
+  EXPECT_NE(precise.err.find("spec.resources.cpu: expected at most three decimal places"), std::string::npos)
+      << precise.err;
+
+  CommandResult card = agent_.ctl({"invite", "create", "--to", "shoal-id:v1:x:\xff:k:tcp://h:1", "--namespace", "default"});
+  EXPECT_EQ(card.exit_code, 2) << card.err;
+  EXPECT_TRUE(one_line(card.err)) << card.err;
+  EXPECT_EQ(agent_.ctl({"status"}).exit_code, 0) << "still serving";
+}
+
+TEST_F(HostileInput, ControlRequestsWithWrongTypesNameTheField) {
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::rcvtimeo, 10000);
+  socket.connect("ipc://" + agent_.data_dir() + "/control.sock");
+  auto ask = [&](const std::string& body) {
+    socket.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    socket.send(zmq::buffer(body), zmq::send_flags::none);
+    zmq::message_t empty, reply;
+    EXPECT_TRUE(socket.recv(empty).has_value());
+    EXPECT_TRUE(socket.recv(reply).has_value());
+    return json::parse(reply.to_string(), nullptr, false);
+  };
+  json wrong = ask(R"({"command": "invite-revoke", "id": 42})");
+  EXPECT_EQ(wrong["error"], "control request field \"id\": expected a string") << wrong.dump();
+  json missing = ask(R"({"command": "submit"})");
+  EXPECT_EQ(missing["error"], "control request field \"manifest\": expected a string, and it is missing");
+  json list = ask(R"({"command": "nominate", "namespace": "default", "name": "a", "clusters": [1]})");
+  EXPECT_EQ(list["error"], "control request field \"clusters\": expected a list of strings");
+  json not_object = ask("[1, 2]");
+  EXPECT_EQ(not_object["code"], "InvalidArgument");
+  json not_utf8 = ask("{\"command\": \"get-workloads\", \"namespace\": \"\xff\"}");
+  EXPECT_EQ(not_utf8["error"], "control request: not JSON");
+  EXPECT_EQ(agent_.ctl({"status"}).exit_code, 0);
+}
+
+TEST_F(HostileInput, StateFilesAreForTheAgentAloneAndALooseDataDirIsRefused) {
+  std::string db = agent_.data_dir() + "/state.db";
+  EXPECT_EQ(mode_of(db), 0600u);
+  EXPECT_EQ(mode_of(db + "-wal"), 0600u);
+  EXPECT_EQ(mode_of(agent_.data_dir() + "/agent.yaml"), 0600u);
+  agent_.stop();
+  // As an earlier version left them: the files are tightened, saying so.
+  ASSERT_EQ(::chmod(db.c_str(), 0644), 0);
+  ASSERT_TRUE(agent_.start());
+  EXPECT_EQ(mode_of(db), 0600u);
+  EXPECT_NE(agent_.log().find("was readable by others; changed it to mode 0600"), std::string::npos);
+  agent_.stop();
+  ASSERT_EQ(::chmod(agent_.data_dir().c_str(), 0755), 0);
+  CommandResult refused = run_command({bin_path("shoald"), "run", "--data", agent_.data_dir()});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("expected 0700 (run: chmod 700"), std::string::npos) << refused.err;
+}
+
+}  // namespace
+}  // namespace shoal::testing
