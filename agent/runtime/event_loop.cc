@@ -23,6 +23,7 @@
 #include "agent/cluster/sim_cluster.h"
 #include "agent/core/agent.h"
 #include "agent/runtime/config.h"
+#include "agent/runtime/connection_guard.h"
 #include "agent/runtime/control.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/file.h"
@@ -123,12 +124,13 @@ std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file) {
 class Loop {
  public:
   Loop(core::Agent& agent, store::Store& store, ZmqTransport& transport, zmq::socket_t& peers,
-       zmq::socket_t& control, zmq::socket_t* zap, int signal_fd, const cluster::Cluster& cluster,
-       spdlog::logger& logger)
+       ConnectionGuard& guard, zmq::socket_t& control, zmq::socket_t* zap, int signal_fd,
+       const cluster::Cluster& cluster, spdlog::logger& logger)
       : agent_(agent),
         store_(store),
         transport_(transport),
         peers_(peers),
+        guard_(guard),
         control_(control),
         zap_(zap),
         signal_fd_(signal_fd),
@@ -150,6 +152,7 @@ class Loop {
         logger_.info("signal received; stopping");
         return Status::ok();
       }
+      SHOAL_RETURN_IF_ERROR(guard_.on_events());
       if (zap_) answer_handshakes();
       SHOAL_RETURN_IF_ERROR(iteration());
     }
@@ -295,6 +298,7 @@ class Loop {
   store::Store& store_;
   ZmqTransport& transport_;
   zmq::socket_t& peers_;
+  ConnectionGuard& guard_;
   zmq::socket_t& control_;
   zmq::socket_t* zap_;  // null without CURVE
   std::map<std::string, crypto::CurveKey> curve_keys_;  // by peer id
@@ -371,11 +375,13 @@ Status run_agent(const std::string& data_dir) {
   auto logger = make_logger(file);
   for (const auto& path : tightened) logger->warn("{} was readable by others; changed it to mode 0600", path);
 
+  uint64_t descriptors = ConnectionGuard::raise_descriptor_limit();
   zmq::context_t context(1);
   const bool curve = file.wire_encryption == "curve";
   std::optional<crypto::CurveKeyPair> curve_keys;
   if (curve) curve_keys = identity.curve_keys();
   std::optional<zmq::socket_t> zap;
+  std::optional<ConnectionGuard> guard;
   zmq::socket_t peers(context, zmq::socket_type::router);
   zmq::socket_t control(context, zmq::socket_type::router);
   try {
@@ -392,7 +398,11 @@ Status run_agent(const std::string& data_dir) {
     peers.set(zmq::sockopt::linger, 0);
     peers.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxWireBytes));
     peers.set(zmq::sockopt::rcvhwm, 100000);
+    // A connection that has not finished its handshake soon is an attack
+    // or a mistake; either way it must not hold a descriptor for long.
+    peers.set(zmq::sockopt::handshake_ivl, ConnectionGuard::kHandshakeTimeoutMillis);
     peers.bind(file.listen);
+    guard.emplace(context, peers, file.listen, ConnectionGuard::connection_cap(descriptors), *logger);
     control.set(zmq::sockopt::linger, 0);
     std::filesystem::remove(control_socket_path(data_dir));  // stale from a crash; we hold the lock
     control.bind(control_endpoint(data_dir));
@@ -419,10 +429,12 @@ Status run_agent(const std::string& data_dir) {
   }
   SHOAL_RETURN_IF_ERROR(store->commit());
   transport.flush();
-  logger->info("shoald {} listening on {} ({} nodes, wire encryption {}); id {}", file.cluster,
-               file.listen, cluster_spec.nodes.size(), file.wire_encryption, agent.self_id());
+  logger->info("shoald {} listening on {} ({} nodes, wire encryption {}, at most {} inbound connections); id {}",
+               file.cluster, file.listen, cluster_spec.nodes.size(), file.wire_encryption,
+               ConnectionGuard::connection_cap(descriptors), agent.self_id());
 
-  Loop loop(agent, *store, transport, peers, control, zap ? &*zap : nullptr, signal_fd, cluster, *logger);
+  Loop loop(agent, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd, cluster,
+            *logger);
   Status result = loop.run();
   ::close(signal_fd);
   std::filesystem::remove(control_socket_path(data_dir));

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,9 +27,13 @@ namespace {
 std::string slurp(const std::string& path) { return read_text_file(path).value_or(""); }
 
 pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path,
-            const std::string& err_path) {
+            const std::string& err_path, rlim_t descriptor_limit = 0) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (descriptor_limit > 0) {
+      rlimit limit{descriptor_limit, descriptor_limit};
+      setrlimit(RLIMIT_NOFILE, &limit);
+    }
     int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     dup2(out, 1);
@@ -120,7 +125,7 @@ void AgentProcess::init(const std::vector<std::string>& extra) {
 }
 
 bool AgentProcess::start() {
-  pid_ = spawn({bin_path("shoald"), "run", "--data", data_dir_}, "/dev/null", log_path_);
+  pid_ = spawn({bin_path("shoald"), "run", "--data", data_dir_}, "/dev/null", log_path_, descriptor_limit_);
   return wait_until([&] { return ctl({"status"}).exit_code == 0; }, std::chrono::seconds(20));
 }
 

@@ -56,6 +56,8 @@ class AgentProcess {
   void stop();       // SIGTERM, then reap
   void pause();      // SIGSTOP: the agent (and its sim cluster) freezes, sockets stay open
   void resume();     // SIGCONT
+  // Runs shoald with this hard and soft RLIMIT_NOFILE (0: inherit).
+  void set_descriptor_limit(unsigned limit) { descriptor_limit_ = limit; }
   // Sets `key: value` in agent.yaml (after init, before start).
   void set_config(const std::string& key, const std::string& value);
   std::string log() const;  // everything the agent logged so far
@@ -76,6 +78,7 @@ class AgentProcess {
   std::string endpoint_;
   std::string log_path_;
   int pid_ = -1;
+  unsigned descriptor_limit_ = 0;
 };
 
 // Full mesh: every agent invites every other into `namespace_name`.

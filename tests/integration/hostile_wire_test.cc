@@ -1,7 +1,11 @@
 // Messages an attacker (or a confused peer) could send: each is dropped and
 // counted by reason, and the agent keeps serving.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <zmq.hpp>
 
@@ -145,6 +149,44 @@ TEST(HostileWire, IdentityKeyReadableByOthersIsRefusedAtStart) {
   CommandResult result = run_command({bin_path("shoald"), "run", "--data", agent.data_dir()});
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find("chmod 600"), std::string::npos) << result.err;
+}
+
+// Issue 12: ~1,100 idle TCP connections (no handshake, no credentials)
+// filled a 1,024-descriptor limit, and the next `shoalctl` call aborted the
+// agent inside ZeroMQ. Connections are capped below the limit and shed.
+TEST(HostileConnections, IdleConnectionsBeyondTheDescriptorLimitNeverTakeTheAgentDown) {
+  TempDir dir;
+  AgentProcess agent("east", dir.path());
+  agent.init();
+  agent.set_descriptor_limit(300);
+  ASSERT_TRUE(agent.start());
+  int port = std::stoi(agent.endpoint().substr(agent.endpoint().rfind(':') + 1));
+  std::vector<int> connections;
+  for (int i = 0; i < 400; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+      connections.push_back(fd);
+    } else {
+      ::close(fd);
+    }
+    if (i % 50 == 49) {
+      CommandResult status = agent.ctl({"status"});
+      ASSERT_EQ(status.exit_code, 0) << "after " << i + 1 << " connections: " << status.err << agent.log();
+    }
+  }
+  EXPECT_TRUE(wait_until([&] { return agent.log().find("inbound connections (the most is") != std::string::npos; },
+                         10s))
+      << agent.log();
+  EXPECT_EQ(agent.ctl({"status"}).exit_code, 0);
+  EXPECT_EQ(agent.ctl({"identity"}).exit_code, 0);
+  for (int fd : connections) ::close(fd);
+  EXPECT_TRUE(agent.running());
+  EXPECT_EQ(agent.ctl({"status"}).exit_code, 0);
 }
 
 }  // namespace
