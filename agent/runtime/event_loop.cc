@@ -345,7 +345,8 @@ Status init_agent(const InitOptions& options) {
 // saying so, since earlier versions created them 0644.
 Result<std::vector<std::string>> make_data_dir_private(const std::string& data_dir) {
   struct stat info {};
-  if (::stat(data_dir.c_str(), &info) != 0) return not_found("--data " + data_dir + ": no such directory");
+  // A missing directory is left to load_agent_file, which says how to init.
+  if (::stat(data_dir.c_str(), &info) != 0) return std::vector<std::string>{};
   if ((info.st_mode & 0077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));

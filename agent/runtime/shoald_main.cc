@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
   init.data_dir = default_data_dir();
   CLI::App* init_command = app.add_subcommand("init", "Create the data dir, identity key and config");
   init_command->add_option("--data", init.data_dir, "Data directory (or SHOAL_DATA)")->required(init.data_dir.empty());
-  init_command->add_option("--cluster", init.cluster, "This cluster's name")->required();
-  init_command->add_option("--org", init.org, "The organization that owns it")->required();
+  init_command->add_option("--cluster", init.cluster, "This cluster's name (lowercase letters, digits, '-')")->required();
+  init_command->add_option("--org", init.org, "The organization that owns it (lowercase letters, digits, '-')")->required();
   init_command->add_option("--listen", init.listen, "Peer endpoint, tcp://HOST:PORT")->required();
   init_command->add_option("--cluster-config", init.cluster_config,
                            "Cluster manifest (kind: Cluster); default 4 nodes x 8 cpu x 32Gi");
