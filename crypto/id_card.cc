@@ -43,14 +43,26 @@ Status validate_card_fields(std::string_view cluster, std::string_view org,
   std::string prefix(what);
   SHOAL_RETURN_IF_ERROR(validate_name(cluster, prefix + " cluster"));
   SHOAL_RETURN_IF_ERROR(validate_name(org, prefix + " org"));
+  return validate_endpoint(endpoint, prefix + " endpoint");
+}
+
+Status validate_endpoint(std::string_view endpoint, std::string_view field) {
+  auto fail = [&] {
+    return invalid_argument(std::string(field) + ": expected tcp://HOST:PORT with a port from 1 to 65535, got " +
+                            quoted_text(endpoint));
+  };
   bool printable = endpoint.size() <= 255;
   for (char c : endpoint) printable = printable && c > 0x20 && c < 0x7F;
   size_t colon = endpoint.rfind(':');
-  if (!printable || endpoint.rfind("tcp://", 0) != 0 || colon == std::string_view::npos ||
-      colon <= 6 || colon + 1 == endpoint.size() ||
-      endpoint.find_first_not_of("0123456789", colon + 1) != std::string_view::npos) {
-    return invalid_argument(prefix + " endpoint: expected tcp://HOST:PORT, got " + quoted_text(endpoint));
+  if (!printable || endpoint.rfind("tcp://", 0) != 0 || colon == std::string_view::npos || colon <= 6) {
+    return fail();
   }
+  std::string_view port = endpoint.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) {
+    return fail();
+  }
+  int number = std::stoi(std::string(port));
+  if (number < 1 || number > 65535) return fail();
   return Status::ok();
 }
 

@@ -29,4 +29,8 @@ Result<IdCard> parse_id_card(std::string_view text);
 Status validate_card_fields(std::string_view cluster, std::string_view org,
                             std::string_view endpoint, std::string_view what);
 
+// tcp://HOST:PORT in printable ASCII (at most 255 bytes), port 1-65535: an
+// agent's listen address and every endpoint a peer announces.
+Status validate_endpoint(std::string_view endpoint, std::string_view field);
+
 }  // namespace shoal::crypto

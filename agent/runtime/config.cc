@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "crypto/id_card.h"
 #include "model/workload.h"
 #include "model/yaml_document.h"
 
@@ -17,18 +18,7 @@ std::string control_socket_path(const std::string& d) { return d + "/control.soc
 std::string control_endpoint(const std::string& d) { return "ipc://" + control_socket_path(d); }
 
 Status validate_listen(const std::string& listen, const std::string& field) {
-  auto fail = [&] {
-    return invalid_argument(field + ": expected tcp://HOST:PORT with a port from 1 to 65535, got \"" +
-                            listen + "\"");
-  };
-  if (listen.rfind("tcp://", 0) != 0) return fail();
-  size_t colon = listen.rfind(':');
-  if (colon == std::string::npos || colon <= 6 || colon + 1 >= listen.size()) return fail();
-  std::string port = listen.substr(colon + 1);
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return fail();
-  int number = std::stoi(port);
-  if (number < 1 || number > 65535) return fail();
-  return Status::ok();
+  return crypto::validate_endpoint(listen, field);
 }
 
 namespace {
