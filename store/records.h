@@ -91,6 +91,27 @@ struct ReservationRecord {
   std::string message;
 };
 
+// Target side, append-only: one row per copy that was bound here, known by
+// (source, uid, started_at) since adoption moves a running copy to a newer
+// epoch; from the moment it was bound until it stopped for any reason.
+// Unlike reservations (collected once the source acknowledged them) and
+// events (truncated), runs outlive the work, so that what ran where and
+// when can be audited afterwards; the chaos checker proves exactly-once from
+// them. Rows finished more than kRunHistory ago are pruned.
+struct RunRecord {
+  std::string source;
+  std::string uid;
+  uint64_t epoch = 0;  // the newest it ran under
+  std::string namespace_name;
+  std::string name;
+  model::Resources per_replica;
+  std::vector<std::string> nodes;  // one per replica
+  int64_t started_at_ms = 0;       // bound (the cluster starts it then)
+  int64_t finished_at_ms = 0;      // 0 while it holds its nodes
+  std::string phase;               // Bound, Running, Succeeded or Failed
+  std::string message;
+};
+
 struct EventRecord {
   std::string subject;  // a workload uid, or "peer/<id>"
   TimePoint at{};

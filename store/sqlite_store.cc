@@ -59,6 +59,17 @@ const char* const kMigrations[] = {
     DROP INDEX workloads_by_name;
     CREATE UNIQUE INDEX workloads_by_name ON workloads (namespace, name, parent, copy_index);
     )sql",
+    // 3 -> 4: the run history, an audit record that outlives reservations.
+    // A run is known by when it was bound: adoption re-epochs it in place.
+    R"sql(
+    CREATE TABLE runs (
+      source TEXT NOT NULL, uid TEXT NOT NULL, epoch INTEGER NOT NULL,
+      namespace TEXT NOT NULL, name TEXT NOT NULL, cpu_milli INTEGER NOT NULL,
+      memory_bytes INTEGER NOT NULL, gpu INTEGER NOT NULL, nodes TEXT NOT NULL,
+      started_at INTEGER NOT NULL, finished_at INTEGER NOT NULL, phase TEXT NOT NULL,
+      message TEXT NOT NULL, PRIMARY KEY (source, uid, started_at));
+    CREATE INDEX runs_by_finish ON runs (finished_at);
+    )sql",
 };
 
 // Stored JSON never throws on the way in: bytes that are not UTF-8 (which
@@ -319,7 +330,7 @@ Status SqliteStore::put_reservation(const ReservationRecord& r) {
                    "expires_at, generation, acked_generation, started_at, finished_at, "
                    "exit_code, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
                    "?12, ?13)"));
-  return s.bind(1, r.source)
+  SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
       .bind(2, r.uid)
       .bind(3, static_cast<int64_t>(r.epoch))
       .bind(4, json_text(model::to_json(r.spec)))
@@ -332,7 +343,69 @@ Status SqliteStore::put_reservation(const ReservationRecord& r) {
       .bind(11, r.finished_at_ms)
       .bind(12, int64_t{r.exit_code})
       .bind(13, r.message)
-      .run();
+      .run());
+  if (r.phase == ReservationPhase::kReserved) return Status::ok();
+  return put_run(r);
+}
+
+Status SqliteStore::put_run(const ReservationRecord& r) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("INSERT OR REPLACE INTO runs (source, uid, epoch, namespace, name, cpu_milli, "
+                   "memory_bytes, gpu, nodes, started_at, finished_at, phase, message) VALUES "
+                   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"));
+  SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
+                            .bind(2, r.uid)
+                            .bind(3, static_cast<int64_t>(r.epoch))
+                            .bind(4, r.spec.namespace_name)
+                            .bind(5, r.spec.name)
+                            .bind(6, r.spec.resources.cpu_milli)
+                            .bind(7, r.spec.resources.memory_bytes)
+                            .bind(8, r.spec.resources.gpu)
+                            .bind(9, nodes_to_text(r.nodes))
+                            .bind(10, r.started_at_ms)
+                            .bind(11, r.finished_at_ms)
+                            .bind(12, kReservationPhaseNames[static_cast<int>(r.phase)])
+                            .bind(13, r.message)
+                            .run());
+  // Pruned now and then, as finishes go by, against the newest finish time
+  // (the store has no clock of its own).
+  if (r.finished_at_ms == 0 || ++finishes_since_prune_ < kPruneEvery) return Status::ok();
+  finishes_since_prune_ = 0;
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement prune,
+      db_->prepare("DELETE FROM runs WHERE finished_at != 0 AND finished_at < ?1"));
+  int64_t history_ms = std::chrono::duration_cast<std::chrono::milliseconds>(kRunHistory).count();
+  return prune.bind(1, r.finished_at_ms - history_ms).run();
+}
+
+Result<std::vector<RunRecord>> SqliteStore::load_runs() {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("SELECT source, uid, epoch, namespace, name, cpu_milli, memory_bytes, gpu, "
+                   "nodes, started_at, finished_at, phase, message FROM runs "
+                   "ORDER BY started_at, rowid"));
+  std::vector<RunRecord> out;
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    RunRecord r;
+    r.source = s.column_text(0);
+    r.uid = s.column_text(1);
+    r.epoch = static_cast<uint64_t>(s.column_int(2));
+    r.namespace_name = s.column_text(3);
+    r.name = s.column_text(4);
+    r.per_replica = {s.column_int(5), s.column_int(6), s.column_int(7)};
+    auto nodes = nodes_from_text(s.column_text(8));
+    if (!nodes.is_ok()) return nodes.status().with_context("run of " + r.uid);
+    r.nodes = std::move(nodes).value();
+    r.started_at_ms = s.column_int(9);
+    r.finished_at_ms = s.column_int(10);
+    r.phase = s.column_text(11);
+    r.message = s.column_text(12);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 Status SqliteStore::delete_reservation(const std::string& source, const std::string& uid) {

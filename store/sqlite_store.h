@@ -39,13 +39,18 @@ class SqliteStore final : public Store {
   Status delete_reservation(const std::string& source, const std::string& uid) override;
   Result<std::vector<ReservationRecord>> load_reservations() override;
 
+  Result<std::vector<RunRecord>> load_runs() override;
+
   Status append_event(const EventRecord& event) override;
   Result<std::vector<EventRecord>> load_events(const std::string& subject) override;
 
  private:
   explicit SqliteStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
   Status migrate();
+  Status put_run(const ReservationRecord& reservation);
 
+  static constexpr int kPruneEvery = 1024;
+  int finishes_since_prune_ = 0;
   std::unique_ptr<Database> db_;
   bool in_batch_ = false;
 };

@@ -3,6 +3,7 @@
 // transaction before it sends any message the batch produced.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,16 @@ class Store {
   // Its events stay (under the uid) as the record of what happened.
   virtual Status delete_workload(const std::string& uid) = 0;
 
+  // A reservation that is bound or later also writes its row in the run
+  // history, in the same batch; delete_reservation leaves that row alone
+  // (the core ends a run by persisting a terminal phase first).
   virtual Status put_reservation(const ReservationRecord& reservation) = 0;
   virtual Status delete_reservation(const std::string& source, const std::string& uid) = 0;
   virtual Result<std::vector<ReservationRecord>> load_reservations() = 0;
+
+  // The run history, oldest first (see RunRecord).
+  static constexpr std::chrono::hours kRunHistory{24 * 7};
+  virtual Result<std::vector<RunRecord>> load_runs() = 0;
 
   // Keeps the newest kEventsPerSubject events of each subject.
   static constexpr int kEventsPerSubject = 200;

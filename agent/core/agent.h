@@ -244,6 +244,10 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
     TimePoint last_approve_sent{};
     TimePoint next_round_at{};
+    // (target, epoch) of the copy last given up as lost, until something
+    // replaces it: its outcome, if it arrives first, is kept (in memory only;
+    // after a restart a late outcome is ignored as before).
+    std::optional<std::pair<std::string, uint64_t>> lost_copy;
   };
   struct TargetReservation {
     store::ReservationRecord record;
@@ -353,6 +357,8 @@ class Agent {
   void adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch);
   // The copy at the winner is gone without finishing: place again now.
   void requeue_lost(SourceWorkload& workload, const std::string& why);
+  void keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
+                                 const protocol::WorkloadStatus& message);
   // The copy failed: restartPolicy decides whether it is placed again.
   void on_copy_failed(SourceWorkload& workload);
   void send_digests();

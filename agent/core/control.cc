@@ -199,9 +199,9 @@ std::vector<PeerView> Agent::peers() const {
     if (!may_send_as_source(id) && !may_send_as_target(id)) {
       // No valid invitation either way: the relationship is over (or not begun).
       std::string revoked, expired, pending;
-      auto consider = [&](const auto& table) {
+      auto consider = [&, &peer_id = id](const auto& table) {
         for (const auto& [inv_id, owned] : table) {
-          if (owned.record.peer_id != id) continue;
+          if (owned.record.peer_id != peer_id) continue;
           InvitationState state = invitation_state(owned, now);
           if (state == InvitationState::kRevoked) revoked = inv_id;
           else if (state == InvitationState::kExpired) expired = inv_id;

@@ -241,7 +241,7 @@ void Agent::start_round(SourceWorkload& workload) {
   // candidate keeps its place in that target's line.
   for (const auto& [peer_id, progress] : workload.candidates) {
     bool asked_again = std::any_of(targets.ranked.begin(), targets.ranked.end(),
-                                   [&](const auto& target) { return target.first == peer_id; });
+                                   [&, &asked = peer_id](const auto& target) { return target.first == asked; });
     if (may_hold_something(progress) && !asked_again) cancel_at(workload, peer_id, record.epoch);
   }
   workload.candidates.clear();
@@ -461,6 +461,7 @@ void Agent::adopt(SourceWorkload& workload, const std::string& target, uint64_t 
 
 void Agent::requeue_lost(SourceWorkload& workload, const std::string& why) {
   store::WorkloadRecord& record = workload.record;
+  if (!record.winner.empty()) workload.lost_copy = std::pair{record.winner, record.epoch};
   record.restarts += 1;
   record_event(record.uid, why + "; placing it again under a new epoch");
   workload.pending_attempts = 0;
@@ -583,8 +584,39 @@ void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
   record.phase = model::Phase::kBound;
   record.nodes = message.nodes;
   record.updated_at = clock_.now();
+  workload->lost_copy.reset();  // replaced: a late outcome of the lost copy is stale now
   persist(record);
   record_event(record.uid, "bound at " + record.cluster);
+}
+
+void Agent::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
+                                      const protocol::WorkloadStatus& message) {
+  store::WorkloadRecord& record = workload.record;
+  workload.lost_copy.reset();
+  record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
+                               std::to_string(message.epoch) + ") given up as lost had " +
+                               std::string(model::phase_name(message.phase)) +
+                               " and nothing replaced it: keeping its outcome");
+  for (auto& [peer_id, progress] : workload.candidates) {
+    if (may_hold_something(progress)) cancel_at(workload, peer_id, record.epoch);
+  }
+  workload.candidates.clear();
+  workload.untried.clear();
+  // The epoch stays the newest this workload used, so a later round never
+  // reuses one that a target may still hold.
+  record.winner = from;
+  record.cluster = cluster_name_of(from);
+  record.phase = message.phase;
+  record.nodes = message.nodes;
+  record.started_at_ms = message.started_at_ms;
+  record.finished_at_ms = message.finished_at_ms;
+  record.exit_code = message.exit_code;
+  record.reason = message.message;
+  record.updated_at = clock_.now();
+  persist(record);
+  record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " + record.cluster +
+                               (message.message.empty() ? "" : ": " + message.message));
+  if (record.phase == model::Phase::kFailed) on_copy_failed(workload);
 }
 
 void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& message) {
@@ -593,6 +625,16 @@ void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& m
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
+  // The outcome of a copy given up as lost, while nothing has replaced it:
+  // it ran (within its lease), so its result is the workload's. Placing it
+  // again would run the work a second time.
+  if (workload->lost_copy && *workload->lost_copy == std::pair{from, message.epoch} &&
+      model::is_finished(message.phase) && !record.deleting &&
+      (record.phase == model::Phase::kPending || record.phase == model::Phase::kPlacing) &&
+      (record.winner.empty() || record.winner == from)) {
+    keep_outcome_of_lost_copy(*workload, from, message);
+    return;
+  }
   if (record.winner != from || record.epoch != message.epoch ||
       message.generation <= record.status_generation || record.deleting) {
     return;  // another cluster, an older epoch, an older report, or on its way out

@@ -220,9 +220,11 @@ void Agent::reserve_for(const ReservationKey& key, uint64_t epoch, const model::
 void Agent::on_approve(const std::string& from, const protocol::Approve& message) {
   ReservationKey key{from, message.uid};
   auto it = reservations_.find(key);
+  // A copy that finished since the source decided to adopt it is adopted
+  // all the same: its outcome is the workload's (only a reservation that
+  // never bound cannot be).
   bool adoptable = it != reservations_.end() && from != self_id_ &&
-                   (it->second.record.phase == store::ReservationPhase::kBound ||
-                    it->second.record.phase == store::ReservationPhase::kRunning);
+                   it->second.record.phase != store::ReservationPhase::kReserved;
   if (it == reservations_.end() || (it->second.record.epoch < message.epoch && !adoptable)) {
     send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired"});
     return;
@@ -445,8 +447,19 @@ void Agent::release_reservation(const ReservationKey& key, const std::string& wh
   auto it = reservations_.find(key);
   if (it == reservations_.end()) return;
   cluster_.release(cluster_key(key.first, key.second));
-  if (store::holds_resources(it->second.record.phase)) {
+  store::ReservationRecord& record = it->second.record;
+  if (store::holds_resources(record.phase)) {
     record_event(key.second, "released at " + config_.cluster + ": " + why);
+  }
+  if (record.phase == store::ReservationPhase::kBound ||
+      record.phase == store::ReservationPhase::kRunning) {
+    // The run history keeps a run only through its last persisted phase:
+    // end it before the reservation goes.
+    record.phase = store::ReservationPhase::kFailed;
+    record.finished_at_ms = to_millis(clock_.now());
+    record.exit_code = -1;
+    record.message = "Released: " + why;
+    persist(record);
   }
   forget_reservation(key);
   capacity_changed_ = true;

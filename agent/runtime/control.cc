@@ -98,6 +98,8 @@ json reservations_json(const core::Agent& agent) {
                      {"epoch", r.epoch},
                      {"phase", store::kReservationPhaseNames[static_cast<int>(r.phase)]},
                      {"nodes", r.nodes},
+                     {"expiresAt", r.phase == store::ReservationPhase::kReserved
+                                       ? format_time(r.expires_at) : ""},
                      {"startedAt", optional_time(r.started_at_ms)},
                      {"finishedAt", optional_time(r.finished_at_ms)},
                      {"exitCode", r.exit_code},

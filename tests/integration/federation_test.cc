@@ -130,7 +130,8 @@ TEST_F(Federation, SubmittingAgentKilledMidFlightLosesNothingAndRunsNothingTwice
   ASSERT_TRUE(wait_until([&] { return all_finished(*agents_[0], 20); }, 120s))
       << workloads(*agents_[0]).dump(1);
   auto runs = runs_by_uid();
-  for (const auto& w : workloads(*agents_[0])["items"]) {
+  json listed = workloads(*agents_[0]);
+  for (const auto& w : listed["items"]) {
     EXPECT_EQ(w["status"]["phase"], "Succeeded") << w.dump();
     EXPECT_EQ(runs[w["metadata"]["uid"]].size(), 1u) << w.dump();
   }

@@ -93,6 +93,7 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  if (keep_) return;
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
 }
@@ -134,6 +135,14 @@ void AgentProcess::kill_hard() {
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
+}
+
+int AgentProcess::reap_if_exited() {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return -1;
+  pid_ = -1;
+  return status;
 }
 
 void AgentProcess::pause() {
@@ -200,12 +209,15 @@ std::string AgentProcess::identity() const {
   return card;
 }
 
-void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name) {
+void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name,
+                      const std::vector<std::string>& limits) {
   for (auto* target : agents) {
     for (auto* source : agents) {
       if (target == source) continue;
-      CommandResult token = target->ctl(
-          {"invite", "create", "--to", source->identity(), "--namespace", namespace_name});
+      std::vector<std::string> create = {"invite", "create", "--to", source->identity(),
+                                         "--namespace", namespace_name};
+      create.insert(create.end(), limits.begin(), limits.end());
+      CommandResult token = target->ctl(create);
       if (token.exit_code != 0) throw std::runtime_error("invite create: " + token.err);
       std::string text = token.out;
       while (!text.empty() && text.back() == '\n') text.pop_back();

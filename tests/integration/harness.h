@@ -35,9 +35,11 @@ class TempDir {
   TempDir();
   ~TempDir();
   const std::string& path() const { return path_; }
+  void keep() { keep_ = true; }  // leave it behind (for a post-mortem)
 
  private:
   std::string path_;
+  bool keep_ = false;
 };
 
 // Polls `condition` every 50 ms until it holds or `timeout` passes.
@@ -62,6 +64,9 @@ class AgentProcess {
   void set_config(const std::string& key, const std::string& value);
   std::string log() const;  // everything the agent logged so far
   bool running() const { return pid_ > 0; }
+  // If the process ended without being told to, reaps it and returns its
+  // wait status (see waitpid); otherwise -1.
+  int reap_if_exited();
 
   CommandResult ctl(const std::vector<std::string>& args) const;
   // ctl with "-o json" appended; returns null JSON on failure.
@@ -81,8 +86,10 @@ class AgentProcess {
   unsigned descriptor_limit_ = 0;
 };
 
-// Full mesh: every agent invites every other into `namespace_name`.
-void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name);
+// Full mesh: every agent invites every other into `namespace_name`, with
+// `limits` (invite create flags such as {"--cpu", "6"}) on every invitation.
+void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name,
+                      const std::vector<std::string>& limits = {});
 
 // Writes `count` Workload documents named <prefix>-<i> to a file in `dir`.
 std::string write_workloads(const std::string& dir, const std::string& prefix, int count,

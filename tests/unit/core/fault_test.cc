@@ -102,5 +102,41 @@ TEST(FaultTest, ACopyPlacedAgainNeverLandsWhereAFinishedSiblingRan) {
   EXPECT_EQ(clusters, (std::set<std::string>{"east", "west"}));
 }
 
+// Found by the chaos harness (seed 1): a target frozen past workerLostTimeout
+// whose job finished within its lease (the source renews for a while after
+// it went silent). The source gave the copy up as lost, but nothing else
+// bound it yet when the result arrives: that result is the workload's. Taking
+// it as stale and placing the job again ran it, successfully, twice.
+TEST(FaultTest, TheOutcomeOfACopyGivenUpAsLostIsKeptIfNothingReplacedIt) {
+  Federation f(2s);  // renewals go on 3.5s into east's silence: its lease lasts to 5.5s
+  model::WorkloadSpec spec = workload("job", 4000, 4s);
+  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  f.world.run_for(500ms);
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(record->cluster, "east");
+  std::string uid = record->uid;
+
+  f.world.freeze(*f.east);
+  f.world.freeze(*f.west);  // nowhere else to go: the new round stays open
+  f.world.run_for(8s);      // the job finishes at ~3.5s, within the lease; lost at 6s
+  record = f.source->agent->find_workload("default", "job");
+  ASSERT_FALSE(model::is_finished(record->phase));
+  ASSERT_GE(record->restarts, 1) << "east was given up as lost";
+
+  f.world.thaw(*f.east, /*read_first=*/true);
+  f.world.run_for(3s);
+  f.world.thaw(*f.west, /*read_first=*/true);
+  f.world.run_for(5s);
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kSucceeded) << record->reason;
+  EXPECT_EQ(record->cluster, "east");
+  auto runs = f.east->store->load_runs();
+  ASSERT_TRUE(runs.is_ok());
+  int succeeded = 0;
+  for (const auto& run : *runs) succeeded += run.uid == uid && run.phase == "Succeeded";
+  EXPECT_EQ(succeeded, 1) << "the job ran to success once";
+  EXPECT_FALSE(copy_at(*f.west, uid).has_value()) << "never placed a second time";
+}
+
 }  // namespace
 }  // namespace shoal::core::testing

@@ -61,7 +61,8 @@ TEST(AgentInvitationTest, LimitReachedKeepsTheNextWorkloadPendingWithQuotaExceed
   EXPECT_EQ(issued->state, "Active");
   EXPECT_EQ(issued->usage.resources.cpu_milli, 8000);
   EXPECT_EQ(issued->usage.workloads, 2);
-  const InvitationView* accepted = find_view(source.agent->invitations(), id, "accepted");
+  auto source_views = source.agent->invitations();
+  const InvitationView* accepted = find_view(source_views, id, "accepted");
   ASSERT_NE(accepted, nullptr);
   EXPECT_EQ(accepted->usage.resources.cpu_milli, 8000);
 

@@ -129,6 +129,75 @@ TEST_F(StoreTest, EventsAreBoundedPerSubject) {
   EXPECT_EQ(store->load_events("u2")->size(), 1u);
 }
 
+TEST_F(StoreTest, RunHistoryKeepsEveryBoundCopyAfterItsReservationIsGone) {
+  auto store = open();
+  ReservationRecord r;
+  r.source = "src";
+  r.uid = "u1";
+  r.epoch = 1;
+  r.spec.namespace_name = "default";
+  r.spec.name = "train";
+  r.spec.resources = {1500, 1 << 20, 0};
+  r.nodes = {"n-0"};
+  ASSERT_TRUE(store->put_reservation(r).is_ok());  // Reserved: not a run yet
+  EXPECT_TRUE(store->load_runs()->empty());
+  r.phase = ReservationPhase::kBound;
+  r.started_at_ms = 1000;
+  ASSERT_TRUE(store->put_reservation(r).is_ok());
+  r.phase = ReservationPhase::kFailed;
+  r.finished_at_ms = 4000;
+  r.message = "LeaseExpired";
+  ASSERT_TRUE(store->put_reservation(r).is_ok());
+  ASSERT_TRUE(store->delete_reservation("src", "u1").is_ok());
+  r.epoch = 2;  // placed here again later: a second run
+  r.phase = ReservationPhase::kBound;
+  r.started_at_ms = 9000;
+  r.finished_at_ms = 0;
+  ASSERT_TRUE(store->put_reservation(r).is_ok());
+  r.epoch = 3;  // adopted under a newer epoch: the same run
+  r.phase = ReservationPhase::kRunning;
+  r.started_at_ms = 9000;
+  r.finished_at_ms = 0;
+  ASSERT_TRUE(store->put_reservation(r).is_ok());
+  store.reset();
+
+  auto runs = open()->load_runs();
+  ASSERT_TRUE(runs.is_ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].epoch, 1u);
+  EXPECT_EQ((*runs)[0].phase, "Failed");
+  EXPECT_EQ((*runs)[0].started_at_ms, 1000);
+  EXPECT_EQ((*runs)[0].finished_at_ms, 4000);
+  EXPECT_EQ((*runs)[0].per_replica.cpu_milli, 1500);
+  EXPECT_EQ((*runs)[0].nodes, std::vector<std::string>{"n-0"});
+  EXPECT_EQ((*runs)[1].epoch, 3u);
+  EXPECT_EQ((*runs)[1].phase, "Running");
+  EXPECT_EQ((*runs)[1].finished_at_ms, 0);
+}
+
+TEST_F(StoreTest, RunHistoryForgetsRunsFinishedLongBeforeTheNewest) {
+  auto store = open();
+  ReservationRecord r;
+  r.source = "src";
+  r.phase = ReservationPhase::kSucceeded;
+  int64_t week_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Store::kRunHistory).count();
+  r.uid = "old";
+  r.started_at_ms = 1;
+  r.finished_at_ms = 2;
+  ASSERT_TRUE(store->put_reservation(r).is_ok());
+  // Enough newer finishes to trigger a prune, all within the history.
+  for (int i = 0; i < 1100; ++i) {
+    r.uid = "new-" + std::to_string(i);
+    r.started_at_ms = week_ms + 10;
+    r.finished_at_ms = week_ms + 20 + i;
+    ASSERT_TRUE(store->put_reservation(r).is_ok());
+  }
+  auto runs = store->load_runs();
+  ASSERT_TRUE(runs.is_ok());
+  EXPECT_EQ(runs->size(), 1100u);
+  for (const auto& run : *runs) EXPECT_NE(run.uid, "old");
+}
+
 TEST_F(StoreTest, NewerSchemaThanThisBuildIsRefused) {
   { auto store = open(); }
   {

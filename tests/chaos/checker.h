@@ -1,0 +1,56 @@
+// The chaos run's verdict from durable records only: each agent's state
+// database (workloads it owns, the run history of copies it hosted), read
+// after every agent has stopped. Log text and rows that garbage collection
+// may remove are never evidence.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/resources.h"
+#include "store/records.h"
+
+namespace shoal::chaos {
+
+// What one agent left behind.
+struct AgentRecords {
+  std::string cluster;  // its cluster's name
+  std::string id;       // its peer id (the `source` of the runs it owns)
+  std::vector<store::WorkloadRecord> workloads;
+  std::vector<store::RunRecord> runs;
+  std::string integrity = "ok";  // PRAGMA integrity_check's answer
+};
+
+// Opens a stopped agent's state.db.
+Result<AgentRecords> load_records(const std::string& cluster, const std::string& id,
+                                  const std::string& db_path);
+
+// What the run set up, to hold the records against.
+struct Expectations {
+  // Per source id, the names (namespace default) it accepted at submit.
+  std::map<std::string, std::set<std::string>> submitted;
+  model::Resources node_capacity;  // every node of every cluster is this size
+  int64_t invitation_cpu_milli = 0;  // every invitation's cpu limit; 0: none
+};
+
+struct Finding {
+  std::string invariant;  // e.g. "exactly-once"
+  std::string detail;     // which workload, where, when
+};
+
+// Every invariant the chaos run must hold:
+// - every submitted workload exists at its source, and every workload there
+//   ended in Succeeded or Failed;
+// - exactly once: a copy's runs never overlap in time (on any clusters), at
+//   most one of them succeeded, and a Succeeded copy has exactly one
+//   successful run; no run still holds its nodes at the end;
+// - no node over-committed; no invitation's cpu limit exceeded;
+// - copies of one group never share a cluster (running, or finished);
+// - every database passes PRAGMA integrity_check.
+std::vector<Finding> check(const std::vector<AgentRecords>& agents, const Expectations& expected);
+
+}  // namespace shoal::chaos
