@@ -307,6 +307,8 @@ class Agent {
   void on_digest(const std::string& from, const protocol::Digest& message);
   // Stops every bound or running copy of sources whose lease ran out.
   void enforce_leases();
+  // Extends `source_id`'s lease to the current message's sent_at + lease.
+  void renew_lease(const std::string& source_id);
   // When the lease of `source_id` ends (ended); none when it does not fence.
   std::optional<TimePoint> lease_end_of(const std::string& source_id) const;
   // Forgets finished copies of our own cluster's work once acknowledged.

@@ -236,15 +236,8 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   // from us: it renews the source's lease, so a copy bound after a lapse is
   // not stopped at once. Retries of an APPROVE never renew: a source may
   // repeat them to a target it no longer hears (docs/lifecycle.md).
-  auto renew_lease = [&] {
-    auto source = peers_.find(from);
-    if (source == peers_.end() || source->second.lease_ms <= 0) return;
-    source->second.lease_until_ms = std::max(source->second.lease_until_ms,
-                                             to_millis(current_sent_at_) + source->second.lease_ms);
-    persist_peer(from);
-  };
   if (adoptable && record.epoch < message.epoch) {
-    renew_lease();
+    renew_lease(from);
     // Adoption: the source lost track of this copy, has not placed it
     // anywhere else, and takes it back under its current epoch. Still one
     // copy: the source approves one winner per epoch.
@@ -271,6 +264,7 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
     send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired"});
     return;
   }
+  renew_lease(from);  // before binding: a lapse stops only what ran before it
   Status started = cluster_.start(cluster_key(from, record.uid), now, record.spec.duration,
                                   record.spec.exit_code);
   if (!started.is_ok()) {
@@ -282,7 +276,6 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   record.started_at_ms = to_millis(now);
   record.generation += 1;
   persist(record);
-  renew_lease();
   record_event(record.uid, "bound for " + cluster_name_of(from) + " on " +
                                (record.nodes.empty() ? "" : record.nodes.front()) +
                                (record.nodes.size() > 1 ? " and others" : ""));
@@ -325,11 +318,10 @@ void Agent::on_digest(const std::string& from, const protocol::Digest& message) 
   source.lease_ms = static_cast<int64_t>(std::min(message.lease_ms, kLongestLeaseMs));
   if (message.lease_ms == 0) {
     source.lease_until_ms = 0;  // the source runs without fencing
+    persist_peer(from);
   } else {
-    source.lease_until_ms =
-        std::max(source.lease_until_ms, to_millis(current_sent_at_) + source.lease_ms);
+    renew_lease(from);
   }
-  persist_peer(from);
   // Garbage collection: a finished copy whose last status the source has
   // acknowledged, and which the source no longer counts as held here, is
   // done with.
@@ -351,6 +343,23 @@ void Agent::on_digest(const std::string& from, const protocol::Digest& message) 
   }
   for (const auto& key : collected) forget_reservation(key);
   send(from, std::move(holdings));
+}
+
+void Agent::renew_lease(const std::string& source_id) {
+  auto source = peers_.find(source_id);
+  if (source == peers_.end() || source->second.lease_ms <= 0) return;
+  Peer& peer = source->second;
+  // A lease that lapsed before this renewal was sent is never revived: the
+  // source counts its copies here stopped since the lapse and may have
+  // placed them elsewhere (a source that wakes from a pause renews at once).
+  // So first what finished before the lapse is taken, and what still ran
+  // then is stopped as of the lapse; only then does the lease go on.
+  if (peer.lease_until_ms > 0 && to_millis(current_sent_at_) >= peer.lease_until_ms) {
+    apply_cluster_events();
+    enforce_leases();
+  }
+  peer.lease_until_ms = std::max(peer.lease_until_ms, to_millis(current_sent_at_) + peer.lease_ms);
+  persist_peer(source_id);
 }
 
 std::optional<TimePoint> Agent::lease_end_of(const std::string& source_id) const {

@@ -138,5 +138,46 @@ TEST(FaultTest, TheOutcomeOfACopyGivenUpAsLostIsKeptIfNothingReplacedIt) {
   EXPECT_FALSE(copy_at(*f.west, uid).has_value()) << "never placed a second time";
 }
 
+// Found by the chaos harness (seed 1): a lease that lapsed is never revived.
+// East is frozen past its lease; the source calls it lost and places the
+// job at west. Then the source itself pauses, and on waking counts east's
+// silence afresh and renews east's lease. East, on waking, must stop its
+// copy as of the lapse: its job's finish, after the lapse but within the
+// revived lease, would otherwise count, and the two copies overlapped.
+TEST(FaultTest, ALeaseThatLapsedIsNotRevivedByALaterRenewal) {
+  Federation f(2s);  // renewals go on 3.5s into east's silence; lost after 6s
+  model::WorkloadSpec spec = workload("job", 4000, 14s);
+  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  f.world.run_for(500ms);
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(record->cluster, "east");
+  std::string uid = record->uid;
+
+  f.world.freeze(*f.east);
+  f.world.run_for(7s);  // east's lease lapsed at ~5.5s; lost at 6s, placed at west
+  ASSERT_EQ(f.source->agent->find_workload("default", "job")->cluster, "west");
+  auto new_copy = copy_at(*f.west, uid);
+  ASSERT_TRUE(new_copy.has_value());
+
+  f.world.freeze(*f.source);
+  f.world.run_for(3s);  // longer than heartbeatInterval: the source counts it a pause
+  f.world.thaw(*f.source, /*read_first=*/true);  // ...and renews east's lease at once
+  f.world.run_for(3s);                           // east's job finishes (at ~14s) meanwhile
+  ASSERT_TRUE(f.source->agent->stats().sent > 0);
+
+  f.world.thaw(*f.east, /*read_first=*/true);
+  f.world.run_for(1s);
+  // The source may have told east to drop its copy meanwhile; the run
+  // history keeps how it ended.
+  auto runs = f.east->store->load_runs();
+  ASSERT_TRUE(runs.is_ok());
+  ASSERT_EQ(runs->size(), 1u);
+  const store::RunRecord& old_run = runs->front();
+  EXPECT_EQ(old_run.phase, "Failed");
+  EXPECT_EQ(old_run.message.rfind("LeaseExpired", 0), 0u) << old_run.message;
+  EXPECT_LE(old_run.finished_at_ms, new_copy->started_at_ms)
+      << "the old copy stopped before the new one started";
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
