@@ -244,10 +244,10 @@ class Agent {
     std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
     TimePoint last_approve_sent{};
     TimePoint next_round_at{};
-    // (target, epoch) of the copy last given up as lost, until something
-    // replaces it: its outcome, if it arrives first, is kept (in memory only;
-    // after a restart a late outcome is ignored as before).
-    std::optional<std::pair<std::string, uint64_t>> lost_copy;
+    // (target, epoch) of each copy given up as lost without an outcome. If
+    // one's outcome arrives while no other copy runs, it is kept (in memory
+    // only; after a restart a late outcome is ignored and the work re-placed).
+    std::set<std::pair<std::string, uint64_t>> lost_copies;
   };
   struct TargetReservation {
     store::ReservationRecord record;

@@ -461,7 +461,7 @@ void Agent::adopt(SourceWorkload& workload, const std::string& target, uint64_t 
 
 void Agent::requeue_lost(SourceWorkload& workload, const std::string& why) {
   store::WorkloadRecord& record = workload.record;
-  if (!record.winner.empty()) workload.lost_copy = std::pair{record.winner, record.epoch};
+  if (!record.winner.empty()) workload.lost_copies.emplace(record.winner, record.epoch);
   record.restarts += 1;
   record_event(record.uid, why + "; placing it again under a new epoch");
   workload.pending_attempts = 0;
@@ -584,7 +584,6 @@ void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
   record.phase = model::Phase::kBound;
   record.nodes = message.nodes;
   record.updated_at = clock_.now();
-  workload->lost_copy.reset();  // replaced: a late outcome of the lost copy is stale now
   persist(record);
   record_event(record.uid, "bound at " + record.cluster);
 }
@@ -592,7 +591,7 @@ void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
 void Agent::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
                                       const protocol::WorkloadStatus& message) {
   store::WorkloadRecord& record = workload.record;
-  workload.lost_copy.reset();
+  workload.lost_copies.clear();
   record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
                                std::to_string(message.epoch) + ") given up as lost had " +
                                std::string(model::phase_name(message.phase)) +
@@ -625,10 +624,11 @@ void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& m
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
-  // The outcome of a copy given up as lost, while nothing has replaced it:
-  // it ran (within its lease), so its result is the workload's. Placing it
-  // again would run the work a second time.
-  if (workload->lost_copy && *workload->lost_copy == std::pair{from, message.epoch} &&
+  // The outcome of a copy given up as lost, while no other copy runs (one
+  // placed since may have failed or been fenced off): it ran within its
+  // lease, so its result is the workload's. Placing it again would run the
+  // work a second time.
+  if (workload->lost_copies.count({from, message.epoch}) &&
       model::is_finished(message.phase) && !record.deleting &&
       (record.phase == model::Phase::kPending || record.phase == model::Phase::kPlacing) &&
       (record.winner.empty() || record.winner == from)) {

@@ -296,7 +296,7 @@ class ChaosRun {
 
   // A workload's terminal phase never changes once seen.
   void sample_phases(Member& m) {
-    json list = m.process->ctl_json({"get"});
+    json list = m.process->ctl_json({"get", "workloads"});
     if (list.is_null()) return;
     int in_flight = 0;
     for (const auto& w : list["items"]) {
@@ -325,7 +325,7 @@ class ChaosRun {
       live_checks();
       for (auto& m : members_) {
         if (!m.source) continue;
-        json list = m.process->ctl_json({"get"});
+        json list = m.process->ctl_json({"get", "workloads"});
         if (list.is_null()) return false;
         for (const auto& w : list["items"]) {
           std::string phase = w["status"].value("phase", "");
@@ -375,15 +375,16 @@ class ChaosRun {
     expected.submitted = submitted_;
     expected.node_capacity = kNodeCapacity;
     expected.invitation_cpu_milli = kInvitationCpuMilli;
-    for (auto& f : check(records, expected)) findings_.push_back(std::move(f));
+    for (auto& f : check(records, expected, &repeated_successes_)) findings_.push_back(std::move(f));
   }
 
   void print_summary() {
     std::printf(
         "shoal-chaos seed %llu: %d agents, %d SIGKILLs, %d SIGSTOPs, %d workloads (%d succeeded), "
-        "%zu runs; %s\n",
+        "%zu runs, %d repeated successes; %s\n",
         static_cast<unsigned long long>(options_.seed), options_.agents, kills_, stops_, workloads_,
-        succeeded_, runs_, findings_.empty() ? "every invariant held" : "INVARIANTS BROKEN");
+        succeeded_, runs_, repeated_successes_,
+        findings_.empty() ? "every invariant held" : "INVARIANTS BROKEN");
     for (const auto& f : findings_) std::printf("  [%s] %s\n", f.invariant.c_str(), f.detail.c_str());
   }
 
@@ -410,7 +411,7 @@ class ChaosRun {
   std::map<std::string, std::set<std::string>> submitted_;
   std::map<std::string, std::map<std::string, std::string>> terminal_phase_;
   std::vector<Finding> findings_;
-  int kills_ = 0, stops_ = 0, workloads_ = 0, succeeded_ = 0;
+  int kills_ = 0, stops_ = 0, workloads_ = 0, succeeded_ = 0, repeated_successes_ = 0;
   size_t runs_ = 0;
 };
 

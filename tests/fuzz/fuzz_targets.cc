@@ -1,7 +1,10 @@
 // Fuzz targets for every decoder that faces untrusted input. Built as
-// libFuzzer targets with SHOAL_FUZZ=ON (clang); otherwise as ordinary
-// executables that replay a built-in corpus plus bounded random mutations
-// of it, so every ctest run exercises them.
+// libFuzzer targets with SHOAL_FUZZ=ON (clang), one per family of decoders
+// (SHOAL_FUZZ_DECODER fixes the family; see tests/fuzz/CMakeLists.txt);
+// otherwise as an ordinary executable that replays a built-in corpus, the
+// saved regressions, and bounded random mutations, so every ctest run
+// exercises them. An input's first byte names its family either way, so
+// one corpus serves every build.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -32,7 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)initialized;
   if (size == 0) return 0;
   std::span<const uint8_t> bytes(data + 1, size - 1);
-  switch (data[0] % 6) {
+#ifdef SHOAL_FUZZ_DECODER
+  const int family = SHOAL_FUZZ_DECODER;
+#else
+  const int family = data[0] % 6;
+#endif
+  switch (family) {
     case 0: {
       shoal::protocol::DropReason reason;
       auto envelope = shoal::protocol::open(bytes, &reason);

@@ -1,8 +1,13 @@
 // Without libFuzzer: feeds LLVMFuzzerTestOneInput a seed corpus of valid
-// inputs for every decoder, then a bounded number of deterministic random
-// mutations of them (bit flips, truncations, splices).
+// inputs for every decoder and every saved regression (tests/fuzz/regressions,
+// inputs that once crashed a decoder), then a bounded number of
+// deterministic random mutations of them (bit flips, truncations, splices).
+// `--write-seeds DIR` writes the seed corpus for libFuzzer instead.
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -77,9 +82,27 @@ std::vector<std::vector<uint8_t>> seeds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  auto corpus = seeds();
+  if (argc == 3 && std::string(argv[1]) == "--write-seeds") {
+    std::filesystem::create_directories(argv[2]);
+    for (size_t i = 0; i < corpus.size(); ++i) {
+      std::ofstream out(std::string(argv[2]) + "/seed-" + std::to_string(i), std::ios::binary);
+      out.write(reinterpret_cast<const char*>(corpus[i].data()), static_cast<std::streamsize>(corpus[i].size()));
+    }
+    std::printf("wrote %zu seeds to %s\n", corpus.size(), argv[2]);
+    return 0;
+  }
   int iterations = argc > 1 ? std::stoi(argv[1]) : 20000;
   std::mt19937_64 rng(20261122);
-  auto corpus = seeds();
+  size_t regressions = 0;
+  std::error_code missing;
+  for (const auto& entry : std::filesystem::directory_iterator(SHOAL_FUZZ_REGRESSIONS, missing)) {
+    if (entry.path().extension() == ".md") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<uint8_t> input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    corpus.push_back(input);
+    ++regressions;
+  }
   for (const auto& seed : corpus) LLVMFuzzerTestOneInput(seed.data(), seed.size());
   for (int i = 0; i < iterations; ++i) {
     std::vector<uint8_t> input = corpus[rng() % corpus.size()];
@@ -99,7 +122,7 @@ int main(int argc, char** argv) {
     }
     LLVMFuzzerTestOneInput(input.data(), input.size());
   }
-  std::printf("fuzz replay: %zu seeds and %d mutations decoded without a crash\n", corpus.size(),
-              iterations);
+  std::printf("fuzz replay: %zu seeds (%zu saved regressions) and %d mutations decoded without a crash\n",
+              corpus.size(), regressions, iterations);
   return 0;
 }
