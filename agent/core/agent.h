@@ -361,6 +361,9 @@ class Agent {
   void requeue_lost(SourceWorkload& workload, const std::string& why);
   void keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
                                  const protocol::WorkloadStatus& message);
+  // Mirrors the winner's STATUS into the workload (event and restart policy
+  // on a change of phase).
+  void take_copy_status(SourceWorkload& workload, const protocol::WorkloadStatus& message);
   // The copy failed: restartPolicy decides whether it is placed again.
   void on_copy_failed(SourceWorkload& workload);
   void send_digests();

@@ -605,6 +605,12 @@ void Agent::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::strin
   // reuses one that a target may still hold.
   record.winner = from;
   record.cluster = cluster_name_of(from);
+  take_copy_status(workload, message);
+}
+
+void Agent::take_copy_status(SourceWorkload& workload, const protocol::WorkloadStatus& message) {
+  store::WorkloadRecord& record = workload.record;
+  model::Phase old_phase = record.phase;
   record.phase = message.phase;
   record.nodes = message.nodes;
   record.started_at_ms = message.started_at_ms;
@@ -613,6 +619,7 @@ void Agent::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::strin
   record.reason = message.message;
   record.updated_at = clock_.now();
   persist(record);
+  if (old_phase == record.phase) return;
   record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " + record.cluster +
                                (message.message.empty() ? "" : ": " + message.message));
   if (record.phase == model::Phase::kFailed) on_copy_failed(workload);
@@ -641,21 +648,7 @@ void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& m
   }
   if (message.phase == model::Phase::kPending || message.phase == model::Phase::kPlacing) return;
   record.status_generation = message.generation;
-  model::Phase old_phase = record.phase;
-  record.phase = message.phase;
-  record.nodes = message.nodes;
-  record.started_at_ms = message.started_at_ms;
-  record.finished_at_ms = message.finished_at_ms;
-  record.exit_code = message.exit_code;
-  record.reason = message.message;
-  record.updated_at = clock_.now();
-  persist(record);
-  if (old_phase != record.phase) {
-    record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " +
-                                 record.cluster +
-                                 (message.message.empty() ? "" : ": " + message.message));
-    if (record.phase == model::Phase::kFailed) on_copy_failed(*workload);
-  }
+  take_copy_status(*workload, message);
 }
 
 void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) {
