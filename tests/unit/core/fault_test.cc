@@ -19,15 +19,12 @@ using namespace std::chrono_literals;
 TEST(FaultTest, ATargetFrozenPastItsLeaseStopsTheCopyAtTheLeaseEndNotAtItsFinish) {
   Federation f(2s);
   model::WorkloadSpec spec = workload("job", 4000, 10s);
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
-  f.world.run_for(1s);
-  auto record = f.source->agent->find_workload("default", "job");
-  ASSERT_EQ(record->cluster, "east");
-  std::string uid = record->uid;
+  std::string uid = f.bind_at_east(spec, 1s);
+  ASSERT_FALSE(::testing::Test::HasFailure());
 
   f.world.freeze(*f.east);
   f.world.run_for(12s);  // past the lease, worker lost, and the job's finish time
-  record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->find_workload("default", "job");
   ASSERT_EQ(record->cluster, "west") << "placed again once east was lost";
   auto new_copy = copy_at(*f.west, uid);
   ASSERT_TRUE(new_copy.has_value());
@@ -52,9 +49,8 @@ TEST(FaultTest, ATargetFrozenPastItsLeaseStopsTheCopyAtTheLeaseEndNotAtItsFinish
 TEST(FaultTest, ASourceFrozenPastWorkerLostReadsWhatArrivedBeforeCallingATargetLost) {
   Federation f(2s);
   model::WorkloadSpec spec = workload("job", 4000, 1500ms);
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
-  f.world.run_for(500ms);
-  ASSERT_EQ(f.source->agent->find_workload("default", "job")->cluster, "east");
+  f.bind_at_east(spec);
+  ASSERT_FALSE(::testing::Test::HasFailure());
 
   f.world.freeze(*f.source);
   f.world.run_for(10s);  // the job finishes at east; east keeps reporting it
@@ -110,16 +106,13 @@ TEST(FaultTest, ACopyPlacedAgainNeverLandsWhereAFinishedSiblingRan) {
 TEST(FaultTest, TheOutcomeOfACopyGivenUpAsLostIsKeptIfNothingReplacedIt) {
   Federation f(2s);  // renewals go on 3.5s into east's silence: its lease lasts to 5.5s
   model::WorkloadSpec spec = workload("job", 4000, 4s);
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
-  f.world.run_for(500ms);
-  auto record = f.source->agent->find_workload("default", "job");
-  ASSERT_EQ(record->cluster, "east");
-  std::string uid = record->uid;
+  std::string uid = f.bind_at_east(spec);
+  ASSERT_FALSE(::testing::Test::HasFailure());
 
   f.world.freeze(*f.east);
   f.world.freeze(*f.west);  // nowhere else to go: the new round stays open
   f.world.run_for(8s);      // the job finishes at ~3.5s, within the lease; lost at 6s
-  record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->find_workload("default", "job");
   ASSERT_FALSE(model::is_finished(record->phase));
   ASSERT_GE(record->restarts, 1) << "east was given up as lost";
 
@@ -147,11 +140,8 @@ TEST(FaultTest, TheOutcomeOfACopyGivenUpAsLostIsKeptIfNothingReplacedIt) {
 TEST(FaultTest, ALeaseThatLapsedIsNotRevivedByALaterRenewal) {
   Federation f(2s);  // renewals go on 3.5s into east's silence; lost after 6s
   model::WorkloadSpec spec = workload("job", 4000, 14s);
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
-  f.world.run_for(500ms);
-  auto record = f.source->agent->find_workload("default", "job");
-  ASSERT_EQ(record->cluster, "east");
-  std::string uid = record->uid;
+  std::string uid = f.bind_at_east(spec);
+  ASSERT_FALSE(::testing::Test::HasFailure());
 
   f.world.freeze(*f.east);
   f.world.run_for(7s);  // east's lease lapsed at ~5.5s; lost at 6s, placed at west

@@ -57,15 +57,23 @@ struct Federation {
     world.invite(*west, *source);
     world.run_for(2s);
   }
+  // Submits `spec` and lets it bind; it lands at east, which ranks first.
+  // Returns its uid.
+  std::string bind_at_east(const model::WorkloadSpec& spec, Duration wait = Duration(500)) {
+    EXPECT_TRUE(source->agent->submit({spec}).is_ok());
+    world.run_for(wait);
+    auto record = source->agent->find_workload(spec.namespace_name, spec.name);
+    EXPECT_TRUE(record.has_value());
+    if (!record) return "";
+    EXPECT_EQ(record->cluster, "east");
+    return record->uid;
+  }
   std::string submit_long_job(model::RestartPolicy policy = model::RestartPolicy::kNever) {
     model::WorkloadSpec spec = workload("job", 4000, 3600s);
     spec.restart_policy = policy;
-    EXPECT_TRUE(source->agent->submit({spec}).is_ok());
-    world.run_for(1s);
-    auto record = source->agent->find_workload("default", "job");
-    EXPECT_EQ(record->phase, model::Phase::kRunning);
-    EXPECT_EQ(record->cluster, "east");
-    return record->uid;
+    std::string uid = bind_at_east(spec, 1s);
+    EXPECT_EQ(source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+    return uid;
   }
   // Drops every message to or from east while cut_east is set.
   bool cut_east = false;
