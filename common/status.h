@@ -19,6 +19,7 @@ enum class ErrorCode {
   kPermissionDenied,
   kUnavailable,  // a peer or the agent cannot be reached right now
   kCorrupt,      // bad bytes from the wire or the disk
+  kStorage,      // the state database cannot be written now: disk full, read-only, I/O error
   kInternal,
 };
 

@@ -2,7 +2,38 @@
 
 #include <sqlite3.h>
 
+#include <cstring>
+
 namespace shoal::store {
+namespace {
+
+// Sorts SQLite's result codes into ours: what the runtime may wait out
+// (kStorage: the disk is full, read-only or failing), what it must never
+// paper over (kCorrupt), and everything else. The message keeps SQLite's
+// words and, for I/O, the system's (e.g. "File too large").
+Status sqlite_error(sqlite3* db, int rc, const std::string& detail) {
+  std::string message = std::string("sqlite: ") + sqlite3_errstr(rc);
+  if (!detail.empty() && detail != sqlite3_errstr(rc)) message += ": " + detail;
+  int system_errno = db ? sqlite3_system_errno(db) : 0;
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      if (system_errno != 0) message += std::string(" (") + std::strerror(system_errno) + ")";
+      return Status(ErrorCode::kStorage, message);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return corrupt(message);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Status(ErrorCode::kUnavailable, message);
+    default:
+      return internal_error(message);
+  }
+}
+
+}  // namespace
 
 Statement& Statement::bind(int index, int64_t value) {
   sqlite3_bind_int64(statement_, index, value);
@@ -19,8 +50,8 @@ Status Statement::run() {
   int rc = sqlite3_step(statement_);
   sqlite3_reset(statement_);
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    return internal_error(std::string("sqlite: ") + sqlite3_errstr(rc) + ": " +
-                          sqlite3_errmsg(sqlite3_db_handle(statement_)));
+    sqlite3* db = sqlite3_db_handle(statement_);
+    return sqlite_error(db, rc, sqlite3_errmsg(db));
   }
   return Status::ok();
 }
@@ -30,7 +61,8 @@ Result<bool> Statement::step() {
   if (rc == SQLITE_ROW) return true;
   sqlite3_reset(statement_);
   if (rc == SQLITE_DONE) return false;
-  return internal_error(std::string("sqlite: ") + sqlite3_errstr(rc));
+  sqlite3* db = sqlite3_db_handle(statement_);
+  return sqlite_error(db, rc, sqlite3_errmsg(db));
 }
 
 int64_t Statement::column_int(int index) const { return sqlite3_column_int64(statement_, index); }
@@ -55,10 +87,11 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
   if (rc != SQLITE_OK) {
-    std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    Status error = sqlite_error(db, rc, db ? sqlite3_errmsg(db) : "");
     sqlite3_close(db);
-    return internal_error("state database " + path + ": " + message);
+    return error.with_context("state database " + path);
   }
+  sqlite3_extended_result_codes(db, 1);
   std::unique_ptr<Database> database(new Database(db));
   sqlite3_busy_timeout(db, 5000);
   // WAL: readers (shoalctl checks, the chaos checker) never block the agent.
@@ -71,10 +104,11 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
 
 Status Database::execute(const std::string& sql) {
   char* error = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    std::string message = error ? error : "unknown error";
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  if (rc != SQLITE_OK) {
+    std::string message = error ? error : "";
     sqlite3_free(error);
-    return internal_error("sqlite: " + message);
+    return sqlite_error(db_, rc, message);
   }
   return Status::ok();
 }
@@ -87,9 +121,8 @@ Result<Statement> Database::prepare(const std::string& sql) {
     return Statement(it->second);
   }
   sqlite3_stmt* statement = nullptr;
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr) != SQLITE_OK) {
-    return internal_error("sqlite: " + last_error() + " in: " + sql);
-  }
+  int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr);
+  if (rc != SQLITE_OK) return sqlite_error(db_, rc, last_error() + " in: " + sql);
   statements_.emplace(sql, statement);
   return Statement(statement);
 }

@@ -111,10 +111,43 @@ int index_of(const std::string_view (&names)[N], const std::string& name) {
 int SqliteStore::latest_schema_version() { return static_cast<int>(std::size(kMigrations)); }
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::string& path) {
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::open(path));
-  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db)));
+  auto refuse_corrupt = [&](const Status& status) {
+    return corrupt("state database " + path + " is damaged (" + status.message() +
+                   "); shoald will not run on it and never recreates it: restore it from a backup, "
+                   "or move it aside to start with no state (invitations and reservations are then lost)");
+  };
+  auto db = Database::open(path);
+  if (!db.is_ok()) {
+    return db.status().code() == ErrorCode::kCorrupt ? refuse_corrupt(db.status()) : db.status();
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db).value()));
+  Status sound = store->quick_check();
+  if (!sound.is_ok()) return sound.code() == ErrorCode::kCorrupt ? refuse_corrupt(sound) : sound;
   SHOAL_RETURN_IF_ERROR(store->migrate());
   return store;
+}
+
+// quick_check reads every page and checks its structure (not index
+// contents), so damage anywhere is found at start rather than at the first
+// read that hits it, perhaps mid-batch.
+Status SqliteStore::quick_check() {
+  SHOAL_ASSIGN_OR_RETURN(Statement s, db_->prepare("PRAGMA quick_check(1)"));
+  SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+  std::string verdict = row ? s.column_text(0) : "no answer";
+  s.reset();
+  if (verdict != "ok") return corrupt("quick_check: " + verdict);
+  return Status::ok();
+}
+
+Status SqliteStore::probe_write() {
+  if (in_batch_) return internal_error("store: probe_write inside a batch");
+  SHOAL_RETURN_IF_ERROR(db_->execute("BEGIN IMMEDIATE"));
+  Status written = db_->execute(
+      "INSERT OR REPLACE INTO meta (key, value) VALUES ('write_probe', "
+      "CAST(COALESCE((SELECT value FROM meta WHERE key = 'write_probe'), 0) AS INTEGER) + 1)");
+  if (written.is_ok()) written = db_->execute("COMMIT");
+  if (!written.is_ok()) (void)db_->execute("ROLLBACK");
+  return written;
 }
 
 Result<int> SqliteStore::schema_version() {

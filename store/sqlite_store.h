@@ -12,8 +12,16 @@ namespace shoal::store {
 
 class SqliteStore final : public Store {
  public:
-  // Opens `path` (":memory:" for tests) and applies pending migrations.
+  // Opens `path` (":memory:" for tests), checks that it is a sound
+  // database (PRAGMA quick_check) and applies pending migrations. A file
+  // that is not one, or is damaged, is a kCorrupt error naming the file and
+  // what to do; it is never recreated or repaired here.
   static Result<std::unique_ptr<SqliteStore>> open(const std::string& path);
+
+  // Commits a one-row write on its own, outside any batch: whether the
+  // database can be written now. kStorage while the disk is full, the file
+  // or file system is read-only, or writes fail.
+  Status probe_write();
 
   // The schema version this build writes; migrations bring older files here.
   static int latest_schema_version();
@@ -47,6 +55,7 @@ class SqliteStore final : public Store {
  private:
   explicit SqliteStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
   Status migrate();
+  Status quick_check();
   Status put_run(const ReservationRecord& reservation);
 
   static constexpr int kPruneEvery = 1024;

@@ -369,6 +369,10 @@ int cmd_status(const Options& o) {
   }
   std::cout << "cluster " << copy["cluster"].get<std::string>() << "  messages received "
             << copy["messages"]["received"] << ", sent " << copy["messages"]["sent"] << "\n";
+  if (copy.contains("storage") && !copy["storage"].value("writable", true)) {
+    std::cout << "  state database NOT WRITABLE: " << copy["storage"].value("error", "")
+              << " (taking no new work; reads answer)\n";
+  }
   for (const auto& [reason, count] : copy["messages"]["dropped"].items()) {
     if (count.get<uint64_t>() > 0) std::cout << "  dropped " << reason << ": " << count << "\n";
   }

@@ -30,6 +30,15 @@ Agent::~Agent() = default;
 
 Status Agent::start() {
   SHOAL_ASSIGN_OR_RETURN(boot_, store_.next_boot());
+  SHOAL_RETURN_IF_ERROR(load());
+  record_event("agent", "started, boot " + std::to_string(boot_));
+  send_heartbeats();
+  advertise_capacity(/*force=*/true);
+  drain_local();
+  return store_health_;
+}
+
+Status Agent::load() {
   SHOAL_ASSIGN_OR_RETURN(auto peer_records, store_.load_peers());
   for (const auto& record : peer_records) {
     Peer& peer = peers_[record.id];
@@ -70,11 +79,7 @@ Status Agent::start() {
   }
   SHOAL_ASSIGN_OR_RETURN(auto reservation_records, store_.load_reservations());
   restore_reservations(std::move(reservation_records));
-  record_event("agent", "started, boot " + std::to_string(boot_));
-  send_heartbeats();
-  advertise_capacity(/*force=*/true);
-  drain_local();
-  return store_health_;
+  return Status::ok();
 }
 
 // ---- the wire ---------------------------------------------------------------

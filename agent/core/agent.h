@@ -135,6 +135,13 @@ class Agent {
   // the cluster and greets peers. Call once, inside a batch.
   Status start();
 
+  // Only the loading half of start(): memory and cluster as the store holds
+  // them, nothing sent. For a read-only agent while the store cannot be
+  // written (the runtime then answers reads from it and nothing else); any
+  // write it attempts belongs in a batch the caller rolls back. Call once,
+  // instead of start().
+  Status load();
+
   // Inputs.
   void handle_wire(std::span<const uint8_t> wire);
   void tick();
@@ -446,8 +453,10 @@ class Agent {
 
  public:
   // The first failed store write since start, if any: the runtime must not
-  // commit or send after one (it rolls back and stops).
+  // commit or send after one (it rolls back and rebuilds the agent from the
+  // store, read-only while writes keep failing).
   const Status& store_health() const { return store_health_; }
+  uint64_t boot() const { return boot_; }
 };
 
 }  // namespace shoal::core

@@ -1,6 +1,7 @@
 #include "agent/runtime/control.h"
 
 #include <map>
+#include <set>
 
 #include "common/text.h"
 #include "model/manifest.h"
@@ -134,7 +135,9 @@ json status_json(const ControlContext& context) {
             {"dropped", dropped},
             {"undeliverable", context.transport_drops},
             {"handshakesRefused", context.handshakes_refused}}},
-          {"nodes", nodes}};
+          {"nodes", nodes},
+          {"storage",
+           {{"writable", context.storage_fault.empty()}, {"error", context.storage_fault}}}};
 }
 
 Result<core::InvitationOptions> invitation_options(const Request& request) {
@@ -342,6 +345,15 @@ json workload_to_json(const store::WorkloadRecord& record) {
             {"finishedAt", optional_time(record.finished_at_ms)},
             {"exitCode", record.exit_code},
             {"restarts", record.restarts}}}};
+}
+
+bool is_read_only_command(const json& request) {
+  static const std::set<std::string> kReads = {"identity",        "invite-list",       "describe-peer",
+                                               "peers",           "get-workloads",     "get-reservations",
+                                               "describe-workload", "status"};
+  if (!request.is_object()) return false;
+  auto command = request.find("command");
+  return command != request.end() && command->is_string() && kReads.count(command->get<std::string>()) > 0;
 }
 
 json handle_control(const ControlContext& context, const json& request) {

@@ -13,7 +13,12 @@ struct ControlContext {
   const cluster::Cluster& cluster;
   uint64_t transport_drops;
   uint64_t handshakes_refused = 0;  // CURVE handshakes the ZAP handler turned away
+  std::string storage_fault;        // why the state database cannot be written; "" when it can
 };
+
+// Whether `request` only reads: what a read-only agent (its state database
+// cannot be written) still answers.
+bool is_read_only_command(const nlohmann::json& request);
 
 // Never throws. A response is {"ok": true, ...} or
 // {"ok": false, "code": "<ErrorCode name>", "error": "<one line>"}.

@@ -38,6 +38,7 @@ namespace {
 constexpr int kPollMillis = 50;
 constexpr int kMaxWireMessagesPerIteration = 512;
 constexpr int kMaxControlRequestsPerIteration = 16;
+constexpr std::chrono::seconds kStorageProbeInterval{2};
 
 class SystemClock final : public Clock {
  public:
@@ -75,7 +76,9 @@ class DataDirLock {
   static Result<DataDirLock> acquire(const std::string& data_dir) {
     std::string path = data_dir + "/shoald.lock";
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return internal_error("cannot open " + path);
+    if (fd < 0) {
+      return Status(ErrorCode::kStorage, "cannot open " + path + ": " + std::strerror(errno));
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd);
       return Status(ErrorCode::kUnavailable,
@@ -120,13 +123,64 @@ std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file) {
   return logger;
 }
 
-// The loop proper, once everything is open.
+// The agent and the cluster it drives, built from what the store holds.
+struct AgentInstance {
+  std::unique_ptr<cluster::SimCluster> cluster;
+  std::unique_ptr<core::Agent> agent;
+};
+
+// Builds agents over one store, transport and identity. The loop needs a
+// fresh one whenever memory may be ahead of the disk: after a batch that
+// could not be committed, the only trustworthy state is the committed one.
+class AgentFactory {
+ public:
+  AgentFactory(core::AgentConfig config, crypto::Identity identity, model::ClusterSpec cluster_spec,
+               const Clock& clock, ZmqTransport& transport, store::Store& store, core::Rng& rng,
+               std::shared_ptr<spdlog::logger> logger)
+      : config_(std::move(config)),
+        identity_(std::move(identity)),
+        cluster_spec_(std::move(cluster_spec)),
+        clock_(clock),
+        transport_(transport),
+        store_(store),
+        rng_(rng),
+        logger_(std::move(logger)) {}
+
+  Result<AgentInstance> make() const {
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::SimCluster> cluster,
+                           cluster::SimCluster::create(cluster_spec_));
+    auto agent = std::make_unique<core::Agent>(config_, identity_, clock_, transport_, store_, *cluster,
+                                               rng_, logger_);
+    return AgentInstance{std::move(cluster), std::move(agent)};
+  }
+
+ private:
+  core::AgentConfig config_;
+  crypto::Identity identity_;
+  model::ClusterSpec cluster_spec_;
+  const Clock& clock_;
+  ZmqTransport& transport_;
+  store::Store& store_;
+  core::Rng& rng_;
+  std::shared_ptr<spdlog::logger> logger_;
+};
+
+// The loop proper, once everything is open. It serves in one of two modes:
+//  - serving: every iteration is one store batch (wire, control, tick),
+//    committed before anything it produced is sent;
+//  - read-only, while the state database cannot be written (disk full,
+//    read-only, I/O errors): the agent is rebuilt from what was committed
+//    and only answers reads; control mutations are refused with the reason,
+//    peer messages wait unread in their sockets, timers stand still (to
+//    peers the agent looks paused, a state fencing already makes safe), and
+//    every kStorageProbeInterval a one-row write tests whether the disk is
+//    back. When it is, the agent starts again as after a restart (a new boot).
 class Loop {
  public:
-  Loop(core::Agent& agent, store::Store& store, ZmqTransport& transport, zmq::socket_t& peers,
-       ConnectionGuard& guard, zmq::socket_t& control, zmq::socket_t* zap, int signal_fd,
-       const cluster::Cluster& cluster, spdlog::logger& logger)
-      : agent_(agent),
+  Loop(const AgentFactory& factory, store::SqliteStore& store, ZmqTransport& transport,
+       zmq::socket_t& peers, ConnectionGuard& guard, zmq::socket_t& control, zmq::socket_t* zap,
+       int signal_fd, spdlog::logger& logger)
+      : factory_(factory),
         store_(store),
         transport_(transport),
         peers_(peers),
@@ -134,32 +188,68 @@ class Loop {
         control_(control),
         zap_(zap),
         signal_fd_(signal_fd),
-        cluster_(cluster),
         logger_(logger) {}
+
+  // Starts the agent from the store: serving if its first batch commits,
+  // read-only if the store cannot be written; any other failure is fatal.
+  Status boot() {
+    Status started = start_serving();
+    if (started.is_ok()) return Status::ok();
+    if (started.code() != ErrorCode::kStorage) return started;
+    return enter_read_only(started);
+  }
+
+  const core::Agent& agent() const { return *instance_.agent; }
+  bool read_only() const { return storage_fault_.has_value(); }
 
   Status run() {
     while (true) {
-      zmq::pollitem_t items[] = {{peers_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {control_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, signal_fd_, ZMQ_POLLIN, 0},
-                                 {zap_ ? zap_->handle() : nullptr, zap_ ? 0 : -1, ZMQ_POLLIN, 0}};
+      std::vector<zmq::pollitem_t> items = {{control_.handle(), 0, ZMQ_POLLIN, 0},
+                                            {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
+      if (zap_) items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
+      // Read-only, peer messages stay queued in the socket (bounded by its
+      // high-water mark) rather than waking the loop it would not act on.
+      if (!read_only()) items.push_back({peers_.handle(), 0, ZMQ_POLLIN, 0});
       try {
-        zmq::poll(items, zap_ ? 4 : 3, std::chrono::milliseconds(kPollMillis));
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMillis));
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) return internal_error(std::string("poll: ") + e.what());
       }
-      if (items[2].revents & ZMQ_POLLIN) {
+      if (items[1].revents & ZMQ_POLLIN) {
         logger_.info("signal received; stopping");
         return Status::ok();
       }
       SHOAL_RETURN_IF_ERROR(guard_.on_events());
       if (zap_) answer_handshakes();
-      SHOAL_RETURN_IF_ERROR(iteration());
+      SHOAL_RETURN_IF_ERROR(read_only() ? read_only_iteration() : serving_iteration());
     }
   }
 
  private:
-  Status iteration() {
+  struct ControlRequest {
+    std::string routing_id;
+    std::string text;
+  };
+
+  // A fresh agent from the store, started in its own batch.
+  Status start_serving() {
+    SHOAL_ASSIGN_OR_RETURN(AgentInstance instance, factory_.make());
+    instance_ = std::move(instance);
+    SHOAL_RETURN_IF_ERROR(store_.begin());
+    Status started = instance_.agent->start();
+    if (started.is_ok()) started = instance_.agent->store_health();
+    if (started.is_ok()) started = store_.commit();
+    if (!started.is_ok()) {
+      store_.rollback();
+      transport_.discard();
+      return started;
+    }
+    transport_.flush();
+    return Status::ok();
+  }
+
+  Status serving_iteration() {
+    core::Agent& agent = *instance_.agent;
     SHOAL_RETURN_IF_ERROR(store_.begin());
     for (int i = 0; i < kMaxWireMessagesPerIteration; ++i) {
       zmq::multipart_t message;
@@ -167,43 +257,101 @@ class Loop {
       // ROUTER frames: [sender routing id, payload]; the payload names its sender.
       if (message.size() == 2) {
         const zmq::message_t& payload = message[1];
-        agent_.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
+        agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
       }
     }
-    std::vector<std::pair<std::string, std::string>> replies;
+    std::vector<ControlRequest> requests = receive_control();
+    std::vector<std::string> replies;
+    for (const auto& request : requests) replies.push_back(answer_control(request.text));
+    agent.tick();
+    Status failed = agent.store_health();
+    if (failed.is_ok()) failed = store_.commit();
+    if (!failed.is_ok()) {
+      // Nothing of this batch happened: not on disk, so not on the wire and
+      // not in any reply. Memory is ahead of the disk; enter_read_only
+      // replaces it with what the disk holds.
+      store_.rollback();
+      transport_.discard();
+      if (failed.code() != ErrorCode::kStorage) {
+        return failed.with_context("state database write failed; stopping");
+      }
+      SHOAL_RETURN_IF_ERROR(enter_read_only(failed));
+      for (const auto& request : requests) send_reply(request.routing_id, answer_read_only(request.text));
+      return Status::ok();
+    }
+    // Only now may the world hear about this batch.
+    transport_.flush();
+    for (size_t i = 0; i < requests.size(); ++i) send_reply(requests[i].routing_id, replies[i]);
+    return Status::ok();
+  }
+
+  Status enter_read_only(const Status& fault) {
+    if (!storage_fault_) {
+      logger_.error("state database cannot be written ({}); refusing new work and answering reads "
+                    "until a write succeeds again (tried every {}s)",
+                    fault.message(), kStorageProbeInterval.count());
+    }
+    storage_fault_ = fault;
+    next_probe_ = std::chrono::steady_clock::now() + kStorageProbeInterval;
+    SHOAL_ASSIGN_OR_RETURN(AgentInstance instance, factory_.make());
+    instance_ = std::move(instance);
+    // Loading writes nothing unless a reservation cannot be restored; such a
+    // write belongs to a later start, so this batch is always rolled back.
+    bool batch = store_.begin().is_ok();
+    Status loaded = instance_.agent->load();
+    if (batch) store_.rollback();
+    transport_.discard();
+    if (!loaded.is_ok()) return loaded.with_context("state database cannot be read either; stopping");
+    return Status::ok();
+  }
+
+  Status read_only_iteration() {
+    for (const auto& request : receive_control()) send_reply(request.routing_id, answer_read_only(request.text));
+    if (std::chrono::steady_clock::now() < next_probe_) return Status::ok();
+    Status writable = store_.probe_write();
+    if (writable.is_ok()) writable = start_serving();
+    if (writable.is_ok()) {
+      logger_.info("state database writable again; serving (boot {})", instance_.agent->boot());
+      storage_fault_.reset();
+      return Status::ok();
+    }
+    if (writable.code() != ErrorCode::kStorage) return writable.with_context("stopping");
+    // start_serving may have replaced the agent before failing: rebuild the view.
+    return enter_read_only(writable);
+  }
+
+  std::vector<ControlRequest> receive_control() {
+    std::vector<ControlRequest> requests;
     for (int i = 0; i < kMaxControlRequestsPerIteration; ++i) {
       zmq::multipart_t message;
       if (!receive(control_, message)) break;
       if (message.size() != 3) continue;
-      std::string routing_id = message[0].to_string();
-      replies.emplace_back(routing_id, answer_control(message[2].to_string()));
+      requests.push_back({message[0].to_string(), message[2].to_string()});
     }
-    agent_.tick();
-    if (!agent_.store_health().is_ok()) {
-      store_.rollback();
-      transport_.discard();
-      return agent_.store_health().with_context("state database write failed; stopping");
+    return requests;
+  }
+
+  void send_reply(const std::string& routing_id, const std::string& body) {
+    zmq::multipart_t reply;
+    reply.addstr(routing_id);
+    reply.addstr("");
+    reply.addstr(body);
+    try {
+      reply.send(control_, static_cast<int>(zmq::send_flags::dontwait));
+    } catch (const zmq::error_t&) {
+      // shoalctl went away; nothing to do.
     }
-    Status committed = store_.commit();
-    if (!committed.is_ok()) {
-      store_.rollback();
-      transport_.discard();
-      return committed.with_context("state database commit failed; stopping");
-    }
-    // Only now may the world hear about this batch.
-    transport_.flush();
-    for (auto& [routing_id, body] : replies) {
-      zmq::multipart_t reply;
-      reply.addstr(routing_id);
-      reply.addstr("");
-      reply.addstr(body);
-      try {
-        reply.send(control_, static_cast<int>(zmq::send_flags::dontwait));
-      } catch (const zmq::error_t&) {
-        // shoalctl went away; nothing to do.
-      }
-    }
-    return Status::ok();
+  }
+
+  std::string answer_read_only(const std::string& text) {
+    auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (request.is_discarded() || is_read_only_command(request)) return answer_control(text);
+    return nlohmann::json{{"ok", false},
+                          {"code", error_code_name(ErrorCode::kStorage)},
+                          {"error", "the agent cannot write its state database (" + storage_fault_->message() +
+                                        "), so it takes no new work; reads still answer, and it "
+                                        "resumes by itself once a write succeeds"}}
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
   // One control request in, one JSON reply out. Nothing here may throw out
@@ -212,12 +360,14 @@ class Loop {
   std::string answer_control(const std::string& text) {
     try {
       auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      ControlContext context{*instance_.agent, *instance_.cluster, transport_.dropped_unconnected(),
+                             handshakes_refused_,
+                             storage_fault_ ? storage_fault_->message() : std::string()};
       nlohmann::json response =
           request.is_discarded()
               ? nlohmann::json{{"ok", false}, {"code", "InvalidArgument"},
                                {"error", "control request: not JSON"}}
-              : handle_control({agent_, cluster_, transport_.dropped_unconnected(), handshakes_refused_},
-                               request);
+              : handle_control(context, request);
       return response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const std::exception& e) {
       logger_.error("control request failed: {}", e.what());
@@ -239,7 +389,7 @@ class Loop {
       if (request.size() >= 7 && request[5].to_string() == "CURVE" && request[6].size() == 32) {
         crypto::CurveKey key;
         std::memcpy(key.data(), request[6].data(), key.size());
-        if (auto peer = peer_with_curve_key(key); peer && agent_.admits_connection(*peer)) {
+        if (auto peer = peer_with_curve_key(key); peer && instance_.agent->admits_connection(*peer)) {
           status = "200";
           text = "OK";
           user = *peer;
@@ -268,7 +418,7 @@ class Loop {
   }
 
   std::optional<std::string> peer_with_curve_key(const crypto::CurveKey& key) {
-    for (const std::string& id : agent_.peer_ids()) {
+    for (const std::string& id : instance_.agent->peer_ids()) {
       auto cached = curve_keys_.find(id);
       if (cached == curve_keys_.end()) {
         auto ed25519 = crypto::key_from_text(id, "peer id");
@@ -282,10 +432,6 @@ class Loop {
     return std::nullopt;
   }
 
- public:
-  uint64_t handshakes_refused() const { return handshakes_refused_; }
-
- private:
   static bool receive(zmq::socket_t& socket, zmq::multipart_t& message) {
     try {
       return message.recv(socket, static_cast<int>(zmq::recv_flags::dontwait));
@@ -294,8 +440,9 @@ class Loop {
     }
   }
 
-  core::Agent& agent_;
-  store::Store& store_;
+  const AgentFactory& factory_;
+  AgentInstance instance_;
+  store::SqliteStore& store_;
   ZmqTransport& transport_;
   zmq::socket_t& peers_;
   ConnectionGuard& guard_;
@@ -305,8 +452,9 @@ class Loop {
   uint64_t handshakes_refused_ = 0;
   std::chrono::steady_clock::time_point last_refusal_log_{};
   int signal_fd_;
-  const cluster::Cluster& cluster_;
   spdlog::logger& logger_;
+  std::optional<Status> storage_fault_;  // set while read-only: why the store cannot be written
+  std::chrono::steady_clock::time_point next_probe_{};
 };
 
 }  // namespace
@@ -371,7 +519,18 @@ Status run_agent(const std::string& data_dir) {
   SHOAL_ASSIGN_OR_RETURN(DataDirLock lock, DataDirLock::acquire(data_dir));
   SHOAL_ASSIGN_OR_RETURN(crypto::Identity identity, crypto::Identity::load(identity_path(data_dir)));
   SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec cluster_spec, load_cluster_spec(file));
+  // init created the database; without it this agent's invitations and
+  // reservations are gone, and starting empty would hide that.
+  if (!std::filesystem::exists(database_path(data_dir))) {
+    return Status(ErrorCode::kCorrupt,
+                  "state database " + database_path(data_dir) +
+                      " is missing, though this agent was initialized (identity.key exists); shoald "
+                      "will not start empty: restore it from a backup, or init a new data directory");
+  }
   SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(data_dir)));
+  // A file-size limit (ulimit -f) must fail the write, which the loop
+  // survives, rather than kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   SHOAL_ASSIGN_OR_RETURN(int signal_fd, open_signal_fd());
   auto logger = make_logger(file);
   for (const auto& path : tightened) logger->warn("{} was readable by others; changed it to mode 0600", path);
@@ -414,28 +573,22 @@ Status run_agent(const std::string& data_dir) {
                   "cannot listen on " + file.listen + " or the control socket: " + e.what());
   }
 
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::SimCluster> sim, cluster::SimCluster::create(cluster_spec));
-  cluster::SimCluster& cluster = *sim;
+  const size_t node_count = cluster_spec.nodes.size();
   SystemClock clock;
   SodiumRng rng;
   ZmqTransport transport(context, curve_keys);
-  core::Agent agent(file.timing, std::move(identity), clock, transport, *store, cluster, rng,
-                    logger);
-  SHOAL_RETURN_IF_ERROR(store->begin());
-  Status started = agent.start();
-  if (!started.is_ok()) {
-    store->rollback();
+  AgentFactory factory(file.timing, std::move(identity), std::move(cluster_spec), clock, transport, *store, rng,
+                       logger);
+  Loop loop(factory, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd, *logger);
+  Status booted = loop.boot();
+  if (!booted.is_ok()) {
     ::close(signal_fd);
-    return started;
+    return booted;
   }
-  SHOAL_RETURN_IF_ERROR(store->commit());
-  transport.flush();
   logger->info("shoald {} listening on {} ({} nodes, wire encryption {}, at most {} inbound connections); id {}",
-               file.cluster, file.listen, cluster_spec.nodes.size(), file.wire_encryption,
-               ConnectionGuard::connection_cap(descriptors), agent.self_id());
+               file.cluster, file.listen, node_count, file.wire_encryption,
+               ConnectionGuard::connection_cap(descriptors), loop.agent().self_id());
 
-  Loop loop(agent, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd, cluster,
-            *logger);
   Status result = loop.run();
   ::close(signal_fd);
   std::filesystem::remove(control_socket_path(data_dir));

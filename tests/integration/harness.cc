@@ -145,6 +145,14 @@ int AgentProcess::reap_if_exited() {
   return status;
 }
 
+void AgentProcess::limit_file_size(std::optional<uint64_t> bytes) {
+  if (pid_ <= 0) return;
+  rlimit limit{};
+  if (prlimit(pid_, RLIMIT_FSIZE, nullptr, &limit) != 0) throw std::runtime_error("prlimit: cannot read");
+  limit.rlim_cur = bytes ? static_cast<rlim_t>(*bytes) : limit.rlim_max;
+  if (prlimit(pid_, RLIMIT_FSIZE, &limit, nullptr) != 0) throw std::runtime_error("prlimit: cannot set");
+}
+
 void AgentProcess::pause() {
   if (pid_ > 0) kill(pid_, SIGSTOP);
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ class AgentProcess {
   void stop();       // SIGTERM, then reap
   void pause();      // SIGSTOP: the agent (and its sim cluster) freezes, sockets stay open
   void resume();     // SIGCONT
+  // Limits the running shoald's file sizes (RLIMIT_FSIZE soft limit, as
+  // `prlimit --fsize` would): every write past `bytes` in any file then
+  // fails, as on a failing disk. No value lifts the limit.
+  void limit_file_size(std::optional<uint64_t> bytes);
   // Runs shoald with this hard and soft RLIMIT_NOFILE (0: inherit).
   void set_descriptor_limit(unsigned limit) { descriptor_limit_ = limit; }
   // Sets `key: value` in agent.yaml (after init, before start).

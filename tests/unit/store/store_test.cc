@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "store/sqlite_store.h"
 
@@ -208,6 +213,88 @@ TEST_F(StoreTest, NewerSchemaThanThisBuildIsRefused) {
   auto store = SqliteStore::open(path_);
   ASSERT_FALSE(store.is_ok());
   EXPECT_NE(store.status().message().find("newer"), std::string::npos);
+}
+
+// RLIMIT_FSIZE makes every write past the first byte of any file fail
+// (EFBIG): the closest thing to a failing disk a test can make without
+// privileges. Restored when the object goes.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{bytes, saved_.rlim_max};
+    setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+
+ private:
+  rlimit saved_{};
+  void (*previous_handler_)(int) = nullptr;
+};
+
+TEST_F(StoreTest, AWriteTheDiskRefusesIsAStorageErrorAndNothingOfItsBatchRemains) {
+  auto store = open();
+  ASSERT_TRUE(store->probe_write().is_ok());
+  {
+    FileSizeLimit failing_disk(1);
+    ASSERT_TRUE(store->begin().is_ok());
+    Status written = store->put_workload(sample_workload());
+    if (written.is_ok()) written = store->commit();
+    store->rollback();
+    EXPECT_EQ(written.code(), ErrorCode::kStorage) << written.message();
+    Status probed = store->probe_write();
+    EXPECT_EQ(probed.code(), ErrorCode::kStorage) << probed.message();
+  }
+  // The disk is back: writes work again, and the failed batch left nothing.
+  EXPECT_TRUE(store->probe_write().is_ok());
+  EXPECT_TRUE(store->load_workloads()->empty());
+  store.reset();
+  EXPECT_TRUE(open()->load_workloads()->empty());
+}
+
+TEST_F(StoreTest, AFileThatIsNotADatabaseIsRefusedAndLeftAsItWas) {
+  const std::string garbage(10000, 'x');
+  { std::ofstream(path_, std::ios::binary) << garbage; }
+  auto store = SqliteStore::open(path_);
+  ASSERT_FALSE(store.is_ok());
+  EXPECT_EQ(store.status().code(), ErrorCode::kCorrupt);
+  EXPECT_NE(store.status().message().find("is damaged"), std::string::npos) << store.status().message();
+  EXPECT_NE(store.status().message().find(path_), std::string::npos);
+  std::ifstream in(path_, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), garbage);
+}
+
+TEST_F(StoreTest, ADamagedPageIsFoundAtOpenAndTheFileLeftAsItWas) {
+  {
+    auto store = open();
+    ASSERT_TRUE(store->begin().is_ok());
+    for (int i = 0; i < 200; ++i) {
+      WorkloadRecord w = sample_workload();
+      w.uid = "u" + std::to_string(i);
+      w.spec.name = "w" + std::to_string(i);
+      ASSERT_TRUE(store->put_workload(w).is_ok());
+    }
+    ASSERT_TRUE(store->commit().is_ok());
+  }  // closing checkpoints the WAL into the file
+  std::string bytes;
+  {
+    std::ifstream in(path_, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 3u * 4096);
+  // Page 2 (bytes 4096..8191) is a table's b-tree page; scribble over it.
+  std::fill(bytes.begin() + 4096, bytes.begin() + 8192, '\xA5');
+  { std::ofstream(path_, std::ios::binary | std::ios::trunc) << bytes; }
+  auto store = SqliteStore::open(path_);
+  ASSERT_FALSE(store.is_ok());
+  EXPECT_EQ(store.status().code(), ErrorCode::kCorrupt) << store.status().message();
+  EXPECT_NE(store.status().message().find("never recreates"), std::string::npos) << store.status().message();
+  std::ifstream in(path_, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), bytes);
 }
 
 }  // namespace
