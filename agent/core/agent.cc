@@ -344,8 +344,9 @@ void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
   if (from != self_id_ && !may_send_as_source(from)) {
     for (const std::string& id : revocations_to_tell(from)) send(from, protocol::Revoke{id, false});
   }
-  if (may_send_as_source(from)) {
-    // A (re)started source gets our capacity at once rather than at the next heartbeat.
+  if (first_contact && may_send_as_source(from)) {
+    // A (re)started source gets our capacity at once rather than at the next
+    // heartbeat; only once per boot, so HELLOs cannot make us sign at will.
     peer.last_capacity_sent.reset();
     advertise_capacity(/*force=*/false);
   }

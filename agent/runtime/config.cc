@@ -82,6 +82,17 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
                                 name + "\"");
       }
     }
+    for (auto [key, out] : {std::pair{"peerMessageRate", &file.peer_message_rate},
+                            std::pair{"peerMessageBurst", &file.peer_message_burst}}) {
+      if (!node[key]) continue;
+      int64_t value = 0;
+      if (!node[key].IsScalar() || !YAML::convert<int64_t>::decode(node[key], value) || value < 1 ||
+          value > 10'000'000) {
+        return invalid_argument(std::string("agent.yaml ") + key +
+                                ": expected a whole number of messages from 1 to 10000000");
+      }
+      *out = value;
+    }
     SHOAL_RETURN_IF_ERROR(read_duration(node, "reservationTTL", &file.timing.reservation_ttl));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetryMax", &file.timing.pending_retry_max));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "queueHold", &file.timing.queue_hold));
@@ -127,6 +138,8 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   }
   out << YAML::Key << "logFormat" << YAML::Value << file.log_format;
   out << YAML::Key << "wireEncryption" << YAML::Value << file.wire_encryption;
+  out << YAML::Key << "peerMessageRate" << YAML::Value << file.peer_message_rate;
+  out << YAML::Key << "peerMessageBurst" << YAML::Value << file.peer_message_burst;
   out << YAML::Key << "defaultDispatcher" << YAML::Value
       << std::string(model::kDispatcherNames[static_cast<int>(file.timing.default_dispatcher)]);
   out << YAML::Key << "reservationTTL" << YAML::Value

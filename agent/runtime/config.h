@@ -16,6 +16,10 @@ struct AgentFile {
   std::string cluster_config;  // path of a Cluster manifest, or "" for the default sim cluster
   std::string log_format = "text";  // text | json
   std::string wire_encryption = "curve";  // curve (ZeroMQ CURVE + ZAP) | none (tests, debugging)
+  // Inbound messages a peer may send, a second on average and at once; the
+  // excess is dropped unread (rate_limiter.h).
+  int64_t peer_message_rate = 2000;
+  int64_t peer_message_burst = 4000;
   core::AgentConfig timing;    // durations; cluster/org/endpoint are filled from above
 };
 

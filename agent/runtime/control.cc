@@ -115,6 +115,7 @@ json status_json(const ControlContext& context) {
   for (size_t i = 0; i < protocol::kDropReasonCount; ++i) {
     dropped[std::string(protocol::kDropReasonNames[i])] = stats.dropped[i];
   }
+  dropped["RateLimited"] = context.rate_limited;
   json nodes = json::array();
   for (const auto& node : context.cluster.nodes()) {
     nodes.push_back({{"name", node.name},

@@ -13,6 +13,7 @@ struct ControlContext {
   const cluster::Cluster& cluster;
   uint64_t transport_drops;
   uint64_t handshakes_refused = 0;  // CURVE handshakes the ZAP handler turned away
+  uint64_t rate_limited = 0;        // peer messages dropped unread over peerMessageRate
   std::string storage_fault;        // why the state database cannot be written; "" when it can
 };
 

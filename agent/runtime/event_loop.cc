@@ -25,6 +25,7 @@
 #include "agent/runtime/config.h"
 #include "agent/runtime/connection_guard.h"
 #include "agent/runtime/control.h"
+#include "agent/runtime/rate_limiter.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/file.h"
 #include "crypto/identity.h"
@@ -39,6 +40,7 @@ constexpr int kPollMillis = 50;
 constexpr int kMaxWireMessagesPerIteration = 512;
 constexpr int kMaxControlRequestsPerIteration = 16;
 constexpr std::chrono::seconds kStorageProbeInterval{2};
+constexpr int kPeerReceiveHighWaterMark = 10000;
 
 class SystemClock final : public Clock {
  public:
@@ -179,8 +181,9 @@ class Loop {
  public:
   Loop(const AgentFactory& factory, store::SqliteStore& store, ZmqTransport& transport,
        zmq::socket_t& peers, ConnectionGuard& guard, zmq::socket_t& control, zmq::socket_t* zap,
-       int signal_fd, spdlog::logger& logger)
+       int signal_fd, PeerRateLimiter limiter, spdlog::logger& logger)
       : factory_(factory),
+        limiter_(std::move(limiter)),
         store_(store),
         transport_(transport),
         peers_(peers),
@@ -251,14 +254,19 @@ class Loop {
   Status serving_iteration() {
     core::Agent& agent = *instance_.agent;
     SHOAL_RETURN_IF_ERROR(store_.begin());
+    auto now = std::chrono::steady_clock::now();
     for (int i = 0; i < kMaxWireMessagesPerIteration; ++i) {
       zmq::multipart_t message;
       if (!receive(peers_, message)) break;
       // ROUTER frames: [sender routing id, payload]; the payload names its sender.
-      if (message.size() == 2) {
-        const zmq::message_t& payload = message[1];
-        agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
+      if (message.size() != 2) continue;
+      zmq::message_t& payload = message[1];
+      std::string sender = connection_owner(message[0], payload);
+      if (!limiter_.admit(sender, now)) {
+        note_rate_limited(sender, now);
+        continue;
       }
+      agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
     }
     std::vector<ControlRequest> requests = receive_control();
     std::vector<std::string> replies;
@@ -320,6 +328,22 @@ class Loop {
     return enter_read_only(writable);
   }
 
+  // Who the rate limit counts a message against: the peer id the ZAP
+  // handler authenticated for its connection (CURVE), else the connection.
+  // Never the envelope's `from`, which anyone can write.
+  static std::string connection_owner(const zmq::message_t& routing_id, zmq::message_t& payload) {
+    if (const char* user = zmq_msg_gets(payload.handle(), "User-Id"); user && *user) return user;
+    return "connection:" + routing_id.to_string();
+  }
+
+  void note_rate_limited(const std::string& sender, std::chrono::steady_clock::time_point now) {
+    if (now - last_rate_limit_log_ < std::chrono::minutes(1)) return;
+    last_rate_limit_log_ = now;
+    logger_.warn("peer {} sends more than peerMessageRate allows; dropping the excess unread "
+                 "(counted as RateLimited in shoalctl status)",
+                 sender);
+  }
+
   std::vector<ControlRequest> receive_control() {
     std::vector<ControlRequest> requests;
     for (int i = 0; i < kMaxControlRequestsPerIteration; ++i) {
@@ -361,7 +385,7 @@ class Loop {
     try {
       auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
       ControlContext context{*instance_.agent, *instance_.cluster, transport_.dropped_unconnected(),
-                             handshakes_refused_,
+                             handshakes_refused_, limiter_.limited(),
                              storage_fault_ ? storage_fault_->message() : std::string()};
       nlohmann::json response =
           request.is_discarded()
@@ -441,6 +465,8 @@ class Loop {
   }
 
   const AgentFactory& factory_;
+  PeerRateLimiter limiter_;
+  std::chrono::steady_clock::time_point last_rate_limit_log_{};
   AgentInstance instance_;
   store::SqliteStore& store_;
   ZmqTransport& transport_;
@@ -557,7 +583,10 @@ Status run_agent(const std::string& data_dir) {
     }
     peers.set(zmq::sockopt::linger, 0);
     peers.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxWireBytes));
-    peers.set(zmq::sockopt::rcvhwm, 100000);
+    // Per connection: what one peer can have queued here unread. Past it,
+    // ZeroMQ stops reading that connection (TCP pushes back on the sender);
+    // other connections are not affected.
+    peers.set(zmq::sockopt::rcvhwm, kPeerReceiveHighWaterMark);
     // A connection that has not finished its handshake soon is an attack
     // or a mistake; either way it must not hold a descriptor for long.
     peers.set(zmq::sockopt::handshake_ivl, ConnectionGuard::kHandshakeTimeoutMillis);
@@ -579,7 +608,9 @@ Status run_agent(const std::string& data_dir) {
   ZmqTransport transport(context, curve_keys);
   AgentFactory factory(file.timing, std::move(identity), std::move(cluster_spec), clock, transport, *store, rng,
                        logger);
-  Loop loop(factory, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd, *logger);
+  Loop loop(factory, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd,
+            PeerRateLimiter(static_cast<double>(file.peer_message_rate), static_cast<double>(file.peer_message_burst)),
+            *logger);
   Status booted = loop.boot();
   if (!booted.is_ok()) {
     ::close(signal_fd);

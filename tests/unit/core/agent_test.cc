@@ -121,6 +121,35 @@ TEST(AgentTest, LostMessagesAreRetriedUntilAnswered) {
   EXPECT_TRUE(dropped_once.count(MessageType::kStatus));
 }
 
+// A peer that repeats HELLO (a flood, or a confused peer) is greeted back
+// once per boot of it: a HELLO must never cost a signed answer each, or one
+// invited peer could make the agent sign as fast as it sends.
+TEST(AgentTest, RepeatedHellosOfOnePeerBootAreAnsweredOnce) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  target.transport->outbox.clear();
+  auto target_key = crypto::key_from_text(target.id, "id");
+  ASSERT_TRUE(target_key.is_ok());
+  for (uint64_t seq = 1; seq <= 50; ++seq) {
+    protocol::Envelope envelope;
+    envelope.type = protocol::MessageType::kHello;
+    envelope.from = source.identity.public_key();
+    envelope.to = *target_key;
+    envelope.boot = 1000;  // a new boot of the source
+    envelope.seq = seq;
+    envelope.sent_at_ms = to_millis(world.clock().now());
+    envelope.body = protocol::encode_body(protocol::Hello{"source", "org", "tcp://127.0.0.1:1"});
+    target.agent->handle_wire(protocol::seal(envelope, source.identity));
+  }
+  int answers = 0;
+  for (const Wire& w : target.transport->outbox) answers += w.to == source.id;
+  EXPECT_GE(answers, 1) << "the new boot is greeted";
+  EXPECT_LE(answers, 2) << "a HELLO and a CAPACITY for the boot, not one per HELLO";
+}
+
 TEST(AgentTest, DuplicatedDeliveryIsDroppedAsReplay) {
   World world;
   Node& source = world.add("source", 1, 1000);
