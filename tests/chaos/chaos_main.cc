@@ -52,6 +52,11 @@ struct Options {
   bool quiet = false;
 };
 
+// Set by SIGINT/SIGTERM: end the faults early and still heal, drain and
+// judge, so a long run cut short keeps its verdict.
+volatile sig_atomic_t g_stop_requested = 0;
+void request_stop(int) { g_stop_requested = 1; }
+
 constexpr int64_t kInvitationCpuMilli = 6000;
 const model::Resources kNodeCapacity{4000, int64_t{16} << 30, 0};
 
@@ -146,6 +151,11 @@ class ChaosRun {
     Clock::time_point start = Clock::now();
     Clock::time_point next_fault = start + 1s, next_submit = start, next_check = start + 1s;
     auto done = [&] {
+      if (g_stop_requested) {
+        log("asked to stop: ending the faults early");
+        stopped_early_ = true;
+        return true;
+      }
       if (options_.kills > 0) return kills_ >= options_.kills;
       return Clock::now() - start >= duration_;
     };
@@ -381,9 +391,9 @@ class ChaosRun {
   void print_summary() {
     std::printf(
         "shoal-chaos seed %llu: %d agents, %d SIGKILLs, %d SIGSTOPs, %d workloads (%d succeeded), "
-        "%zu runs, %d repeated successes; %s\n",
+        "%zu runs, %d repeated successes%s; %s\n",
         static_cast<unsigned long long>(options_.seed), options_.agents, kills_, stops_, workloads_,
-        succeeded_, runs_, repeated_successes_,
+        succeeded_, runs_, repeated_successes_, stopped_early_ ? " (stopped early when asked)" : "",
         findings_.empty() ? "every invariant held" : "INVARIANTS BROKEN");
     for (const auto& f : findings_) std::printf("  [%s] %s\n", f.invariant.c_str(), f.detail.c_str());
   }
@@ -413,6 +423,7 @@ class ChaosRun {
   std::vector<Finding> findings_;
   int kills_ = 0, stops_ = 0, workloads_ = 0, succeeded_ = 0, repeated_successes_ = 0;
   size_t runs_ = 0;
+  bool stopped_early_ = false;
 };
 
 }  // namespace
@@ -436,5 +447,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  // Send these to shoal-chaos alone (kill -INT PID): a terminal's Ctrl-C
+  // also reaches the agents, which the checker then reports as exits.
+  signal(SIGINT, request_stop);
+  signal(SIGTERM, request_stop);
   return shoal::chaos::ChaosRun(options).run();
 }
