@@ -449,7 +449,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   // Send these to shoal-chaos alone (kill -INT PID): a terminal's Ctrl-C
   // also reaches the agents, which the checker then reports as exits.
-  signal(SIGINT, request_stop);
-  signal(SIGTERM, request_stop);
+  signal(SIGINT, shoal::chaos::request_stop);
+  signal(SIGTERM, shoal::chaos::request_stop);
   return shoal::chaos::ChaosRun(options).run();
 }
