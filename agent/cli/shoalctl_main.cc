@@ -11,17 +11,19 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/cli/control_client.h"
+#include "agent/control/client.h"
+#include "agent/control/data_dir.h"
 #include "agent/cli/place_command.h"
 #include "agent/cli/read_file.h"
 #include "agent/cli/schedule_command.h"
 #include "agent/cli/table.h"
-#include "agent/runtime/config.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
 
 namespace shoal::cli {
 namespace {
+
+using control::call_agent;
 
 using nlohmann::json;
 
@@ -62,10 +64,10 @@ struct Options {
 
 int cmd_identity(const Options& o) {
   // Offline: the card is built from the data dir, so it works before `shoald run`.
-  auto file = runtime::load_agent_file(o.data_dir);
+  auto file = control::read_agent_name(o.data_dir);
   if (!file.is_ok()) return fail(file.status());
   if (Status s = crypto::initialize(); !s.is_ok()) return fail(s);
-  auto identity = crypto::Identity::load(runtime::identity_path(o.data_dir));
+  auto identity = crypto::Identity::load(control::identity_path(o.data_dir));
   if (!identity.is_ok()) return fail(identity.status());
   std::cout << crypto::IdCard{file->cluster, file->org, identity->public_key(), file->listen}
                    .to_string()

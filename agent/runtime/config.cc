@@ -1,25 +1,13 @@
 #include "agent/runtime/config.h"
 
 #include <fstream>
-#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
-#include "crypto/id_card.h"
 #include "model/workload.h"
 #include "model/yaml_document.h"
 
 namespace shoal::runtime {
-
-std::string config_path(const std::string& d) { return d + "/agent.yaml"; }
-std::string identity_path(const std::string& d) { return d + "/identity.key"; }
-std::string database_path(const std::string& d) { return d + "/state.db"; }
-std::string control_socket_path(const std::string& d) { return d + "/control.sock"; }
-std::string control_endpoint(const std::string& d) { return "ipc://" + control_socket_path(d); }
-
-Status validate_listen(const std::string& listen, const std::string& field) {
-  return crypto::validate_endpoint(listen, field);
-}
 
 namespace {
 
@@ -33,30 +21,13 @@ Status read_duration(const YAML::Node& node, const char* key, Duration* out) {
 }  // namespace
 
 Result<AgentFile> load_agent_file(const std::string& data_dir) {
-  std::ifstream in(config_path(data_dir));
-  if (!in) {
-    return not_found("agent config " + config_path(data_dir) +
-                     ": not found; run `shoald init --data " + data_dir + " ...` first");
-  }
-  std::stringstream text;
-  text << in.rdbuf();
   AgentFile file;
-  SHOAL_ASSIGN_OR_RETURN(YAML::Node node, model::load_yaml(text.str(), "agent.yaml"));
+  SHOAL_ASSIGN_OR_RETURN(YAML::Node node, control::load_agent_yaml(data_dir));
   try {
-    if (!node.IsMap()) return invalid_argument("agent.yaml: expected a mapping");
-    auto required = [&](const char* key, std::string* out) -> Status {
-      if (!node[key] || !node[key].IsScalar() || node[key].Scalar().empty()) {
-        return invalid_argument(std::string("agent.yaml ") + key + ": expected a value");
-      }
-      *out = node[key].Scalar();
-      return Status::ok();
-    };
-    SHOAL_RETURN_IF_ERROR(required("cluster", &file.cluster));
-    SHOAL_RETURN_IF_ERROR(required("org", &file.org));
-    SHOAL_RETURN_IF_ERROR(validate_name(file.cluster, "agent.yaml cluster"));
-    SHOAL_RETURN_IF_ERROR(validate_name(file.org, "agent.yaml org"));
-    SHOAL_RETURN_IF_ERROR(required("listen", &file.listen));
-    SHOAL_RETURN_IF_ERROR(validate_listen(file.listen, "agent.yaml listen"));
+    SHOAL_ASSIGN_OR_RETURN(control::AgentName agent_name, control::agent_name_of(node));
+    file.cluster = agent_name.cluster;
+    file.org = agent_name.org;
+    file.listen = agent_name.listen;
     if (node["clusterConfig"]) file.cluster_config = node["clusterConfig"].as<std::string>();
     if (node["logFormat"]) {
       file.log_format = node["logFormat"].as<std::string>();

@@ -4,10 +4,19 @@
 #include <optional>
 #include <string>
 
+#include "agent/control/data_dir.h"
 #include "agent/core/agent.h"
 #include "common/status.h"
 
 namespace shoal::runtime {
+
+// The data directory's layout is part of the control contract (agent/control).
+using control::config_path;
+using control::control_endpoint;
+using control::control_socket_path;
+using control::database_path;
+using control::identity_path;
+using control::validate_listen;
 
 struct AgentFile {
   std::string cluster;
@@ -23,16 +32,7 @@ struct AgentFile {
   core::AgentConfig timing;    // durations; cluster/org/endpoint are filled from above
 };
 
-std::string config_path(const std::string& data_dir);
-std::string identity_path(const std::string& data_dir);
-std::string database_path(const std::string& data_dir);
-std::string control_endpoint(const std::string& data_dir);
-std::string control_socket_path(const std::string& data_dir);
-
 Result<AgentFile> load_agent_file(const std::string& data_dir);
 Status write_agent_file(const std::string& data_dir, const AgentFile& file);
-
-// Checks a listen endpoint is tcp://HOST:PORT with a port in 1..65535.
-Status validate_listen(const std::string& listen, const std::string& field);
 
 }  // namespace shoal::runtime

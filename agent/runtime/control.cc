@@ -1,7 +1,6 @@
 #include "agent/runtime/control.h"
 
 #include <map>
-#include <set>
 
 #include "common/text.h"
 #include "model/manifest.h"
@@ -346,15 +345,6 @@ json workload_to_json(const store::WorkloadRecord& record) {
             {"finishedAt", optional_time(record.finished_at_ms)},
             {"exitCode", record.exit_code},
             {"restarts", record.restarts}}}};
-}
-
-bool is_read_only_command(const json& request) {
-  static const std::set<std::string> kReads = {"identity",        "invite-list",       "describe-peer",
-                                               "peers",           "get-workloads",     "get-reservations",
-                                               "describe-workload", "status"};
-  if (!request.is_object()) return false;
-  auto command = request.find("command");
-  return command != request.end() && command->is_string() && kReads.count(command->get<std::string>()) > 0;
 }
 
 json handle_control(const ControlContext& context, const json& request) {

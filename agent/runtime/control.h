@@ -17,9 +17,6 @@ struct ControlContext {
   std::string storage_fault;        // why the state database cannot be written; "" when it can
 };
 
-// Whether `request` only reads: what a read-only agent (its state database
-// cannot be written) still answers.
-bool is_read_only_command(const nlohmann::json& request);
 
 // Never throws. A response is {"ok": true, ...} or
 // {"ok": false, "code": "<ErrorCode name>", "error": "<one line>"}.

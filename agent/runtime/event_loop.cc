@@ -21,6 +21,7 @@
 #include <zmq_addon.hpp>
 
 #include "agent/cluster/sim_cluster.h"
+#include "agent/control/commands.h"
 #include "agent/core/agent.h"
 #include "agent/runtime/config.h"
 #include "agent/runtime/connection_guard.h"
@@ -369,7 +370,7 @@ class Loop {
 
   std::string answer_read_only(const std::string& text) {
     auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (request.is_discarded() || is_read_only_command(request)) return answer_control(text);
+    if (request.is_discarded() || control::is_read_only_command(request)) return answer_control(text);
     return nlohmann::json{{"ok", false},
                           {"code", error_code_name(ErrorCode::kStorage)},
                           {"error", "the agent cannot write its state database (" + storage_fault_->message() +

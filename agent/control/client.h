@@ -9,11 +9,11 @@
 
 #include "common/status.h"
 
-namespace shoal::cli {
+namespace shoal::control {
 
 // Sends `request` to the agent whose data dir is `data_dir`. An {"ok": false}
 // reply becomes a Status with the agent's code and message.
 Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::json& request,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(15));
 
-}  // namespace shoal::cli
+}  // namespace shoal::control

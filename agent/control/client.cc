@@ -1,13 +1,13 @@
-#include "agent/cli/control_client.h"
+#include "agent/control/client.h"
 
 #include <filesystem>
 
 #include <zmq.hpp>
 
-#include "agent/runtime/config.h"
+#include "agent/control/data_dir.h"
 #include "common/text.h"
 
-namespace shoal::cli {
+namespace shoal::control {
 namespace {
 
 ErrorCode code_from_name(const std::string& name) {
@@ -22,7 +22,7 @@ ErrorCode code_from_name(const std::string& name) {
 
 Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::json& request,
                                   std::chrono::milliseconds timeout) {
-  std::string socket_path = runtime::control_socket_path(data_dir);
+  std::string socket_path = control_socket_path(data_dir);
   if (!std::filesystem::exists(socket_path)) {
     return Status(ErrorCode::kUnavailable,
                   "no agent is running on " + data_dir + " (no control socket at " + socket_path +
@@ -39,7 +39,7 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
     zmq::context_t context(1);
     zmq::socket_t socket(context, zmq::socket_type::req);
     socket.set(zmq::sockopt::linger, 0);
-    socket.connect(runtime::control_endpoint(data_dir));
+    socket.connect(control_endpoint(data_dir));
     std::string body = request.dump();
     socket.send(zmq::buffer(body), zmq::send_flags::none);
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
@@ -63,4 +63,4 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
   }
 }
 
-}  // namespace shoal::cli
+}  // namespace shoal::control

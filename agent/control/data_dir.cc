@@ -1,0 +1,62 @@
+#include "agent/control/data_dir.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/text.h"
+#include "crypto/id_card.h"
+#include "model/yaml_document.h"
+
+namespace shoal::control {
+
+std::string config_path(const std::string& d) { return d + "/agent.yaml"; }
+std::string identity_path(const std::string& d) { return d + "/identity.key"; }
+std::string database_path(const std::string& d) { return d + "/state.db"; }
+std::string control_socket_path(const std::string& d) { return d + "/control.sock"; }
+std::string control_endpoint(const std::string& d) { return "ipc://" + control_socket_path(d); }
+
+Status validate_listen(const std::string& listen, const std::string& field) {
+  return crypto::validate_endpoint(listen, field);
+}
+
+Result<YAML::Node> load_agent_yaml(const std::string& data_dir) {
+  std::ifstream in(config_path(data_dir));
+  if (!in) {
+    return not_found("agent config " + config_path(data_dir) +
+                     ": not found; run `shoald init --data " + data_dir + " ...` first");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  SHOAL_ASSIGN_OR_RETURN(YAML::Node node, model::load_yaml(text.str(), "agent.yaml"));
+  if (!node.IsMap()) return invalid_argument("agent.yaml: expected a mapping");
+  return node;
+}
+
+Result<AgentName> agent_name_of(const YAML::Node& node) {
+  auto required = [&](const char* key, std::string* out) -> Status {
+    if (!node[key] || !node[key].IsScalar() || node[key].Scalar().empty()) {
+      return invalid_argument(std::string("agent.yaml ") + key + ": expected a value");
+    }
+    *out = node[key].Scalar();
+    return Status::ok();
+  };
+  AgentName name;
+  SHOAL_RETURN_IF_ERROR(required("cluster", &name.cluster));
+  SHOAL_RETURN_IF_ERROR(required("org", &name.org));
+  SHOAL_RETURN_IF_ERROR(validate_name(name.cluster, "agent.yaml cluster"));
+  SHOAL_RETURN_IF_ERROR(validate_name(name.org, "agent.yaml org"));
+  SHOAL_RETURN_IF_ERROR(required("listen", &name.listen));
+  SHOAL_RETURN_IF_ERROR(validate_listen(name.listen, "agent.yaml listen"));
+  return name;
+}
+
+Result<AgentName> read_agent_name(const std::string& data_dir) {
+  SHOAL_ASSIGN_OR_RETURN(YAML::Node node, load_agent_yaml(data_dir));
+  try {
+    return agent_name_of(node);
+  } catch (const YAML::Exception& e) {
+    return invalid_argument("agent.yaml: " + e.msg);
+  }
+}
+
+}  // namespace shoal::control

@@ -1,0 +1,37 @@
+// The control contract's half that lives on disk: where an agent's files
+// are in its data directory, and who agent.yaml says the agent is. shoald
+// (agent/runtime) and shoalctl (agent/cli) both depend on this, so neither
+// has to know the other.
+#pragma once
+
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/status.h"
+
+namespace shoal::control {
+
+std::string config_path(const std::string& data_dir);          // agent.yaml
+std::string identity_path(const std::string& data_dir);        // identity.key (0600)
+std::string database_path(const std::string& data_dir);        // state.db
+std::string control_socket_path(const std::string& data_dir);  // control.sock (0600)
+std::string control_endpoint(const std::string& data_dir);     // ipc://<control.sock>
+
+// Who the agent is, as agent.yaml says: all an id card needs besides the key.
+struct AgentName {
+  std::string cluster;
+  std::string org;
+  std::string listen;  // tcp://HOST:PORT; also the endpoint peers dial
+};
+
+// agent.yaml as YAML; NotFound (saying how to init) when there is none.
+Result<YAML::Node> load_agent_yaml(const std::string& data_dir);
+// The required cluster, org and listen keys, each checked, errors naming the key.
+Result<AgentName> agent_name_of(const YAML::Node& agent_yaml);
+Result<AgentName> read_agent_name(const std::string& data_dir);
+
+// Checks a listen endpoint is tcp://HOST:PORT with a port in 1..65535.
+Status validate_listen(const std::string& listen, const std::string& field);
+
+}  // namespace shoal::control
