@@ -55,6 +55,9 @@ class ArrayReader {
   const Status& status() const { return status_; }
   bool ok() const { return status_.is_ok(); }
   size_t size() const { return items_.size(); }
+  // Whether another element follows: for fields appended after a message's
+  // first version, which older senders leave out.
+  bool has_more() const { return ok() && index_ < items_.size(); }
 
   const msgpack::object* next(std::string_view field) {
     if (!ok()) return nullptr;

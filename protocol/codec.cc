@@ -112,10 +112,11 @@ struct Encoder {
     p.pack(m.score);
   }
   void operator()(const Reject& m) {
-    p.pack_array(3);
+    p.pack_array(4);
     p.pack(m.uid);
     p.pack(m.epoch);
     p.pack(m.reason);
+    p.pack(static_cast<uint8_t>(m.code));
   }
   template <typename UidEpoch>
   void uid_epoch(const UidEpoch& m) {
@@ -134,7 +135,7 @@ struct Encoder {
     p.pack(m.nodes);
   }
   void operator()(const WorkloadStatus& m) {
-    p.pack_array(9);
+    p.pack_array(10);
     p.pack(m.uid);
     p.pack(m.epoch);
     p.pack(m.generation);
@@ -144,6 +145,7 @@ struct Encoder {
     p.pack(m.finished_at_ms);
     p.pack(m.exit_code);
     p.pack(m.message);
+    p.pack(static_cast<uint8_t>(m.condition));
   }
   void operator()(const StatusAck& m) {
     p.pack_array(3);
@@ -249,6 +251,12 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.uid = r.string("uid");
       m.epoch = r.integer<uint64_t>("epoch");
       m.reason = r.string("reason");
+      if (r.has_more()) {
+        uint8_t code = r.integer<uint8_t>("code");
+        m.code = code < std::size(kRejectCodeNames) ? static_cast<RejectCode>(code) : RejectCode::kOther;
+      } else {
+        m.code = legacy_reject_code(m.reason);
+      }
       return finish(r, std::move(m));
     }
     case MessageType::kApprove: {
@@ -286,6 +294,13 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.finished_at_ms = r.integer<int64_t>("finishedAt");
       m.exit_code = r.integer<int32_t>("exitCode");
       m.message = r.string("message");
+      if (r.has_more()) {
+        uint8_t condition = r.integer<uint8_t>("condition");
+        m.condition = condition < std::size(kCopyConditionNames) ? static_cast<CopyCondition>(condition)
+                                                                 : CopyCondition::kOther;
+      } else {
+        m.condition = legacy_copy_condition(m.message);
+      }
       return finish(r, std::move(m));
     }
     case MessageType::kStatusAck: {
@@ -357,6 +372,31 @@ Result<Body> decode_body(MessageType type, std::span<const uint8_t> bytes) {
   ArrayReader reader(handle.get(), what);
   // Later versions may append fields; extra trailing fields are ignored.
   return decode(type, reader);
+}
+
+RejectCode legacy_reject_code(std::string_view reason) {
+  std::string_view code = reason.substr(0, reason.find(':'));
+  if (code == "NoCapacity") return RejectCode::kNoCapacity;
+  if (code == "NotInvited") return RejectCode::kNotInvited;
+  if (code == "Expired" || code == "Revoked" || code == "NotYetValid") return RejectCode::kInvitationNotValid;
+  if (code == "QuotaExceeded") return RejectCode::kQuotaExceeded;
+  if (code == "NoSuchQueue" || code == "NoNodeFits" || code == "GangDoesNotFit") return RejectCode::kNeverFits;
+  if (code == "StaleEpoch") return RejectCode::kStaleEpoch;
+  if (code == "AlreadyBound") return RejectCode::kAlreadyBound;
+  if (code == "ReservationExpired") return RejectCode::kReservationExpired;
+  if (code == "StartFailed") return RejectCode::kStartFailed;
+  if (code == "DeletedAtTarget") return RejectCode::kDeletedAtTarget;
+  return RejectCode::kOther;
+}
+
+CopyCondition legacy_copy_condition(std::string_view message) {
+  std::string_view code = message.substr(0, message.find(':'));
+  if (code == "LeaseExpired") return CopyCondition::kLeaseExpired;
+  if (code == "DeletedAtTarget") return CopyCondition::kDeletedAtTarget;
+  if (code == "Revoked") return CopyCondition::kRevoked;
+  if (code == "lost on restart") return CopyCondition::kLostOnRestart;
+  if (code == "Released") return CopyCondition::kReleased;
+  return CopyCondition::kNone;
 }
 
 }  // namespace shoal::protocol

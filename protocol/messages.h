@@ -88,11 +88,54 @@ struct Ready {
   double score = 0;  // the target's fit, 0..100
 };
 
+// Why a target refused a CANDIDATE: what the source decides by (REJECT
+// field 4). Values are wire numbers: never renumber, only append. A code
+// this build does not know reads as kOther.
+enum class RejectCode : uint8_t {
+  kOther = 0,            // none of these, or from a newer sender
+  kNoCapacity,           // queued here: a READY may follow for this epoch
+  kNotInvited,           // no invitation covers the namespace
+  kInvitationNotValid,   // expired, revoked or not yet valid
+  kQuotaExceeded,        // over the invitation's limits
+  kNeverFits,            // would not fit even the idle cluster (queue, nodes, gang)
+  kStaleEpoch,           // an older epoch than the target holds
+  kAlreadyBound,         // the target runs a copy of an earlier epoch
+  kReservationExpired,   // APPROVE came after the reservation's TTL
+  kStartFailed,          // the cluster could not start the bound copy
+  kDeletedAtTarget,      // the target's operator removed it
+  kHoldsAnotherCopy,     // (source side) the target runs a sibling copy
+};
+inline constexpr std::string_view kRejectCodeNames[] = {
+    "Other",      "NoCapacity", "NotInvited",   "InvitationNotValid", "QuotaExceeded",   "NeverFits",
+    "StaleEpoch", "AlreadyBound", "ReservationExpired", "StartFailed", "DeletedAtTarget", "HoldsAnotherCopy"};
+inline std::string_view reject_code_name(RejectCode code) { return kRejectCodeNames[static_cast<size_t>(code)]; }
+
 struct Reject {
   std::string uid;
   uint64_t epoch = 0;
-  std::string reason;  // a code such as NoCapacity, NotInvited, ReservationExpired
+  std::string reason;  // for people: e.g. "NoCapacity:NoNodeFits", "QuotaExceeded:cpu"
+  RejectCode code = RejectCode::kOther;
 };
+
+// Why a copy ended the way it did at its target, beyond its exit code
+// (STATUS field 10). Values are wire numbers: never renumber, only append.
+enum class CopyCondition : uint8_t {
+  kNone = 0,         // running, or ran to its own end (the exit code says how)
+  kLeaseExpired,     // fenced: its source's lease ran out before the work did
+  kDeletedAtTarget,  // the target's operator removed it
+  kRevoked,          // evicted with the invitation it ran under
+  kLostOnRestart,    // the target could not restore it after a restart
+  kReleased,         // the target let it go for its source (a newer epoch, a delete)
+  kOther,            // from a newer sender
+};
+inline constexpr std::string_view kCopyConditionNames[] = {"None",          "LeaseExpired", "DeletedAtTarget", "Revoked",
+                                                           "LostOnRestart", "Released",     "Other"};
+
+// What a sender that predates the code fields meant, from its text (the
+// only place a reason's text is read): protocol version 1 without field 4
+// of REJECT or field 10 of STATUS.
+RejectCode legacy_reject_code(std::string_view reason);
+CopyCondition legacy_copy_condition(std::string_view message);
 
 struct Approve {
   std::string uid;
@@ -124,7 +167,8 @@ struct WorkloadStatus {
   int64_t started_at_ms = 0;   // 0: not started
   int64_t finished_at_ms = 0;  // 0: not finished
   int32_t exit_code = 0;
-  std::string message;
+  std::string message;  // for people
+  CopyCondition condition = CopyCondition::kNone;
 };
 
 struct StatusAck {

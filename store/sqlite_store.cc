@@ -70,6 +70,18 @@ const char* const kMigrations[] = {
       message TEXT NOT NULL, PRIMARY KEY (source, uid, started_at));
     CREATE INDEX runs_by_finish ON runs (finished_at);
     )sql",
+    // 4 -> 5: a copy's end condition as a code (protocol::CopyCondition), so
+    // no decision reads the message text; rows from before take theirs from it.
+    R"sql(
+    ALTER TABLE reservations ADD COLUMN condition INTEGER NOT NULL DEFAULT 0;
+    UPDATE reservations SET condition = CASE
+      WHEN message LIKE 'LeaseExpired%' THEN 1
+      WHEN message LIKE 'DeletedAtTarget%' THEN 2
+      WHEN message LIKE 'Revoked%' THEN 3
+      WHEN message LIKE 'lost on restart%' THEN 4
+      WHEN message LIKE 'Released%' THEN 5
+      ELSE 0 END;
+    )sql",
 };
 
 // Stored JSON never throws on the way in: bytes that are not UTF-8 (which
@@ -361,8 +373,8 @@ Status SqliteStore::put_reservation(const ReservationRecord& r) {
       Statement s,
       db_->prepare("INSERT OR REPLACE INTO reservations (source, uid, epoch, spec, phase, nodes, "
                    "expires_at, generation, acked_generation, started_at, finished_at, "
-                   "exit_code, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                   "?12, ?13)"));
+                   "exit_code, message, condition) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                   "?11, ?12, ?13, ?14)"));
   SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
       .bind(2, r.uid)
       .bind(3, static_cast<int64_t>(r.epoch))
@@ -376,6 +388,7 @@ Status SqliteStore::put_reservation(const ReservationRecord& r) {
       .bind(11, r.finished_at_ms)
       .bind(12, int64_t{r.exit_code})
       .bind(13, r.message)
+      .bind(14, int64_t{r.condition})
       .run());
   if (r.phase == ReservationPhase::kReserved) return Status::ok();
   return put_run(r);
@@ -451,7 +464,7 @@ Result<std::vector<ReservationRecord>> SqliteStore::load_reservations() {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
       db_->prepare("SELECT source, uid, epoch, spec, phase, nodes, expires_at, generation, "
-                   "acked_generation, started_at, finished_at, exit_code, message FROM "
+                   "acked_generation, started_at, finished_at, exit_code, message, condition FROM "
                    "reservations ORDER BY rowid"));
   std::vector<ReservationRecord> out;
   while (true) {
@@ -477,6 +490,7 @@ Result<std::vector<ReservationRecord>> SqliteStore::load_reservations() {
     r.finished_at_ms = s.column_int(10);
     r.exit_code = static_cast<int32_t>(s.column_int(11));
     r.message = s.column_text(12);
+    r.condition = static_cast<uint8_t>(s.column_int(13));
     out.push_back(std::move(r));
   }
   return out;

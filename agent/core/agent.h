@@ -225,7 +225,8 @@ class Agent {
   enum class CandidateState { kSent, kReady, kRejected };
   struct CandidateProgress {
     CandidateState state = CandidateState::kSent;
-    std::string reason;
+    protocol::RejectCode code = protocol::RejectCode::kOther;  // when kRejected
+    std::string reason;                                        // for people
     TimePoint last_sent{};
     double score = 0;  // from READY
   };
@@ -290,9 +291,16 @@ class Agent {
   static InvitationState invitation_state(const OwnedInvitation& owned, TimePoint now);
   InvitationUsage usage_of_source(const std::string& source) const;
   InvitationUsage usage_at_target(const std::string& target) const;
-  // "" when `spec` fits the limits of `from`'s invitation on top of what it
-  // holds here; else QuotaExceeded:<resource>.
-  std::string limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const;
+  // Why a target refuses a candidate: the code the source decides by, and
+  // the text people read. None (false) when it does not.
+  struct Refusal {
+    protocol::RejectCode code = protocol::RejectCode::kOther;
+    std::string reason;
+    explicit operator bool() const { return !reason.empty(); }
+  };
+  // None when `spec` fits the limits of `from`'s invitation on top of what
+  // it holds here; else QuotaExceeded:<resource>.
+  Refusal limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const;
   // Keeps the first failed store write in store_health_ (see store_health()).
   void note_store(const Status& status);
   void persist_peer(const std::string& id);
@@ -320,8 +328,10 @@ class Agent {
   std::optional<TimePoint> lease_end_of(const std::string& source_id) const;
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
-  // Stops a bound or running copy here and reports it Failed with `why`.
-  void fail_copy(TargetReservation& reservation, const std::string& why, TimePoint at);
+  // Stops a bound or running copy here and reports it Failed with
+  // `condition` (what its source decides by) and `why` (for people).
+  void fail_copy(TargetReservation& reservation, protocol::CopyCondition condition, const std::string& why,
+                 TimePoint at);
   // Forgets a queued candidate and releases what `key` holds at `epoch` or
   // older; bound or running work only with `stop_bound`. False when it left
   // such work alone.
@@ -330,15 +340,14 @@ class Agent {
   // queued candidates go; with `evict` its running work is stopped and
   // reported Failed with reason Revoked.
   void withdraw_from_source(const std::string& source, const std::string& why, bool evict);
-  void reject_candidate(const std::string& from, const protocol::Candidate& message,
-                        const std::string& reason);
+  void reject_candidate(const std::string& from, const protocol::Candidate& message, const Refusal& refusal);
   void restore_reservations(std::vector<store::ReservationRecord> records);
   void apply_cluster_events();
   void expire_reservations();
   void retry_status_reports();
   void advertise_capacity(bool force);
   std::vector<protocol::NamespaceCapacity> capacity_for(const std::string& peer_id) const;
-  std::string reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
+  Refusal reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
   void send_status(TargetReservation& reservation);
   // Runs the local scheduler over every queued candidate; READY to each one
   // it admits. Returns the reasons of those still waiting, by key.
@@ -371,8 +380,9 @@ class Agent {
   // Mirrors the winner's STATUS into the workload (event and restart policy
   // on a change of phase).
   void take_copy_status(SourceWorkload& workload, const protocol::WorkloadStatus& message);
-  // The copy failed: restartPolicy decides whether it is placed again.
-  void on_copy_failed(SourceWorkload& workload);
+  // The copy failed: restartPolicy decides whether it is placed again,
+  // unless `condition` says it never finished its work (fenced off).
+  void on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition);
   void send_digests();
   // How long `peer_id` has been silent while we listened (see notice_pause).
   Duration silent_for(const std::string& peer_id) const;

@@ -42,17 +42,11 @@ std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
   return std::nullopt;
 }
 
-bool is_room_only(const std::string& filter_reason) {
-  return filter_reason == "ReplicaDoesNotFitLargestFreeNode" ||
-         filter_reason == "ReplicasDoNotFitFreeCapacity";
-}
-
 }  // namespace
 
 bool Agent::may_hold_something(const CandidateProgress& progress) {
-  // A REJECT reading "NoCapacity:..." means the target queued the candidate.
-  return progress.state != CandidateState::kRejected ||
-         progress.reason.rfind("NoCapacity:", 0) == 0;
+  // A NoCapacity REJECT means the target queued the candidate.
+  return progress.state != CandidateState::kRejected || progress.code == protocol::RejectCode::kNoCapacity;
 }
 
 Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
@@ -198,7 +192,7 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec,
   // room frees, instead of whoever retries first getting it.
   bool queue_at_full_targets = out.ranked.empty();
   for (const auto& filtered : outcome.filtered) {
-    if (queue_at_full_targets && is_room_only(filtered.reason)) {
+    if (queue_at_full_targets && filtered.lacks_only_room) {
       out.ranked.emplace_back(peer_by_name.at(filtered.cluster), filtered.cluster);
     } else {
       out.reason += " " + filtered.cluster + "=" + filtered.reason;
@@ -263,7 +257,7 @@ void Agent::start_round(SourceWorkload& workload) {
   std::string names;
   for (const auto& [peer_id, name] : targets.ranked) {
     names += (names.empty() ? "" : ", ") + name;
-    workload.candidates[peer_id] = {CandidateState::kSent, "", now};
+    workload.candidates[peer_id] = {CandidateState::kSent, protocol::RejectCode::kOther, "", now};
   }
   record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
                                (workload.untried.empty()
@@ -283,7 +277,7 @@ void Agent::ask_next_batch(SourceWorkload& workload) {
   for (size_t i = 0; i < count; ++i) {
     const auto& [peer_id, name] = workload.untried[i];
     names += (names.empty() ? "" : ", ") + name;
-    workload.candidates[peer_id] = {CandidateState::kSent, "", now};
+    workload.candidates[peer_id] = {CandidateState::kSent, protocol::RejectCode::kOther, "", now};
     send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
   workload.untried.erase(workload.untried.begin(), workload.untried.begin() + static_cast<std::ptrdiff_t>(count));
@@ -378,7 +372,7 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
   if (sibling_winners(record).count(from)) {
     // Another copy of this workload won there first: one copy per cluster.
     cancel_at(*workload, from, message.epoch);
-    on_reject(from, protocol::Reject{record.uid, message.epoch, "HoldsAnotherCopy"});
+    on_reject(from, protocol::Reject{record.uid, message.epoch, "HoldsAnotherCopy", protocol::RejectCode::kHoldsAnotherCopy});
     return;
   }
   CandidateProgress& progress = workload->candidates[from];
@@ -472,12 +466,12 @@ void Agent::requeue_lost(SourceWorkload& workload, const std::string& why) {
   }
 }
 
-void Agent::on_copy_failed(SourceWorkload& workload) {
+void Agent::on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition) {
   store::WorkloadRecord& record = workload.record;
   // A fenced copy never finished its work: it is placed again whatever the
   // policy. Everything else (an exit code, an operator's delete, an
   // eviction) follows restartPolicy.
-  bool fenced = record.reason.rfind("LeaseExpired", 0) == 0;
+  bool fenced = condition == protocol::CopyCondition::kLeaseExpired;
   if (record.deleting || (!fenced && record.spec.restart_policy != model::RestartPolicy::kOnFailure)) {
     return;
   }
@@ -516,12 +510,13 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
   if (progress == workload->candidates.end() || progress->second.state == CandidateState::kRejected) {
     return;
   }
-  if (message.reason == "AlreadyBound" && record.winner.empty() && may_place_at(record, from)) {
+  if (message.code == protocol::RejectCode::kAlreadyBound && record.winner.empty() && may_place_at(record, from)) {
     // The target still runs a copy of an earlier epoch that nothing replaced.
     adopt(*workload, from, 0);
     return;
   }
   progress->second.state = CandidateState::kRejected;
+  progress->second.code = message.code;
   progress->second.reason = message.reason;
   record_event(record.uid, cluster + " rejected: " + message.reason);
   if (record.winner.empty() && record.spec.placement.ready_window.count() > 0 &&
@@ -554,7 +549,7 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
     // Lost a race to a sibling copy: the next round leaves the sibling's
     // cluster out, so it can start now instead of after the backoff.
     bool lost_to_sibling = std::any_of(workload->candidates.begin(), workload->candidates.end(),
-                                       [](const auto& entry) { return entry.second.reason == "HoldsAnotherCopy"; });
+                                       [](const auto& entry) { return entry.second.code == protocol::RejectCode::kHoldsAnotherCopy; });
     if (lost_to_sibling) workload->next_round_at = clock_.now();
   }
 }
@@ -622,7 +617,7 @@ void Agent::take_copy_status(SourceWorkload& workload, const protocol::WorkloadS
   if (old_phase == record.phase) return;
   record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " + record.cluster +
                                (message.message.empty() ? "" : ": " + message.message));
-  if (record.phase == model::Phase::kFailed) on_copy_failed(workload);
+  if (record.phase == model::Phase::kFailed) on_copy_failed(workload, message.condition);
 }
 
 void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& message) {
@@ -1035,7 +1030,7 @@ void Agent::update_group(const std::string& group_uid) {
   bool all_finished = true;
   for (const auto& copy : copies) {
     if (!copy.cluster.empty()) clusters += (clusters.empty() ? "" : ",") + copy.cluster;
-    if (!copy.reason.empty() && copy.reason != "Deleting") {
+    if (!copy.reason.empty() && !copy.deleting) {
       reasons += "; copy " + std::to_string(copy.copy_index) + ": " + copy.reason;
     }
     nodes.insert(nodes.end(), copy.nodes.begin(), copy.nodes.end());

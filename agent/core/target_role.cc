@@ -27,45 +27,48 @@ model::Phase to_phase(store::ReservationPhase phase) {
 
 }  // namespace
 
-std::string Agent::reject_reason_for(const std::string& from,
-                                     const model::WorkloadSpec& spec) const {
-  if (from == self_id_) return "";
+Agent::Refusal Agent::reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const {
+  if (from == self_id_) return {};
   // The most telling reason among the invitations that name this namespace.
-  std::string best = "NotInvited";
+  Refusal best{protocol::RejectCode::kNotInvited, "NotInvited"};
   TimePoint now = clock_.now();
   for (const auto& [id, owned] : issued_) {
     if (owned.record.peer_id != from || !owned.invitation.covers(spec.namespace_name)) continue;
     InvitationState state = invitation_state(owned, now);
     if (state == InvitationState::kActive) return limit_refusal(from, spec);
     if (state == InvitationState::kReplaced) continue;  // its successor decides
-    if (best == "NotInvited" || state == InvitationState::kRevoked) best = invitation_state_name(state);
+    if (best.code == protocol::RejectCode::kNotInvited || state == InvitationState::kRevoked) {
+      best = {protocol::RejectCode::kInvitationNotValid, invitation_state_name(state)};
+    }
   }
   return best;
 }
 
-std::string Agent::limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const {
-  if (from == self_id_) return "";
+Agent::Refusal Agent::limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const {
+  if (from == self_id_) return {};
   const crypto::InvitationLimits* limits = nullptr;
   for (const auto* invitation : valid_issued(from)) limits = &invitation->limits;
-  if (!limits) return "NotInvited";
+  if (!limits) return {protocol::RejectCode::kNotInvited, "NotInvited"};
   InvitationUsage usage = usage_of_source(from);
   model::Resources after = usage.resources + spec.total();
-  if (limits->cpu_milli && after.cpu_milli > *limits->cpu_milli) return "QuotaExceeded:cpu";
-  if (limits->memory_bytes && after.memory_bytes > *limits->memory_bytes) return "QuotaExceeded:memory";
-  if (limits->gpu && after.gpu > *limits->gpu) return "QuotaExceeded:gpu";
-  if (limits->workloads && usage.workloads + 1 > *limits->workloads) return "QuotaExceeded:workloads";
-  return "";
+  auto over = [](const char* resource) {
+    return Refusal{protocol::RejectCode::kQuotaExceeded, std::string("QuotaExceeded:") + resource};
+  };
+  if (limits->cpu_milli && after.cpu_milli > *limits->cpu_milli) return over("cpu");
+  if (limits->memory_bytes && after.memory_bytes > *limits->memory_bytes) return over("memory");
+  if (limits->gpu && after.gpu > *limits->gpu) return over("gpu");
+  if (limits->workloads && usage.workloads + 1 > *limits->workloads) return over("workloads");
+  return {};
 }
 
-void Agent::reject_candidate(const std::string& from, const protocol::Candidate& message,
-                             const std::string& reason) {
-  std::string code = reason.substr(0, reason.find(':'));
-  if (code == "QuotaExceeded" || code == "NoCapacity" || code == "NoSuchQueue") code = reason;
-  ++stats_.rejected[code];
+void Agent::reject_candidate(const std::string& from, const protocol::Candidate& message, const Refusal& refusal) {
+  // Counted per reason text for `shoalctl status`: the text names the
+  // resource or queue, which is what an operator needs to see.
+  ++stats_.rejected[refusal.reason];
   if (from != self_id_) {
-    record_event("peer/" + from, "rejected candidate " + message.spec.key() + ": " + reason);
+    record_event("peer/" + from, "rejected candidate " + message.spec.key() + ": " + refusal.reason);
   }
-  send(from, protocol::Reject{message.uid, message.epoch, reason});
+  send(from, protocol::Reject{message.uid, message.epoch, refusal.reason, refusal.code});
 }
 
 void Agent::withdraw_from_source(const std::string& source, const std::string& why, bool evict) {
@@ -78,17 +81,19 @@ void Agent::withdraw_from_source(const std::string& source, const std::string& w
       unapproved.push_back(key);
     } else if (evict && store::holds_resources(record.phase)) {
       record_event(record.uid, "evicted at " + config_.cluster + ": " + why);
-      fail_copy(reservation, "Revoked", clock_.now());
+      fail_copy(reservation, protocol::CopyCondition::kRevoked, "Revoked", clock_.now());
     }
   }
   for (const auto& key : unapproved) release_reservation(key, why);
 }
 
-void Agent::fail_copy(TargetReservation& reservation, const std::string& why, TimePoint at) {
+void Agent::fail_copy(TargetReservation& reservation, protocol::CopyCondition condition, const std::string& why,
+                      TimePoint at) {
   store::ReservationRecord& record = reservation.record;
   cluster_.release(cluster_key(record.source, record.uid));
   record.phase = store::ReservationPhase::kFailed;
   record.message = why;
+  record.condition = static_cast<uint8_t>(condition);
   record.exit_code = -1;
   record.finished_at_ms = to_millis(at);
   record.generation += 1;
@@ -103,7 +108,7 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   if (it != reservations_.end()) {
     store::ReservationRecord& existing = it->second.record;
     if (message.epoch < existing.epoch) {
-      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch"});
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch", protocol::RejectCode::kStaleEpoch});
       return;
     }
     if (message.epoch == existing.epoch) {
@@ -114,24 +119,23 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
     if (existing.phase == store::ReservationPhase::kBound ||
         existing.phase == store::ReservationPhase::kRunning) {
       // The source re-places a workload we still run; never run it twice.
-      send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound"});
+      send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound", protocol::RejectCode::kAlreadyBound});
       return;
     }
     // An older epoch that was only reserved, or has finished: superseded.
     release_reservation(key, "superseded by epoch " + std::to_string(message.epoch));
   }
 
-  std::string reason = reject_reason_for(from, message.spec);
-  if (!reason.empty()) {
+  if (Refusal refusal = reject_reason_for(from, message.spec); refusal) {
     queued_.erase(key);
-    reject_candidate(from, message, reason);
+    reject_candidate(from, message, refusal);
     return;
   }
   TimePoint now = clock_.now();
   auto queued = queued_.find(key);
   if (queued != queued_.end()) {
     if (message.epoch < queued->second.epoch) {
-      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch"});
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch", protocol::RejectCode::kStaleEpoch});
       return;
     }
     // A retry or a new round of a waiting candidate: it keeps its place in line.
@@ -142,7 +146,7 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
     // What can never fit here is refused for good rather than queued.
     Status fits = cluster_.fits_when_idle(message.spec);
     if (!fits.is_ok()) {
-      reject_candidate(from, message, fits.message());
+      reject_candidate(from, message, {protocol::RejectCode::kNeverFits, fits.message()});
       return;
     }
     queued_[key] = {message.epoch, message.spec, ++arrivals_, now + config_.queue_hold};
@@ -154,7 +158,7 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   if (still != waiting.end()) {
     // "NoCapacity:" tells the source the candidate waits here: a READY for
     // this epoch may follow when room frees (protocol/README.md).
-    reject_candidate(from, message, "NoCapacity:" + still->second);
+    reject_candidate(from, message, {protocol::RejectCode::kNoCapacity, "NoCapacity:" + still->second});
   }
 }
 
@@ -182,8 +186,7 @@ std::map<Agent::ReservationKey, std::string> Agent::serve_queue() {
     // The invitation may have expired while it waited, and several
     // candidates of one source admitted together could overrun its limits:
     // each is checked again against what is already reserved.
-    std::string refusal = reject_reason_for(key.first, entry.spec);
-    if (!refusal.empty()) {
+    if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
       cluster_.release(cluster_key(key.first, key.second));
       reject_candidate(key.first, {key.second, entry.epoch, entry.spec}, refusal);
       continue;
@@ -226,7 +229,8 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   bool adoptable = it != reservations_.end() && from != self_id_ &&
                    it->second.record.phase != store::ReservationPhase::kReserved;
   if (it == reservations_.end() || (it->second.record.epoch < message.epoch && !adoptable)) {
-    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired"});
+    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
+                                     protocol::RejectCode::kReservationExpired});
     return;
   }
   TargetReservation& reservation = it->second;
@@ -261,7 +265,8 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   TimePoint now = clock_.now();
   if (record.expires_at <= now) {
     release_reservation(key, "reservation expired before approval");
-    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired"});
+    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
+                                     protocol::RejectCode::kReservationExpired});
     return;
   }
   renew_lease(from);  // before binding: a lapse stops only what ran before it
@@ -269,7 +274,7 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
                                   record.spec.exit_code);
   if (!started.is_ok()) {
     release_reservation(key, "could not start: " + started.message());
-    send(from, protocol::Reject{message.uid, message.epoch, "StartFailed"});
+    send(from, protocol::Reject{message.uid, message.epoch, "StartFailed", protocol::RejectCode::kStartFailed});
     return;
   }
   record.phase = store::ReservationPhase::kBound;
@@ -384,7 +389,8 @@ void Agent::enforce_leases() {
     // relies on (a target frozen past it stops the copy on waking, dated then).
     record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
                                  cluster_name_of(key.first) + " ended at " + format_time(lease_end));
-    fail_copy(reservation, "LeaseExpired: no renewal from " + cluster_name_of(key.first), lease_end);
+    fail_copy(reservation, protocol::CopyCondition::kLeaseExpired,
+              "LeaseExpired: no renewal from " + cluster_name_of(key.first), lease_end);
   }
 }
 
@@ -434,10 +440,11 @@ Status Agent::stop_hosted(const std::string& namespace_name, const std::string& 
   if (reservation.record.phase == store::ReservationPhase::kReserved) {
     uint64_t epoch = reservation.record.epoch;
     release_reservation(rkey, "deleted by the operator of " + config_.cluster);
-    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget"});
+    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget", protocol::RejectCode::kDeletedAtTarget});
   } else {
     record_event(rkey.second, "deleted at " + config_.cluster + " by its operator");
-    fail_copy(reservation, "DeletedAtTarget: by the operator of " + config_.cluster, clock_.now());
+    fail_copy(reservation, protocol::CopyCondition::kDeletedAtTarget,
+              "DeletedAtTarget: by the operator of " + config_.cluster, clock_.now());
   }
   drain_local();
   return store_health_;
@@ -468,6 +475,7 @@ void Agent::release_reservation(const ReservationKey& key, const std::string& wh
     record.finished_at_ms = to_millis(clock_.now());
     record.exit_code = -1;
     record.message = "Released: " + why;
+    record.condition = static_cast<uint8_t>(protocol::CopyCondition::kReleased);
     persist(record);
   }
   forget_reservation(key);
@@ -486,6 +494,9 @@ void Agent::send_status(TargetReservation& reservation) {
   status.finished_at_ms = record.finished_at_ms;
   status.exit_code = record.exit_code;
   status.message = record.message;
+  status.condition = record.condition < std::size(protocol::kCopyConditionNames)
+                         ? static_cast<protocol::CopyCondition>(record.condition)
+                         : protocol::CopyCondition::kOther;
   reservation.last_status_sent = clock_.now();
   send(record.source, std::move(status));
 }
@@ -577,6 +588,7 @@ void Agent::restore_reservations(std::vector<store::ReservationRecord> records) 
       if (!restored.is_ok()) {
         record.phase = store::ReservationPhase::kFailed;
         record.message = "lost on restart: " + restored.message();
+        record.condition = static_cast<uint8_t>(protocol::CopyCondition::kLostOnRestart);
         record.finished_at_ms = to_millis(clock_.now());
         record.exit_code = -1;
         record.generation += 1;

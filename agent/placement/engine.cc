@@ -26,6 +26,7 @@ std::vector<const ClusterCandidate*> filter(const WorkloadSpec& workload, const 
   std::vector<const ClusterCandidate*> eligible;
   for (const auto& c : clusters) {
     std::string reason;
+    bool lacks_only_room = false;
     if (!policy.clusters.empty() &&
         std::find(policy.clusters.begin(), policy.clusters.end(), c.name) == policy.clusters.end()) {
       reason = "NotInAllowList";
@@ -38,8 +39,10 @@ std::vector<const ClusterCandidate*> filter(const WorkloadSpec& workload, const 
       reason = "NamespaceNotInvited";
     } else if (!c.largest_free_node.fits(workload.resources)) {
       reason = "ReplicaDoesNotFitLargestFreeNode";
+      lacks_only_room = true;
     } else if (!c.free.fits(workload.total())) {
       reason = "ReplicasDoNotFitFreeCapacity";
+      lacks_only_room = true;
     } else {
       for (const auto& term : policy.spread_constraints) {
         if (term.when_unsatisfiable == model::WhenUnsatisfiable::kDoNotSchedule &&
@@ -50,7 +53,7 @@ std::vector<const ClusterCandidate*> filter(const WorkloadSpec& workload, const 
       }
     }
     if (reason.empty()) eligible.push_back(&c);
-    else filtered->push_back({c.name, reason});
+    else filtered->push_back({c.name, reason, lacks_only_room});
   }
   return eligible;
 }
@@ -91,7 +94,7 @@ void route(const WorkloadSpec& workload, const model::RoutingPolicy& routing,
   for (const auto* c : eligible) {
     auto it = routing.weights.find(c->name);
     if (it == routing.weights.end()) {
-      out->filtered.push_back({c->name, "NoRoutingWeight"});
+      out->filtered.push_back({c->name, "NoRoutingWeight", false});
       continue;
     }
     double count = routing.metric == model::RoutingMetric::kRandom ? 0 : routing_count(*c, workload, routing);

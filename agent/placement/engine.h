@@ -15,7 +15,8 @@ namespace shoal::placement {
 
 struct FilteredCluster {
   std::string cluster;
-  std::string reason;
+  std::string reason;            // for people, e.g. "ClusterSelectorMismatch"
+  bool lacks_only_room = false;  // it passed every rule but free room, which may come back
 };
 
 struct RoutingRow {

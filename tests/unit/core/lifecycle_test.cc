@@ -213,6 +213,32 @@ TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder)
   EXPECT_EQ(record->status_generation, 1100u);
 }
 
+// Whether a failed copy is placed again is decided by its condition code,
+// never by its message, which is text for people.
+TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
+  for (bool fenced : {false, true}) {
+    Federation f(0s);
+    std::string uid = f.submit_long_job();  // restartPolicy Never
+    auto record = f.source->agent->find_workload("default", "job");
+    protocol::WorkloadStatus status;
+    status.uid = uid;
+    status.epoch = record->epoch;
+    status.generation = 1000;
+    status.phase = model::Phase::kFailed;
+    status.nodes = {"node-0"};
+    status.started_at_ms = to_millis(f.world.clock().now());
+    status.finished_at_ms = status.started_at_ms + 1;
+    status.exit_code = -1;
+    // The text says the opposite of the code each time.
+    status.message = fenced ? "exited" : "LeaseExpired: no renewal from source";
+    status.condition = fenced ? protocol::CopyCondition::kLeaseExpired : protocol::CopyCondition::kNone;
+    f.source->agent->handle_wire(forge(*f.east, *f.source, status, 1'000'000, f.world.clock().now()));
+    record = f.source->agent->find_workload("default", "job");
+    EXPECT_EQ(record->restarts, fenced ? 1 : 0) << (fenced ? "fenced" : "not fenced");
+    EXPECT_EQ(record->phase, fenced ? model::Phase::kPending : model::Phase::kFailed);
+  }
+}
+
 TEST(LifecycleTest, ChangesWithinOneTickAreCoalescedIntoOneStatus) {
   Federation f(2s);
   int statuses = 0;

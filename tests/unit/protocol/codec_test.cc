@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "common/msgpack_io.h"
 #include "protocol/envelope.h"
 #include "protocol/messages.h"
@@ -28,12 +30,14 @@ std::vector<Body> every_message() {
                 {"ml", {1, 2, 3}, {1, 1, 1}, {}}}},
       Candidate{"uid-1", 3, sample_spec()},
       Ready{"uid-1", 3, 87.5},
-      Reject{"uid-1", 3, "NoCapacity"},
+      Reject{"uid-1", 3, "NoCapacity:NoNodeFits", RejectCode::kNoCapacity},
       Approve{"uid-1", 3},
       Cancel{"uid-1", 3},
       Released{"uid-1", 3},
       Bound{"uid-1", 3, {"node-0", "node-1"}},
       WorkloadStatus{"uid-1", 3, 4, model::Phase::kFailed, {"node-0"}, 10, 20, 7, "exited"},
+      WorkloadStatus{"uid-1", 3, 5, model::Phase::kFailed, {"node-0"}, 10, 20, -1, "LeaseExpired: no renewal",
+                     CopyCondition::kLeaseExpired},
       StatusAck{"uid-1", 3, 4},
       Revoke{"inv-1", true},
       Delete{"uid-1", 3},
@@ -58,6 +62,53 @@ TEST(CodecTest, CandidateKeepsTheWholeSpec) {
   auto decoded = decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, sample_spec()}));
   ASSERT_TRUE(decoded.is_ok());
   EXPECT_EQ(std::get<Candidate>(*decoded).spec, sample_spec());
+}
+
+// A sender from before the code fields (REJECT field 4, STATUS field 10)
+// is understood from its text, once, here; a code newer than this build
+// reads as Other.
+TEST(CodecTest, CodesAreReadFromOlderSendersTextAndNewerCodesAreOther) {
+  auto pack_reject = [](const std::string& reason, std::optional<uint8_t> code) {
+    msgpack::sbuffer buffer;
+    msgpack::packer<msgpack::sbuffer> packer(buffer);
+    packer.pack_array(code ? 4 : 3);
+    packer.pack(std::string("uid"));
+    packer.pack(uint64_t{1});
+    packer.pack(reason);
+    if (code) packer.pack(*code);
+    return to_bytes(buffer);
+  };
+  auto code_of = [](const std::vector<uint8_t>& bytes) {
+    auto decoded = decode_body(MessageType::kReject, bytes);
+    EXPECT_TRUE(decoded.is_ok()) << decoded.status().message();
+    return decoded.is_ok() ? std::get<Reject>(*decoded).code : RejectCode::kOther;
+  };
+  EXPECT_EQ(code_of(pack_reject("NoCapacity:QueueDeservedShareReached:q", std::nullopt)), RejectCode::kNoCapacity);
+  EXPECT_EQ(code_of(pack_reject("AlreadyBound", std::nullopt)), RejectCode::kAlreadyBound);
+  EXPECT_EQ(code_of(pack_reject("Revoked", std::nullopt)), RejectCode::kInvitationNotValid);
+  EXPECT_EQ(code_of(pack_reject("QuotaExceeded:gpu", std::nullopt)), RejectCode::kQuotaExceeded);
+  EXPECT_EQ(code_of(pack_reject("something new", std::nullopt)), RejectCode::kOther);
+  // With a code, the text no longer matters.
+  EXPECT_EQ(code_of(pack_reject("AlreadyBound", 1)), RejectCode::kNoCapacity);
+  EXPECT_EQ(code_of(pack_reject("NoCapacity:x", 200)), RejectCode::kOther);
+
+  WorkloadStatus old_status{"uid", 1, 2, model::Phase::kFailed, {}, 1, 2, -1, "LeaseExpired: no renewal from s"};
+  // The version-1 layout: nine fields, no condition.
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  packer.pack_array(9);
+  packer.pack(old_status.uid);
+  packer.pack(old_status.epoch);
+  packer.pack(old_status.generation);
+  packer.pack(static_cast<uint8_t>(old_status.phase));
+  packer.pack(old_status.nodes);
+  packer.pack(old_status.started_at_ms);
+  packer.pack(old_status.finished_at_ms);
+  packer.pack(old_status.exit_code);
+  packer.pack(old_status.message);
+  auto decoded = decode_body(MessageType::kStatus, to_bytes(buffer));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().message();
+  EXPECT_EQ(std::get<WorkloadStatus>(*decoded).condition, CopyCondition::kLeaseExpired);
 }
 
 TEST(CodecTest, HoldingsWithAnUnknownPhaseNamesTheField) {

@@ -82,6 +82,7 @@ TEST_F(StoreTest, WorkloadsAndReservationsSurviveReopen) {
     r.expires_at = from_millis(99);
     r.generation = 5;
     r.acked_generation = 4;
+    r.condition = 3;
     ASSERT_TRUE(store->put_reservation(r).is_ok());
   }
   auto store = open();
@@ -103,6 +104,7 @@ TEST_F(StoreTest, WorkloadsAndReservationsSurviveReopen) {
   ASSERT_TRUE(reservations.is_ok());
   ASSERT_EQ(reservations->size(), 1u);
   EXPECT_EQ(reservations->front().nodes.size(), 2u);
+  EXPECT_EQ(reservations->front().condition, 3);
   EXPECT_EQ(reservations->front().phase, ReservationPhase::kRunning);
   EXPECT_EQ(reservations->front().acked_generation, 4u);
   ASSERT_TRUE(store->delete_reservation("src", "u1").is_ok());
