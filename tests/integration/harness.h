@@ -69,6 +69,7 @@ class AgentProcess {
   void set_config(const std::string& key, const std::string& value);
   std::string log() const;  // everything the agent logged so far
   bool running() const { return pid_ > 0; }
+  int pid() const { return pid_; }
   // If the process ended without being told to, reaps it and returns its
   // wait status (see waitpid); otherwise -1.
   int reap_if_exited();
