@@ -169,5 +169,40 @@ TEST(FaultTest, ALeaseThatLapsedIsNotRevivedByALaterRenewal) {
       << "the old copy stopped before the new one started";
 }
 
+// A target crashes while binding: APPROVE was applied in memory (the copy
+// started) but its batch never committed. Nothing of that step may be
+// believed elsewhere: its BOUND never left, it restarts holding only the
+// reservation, and the source's retried APPROVE binds the copy once.
+TEST(FaultTest, ATargetThatCrashesInsideTheBindingStepBindsOnceAfterItsRestart) {
+  Federation f(2s);
+  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 2s)}).is_ok());
+  bool crashed = false;
+  int bound_heard_before_restart = 0;
+  f.world.run_for(3s, 250ms, [&](const Wire& w) {
+    if (!crashed && w.to == f.east->id && w.type == protocol::MessageType::kApprove) {
+      f.east->crash_in_next_step = true;  // the step that handles this APPROVE
+      crashed = true;
+    } else if (crashed && w.from == f.east->id && w.type == protocol::MessageType::kBound &&
+               copy_at(*f.east, f.source->agent->find_workload("default", "job")->uid)->phase ==
+                   store::ReservationPhase::kReserved) {
+      ++bound_heard_before_restart;  // a BOUND while east holds only a reservation
+    }
+    return true;
+  });
+  ASSERT_TRUE(crashed) << "east never got an APPROVE";
+  EXPECT_EQ(bound_heard_before_restart, 0);
+  f.world.run_for(6s);
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kSucceeded) << record->reason;
+  EXPECT_EQ(record->restarts, 0);
+  int runs_of_job = 0;  // from the targets' durable run history
+  for (Node* node : {f.east, f.west}) {
+    auto runs = node->store->load_runs();
+    ASSERT_TRUE(runs.is_ok());
+    for (const auto& run : *runs) runs_of_job += run.uid == record->uid;
+  }
+  EXPECT_EQ(runs_of_job, 1) << "ran exactly once";
+}
+
 }  // namespace
 }  // namespace shoal::core::testing

@@ -1,6 +1,8 @@
 // Deterministic simulation (in the manner of FoundationDB's): one source,
 // three targets, workloads of every kind, and a seeded schedule of faults —
-// partitions in either or both directions, target and source crashes. After
+// partitions in either or both directions, target and source crashes
+// between steps and inside them (the open batch rolls back). Every agent
+// has its own clock, skewed within maxClockSkew. After
 // every step of simulated time the invariants are checked: no workload copy
 // holds resources (Bound or Running) on two clusters at once, and each
 // agent's own invariants hold (the copies of a group sit on different
@@ -47,6 +49,9 @@ void run_seed(uint32_t seed) {
     fast_lifecycle_timers(config);
     config.reservation_ttl = 5s;
   };
+  AgentConfig timers;
+  fast_lifecycle_timers(timers);
+  world.skew_clocks(timers.max_clock_skew, seed);  // each agent its own clock
   Node& source = world.add("source", 1, 500);
   std::vector<Node*> targets = {&world.add("t1", 2), &world.add("t2", 2), &world.add("t3", 2)};
   for (Node* target : targets) world.invite(*target, source);
@@ -96,6 +101,9 @@ void run_seed(uint32_t seed) {
     }
     if (chance(0.01)) world.restart(*target);
     if (chance(0.005)) world.restart(source);
+    // A crash inside a step: its batch is rolled back, what it sent never leaves.
+    if (chance(0.01)) target->crash_in_next_step = true;
+    if (chance(0.005)) source.crash_in_next_step = true;
     world.run_for(250ms, 250ms, [&](const Wire& w) { return faults.keeps(w); });
     if (!check("under faults")) return;
   }

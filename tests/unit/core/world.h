@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,19 @@ class FakeClock final : public Clock {
 
  private:
   TimePoint now_ = from_millis(1'800'000'000'000);
+};
+
+// One agent's view of the world clock: off by a fixed skew, as real hosts
+// are (within maxClockSkew of each other).
+class SkewedClock final : public Clock {
+ public:
+  SkewedClock(const Clock& world, Duration skew) : world_(world), skew_(skew) {}
+  TimePoint now() const override { return world_.now() + skew_; }
+  Duration skew() const { return skew_; }
+
+ private:
+  const Clock& world_;
+  Duration skew_;
 };
 
 class CountingRng final : public Rng {
@@ -63,6 +77,10 @@ struct Node {
   std::unique_ptr<cluster::SimCluster> cluster;
   std::unique_ptr<QueueTransport> transport;
   std::unique_ptr<Agent> agent;
+  std::unique_ptr<SkewedClock> clock;
+  // Set: the node's next step crashes before its batch commits (the batch
+  // is rolled back, nothing it sent leaves, and the node restarts).
+  bool crash_in_next_step = false;
   // SIGSTOP in the small: a frozen node neither ticks nor reads; what is
   // sent to it waits here, in order, until it thaws.
   bool frozen = false;
@@ -97,10 +115,45 @@ class World {
     spec.queues = {{"default", 1}};
     if (customize) customize(spec);
     cluster_specs_[name] = spec;
+    Duration skew{0};
+    if (max_skew_.count() > 0) {
+      skew = Duration(std::uniform_int_distribution<int64_t>(-max_skew_.count() / 2, max_skew_.count() / 2)(skew_rng_));
+    }
+    node->clock = std::make_unique<SkewedClock>(clock_, skew);
     Node& ref = *node;
     nodes_.push_back(std::move(node));
     boot(ref);
     return ref;
+  }
+
+  // Agents added from now on have clocks off the world's by a seeded skew in
+  // [-max/2, max/2], so any two differ by at most `max`.
+  void skew_clocks(Duration max, uint32_t seed) {
+    max_skew_ = max;
+    skew_rng_.seed(seed);
+  }
+
+  // One step of `node` as the runtime runs it: inside a store batch that
+  // commits, after which what it sent may leave. A failed write, or a crash
+  // (crash_in_next_step), rolls the batch back and nothing it sent leaves;
+  // a crash then restarts the node from what was committed.
+  void step(Node& node, const std::function<void()>& work) {
+    size_t sent_before = node.transport->outbox.size();
+    ASSERT_TRUE(node.store->begin().is_ok());
+    work();
+    bool crash = node.crash_in_next_step;
+    if (!crash && node.agent->store_health().is_ok() && node.store->commit().is_ok()) return;
+    node.store->rollback();
+    node.transport->outbox.resize(sent_before);
+    node.crash_in_next_step = false;
+    if (crash) {
+      // What earlier, committed steps sent had left before the crash.
+      std::vector<Wire> already_sent = std::move(node.transport->outbox);
+      restart(node);
+      node.transport->outbox.insert(node.transport->outbox.begin(), already_sent.begin(), already_sent.end());
+    } else {
+      ADD_FAILURE() << node.name << ": a store write failed: " << node.agent->store_health().message();
+    }
   }
 
   // Simulates a crash and restart: memory is lost, the database file stays.
@@ -146,7 +199,7 @@ class World {
         if (to && to->frozen) {
           to->held.push_back(w);
         } else if (to && to->agent) {
-          to->agent->handle_wire(w.bytes);
+          step(*to, [&] { to->agent->handle_wire(w.bytes); });
         }
       }
     }
@@ -154,12 +207,12 @@ class World {
   }
 
   // Advances time in steps, ticking every agent and delivering after each.
-  void run_for(Duration total, Duration step = Duration(250),
+  void run_for(Duration total, Duration step_length = Duration(250),
                const std::function<bool(const Wire&)>& keep = nullptr) {
-    for (Duration passed{0}; passed < total; passed += step) {
-      clock_.advance(step);
+    for (Duration passed{0}; passed < total; passed += step_length) {
+      clock_.advance(step_length);
       for (auto& node : nodes_) {
-        if (node->agent && !node->frozen) node->agent->tick();
+        if (node->agent && !node->frozen) step(*node, [&] { node->agent->tick(); });
       }
       deliver(keep);
     }
@@ -176,9 +229,9 @@ class World {
     node.frozen = false;
     std::vector<Wire> held = std::move(node.held);
     node.held.clear();
-    if (!read_first) node.agent->tick();
-    for (const Wire& w : held) node.agent->handle_wire(w.bytes);
-    if (read_first) node.agent->tick();
+    if (!read_first) step(node, [&] { node.agent->tick(); });
+    for (const Wire& w : held) step(node, [&] { node.agent->handle_wire(w.bytes); });
+    if (read_first) step(node, [&] { node.agent->tick(); });
     if (woke) woke();
     deliver();
   }
@@ -209,13 +262,17 @@ class World {
     config.org = "org";
     config.endpoint = "tcp://" + node.name + ":1";
     if (configure) configure(config);
-    node.agent = std::make_unique<Agent>(config, node.identity, clock_, *node.transport,
+    node.agent = std::make_unique<Agent>(config, node.identity, *node.clock, *node.transport,
                                          *node.store, *node.cluster, rng_);
+    ASSERT_TRUE(node.store->begin().is_ok());
     ASSERT_TRUE(node.agent->start().is_ok());
+    ASSERT_TRUE(node.store->commit().is_ok());
   }
 
   std::string dir_;
   FakeClock clock_;
+  Duration max_skew_{0};
+  std::mt19937 skew_rng_;
   CountingRng rng_;
   std::map<std::string, model::ClusterSpec> cluster_specs_;
   std::vector<std::unique_ptr<Node>> nodes_;
