@@ -74,6 +74,7 @@ Status Agent::load() {
     } else {
       copies_[workload.record.parent].push_back(workload.record.uid);
     }
+    awake_.insert(workload.record.uid);
     auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
     if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
   }
@@ -476,6 +477,7 @@ void Agent::note_store(const Status& status) {
 
 void Agent::persist(const store::WorkloadRecord& record) {
   note_store(store_.put_workload(record));
+  awake_.insert(record.uid);
   if (!record.parent.empty()) update_group(record.parent);
 }
 

@@ -328,6 +328,8 @@ class Agent {
   std::optional<TimePoint> lease_end_of(const std::string& source_id) const;
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
+  // Stops the copy `key` still runs as of `lease_end`, its source's lease having lapsed.
+  void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
   // Stops a bound or running copy here and reports it Failed with
   // `condition` (what its source decides by) and `why` (for people).
   void fail_copy(TargetReservation& reservation, protocol::CopyCondition condition, const std::string& why,
@@ -414,6 +416,12 @@ class Agent {
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);
   SourceWorkload* find_source_workload(const std::string& uid);
+  // One workload's timers: retries, rounds, deletes, a lost winner.
+  void drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,
+                             std::vector<std::string>& deleted);
+  // Nothing for drive_source_workload to do until the workload changes
+  // (persist) or a CANCEL is owed (cancel_at), both of which wake it.
+  static bool is_quiet(const SourceWorkload& workload);
   // A multi-cluster workload's own row: it runs no rounds, its copies do.
   static bool is_group(const SourceWorkload& workload) {
     return workload.record.parent.empty() && workload.record.spec.placement.number_of_clusters > 1;
@@ -445,10 +453,18 @@ class Agent {
   std::map<std::string, OwnedInvitation> issued_;    // by invitation id
   std::map<std::string, OwnedInvitation> accepted_;  // by invitation id
   std::map<std::string, SourceWorkload> workloads_;  // by uid
+  // The uids of workloads_ the source timers must visit: every one that is
+  // not quiet (is_quiet). A change (persist) or an owed CANCEL wakes one.
+  std::set<std::string> awake_;
   std::map<std::string, std::string> uid_by_name_;   // "ns/name" -> uid (top-level only)
   std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
+  // Lower bounds on when the reservation scans have work: an unapproved
+  // reservation expires, or an unacknowledged STATUS is due again. Kept
+  // low when in doubt (a scan that finds nothing costs only time).
+  TimePoint next_reservation_expiry_{};
+  TimePoint next_status_retry_{};
   uint64_t arrivals_ = 0;
   std::deque<protocol::Body> local_inbox_;  // messages from this agent to itself
   std::map<std::string, TimePoint> last_drop_log_;

@@ -318,6 +318,7 @@ Agent::SourceWorkload* Agent::find_source_workload(const std::string& uid) {
 void Agent::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch) {
   TimePoint now = clock_.now();
   workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
+  awake_.insert(workload.record.uid);
   send(peer_id, protocol::Cancel{workload.record.uid, epoch});
 }
 
@@ -856,87 +857,112 @@ void Agent::forget_workload(const std::string& uid) {
     copies_.erase(uid);
   } else {
     std::erase(copies_[parent], uid);
+    awake_.insert(parent);  // a deleting group goes once its last copy has
   }
   workloads_.erase(it);
+  awake_.erase(uid);
 }
 
 void Agent::drive_source_workloads() {
   TimePoint now = clock_.now();
   std::vector<std::string> deleted;
-  for (auto& [uid, workload] : workloads_) {
-    store::WorkloadRecord& record = workload.record;
-    if (is_group(workload)) {
-      // Its copies do the work; it goes once the last of them has been deleted.
-      if (record.deleting && copies_[uid].empty()) deleted.push_back(uid);
+  // Only the awake: a finished workload with nothing left to retry or
+  // delete is skipped until something wakes it (wake()), so an idle agent
+  // does not walk its whole history on every tick.
+  std::vector<std::string> due(awake_.begin(), awake_.end());
+  for (const std::string& uid : due) {
+    auto found = workloads_.find(uid);
+    if (found == workloads_.end()) {
+      awake_.erase(uid);
       continue;
     }
-    if (record.deleting) {
-      if (drive_delete(workload, now)) deleted.push_back(uid);
-      continue;
-    }
-    // Cancels are retried until RELEASED or until the reservation must have expired.
-    for (auto it = workload.cancels.begin(); it != workload.cancels.end();) {
-      if (now >= it->second.give_up_at) {
-        it = workload.cancels.erase(it);
-        continue;
-      }
-      if (now - it->second.last_sent >= config_.retry_interval) {
-        it->second.last_sent = now;
-        send(it->first, protocol::Cancel{uid, it->second.epoch});
-      }
-      ++it;
-    }
-    if (record.phase == model::Phase::kPending) {
-      if (now >= workload.next_round_at && now >= record.restart_at) start_round(workload);
-      continue;
-    }
-    if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&
-        lost(record.winner)) {
-      // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
-      // stopped at least lease + skew ago, so its copy has stopped by now.
-      auto winner = peers_.find(record.winner);
-      TimePoint last_renewal = winner == peers_.end() ? TimePoint{} : winner->second.last_digest_sent;
-      if (config_.lease.count() == 0 || now - last_renewal >= config_.lease + config_.max_clock_skew) {
-        requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
-                                   format_duration(silent_for(record.winner)));
-        continue;
-      }
-    }
-    if (record.phase != model::Phase::kPlacing) continue;
-    if (!record.winner.empty()) {
-      // An APPROVE that binds renews the target's lease: like a DIGEST, it
-      // is not sent to a target silent past the renewal window.
-      if (now - workload.last_approve_sent >= config_.retry_interval && may_renew_lease(record.winner)) {
-        workload.last_approve_sent = now;
-        send(record.winner, protocol::Approve{uid, record.epoch});
-      }
-      continue;
-    }
-    if (record.spec.placement.ready_window.count() > 0 &&
-        now - workload.round_started >= record.spec.placement.ready_window &&
-        std::any_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
-          return entry.second.state == CandidateState::kReady;
-        })) {
-      choose_best_ready(workload, "readyWindow " +
-                                      format_duration(record.spec.placement.ready_window) + " closed");
-      continue;
-    }
-    if (!workload.untried.empty()) {
-      if (now - workload.wave_started >= record.spec.placement.round_timeout) ask_next_batch(workload);
-    } else if (workload.candidates.empty() || now - workload.wave_started >= config_.reservation_ttl) {
-      // A restart left the round without its candidates, or nobody answered in time.
-      start_round(workload);
-      continue;
-    }
-    for (auto& [peer_id, progress] : workload.candidates) {
-      if (progress.state == CandidateState::kSent &&
-          now - progress.last_sent >= config_.retry_interval) {
-        progress.last_sent = now;
-        send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
-      }
-    }
+    SourceWorkload& workload = found->second;
+    drive_source_workload(uid, workload, now, deleted);
+    if (is_quiet(workload)) awake_.erase(uid);
   }
   for (const auto& uid : deleted) forget_workload(uid);
+}
+
+bool Agent::is_quiet(const SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  if (record.deleting) return false;
+  if (is_group(workload)) return true;  // its copies do the work; a delete wakes it
+  return model::is_finished(record.phase) && workload.cancels.empty();
+}
+
+void Agent::drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,
+                                  std::vector<std::string>& deleted) {
+  store::WorkloadRecord& record = workload.record;
+  if (is_group(workload)) {
+    // Its copies do the work; it goes once the last of them has been deleted.
+    if (record.deleting && copies_[uid].empty()) deleted.push_back(uid);
+    return;
+  }
+  if (record.deleting) {
+    if (drive_delete(workload, now)) deleted.push_back(uid);
+    return;
+  }
+  // Cancels are retried until RELEASED or until the reservation must have expired.
+  for (auto it = workload.cancels.begin(); it != workload.cancels.end();) {
+    if (now >= it->second.give_up_at) {
+      it = workload.cancels.erase(it);
+      continue;
+    }
+    if (now - it->second.last_sent >= config_.retry_interval) {
+      it->second.last_sent = now;
+      send(it->first, protocol::Cancel{uid, it->second.epoch});
+    }
+    ++it;
+  }
+  if (record.phase == model::Phase::kPending) {
+    if (now >= workload.next_round_at && now >= record.restart_at) start_round(workload);
+    return;
+  }
+  if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&
+      lost(record.winner)) {
+    // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
+    // stopped at least lease + skew ago, so its copy has stopped by now.
+    auto winner = peers_.find(record.winner);
+    TimePoint last_renewal = winner == peers_.end() ? TimePoint{} : winner->second.last_digest_sent;
+    if (config_.lease.count() == 0 || now - last_renewal >= config_.lease + config_.max_clock_skew) {
+      requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
+                                 format_duration(silent_for(record.winner)));
+      return;
+    }
+  }
+  if (record.phase != model::Phase::kPlacing) return;
+  if (!record.winner.empty()) {
+    // An APPROVE that binds renews the target's lease: like a DIGEST, it
+    // is not sent to a target silent past the renewal window.
+    if (now - workload.last_approve_sent >= config_.retry_interval && may_renew_lease(record.winner)) {
+      workload.last_approve_sent = now;
+      send(record.winner, protocol::Approve{uid, record.epoch});
+    }
+    return;
+  }
+  if (record.spec.placement.ready_window.count() > 0 &&
+      now - workload.round_started >= record.spec.placement.ready_window &&
+      std::any_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
+        return entry.second.state == CandidateState::kReady;
+      })) {
+    choose_best_ready(workload, "readyWindow " +
+                                    format_duration(record.spec.placement.ready_window) + " closed");
+    return;
+  }
+  if (!workload.untried.empty()) {
+    if (now - workload.wave_started >= record.spec.placement.round_timeout) ask_next_batch(workload);
+  } else if (workload.candidates.empty() || now - workload.wave_started >= config_.reservation_ttl) {
+    // A restart left the round without its candidates, or nobody answered in time.
+    start_round(workload);
+    return;
+  }
+  for (auto& [peer_id, progress] : workload.candidates) {
+    if (progress.state == CandidateState::kSent &&
+        now - progress.last_sent >= config_.retry_interval) {
+      progress.last_sent = now;
+      send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
+    }
+  }
 }
 
 std::vector<store::WorkloadRecord> Agent::workloads() const {

@@ -207,6 +207,7 @@ void Agent::reserve_for(const ReservationKey& key, uint64_t epoch, const model::
   record.phase = store::ReservationPhase::kReserved;
   record.nodes = std::move(nodes);
   record.expires_at = clock_.now() + config_.reservation_ttl;
+  next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
   persist(record);
   capacity_changed_ = true;
   reservations_[key] = std::move(reservation);
@@ -376,22 +377,29 @@ std::optional<TimePoint> Agent::lease_end_of(const std::string& source_id) const
 
 void Agent::enforce_leases() {
   TimePoint now = clock_.now();
-  for (auto& [key, reservation] : reservations_) {
-    store::ReservationRecord& record = reservation.record;
-    if (record.phase != store::ReservationPhase::kBound &&
-        record.phase != store::ReservationPhase::kRunning) {
-      continue;
-    }
-    std::optional<TimePoint> ends = lease_end_of(key.first);
+  // Leases are per source, and sources are few: find the lapsed ones, then
+  // visit only their reservations (reservations_ is ordered by source).
+  for (const auto& [source_id, peer] : peers_) {
+    std::optional<TimePoint> ends = lease_end_of(source_id);
     if (!ends || *ends > now) continue;
-    TimePoint lease_end = *ends;
-    // The copy stops as of the lease's end: that is the moment the source
-    // relies on (a target frozen past it stops the copy on waking, dated then).
-    record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
-                                 cluster_name_of(key.first) + " ended at " + format_time(lease_end));
-    fail_copy(reservation, protocol::CopyCondition::kLeaseExpired,
-              "LeaseExpired: no renewal from " + cluster_name_of(key.first), lease_end);
+    for (auto it = reservations_.lower_bound({source_id, ""});
+         it != reservations_.end() && it->first.first == source_id; ++it) {
+      fence_copy(it->first, it->second, *ends);
+    }
   }
+}
+
+void Agent::fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end) {
+  store::ReservationRecord& record = reservation.record;
+  if (record.phase != store::ReservationPhase::kBound && record.phase != store::ReservationPhase::kRunning) {
+    return;
+  }
+  // The copy stops as of the lease's end: that is the moment the source
+  // relies on (a target frozen past it stops the copy on waking, dated then).
+  record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
+                               cluster_name_of(key.first) + " ended at " + format_time(lease_end));
+  fail_copy(reservation, protocol::CopyCondition::kLeaseExpired,
+            "LeaseExpired: no renewal from " + cluster_name_of(key.first), lease_end);
 }
 
 void Agent::collect_local_garbage() {
@@ -498,6 +506,7 @@ void Agent::send_status(TargetReservation& reservation) {
                          ? static_cast<protocol::CopyCondition>(record.condition)
                          : protocol::CopyCondition::kOther;
   reservation.last_status_sent = clock_.now();
+  next_status_retry_ = std::min(next_status_retry_, reservation.last_status_sent + config_.retry_interval);
   send(record.source, std::move(status));
 }
 
@@ -548,14 +557,19 @@ void Agent::apply_cluster_events() {
 
 void Agent::expire_reservations() {
   TimePoint now = clock_.now();
-  std::vector<ReservationKey> expired;
-  for (const auto& [key, reservation] : reservations_) {
-    if (reservation.record.phase == store::ReservationPhase::kReserved &&
-        reservation.record.expires_at <= now) {
-      expired.push_back(key);
+  if (now >= next_reservation_expiry_) {
+    std::vector<ReservationKey> expired;
+    next_reservation_expiry_ = TimePoint::max();
+    for (const auto& [key, reservation] : reservations_) {
+      if (reservation.record.phase != store::ReservationPhase::kReserved) continue;
+      if (reservation.record.expires_at <= now) {
+        expired.push_back(key);
+      } else {
+        next_reservation_expiry_ = std::min(next_reservation_expiry_, reservation.record.expires_at);
+      }
     }
+    for (const auto& key : expired) release_reservation(key, "reservation expired unapproved");
   }
-  for (const auto& key : expired) release_reservation(key, "reservation expired unapproved");
   // A queued candidate whose source stopped asking has been placed elsewhere
   // or given up; forget it.
   std::erase_if(queued_, [&](const auto& entry) { return entry.second.hold_until <= now; });
@@ -563,12 +577,13 @@ void Agent::expire_reservations() {
 
 void Agent::retry_status_reports() {
   TimePoint now = clock_.now();
+  if (now < next_status_retry_) return;
+  next_status_retry_ = TimePoint::max();
   for (auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
-    if (record.generation > record.acked_generation &&
-        now - reservation.last_status_sent >= config_.retry_interval) {
-      send_status(reservation);
-    }
+    if (record.generation <= record.acked_generation) continue;
+    if (now - reservation.last_status_sent >= config_.retry_interval) send_status(reservation);
+    next_status_retry_ = std::min(next_status_retry_, reservation.last_status_sent + config_.retry_interval);
   }
 }
 
