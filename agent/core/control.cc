@@ -265,9 +265,22 @@ bool Agent::check_invariants() const {
       return false;
     }
   }
-  // A source workload with a winner is past Pending.
+  // A source workload with a winner is past Pending; one with anything left
+  // to do is visited by the source timers (awake_).
   for (const auto& [uid, workload] : workloads_) {
     if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
+      return false;
+    }
+    if (!is_quiet(workload) && !awake_.count(uid)) return false;
+  }
+  // The scans' lower bounds are lower bounds: no deadline hides before them.
+  for (const auto& [key, reservation] : reservations_) {
+    const auto& record = reservation.record;
+    if (record.phase == store::ReservationPhase::kReserved && record.expires_at < next_reservation_expiry_) {
+      return false;
+    }
+    if (record.generation > record.acked_generation &&
+        reservation.last_status_sent + config_.retry_interval < next_status_retry_) {
       return false;
     }
   }
