@@ -1,11 +1,16 @@
 // Storage faults (issue 12): a state database that cannot be written — a
-// failing disk (RLIMIT_FSIZE makes every write fail), a full file system (a
-// small tmpfs, where the test may mount one) — makes the agent refuse new
+// failing disk (RLIMIT_FSIZE makes every write fail), files turned read-only
+// (immutable), a full file system (a small tmpfs, where the test may mount
+// one) — makes the agent refuse new
 // work with the reason while it answers reads, and resume by itself when
 // writes succeed again; its peers go on working. A damaged or missing
 // database is refused at start and left exactly as it was.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -84,6 +89,40 @@ TEST_F(StorageFault, AnAgentThatCannotWriteRefusesNewWorkAnswersReadsAndResumes)
   EXPECT_TRUE(wait_until([&] { return phase_of(source_, "during-0") == "Succeeded"; }, 20s)) << source_.log();
   EXPECT_EQ(phase_of(source_, "before-0"), "Succeeded");
   EXPECT_NE(source_.log().find("state database writable again"), std::string::npos);
+}
+
+// Sets or clears the immutable attribute (chattr +i): the file then refuses
+// every write, even on descriptors opened before, even root's. False where
+// the file system or the test's privileges do not allow it.
+bool set_immutable(const std::string& path, bool immutable) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  int flags = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (ok) {
+    flags = immutable ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+    ok = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  }
+  ::close(fd);
+  return ok;
+}
+
+// A database whose files turn read-only under the running agent (here:
+// immutable, which even root cannot write) is one more storage fault.
+TEST_F(StorageFault, ADatabaseThatTurnsReadOnlyIsRefusedTheSameWayAndTheAgentResumes) {
+  std::vector<std::string> files = {source_.data_dir() + "/state.db", source_.data_dir() + "/state.db-wal"};
+  if (!set_immutable(files[0], true) || !set_immutable(files[1], true)) {
+    for (const auto& file : files) set_immutable(file, false);  // else TempDir could not remove them
+    GTEST_SKIP() << "cannot make files immutable here (needs CAP_LINUX_IMMUTABLE and ext4 or similar)";
+  }
+  CommandResult refused = source_.ctl({"submit", "-f", write_workloads(dir_.path(), "ro", 1, "1", "1s")});
+  for (const auto& file : files) set_immutable(file, false);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("cannot write its state database"), std::string::npos) << refused.err;
+  EXPECT_EQ(source_.reap_if_exited(), -1);
+  ASSERT_TRUE(wait_until([&] { return storage_writable(source_); }, 20s)) << source_.log();
+  ASSERT_EQ(source_.ctl({"submit", "-f", write_workloads(dir_.path(), "ro", 1, "1", "1s")}).exit_code, 0);
+  EXPECT_TRUE(wait_until([&] { return phase_of(source_, "ro-0") == "Succeeded"; }, 20s));
 }
 
 // A full file system: the agent's data directory is a 1 MiB tmpfs, filled
