@@ -147,6 +147,7 @@ void Agent::handle_wire(std::span<const uint8_t> wire) {
   peer.last_seen = now;
   current_sent_at_ = sent_at;
   ++stats_.received;
+  ++stats_.received_by_type[static_cast<uint8_t>(envelope.type)];
   dispatch(from, *body);
   drain_local();
 }
@@ -205,6 +206,7 @@ void Agent::send(const std::string& peer_id, protocol::Body body) {
   envelope.body = protocol::encode_body(body);
   transport_.send(peer_id, peer->second.endpoint, protocol::seal(envelope, identity_));
   ++stats_.sent;
+  ++stats_.sent_by_type[static_cast<uint8_t>(envelope.type)];
 }
 
 void Agent::drop(DropReason reason, const std::string& peer, const std::string& detail) {

@@ -121,6 +121,9 @@ struct AgentStats {
   std::array<uint64_t, protocol::kDropReasonCount> dropped{};
   uint64_t received = 0;
   uint64_t sent = 0;
+  // By message type (index: protocol::MessageType): where the traffic goes.
+  std::array<uint64_t, protocol::kMaxMessageType + 1> received_by_type{};
+  std::array<uint64_t, protocol::kMaxMessageType + 1> sent_by_type{};
   std::map<std::string, uint64_t> rejected;  // CANDIDATEs this target refused, by reason code
 };
 

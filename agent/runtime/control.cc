@@ -123,6 +123,12 @@ json status_json(const ControlContext& context) {
                      {"peakAllocated", resources_json(node.peak_allocated)},
                      {"overCommitted", !node.capacity.fits(node.peak_allocated)}});
   }
+  json sent_by_type = json::object(), received_by_type = json::object();
+  for (uint8_t type = 1; type <= protocol::kMaxMessageType; ++type) {
+    std::string name(protocol::kMessageTypeNames[type]);
+    if (stats.sent_by_type[type]) sent_by_type[name] = stats.sent_by_type[type];
+    if (stats.received_by_type[type]) received_by_type[name] = stats.received_by_type[type];
+  }
   json rejected = json::object();
   for (const auto& [reason, count] : stats.rejected) rejected[reason] = count;
   return {{"ok", true},
@@ -132,6 +138,8 @@ json status_json(const ControlContext& context) {
           {"messages",
            {{"received", stats.received},
             {"sent", stats.sent},
+            {"sentByType", sent_by_type},
+            {"receivedByType", received_by_type},
             {"dropped", dropped},
             {"undeliverable", context.transport_drops},
             {"handshakesRefused", context.handshakes_refused}}},

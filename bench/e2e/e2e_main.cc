@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -90,6 +91,7 @@ struct RunResult {
   double messages_per_placement = 0;
   double source_cpu_ms_per_placement = 0, target_cpu_ms_per_placement = 0;
   double source_rss_mb = 0, target_rss_mb = 0;
+  std::map<std::string, uint64_t> sent_by_type;  // every agent's, by message type
 };
 
 RunResult run_once(const Options& options) {
@@ -186,7 +188,11 @@ RunResult run_once(const Options& options) {
   uint64_t sent = 0;
   for (auto& agent : agents) {
     json status = agent->ctl_json({"status"});
-    if (!status.is_null()) sent += status["messages"]["sent"].get<uint64_t>();
+    if (status.is_null()) continue;
+    sent += status["messages"]["sent"].get<uint64_t>();
+    for (const auto& [type, count] : status["messages"]["sentByType"].items()) {
+      result.sent_by_type[type] += count.get<uint64_t>();
+    }
   }
   result.messages_per_placement = static_cast<double>(sent) / options.workloads;
   ProcessUse source_use = use_of(source.pid());
@@ -229,6 +235,11 @@ int main(int argc, char** argv) {
     std::printf("%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.2f %14.2f %12.1f %12.1f\n", run,
                 r.placements_per_second, r.p50_ms, r.p99_ms, r.max_ms, r.messages_per_placement,
                 r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement, r.source_rss_mb, r.target_rss_mb);
+    std::printf("       messages per placement by type:");
+    for (const auto& [type, count] : r.sent_by_type) {
+      std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / options.workloads);
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
   if (rates.empty()) return 1;
