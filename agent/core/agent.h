@@ -232,11 +232,13 @@ class Agent {
     std::string reason;                                        // for people
     TimePoint last_sent{};
     double score = 0;  // from READY
+    int resends = 0;   // CANDIDATE re-sent this often so far (resend_after)
   };
   struct PendingCancel {
     uint64_t epoch = 0;
     TimePoint last_sent{};
     TimePoint give_up_at{};
+    int resends = 0;
   };
   struct PendingDelete {
     uint64_t epoch = 0;
@@ -254,6 +256,7 @@ class Agent {
     TimePoint wave_started{};  // Incremental: when the last batch of candidates went out
     std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
     TimePoint last_approve_sent{};
+    int approve_resends = 0;
     TimePoint next_round_at{};
     // (target, epoch) of each copy given up as lost without an outcome. If
     // one's outcome arrives while no other copy runs, it is kept (in memory
@@ -413,6 +416,11 @@ class Agent {
                              const std::set<std::string>& exclude = {}) const;
   static bool may_hold_something(const CandidateProgress& progress);
   void make_pending(SourceWorkload& workload, const std::string& reason);
+  // How long after the last send an unanswered message goes again:
+  // retryInterval, doubling with each resend up to 8x. A peer slow to answer
+  // (a backlog, not a loss) is not buried under copies of what it has not
+  // read yet; a lost message still goes again after retryInterval.
+  Duration resend_after(int resends) const;
   // pendingRetry doubled `doublings` times, at most pendingRetryMax: the wait
   // before a Pending round and before a restart.
   Duration backoff(int doublings) const;

@@ -304,6 +304,10 @@ void Agent::make_pending(SourceWorkload& workload, const std::string& reason) {
   }
 }
 
+Duration Agent::resend_after(int resends) const {
+  return config_.retry_interval * (int64_t{1} << std::min(resends, 3));
+}
+
 Duration Agent::backoff(int doublings) const {
   Duration wait = config_.pending_retry;
   for (int i = 0; i < doublings && wait < config_.pending_retry_max; ++i) wait *= 2;
@@ -417,6 +421,7 @@ void Agent::choose_winner(SourceWorkload& workload, const std::string& target, c
   workload.candidates[target].state = CandidateState::kReady;
   workload.untried.clear();
   workload.last_approve_sent = clock_.now();
+  workload.approve_resends = 0;
   workload.pending_attempts = 0;
   workload.round_started = clock_.now();
   record_event(record.uid, "winner " + record.cluster + " (" + why + ")");
@@ -908,8 +913,9 @@ void Agent::drive_source_workload(const std::string& uid, SourceWorkload& worklo
       it = workload.cancels.erase(it);
       continue;
     }
-    if (now - it->second.last_sent >= config_.retry_interval) {
+    if (now - it->second.last_sent >= resend_after(it->second.resends)) {
       it->second.last_sent = now;
+      it->second.resends += 1;
       send(it->first, protocol::Cancel{uid, it->second.epoch});
     }
     ++it;
@@ -934,8 +940,10 @@ void Agent::drive_source_workload(const std::string& uid, SourceWorkload& worklo
   if (!record.winner.empty()) {
     // An APPROVE that binds renews the target's lease: like a DIGEST, it
     // is not sent to a target silent past the renewal window.
-    if (now - workload.last_approve_sent >= config_.retry_interval && may_renew_lease(record.winner)) {
+    if (now - workload.last_approve_sent >= resend_after(workload.approve_resends) &&
+        may_renew_lease(record.winner)) {
       workload.last_approve_sent = now;
+      workload.approve_resends += 1;
       send(record.winner, protocol::Approve{uid, record.epoch});
     }
     return;
@@ -958,8 +966,9 @@ void Agent::drive_source_workload(const std::string& uid, SourceWorkload& worklo
   }
   for (auto& [peer_id, progress] : workload.candidates) {
     if (progress.state == CandidateState::kSent &&
-        now - progress.last_sent >= config_.retry_interval) {
+        now - progress.last_sent >= resend_after(progress.resends)) {
       progress.last_sent = now;
+      progress.resends += 1;
       send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
     }
   }
