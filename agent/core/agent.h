@@ -266,6 +266,8 @@ class Agent {
   struct TargetReservation {
     store::ReservationRecord record;
     TimePoint last_status_sent{};
+    uint64_t generation_sent = 0;  // of the last STATUS sent
+    int status_resends = 0;        // of that generation (resend_after)
   };
   using ReservationKey = std::pair<std::string, std::string>;  // (source id, uid)
   // A candidate that fits this cluster but not its free room now. It waits

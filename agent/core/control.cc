@@ -280,7 +280,7 @@ bool Agent::check_invariants() const {
       return false;
     }
     if (record.generation > record.acked_generation &&
-        reservation.last_status_sent + config_.retry_interval < next_status_retry_) {
+        reservation.last_status_sent + resend_after(reservation.status_resends) < next_status_retry_) {
       return false;
     }
   }

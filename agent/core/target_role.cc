@@ -492,6 +492,12 @@ void Agent::release_reservation(const ReservationKey& key, const std::string& wh
 
 void Agent::send_status(TargetReservation& reservation) {
   const store::ReservationRecord& record = reservation.record;
+  if (record.generation == reservation.generation_sent) {
+    reservation.status_resends += 1;
+  } else {
+    reservation.generation_sent = record.generation;
+    reservation.status_resends = 0;
+  }
   protocol::WorkloadStatus status;
   status.uid = record.uid;
   status.epoch = record.epoch;
@@ -582,8 +588,9 @@ void Agent::retry_status_reports() {
   for (auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
     if (record.generation <= record.acked_generation) continue;
-    if (now - reservation.last_status_sent >= config_.retry_interval) send_status(reservation);
-    next_status_retry_ = std::min(next_status_retry_, reservation.last_status_sent + config_.retry_interval);
+    if (now - reservation.last_status_sent >= resend_after(reservation.status_resends)) send_status(reservation);
+    next_status_retry_ = std::min(next_status_retry_,
+                                  reservation.last_status_sent + resend_after(reservation.status_resends));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "harness.h"
+#include "store/sqlite_store.h"
 
 namespace shoal::testing {
 namespace {
@@ -53,7 +54,26 @@ class Federation : public ::testing::Test {
   }
 
   // uid -> clusters whose reservations show it ran (Running or finished).
+  // Where each workload ran, from every agent's durable run history (one
+  // row per copy bound there; reservations would do only until GC collects
+  // them). Read while the agents run: WAL readers never block them.
   std::map<std::string, std::vector<std::string>> runs_by_uid() {
+    std::map<std::string, std::vector<std::string>> out;
+    for (auto& agent : agents_) {
+      auto store = store::SqliteStore::open(agent->data_dir() + "/state.db");
+      EXPECT_TRUE(store.is_ok()) << store.status().message();
+      if (!store.is_ok()) continue;
+      auto runs = (*store)->load_runs();
+      EXPECT_TRUE(runs.is_ok()) << runs.status().message();
+      if (!runs.is_ok()) continue;
+      for (const auto& run : *runs) out[run.uid].push_back(agent->name());
+    }
+    return out;
+  }
+
+  // Where each workload holds resources now (Bound, Running; from the
+  // agents' reservations).
+  std::map<std::string, std::vector<std::string>> held_by_uid() {
     std::map<std::string, std::vector<std::string>> out;
     for (auto& agent : agents_) {
       json reservations = agent->ctl_json({"get", "reservations"});
@@ -61,7 +81,7 @@ class Federation : public ::testing::Test {
       if (reservations.is_null()) continue;
       for (const auto& r : reservations["items"]) {
         std::string phase = r["phase"];
-        if (phase != "Reserved") out[r["uid"]].push_back(agent->name());
+        if (phase == "Bound" || phase == "Running") out[r["uid"]].push_back(agent->name());
       }
     }
     return out;
@@ -159,7 +179,7 @@ TEST_F(Federation, DeleteStopsEveryCopyAndForgetsTheWorkload) {
     ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
   }
   EXPECT_TRUE(wait_until([&] { return workloads(source)["items"].empty(); }, 20s));
-  EXPECT_TRUE(wait_until([&] { return runs_by_uid().empty(); }, 20s)) << "a copy still runs somewhere";
+  EXPECT_TRUE(wait_until([&] { return held_by_uid().empty(); }, 20s)) << "a copy still runs somewhere";
   CommandResult again = source.ctl({"delete", "workload", "default/long-0"});
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("not found"), std::string::npos) << again.err;
