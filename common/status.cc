@@ -11,7 +11,8 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kPermissionDenied: return "PermissionDenied";
     case ErrorCode::kUnavailable: return "Unavailable";
     case ErrorCode::kCorrupt: return "Corrupt";
-    case ErrorCode::kStorage: return "Storage";
+    case ErrorCode::kStorage:
+      return "Storage";
     case ErrorCode::kInternal: return "Internal";
   }
   return "Unknown";

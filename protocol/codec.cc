@@ -253,7 +253,8 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.reason = r.string("reason");
       if (r.has_more()) {
         uint8_t code = r.integer<uint8_t>("code");
-        m.code = code < std::size(kRejectCodeNames) ? static_cast<RejectCode>(code) : RejectCode::kOther;
+        m.code =
+            code < std::size(kRejectCodeNames) ? static_cast<RejectCode>(code) : RejectCode::kOther;
       } else {
         m.code = legacy_reject_code(m.reason);
       }
@@ -296,8 +297,9 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.message = r.string("message");
       if (r.has_more()) {
         uint8_t condition = r.integer<uint8_t>("condition");
-        m.condition = condition < std::size(kCopyConditionNames) ? static_cast<CopyCondition>(condition)
-                                                                 : CopyCondition::kOther;
+        m.condition = condition < std::size(kCopyConditionNames)
+                          ? static_cast<CopyCondition>(condition)
+                          : CopyCondition::kOther;
       } else {
         m.condition = legacy_copy_condition(m.message);
       }
@@ -378,9 +380,11 @@ RejectCode legacy_reject_code(std::string_view reason) {
   std::string_view code = reason.substr(0, reason.find(':'));
   if (code == "NoCapacity") return RejectCode::kNoCapacity;
   if (code == "NotInvited") return RejectCode::kNotInvited;
-  if (code == "Expired" || code == "Revoked" || code == "NotYetValid") return RejectCode::kInvitationNotValid;
+  if (code == "Expired" || code == "Revoked" || code == "NotYetValid")
+    return RejectCode::kInvitationNotValid;
   if (code == "QuotaExceeded") return RejectCode::kQuotaExceeded;
-  if (code == "NoSuchQueue" || code == "NoNodeFits" || code == "GangDoesNotFit") return RejectCode::kNeverFits;
+  if (code == "NoSuchQueue" || code == "NoNodeFits" || code == "GangDoesNotFit")
+    return RejectCode::kNeverFits;
   if (code == "StaleEpoch") return RejectCode::kStaleEpoch;
   if (code == "AlreadyBound") return RejectCode::kAlreadyBound;
   if (code == "ReservationExpired") return RejectCode::kReservationExpired;

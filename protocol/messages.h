@@ -92,23 +92,26 @@ struct Ready {
 // field 4). Values are wire numbers: never renumber, only append. A code
 // this build does not know reads as kOther.
 enum class RejectCode : uint8_t {
-  kOther = 0,            // none of these, or from a newer sender
-  kNoCapacity,           // queued here: a READY may follow for this epoch
-  kNotInvited,           // no invitation covers the namespace
-  kInvitationNotValid,   // expired, revoked or not yet valid
-  kQuotaExceeded,        // over the invitation's limits
-  kNeverFits,            // would not fit even the idle cluster (queue, nodes, gang)
-  kStaleEpoch,           // an older epoch than the target holds
-  kAlreadyBound,         // the target runs a copy of an earlier epoch
-  kReservationExpired,   // APPROVE came after the reservation's TTL
-  kStartFailed,          // the cluster could not start the bound copy
-  kDeletedAtTarget,      // the target's operator removed it
-  kHoldsAnotherCopy,     // (source side) the target runs a sibling copy
+  kOther = 0,           // none of these, or from a newer sender
+  kNoCapacity,          // queued here: a READY may follow for this epoch
+  kNotInvited,          // no invitation covers the namespace
+  kInvitationNotValid,  // expired, revoked or not yet valid
+  kQuotaExceeded,       // over the invitation's limits
+  kNeverFits,           // would not fit even the idle cluster (queue, nodes, gang)
+  kStaleEpoch,          // an older epoch than the target holds
+  kAlreadyBound,        // the target runs a copy of an earlier epoch
+  kReservationExpired,  // APPROVE came after the reservation's TTL
+  kStartFailed,         // the cluster could not start the bound copy
+  kDeletedAtTarget,     // the target's operator removed it
+  kHoldsAnotherCopy,    // (source side) the target runs a sibling copy
 };
 inline constexpr std::string_view kRejectCodeNames[] = {
-    "Other",      "NoCapacity", "NotInvited",   "InvitationNotValid", "QuotaExceeded",   "NeverFits",
-    "StaleEpoch", "AlreadyBound", "ReservationExpired", "StartFailed", "DeletedAtTarget", "HoldsAnotherCopy"};
-inline std::string_view reject_code_name(RejectCode code) { return kRejectCodeNames[static_cast<size_t>(code)]; }
+    "Other",           "NoCapacity",      "NotInvited",   "InvitationNotValid", "QuotaExceeded",
+    "NeverFits",       "StaleEpoch",      "AlreadyBound", "ReservationExpired", "StartFailed",
+    "DeletedAtTarget", "HoldsAnotherCopy"};
+inline std::string_view reject_code_name(RejectCode code) {
+  return kRejectCodeNames[static_cast<size_t>(code)];
+}
 
 struct Reject {
   std::string uid;
@@ -128,8 +131,8 @@ enum class CopyCondition : uint8_t {
   kReleased,         // the target let it go for its source (a newer epoch, a delete)
   kOther,            // from a newer sender
 };
-inline constexpr std::string_view kCopyConditionNames[] = {"None",          "LeaseExpired", "DeletedAtTarget", "Revoked",
-                                                           "LostOnRestart", "Released",     "Other"};
+inline constexpr std::string_view kCopyConditionNames[] = {
+    "None", "LeaseExpired", "DeletedAtTarget", "Revoked", "LostOnRestart", "Released", "Other"};
 
 // What a sender that predates the code fields meant, from its text (the
 // only place a reason's text is read): protocol version 1 without field 4

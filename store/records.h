@@ -88,8 +88,8 @@ struct ReservationRecord {
   int64_t started_at_ms = 0;
   int64_t finished_at_ms = 0;
   int32_t exit_code = 0;
-  std::string message;     // for people
-  uint8_t condition = 0;   // why it ended, beyond the exit code: a protocol::CopyCondition
+  std::string message;    // for people
+  uint8_t condition = 0;  // why it ended, beyond the exit code: a protocol::CopyCondition
 };
 
 // Target side, append-only: one row per copy that was bound here, known by

@@ -124,9 +124,10 @@ int SqliteStore::latest_schema_version() { return static_cast<int>(std::size(kMi
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::string& path) {
   auto refuse_corrupt = [&](const Status& status) {
-    return corrupt("state database " + path + " is damaged (" + status.message() +
-                   "); shoald will not run on it and never recreates it: restore it from a backup, "
-                   "or move it aside to start with no state (invitations and reservations are then lost)");
+    return corrupt(
+        "state database " + path + " is damaged (" + status.message() +
+        "); shoald will not run on it and never recreates it: restore it from a backup, "
+        "or move it aside to start with no state (invitations and reservations are then lost)");
   };
   auto db = Database::open(path);
   if (!db.is_ok()) {
@@ -371,25 +372,26 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
 Status SqliteStore::put_reservation(const ReservationRecord& r) {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
-      db_->prepare("INSERT OR REPLACE INTO reservations (source, uid, epoch, spec, phase, nodes, "
-                   "expires_at, generation, acked_generation, started_at, finished_at, "
-                   "exit_code, message, condition) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                   "?11, ?12, ?13, ?14)"));
+      db_->prepare(
+          "INSERT OR REPLACE INTO reservations (source, uid, epoch, spec, phase, nodes, "
+          "expires_at, generation, acked_generation, started_at, finished_at, "
+          "exit_code, message, condition) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+          "?11, ?12, ?13, ?14)"));
   SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
-      .bind(2, r.uid)
-      .bind(3, static_cast<int64_t>(r.epoch))
-      .bind(4, json_text(model::to_json(r.spec)))
-      .bind(5, kReservationPhaseNames[static_cast<int>(r.phase)])
-      .bind(6, nodes_to_text(r.nodes))
-      .bind(7, to_millis(r.expires_at))
-      .bind(8, static_cast<int64_t>(r.generation))
-      .bind(9, static_cast<int64_t>(r.acked_generation))
-      .bind(10, r.started_at_ms)
-      .bind(11, r.finished_at_ms)
-      .bind(12, int64_t{r.exit_code})
-      .bind(13, r.message)
-      .bind(14, int64_t{r.condition})
-      .run());
+                            .bind(2, r.uid)
+                            .bind(3, static_cast<int64_t>(r.epoch))
+                            .bind(4, json_text(model::to_json(r.spec)))
+                            .bind(5, kReservationPhaseNames[static_cast<int>(r.phase)])
+                            .bind(6, nodes_to_text(r.nodes))
+                            .bind(7, to_millis(r.expires_at))
+                            .bind(8, static_cast<int64_t>(r.generation))
+                            .bind(9, static_cast<int64_t>(r.acked_generation))
+                            .bind(10, r.started_at_ms)
+                            .bind(11, r.finished_at_ms)
+                            .bind(12, int64_t{r.exit_code})
+                            .bind(13, r.message)
+                            .bind(14, int64_t{r.condition})
+                            .run());
   if (r.phase == ReservationPhase::kReserved) return Status::ok();
   return put_run(r);
 }

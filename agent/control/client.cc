@@ -32,7 +32,8 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
   // rather than aborting in the encoder.
   for (const auto& [key, value] : request.items()) {
     if (value.is_string() && !is_valid_utf8(value.get_ref<const std::string&>())) {
-      return invalid_argument(key + ": expected UTF-8 text, got " + quoted_text(value.get_ref<const std::string&>()));
+      return invalid_argument(key + ": expected UTF-8 text, got " +
+                              quoted_text(value.get_ref<const std::string&>()));
     }
   }
   try {
@@ -45,7 +46,8 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, timeout);
     if (!(item.revents & ZMQ_POLLIN)) {
-      return Status(ErrorCode::kUnavailable, "the agent on " + data_dir + " did not answer within " +
+      return Status(ErrorCode::kUnavailable, "the agent on " + data_dir +
+                                                 " did not answer within " +
                                                  std::to_string(timeout.count()) + " ms");
     }
     zmq::message_t reply;

@@ -8,12 +8,13 @@ namespace shoal::control {
 using nlohmann::json;
 
 bool is_read_only_command(const json& request) {
-  static const std::set<std::string> kReads = {"identity",        "invite-list",       "describe-peer",
-                                               "peers",           "get-workloads",     "get-reservations",
-                                               "describe-workload", "status"};
+  static const std::set<std::string> kReads = {
+      "identity",      "invite-list",      "describe-peer",     "peers",
+      "get-workloads", "get-reservations", "describe-workload", "status"};
   if (!request.is_object()) return false;
   auto command = request.find("command");
-  return command != request.end() && command->is_string() && kReads.count(command->get<std::string>()) > 0;
+  return command != request.end() && command->is_string() &&
+         kReads.count(command->get<std::string>()) > 0;
 }
 
 }  // namespace shoal::control

@@ -340,8 +340,8 @@ class Agent {
   void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
   // Stops a bound or running copy here and reports it Failed with
   // `condition` (what its source decides by) and `why` (for people).
-  void fail_copy(TargetReservation& reservation, protocol::CopyCondition condition, const std::string& why,
-                 TimePoint at);
+  void fail_copy(TargetReservation& reservation, protocol::CopyCondition condition,
+                 const std::string& why, TimePoint at);
   // Forgets a queued candidate and releases what `key` holds at `epoch` or
   // older; bound or running work only with `stop_bound`. False when it left
   // such work alone.
@@ -350,7 +350,8 @@ class Agent {
   // queued candidates go; with `evict` its running work is stopped and
   // reported Failed with reason Revoked.
   void withdraw_from_source(const std::string& source, const std::string& why, bool evict);
-  void reject_candidate(const std::string& from, const protocol::Candidate& message, const Refusal& refusal);
+  void reject_candidate(const std::string& from, const protocol::Candidate& message,
+                        const Refusal& refusal);
   void restore_reservations(std::vector<store::ReservationRecord> records);
   void apply_cluster_events();
   void expire_reservations();

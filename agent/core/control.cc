@@ -276,11 +276,13 @@ bool Agent::check_invariants() const {
   // The scans' lower bounds are lower bounds: no deadline hides before them.
   for (const auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
-    if (record.phase == store::ReservationPhase::kReserved && record.expires_at < next_reservation_expiry_) {
+    if (record.phase == store::ReservationPhase::kReserved &&
+        record.expires_at < next_reservation_expiry_) {
       return false;
     }
     if (record.generation > record.acked_generation &&
-        reservation.last_status_sent + resend_after(reservation.status_resends) < next_status_retry_) {
+        reservation.last_status_sent + resend_after(reservation.status_resends) <
+            next_status_retry_) {
       return false;
     }
   }

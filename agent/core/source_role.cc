@@ -46,7 +46,8 @@ std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
 
 bool Agent::may_hold_something(const CandidateProgress& progress) {
   // A NoCapacity REJECT means the target queued the candidate.
-  return progress.state != CandidateState::kRejected || progress.code == protocol::RejectCode::kNoCapacity;
+  return progress.state != CandidateState::kRejected ||
+         progress.code == protocol::RejectCode::kNoCapacity;
 }
 
 Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
@@ -377,7 +378,8 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
   if (sibling_winners(record).count(from)) {
     // Another copy of this workload won there first: one copy per cluster.
     cancel_at(*workload, from, message.epoch);
-    on_reject(from, protocol::Reject{record.uid, message.epoch, "HoldsAnotherCopy", protocol::RejectCode::kHoldsAnotherCopy});
+    on_reject(from, protocol::Reject{record.uid, message.epoch, "HoldsAnotherCopy",
+                                     protocol::RejectCode::kHoldsAnotherCopy});
     return;
   }
   CandidateProgress& progress = workload->candidates[from];
@@ -516,7 +518,8 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
   if (progress == workload->candidates.end() || progress->second.state == CandidateState::kRejected) {
     return;
   }
-  if (message.code == protocol::RejectCode::kAlreadyBound && record.winner.empty() && may_place_at(record, from)) {
+  if (message.code == protocol::RejectCode::kAlreadyBound && record.winner.empty() &&
+      may_place_at(record, from)) {
     // The target still runs a copy of an earlier epoch that nothing replaced.
     adopt(*workload, from, 0);
     return;
@@ -554,8 +557,10 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
     make_pending(*workload, reason);
     // Lost a race to a sibling copy: the next round leaves the sibling's
     // cluster out, so it can start now instead of after the backoff.
-    bool lost_to_sibling = std::any_of(workload->candidates.begin(), workload->candidates.end(),
-                                       [](const auto& entry) { return entry.second.code == protocol::RejectCode::kHoldsAnotherCopy; });
+    bool lost_to_sibling = std::any_of(
+        workload->candidates.begin(), workload->candidates.end(), [](const auto& entry) {
+          return entry.second.code == protocol::RejectCode::kHoldsAnotherCopy;
+        });
     if (lost_to_sibling) workload->next_round_at = clock_.now();
   }
 }
@@ -930,7 +935,8 @@ void Agent::drive_source_workload(const std::string& uid, SourceWorkload& worklo
     // stopped at least lease + skew ago, so its copy has stopped by now.
     auto winner = peers_.find(record.winner);
     TimePoint last_renewal = winner == peers_.end() ? TimePoint{} : winner->second.last_digest_sent;
-    if (config_.lease.count() == 0 || now - last_renewal >= config_.lease + config_.max_clock_skew) {
+    if (config_.lease.count() == 0 ||
+        now - last_renewal >= config_.lease + config_.max_clock_skew) {
       requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
                                  format_duration(silent_for(record.winner)));
       return;
@@ -950,16 +956,17 @@ void Agent::drive_source_workload(const std::string& uid, SourceWorkload& worklo
   }
   if (record.spec.placement.ready_window.count() > 0 &&
       now - workload.round_started >= record.spec.placement.ready_window &&
-      std::any_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
-        return entry.second.state == CandidateState::kReady;
-      })) {
-    choose_best_ready(workload, "readyWindow " +
-                                    format_duration(record.spec.placement.ready_window) + " closed");
+      std::any_of(workload.candidates.begin(), workload.candidates.end(),
+                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
+    choose_best_ready(
+        workload, "readyWindow " + format_duration(record.spec.placement.ready_window) + " closed");
     return;
   }
   if (!workload.untried.empty()) {
-    if (now - workload.wave_started >= record.spec.placement.round_timeout) ask_next_batch(workload);
-  } else if (workload.candidates.empty() || now - workload.wave_started >= config_.reservation_ttl) {
+    if (now - workload.wave_started >= record.spec.placement.round_timeout)
+      ask_next_batch(workload);
+  } else if (workload.candidates.empty() ||
+             now - workload.wave_started >= config_.reservation_ttl) {
     // A restart left the round without its candidates, or nobody answered in time.
     start_round(workload);
     return;

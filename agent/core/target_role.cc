@@ -27,7 +27,8 @@ model::Phase to_phase(store::ReservationPhase phase) {
 
 }  // namespace
 
-Agent::Refusal Agent::reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const {
+Agent::Refusal Agent::reject_reason_for(const std::string& from,
+                                        const model::WorkloadSpec& spec) const {
   if (from == self_id_) return {};
   // The most telling reason among the invitations that name this namespace.
   Refusal best{protocol::RejectCode::kNotInvited, "NotInvited"};
@@ -44,7 +45,8 @@ Agent::Refusal Agent::reject_reason_for(const std::string& from, const model::Wo
   return best;
 }
 
-Agent::Refusal Agent::limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const {
+Agent::Refusal Agent::limit_refusal(const std::string& from,
+                                    const model::WorkloadSpec& spec) const {
   if (from == self_id_) return {};
   const crypto::InvitationLimits* limits = nullptr;
   for (const auto* invitation : valid_issued(from)) limits = &invitation->limits;
@@ -61,12 +63,14 @@ Agent::Refusal Agent::limit_refusal(const std::string& from, const model::Worklo
   return {};
 }
 
-void Agent::reject_candidate(const std::string& from, const protocol::Candidate& message, const Refusal& refusal) {
+void Agent::reject_candidate(const std::string& from, const protocol::Candidate& message,
+                             const Refusal& refusal) {
   // Counted per reason text for `shoalctl status`: the text names the
   // resource or queue, which is what an operator needs to see.
   ++stats_.rejected[refusal.reason];
   if (from != self_id_) {
-    record_event("peer/" + from, "rejected candidate " + message.spec.key() + ": " + refusal.reason);
+    record_event("peer/" + from,
+                 "rejected candidate " + message.spec.key() + ": " + refusal.reason);
   }
   send(from, protocol::Reject{message.uid, message.epoch, refusal.reason, refusal.code});
 }
@@ -87,8 +91,8 @@ void Agent::withdraw_from_source(const std::string& source, const std::string& w
   for (const auto& key : unapproved) release_reservation(key, why);
 }
 
-void Agent::fail_copy(TargetReservation& reservation, protocol::CopyCondition condition, const std::string& why,
-                      TimePoint at) {
+void Agent::fail_copy(TargetReservation& reservation, protocol::CopyCondition condition,
+                      const std::string& why, TimePoint at) {
   store::ReservationRecord& record = reservation.record;
   cluster_.release(cluster_key(record.source, record.uid));
   record.phase = store::ReservationPhase::kFailed;
@@ -108,7 +112,8 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   if (it != reservations_.end()) {
     store::ReservationRecord& existing = it->second.record;
     if (message.epoch < existing.epoch) {
-      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch", protocol::RejectCode::kStaleEpoch});
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
+                                  protocol::RejectCode::kStaleEpoch});
       return;
     }
     if (message.epoch == existing.epoch) {
@@ -119,7 +124,8 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
     if (existing.phase == store::ReservationPhase::kBound ||
         existing.phase == store::ReservationPhase::kRunning) {
       // The source re-places a workload we still run; never run it twice.
-      send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound", protocol::RejectCode::kAlreadyBound});
+      send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound",
+                                  protocol::RejectCode::kAlreadyBound});
       return;
     }
     // An older epoch that was only reserved, or has finished: superseded.
@@ -135,7 +141,8 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   auto queued = queued_.find(key);
   if (queued != queued_.end()) {
     if (message.epoch < queued->second.epoch) {
-      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch", protocol::RejectCode::kStaleEpoch});
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
+                                  protocol::RejectCode::kStaleEpoch});
       return;
     }
     // A retry or a new round of a waiting candidate: it keeps its place in line.
@@ -158,7 +165,8 @@ void Agent::on_candidate(const std::string& from, const protocol::Candidate& mes
   if (still != waiting.end()) {
     // "NoCapacity:" tells the source the candidate waits here: a READY for
     // this epoch may follow when room frees (protocol/README.md).
-    reject_candidate(from, message, {protocol::RejectCode::kNoCapacity, "NoCapacity:" + still->second});
+    reject_candidate(from, message,
+                     {protocol::RejectCode::kNoCapacity, "NoCapacity:" + still->second});
   }
 }
 
@@ -231,7 +239,7 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
                    it->second.record.phase != store::ReservationPhase::kReserved;
   if (it == reservations_.end() || (it->second.record.epoch < message.epoch && !adoptable)) {
     send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
-                                     protocol::RejectCode::kReservationExpired});
+                                protocol::RejectCode::kReservationExpired});
     return;
   }
   TargetReservation& reservation = it->second;
@@ -267,7 +275,7 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
   if (record.expires_at <= now) {
     release_reservation(key, "reservation expired before approval");
     send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
-                                     protocol::RejectCode::kReservationExpired});
+                                protocol::RejectCode::kReservationExpired});
     return;
   }
   renew_lease(from);  // before binding: a lapse stops only what ran before it
@@ -275,7 +283,8 @@ void Agent::on_approve(const std::string& from, const protocol::Approve& message
                                   record.spec.exit_code);
   if (!started.is_ok()) {
     release_reservation(key, "could not start: " + started.message());
-    send(from, protocol::Reject{message.uid, message.epoch, "StartFailed", protocol::RejectCode::kStartFailed});
+    send(from, protocol::Reject{message.uid, message.epoch, "StartFailed",
+                                protocol::RejectCode::kStartFailed});
     return;
   }
   record.phase = store::ReservationPhase::kBound;
@@ -389,9 +398,11 @@ void Agent::enforce_leases() {
   }
 }
 
-void Agent::fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end) {
+void Agent::fence_copy(const ReservationKey& key, TargetReservation& reservation,
+                       TimePoint lease_end) {
   store::ReservationRecord& record = reservation.record;
-  if (record.phase != store::ReservationPhase::kBound && record.phase != store::ReservationPhase::kRunning) {
+  if (record.phase != store::ReservationPhase::kBound &&
+      record.phase != store::ReservationPhase::kRunning) {
     return;
   }
   // The copy stops as of the lease's end: that is the moment the source
@@ -448,7 +459,8 @@ Status Agent::stop_hosted(const std::string& namespace_name, const std::string& 
   if (reservation.record.phase == store::ReservationPhase::kReserved) {
     uint64_t epoch = reservation.record.epoch;
     release_reservation(rkey, "deleted by the operator of " + config_.cluster);
-    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget", protocol::RejectCode::kDeletedAtTarget});
+    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget",
+                                      protocol::RejectCode::kDeletedAtTarget});
   } else {
     record_event(rkey.second, "deleted at " + config_.cluster + " by its operator");
     fail_copy(reservation, protocol::CopyCondition::kDeletedAtTarget,
@@ -512,7 +524,8 @@ void Agent::send_status(TargetReservation& reservation) {
                          ? static_cast<protocol::CopyCondition>(record.condition)
                          : protocol::CopyCondition::kOther;
   reservation.last_status_sent = clock_.now();
-  next_status_retry_ = std::min(next_status_retry_, reservation.last_status_sent + config_.retry_interval);
+  next_status_retry_ =
+      std::min(next_status_retry_, reservation.last_status_sent + config_.retry_interval);
   send(record.source, std::move(status));
 }
 
@@ -571,7 +584,8 @@ void Agent::expire_reservations() {
       if (reservation.record.expires_at <= now) {
         expired.push_back(key);
       } else {
-        next_reservation_expiry_ = std::min(next_reservation_expiry_, reservation.record.expires_at);
+        next_reservation_expiry_ =
+            std::min(next_reservation_expiry_, reservation.record.expires_at);
       }
     }
     for (const auto& key : expired) release_reservation(key, "reservation expired unapproved");
@@ -588,9 +602,10 @@ void Agent::retry_status_reports() {
   for (auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
     if (record.generation <= record.acked_generation) continue;
-    if (now - reservation.last_status_sent >= resend_after(reservation.status_resends)) send_status(reservation);
-    next_status_retry_ = std::min(next_status_retry_,
-                                  reservation.last_status_sent + resend_after(reservation.status_resends));
+    if (now - reservation.last_status_sent >= resend_after(reservation.status_resends))
+      send_status(reservation);
+    next_status_retry_ = std::min(next_status_retry_, reservation.last_status_sent +
+                                                          resend_after(reservation.status_resends));
   }
 }
 

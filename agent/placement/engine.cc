@@ -53,7 +53,8 @@ std::vector<const ClusterCandidate*> filter(const WorkloadSpec& workload, const 
       }
     }
     if (reason.empty()) eligible.push_back(&c);
-    else filtered->push_back({c.name, reason, lacks_only_room});
+    else
+      filtered->push_back({c.name, reason, lacks_only_room});
   }
   return eligible;
 }

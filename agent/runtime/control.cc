@@ -131,21 +131,21 @@ json status_json(const ControlContext& context) {
   }
   json rejected = json::object();
   for (const auto& [reason, count] : stats.rejected) rejected[reason] = count;
-  return {{"ok", true},
-          {"cluster", context.cluster.spec().name},
-          {"candidatesRejected", rejected},
-          {"id", context.agent.self_id()},
-          {"messages",
-           {{"received", stats.received},
-            {"sent", stats.sent},
-            {"sentByType", sent_by_type},
-            {"receivedByType", received_by_type},
-            {"dropped", dropped},
-            {"undeliverable", context.transport_drops},
-            {"handshakesRefused", context.handshakes_refused}}},
-          {"nodes", nodes},
-          {"storage",
-           {{"writable", context.storage_fault.empty()}, {"error", context.storage_fault}}}};
+  return {
+      {"ok", true},
+      {"cluster", context.cluster.spec().name},
+      {"candidatesRejected", rejected},
+      {"id", context.agent.self_id()},
+      {"messages",
+       {{"received", stats.received},
+        {"sent", stats.sent},
+        {"sentByType", sent_by_type},
+        {"receivedByType", received_by_type},
+        {"dropped", dropped},
+        {"undeliverable", context.transport_drops},
+        {"handshakesRefused", context.handshakes_refused}}},
+      {"nodes", nodes},
+      {"storage", {{"writable", context.storage_fault.empty()}, {"error", context.storage_fault}}}};
 }
 
 Result<core::InvitationOptions> invitation_options(const Request& request) {

@@ -17,7 +17,6 @@ struct ControlContext {
   std::string storage_fault;        // why the state database cannot be written; "" when it can
 };
 
-
 // Never throws. A response is {"ok": true, ...} or
 // {"ok": false, "code": "<ErrorCode name>", "error": "<one line>"}.
 nlohmann::json handle_control(const ControlContext& context, const nlohmann::json& request);

@@ -153,8 +153,8 @@ class AgentFactory {
   Result<AgentInstance> make() const {
     SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::SimCluster> cluster,
                            cluster::SimCluster::create(cluster_spec_));
-    auto agent = std::make_unique<core::Agent>(config_, identity_, clock_, transport_, store_, *cluster,
-                                               rng_, logger_);
+    auto agent = std::make_unique<core::Agent>(config_, identity_, clock_, transport_, store_,
+                                               *cluster, rng_, logger_);
     return AgentInstance{std::move(cluster), std::move(agent)};
   }
 
@@ -297,7 +297,8 @@ class Loop {
         return failed.with_context("state database write failed; stopping");
       }
       SHOAL_RETURN_IF_ERROR(enter_read_only(failed));
-      for (const auto& request : requests) send_reply(request.routing_id, answer_read_only(request.text));
+      for (const auto& request : requests)
+        send_reply(request.routing_id, answer_read_only(request.text));
       return Status::ok();
     }
     // Only now may the world hear about this batch.
@@ -308,9 +309,10 @@ class Loop {
 
   Status enter_read_only(const Status& fault) {
     if (!storage_fault_) {
-      logger_.error("state database cannot be written ({}); refusing new work and answering reads "
-                    "until a write succeeds again (tried every {}s)",
-                    fault.message(), kStorageProbeInterval.count());
+      logger_.error(
+          "state database cannot be written ({}); refusing new work and answering reads "
+          "until a write succeeds again (tried every {}s)",
+          fault.message(), kStorageProbeInterval.count());
     }
     storage_fault_ = fault;
     next_probe_ = std::chrono::steady_clock::now() + kStorageProbeInterval;
@@ -322,12 +324,14 @@ class Loop {
     Status loaded = instance_.agent->load();
     if (batch) store_.rollback();
     transport_.discard();
-    if (!loaded.is_ok()) return loaded.with_context("state database cannot be read either; stopping");
+    if (!loaded.is_ok())
+      return loaded.with_context("state database cannot be read either; stopping");
     return Status::ok();
   }
 
   Status read_only_iteration() {
-    for (const auto& request : receive_control()) send_reply(request.routing_id, answer_read_only(request.text));
+    for (const auto& request : receive_control())
+      send_reply(request.routing_id, answer_read_only(request.text));
     if (std::chrono::steady_clock::now() < next_probe_) return Status::ok();
     Status writable = store_.probe_write();
     if (writable.is_ok()) writable = start_serving();
@@ -352,9 +356,10 @@ class Loop {
   void note_rate_limited(const std::string& sender, std::chrono::steady_clock::time_point now) {
     if (now - last_rate_limit_log_ < std::chrono::minutes(1)) return;
     last_rate_limit_log_ = now;
-    logger_.warn("peer {} sends more than peerMessageRate allows; dropping the excess unread "
-                 "(counted as RateLimited in shoalctl status)",
-                 sender);
+    logger_.warn(
+        "peer {} sends more than peerMessageRate allows; dropping the excess unread "
+        "(counted as RateLimited in shoalctl status)",
+        sender);
   }
 
   std::vector<ControlRequest> receive_control() {
@@ -382,12 +387,14 @@ class Loop {
 
   std::string answer_read_only(const std::string& text) {
     auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (request.is_discarded() || control::is_read_only_command(request)) return answer_control(text);
-    return nlohmann::json{{"ok", false},
-                          {"code", error_code_name(ErrorCode::kStorage)},
-                          {"error", "the agent cannot write its state database (" + storage_fault_->message() +
-                                        "), so it takes no new work; reads still answer, and it "
-                                        "resumes by itself once a write succeeds"}}
+    if (request.is_discarded() || control::is_read_only_command(request))
+      return answer_control(text);
+    return nlohmann::json{
+        {"ok", false},
+        {"code", error_code_name(ErrorCode::kStorage)},
+        {"error", "the agent cannot write its state database (" + storage_fault_->message() +
+                      "), so it takes no new work; reads still answer, and it "
+                      "resumes by itself once a write succeeds"}}
         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
@@ -397,14 +404,17 @@ class Loop {
   std::string answer_control(const std::string& text) {
     try {
       auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-      ControlContext context{*instance_.agent, *instance_.cluster, transport_.dropped_unconnected(),
-                             handshakes_refused_, limiter_.limited(),
+      ControlContext context{*instance_.agent,
+                             *instance_.cluster,
+                             transport_.dropped_unconnected(),
+                             handshakes_refused_,
+                             limiter_.limited(),
                              storage_fault_ ? storage_fault_->message() : std::string()};
-      nlohmann::json response =
-          request.is_discarded()
-              ? nlohmann::json{{"ok", false}, {"code", "InvalidArgument"},
-                               {"error", "control request: not JSON"}}
-              : handle_control(context, request);
+      nlohmann::json response = request.is_discarded()
+                                    ? nlohmann::json{{"ok", false},
+                                                     {"code", "InvalidArgument"},
+                                                     {"error", "control request: not JSON"}}
+                                    : handle_control(context, request);
       return response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const std::exception& e) {
       logger_.error("control request failed: {}", e.what());
@@ -426,7 +436,8 @@ class Loop {
       if (request.size() >= 7 && request[5].to_string() == "CURVE" && request[6].size() == 32) {
         crypto::CurveKey key;
         std::memcpy(key.data(), request[6].data(), key.size());
-        if (auto peer = peer_with_curve_key(key); peer && instance_.agent->admits_connection(*peer)) {
+        if (auto peer = peer_with_curve_key(key);
+            peer && instance_.agent->admits_connection(*peer)) {
           status = "200";
           text = "OK";
           user = *peer;
@@ -562,10 +573,11 @@ Status run_agent(const std::string& data_dir) {
   // init created the database; without it this agent's invitations and
   // reservations are gone, and starting empty would hide that.
   if (!std::filesystem::exists(database_path(data_dir))) {
-    return Status(ErrorCode::kCorrupt,
-                  "state database " + database_path(data_dir) +
-                      " is missing, though this agent was initialized (identity.key exists); shoald "
-                      "will not start empty: restore it from a backup, or init a new data directory");
+    return Status(
+        ErrorCode::kCorrupt,
+        "state database " + database_path(data_dir) +
+            " is missing, though this agent was initialized (identity.key exists); shoald "
+            "will not start empty: restore it from a backup, or init a new data directory");
   }
   SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(data_dir)));
   // A file-size limit (ulimit -f) must fail the write, which the loop
@@ -620,19 +632,22 @@ Status run_agent(const std::string& data_dir) {
   SystemClock clock;
   SodiumRng rng;
   ZmqTransport transport(context, curve_keys);
-  AgentFactory factory(file.timing, std::move(identity), std::move(cluster_spec), clock, transport, *store, rng,
-                       logger);
+  AgentFactory factory(file.timing, std::move(identity), std::move(cluster_spec), clock, transport,
+                       *store, rng, logger);
   Loop loop(factory, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd,
-            PeerRateLimiter(static_cast<double>(file.peer_message_rate), static_cast<double>(file.peer_message_burst)),
+            PeerRateLimiter(static_cast<double>(file.peer_message_rate),
+                            static_cast<double>(file.peer_message_burst)),
             *logger);
   Status booted = loop.boot();
   if (!booted.is_ok()) {
     ::close(signal_fd);
     return booted;
   }
-  logger->info("shoald {} listening on {} ({} nodes, wire encryption {}, at most {} inbound connections); id {}",
-               file.cluster, file.listen, node_count, file.wire_encryption,
-               ConnectionGuard::connection_cap(descriptors), loop.agent().self_id());
+  logger->info(
+      "shoald {} listening on {} ({} nodes, wire encryption {}, at most {} inbound connections); "
+      "id {}",
+      file.cluster, file.listen, node_count, file.wire_encryption,
+      ConnectionGuard::connection_cap(descriptors), loop.agent().self_id());
 
   Status result = loop.run();
   ::close(signal_fd);

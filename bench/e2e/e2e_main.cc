@@ -103,7 +103,8 @@ RunResult run_once(const Options& options) {
   auto cluster_file = [&](const std::string& name) {
     std::string path = dir.path() + "/cluster-" + name + ".yaml";
     std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: " << name
-                        << "}\nspec:\n  nodes:\n  - {name: n, count: 8, capacity: {cpu: \"100000\", memory: 100000Gi}}\n";
+                        << "}\nspec:\n  nodes:\n  - {name: n, count: 8, capacity: {cpu: "
+                           "\"100000\", memory: 100000Gi}}\n";
     return path;
   };
   agents.push_back(std::make_unique<AgentProcess>("source", dir.path()));
@@ -114,7 +115,8 @@ RunResult run_once(const Options& options) {
   for (size_t i = 0; i < agents.size(); ++i) {
     agents[i]->init({"--cluster-config", cluster_file(agents[i]->name())});
     if (!agents[i]->start()) {
-      std::fprintf(stderr, "%s did not start:\n%s\n", agents[i]->name().c_str(), agents[i]->log().c_str());
+      std::fprintf(stderr, "%s did not start:\n%s\n", agents[i]->name().c_str(),
+                   agents[i]->log().c_str());
       return result;
     }
     if (i > 0) allow += (allow.empty() ? "" : ", ") + agents[i]->name();
@@ -122,9 +124,13 @@ RunResult run_once(const Options& options) {
   AgentProcess& source = *agents[0];
   for (size_t i = 1; i < agents.size(); ++i) {
     // Only the targets invite the source.
-    auto token = agents[i]->ctl({"invite", "create", "--to", source.identity(), "--namespace", "default"});
-    if (token.exit_code != 0 || source.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code != 0) {
-      std::fprintf(stderr, "invitation %s -> source failed: %s\n", agents[i]->name().c_str(), token.err.c_str());
+    auto token =
+        agents[i]->ctl({"invite", "create", "--to", source.identity(), "--namespace", "default"});
+    if (token.exit_code != 0 ||
+        source.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code !=
+            0) {
+      std::fprintf(stderr, "invitation %s -> source failed: %s\n", agents[i]->name().c_str(),
+                   token.err.c_str());
       return result;
     }
   }
@@ -134,7 +140,8 @@ RunResult run_once(const Options& options) {
         json peers = source.ctl_json({"peers"});
         if (peers.is_null()) return false;
         int active = 0;
-        for (const auto& p : peers["items"]) active += p.value("state", "") == "Active" && !p["capacity"].empty();
+        for (const auto& p : peers["items"])
+          active += p.value("state", "") == "Active" && !p["capacity"].empty();
         return active == options.targets;
       },
       60s);
@@ -147,7 +154,8 @@ RunResult run_once(const Options& options) {
     std::ofstream out(manifest);
     for (int i = 0; i < options.workloads; ++i) {
       out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w" << i
-          << ", namespace: default}\nspec: {resources: {cpu: \"1\"}, duration: 0s, placement: {clusters: ["
+          << ", namespace: default}\nspec: {resources: {cpu: \"1\"}, duration: 0s, placement: "
+             "{clusters: ["
           << allow << "]}}\n";
     }
   }
@@ -214,16 +222,21 @@ RunResult run_once(const Options& options) {
 int main(int argc, char** argv) {
   using namespace shoal::bench;
   Options options;
-  CLI::App app{"End-to-end placement load on real agents: one source, N targets, W workloads at once."};
+  CLI::App app{
+      "End-to-end placement load on real agents: one source, N targets, W workloads at once."};
   app.add_option("--targets", options.targets, "Targets (the source invites none; each invites it)")
       ->check(CLI::Range(1, 16));
-  app.add_option("--workloads", options.workloads, "Workloads submitted at once")->check(CLI::Range(1, 1000000));
+  app.add_option("--workloads", options.workloads, "Workloads submitted at once")
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--runs", options.runs, "Fresh federations to measure")->check(CLI::Range(1, 20));
-  app.add_option("--timeout", options.timeout_seconds, "Seconds a run may take to start every workload");
+  app.add_option("--timeout", options.timeout_seconds,
+                 "Seconds a run may take to start every workload");
   CLI11_PARSE(app, argc, argv);
-  std::printf("1 source x %d targets, %d workloads, %d runs\n", options.targets, options.workloads, options.runs);
-  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %12s %12s\n", "run", "placements/s", "p50 ms", "p99 ms",
-              "max ms", "msgs/placement", "src CPU ms/pl", "tgt CPU ms/pl", "src RSS MB", "tgt RSS MB");
+  std::printf("1 source x %d targets, %d workloads, %d runs\n", options.targets, options.workloads,
+              options.runs);
+  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %12s %12s\n", "run", "placements/s", "p50 ms",
+              "p99 ms", "max ms", "msgs/placement", "src CPU ms/pl", "tgt CPU ms/pl", "src RSS MB",
+              "tgt RSS MB");
   std::vector<double> rates;
   for (int run = 1; run <= options.runs; ++run) {
     RunResult r = run_once(options);
@@ -234,7 +247,8 @@ int main(int argc, char** argv) {
     rates.push_back(r.placements_per_second);
     std::printf("%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.2f %14.2f %12.1f %12.1f\n", run,
                 r.placements_per_second, r.p50_ms, r.p99_ms, r.max_ms, r.messages_per_placement,
-                r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement, r.source_rss_mb, r.target_rss_mb);
+                r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement, r.source_rss_mb,
+                r.target_rss_mb);
     std::printf("       messages per placement by type:");
     for (const auto& [type, count] : r.sent_by_type) {
       std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / options.workloads);
@@ -244,7 +258,7 @@ int main(int argc, char** argv) {
   }
   if (rates.empty()) return 1;
   std::sort(rates.begin(), rates.end());
-  std::printf("placements/s min / median / max: %.1f / %.1f / %.1f\n", rates.front(), rates[rates.size() / 2],
-              rates.back());
+  std::printf("placements/s min / median / max: %.1f / %.1f / %.1f\n", rates.front(),
+              rates[rates.size() / 2], rates.back());
   return 0;
 }

@@ -179,7 +179,8 @@ TEST_F(Federation, DeleteStopsEveryCopyAndForgetsTheWorkload) {
     ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
   }
   EXPECT_TRUE(wait_until([&] { return workloads(source)["items"].empty(); }, 20s));
-  EXPECT_TRUE(wait_until([&] { return held_by_uid().empty(); }, 20s)) << "a copy still runs somewhere";
+  EXPECT_TRUE(wait_until([&] { return held_by_uid().empty(); }, 20s))
+      << "a copy still runs somewhere";
   CommandResult again = source.ctl({"delete", "workload", "default/long-0"});
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("not found"), std::string::npos) << again.err;

@@ -35,8 +35,8 @@ int64_t millis_of(const json& rfc3339) {
 // takes them, over `connections` CURVE connections, until stopped.
 class Flood {
  public:
-  Flood(const crypto::Identity& flooder, const crypto::PublicKey& target, const std::string& endpoint,
-        int connections)
+  Flood(const crypto::Identity& flooder, const crypto::PublicKey& target,
+        const std::string& endpoint, int connections)
       : context_(1) {
     for (int i = 0; i < connections; ++i) {
       auto& socket = sockets_.emplace_back(context_, zmq::socket_type::dealer);
@@ -62,14 +62,17 @@ class Flood {
       envelope.to = target;
       envelope.boot = 1000;
       envelope.seq = ++seq;
-      envelope.sent_at_ms = to_millis(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()));
+      envelope.sent_at_ms =
+          to_millis(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()));
       envelope.body = protocol::encode_body(protocol::Hello{"flood", "flood", "tcp://127.0.0.1:1"});
       std::vector<uint8_t> wire = protocol::seal(envelope, flooder);
       auto& socket = sockets_[seq % sockets_.size()];
       // A full queue (the target reads slower than this) is the point; the
       // message is dropped here and the loop goes on, so stop_ is seen.
-      if (socket.send(zmq::buffer(wire), zmq::send_flags::dontwait)) ++sent_;
-      else std::this_thread::yield();
+      if (socket.send(zmq::buffer(wire), zmq::send_flags::dontwait))
+        ++sent_;
+      else
+        std::this_thread::yield();
     }
   }
 
@@ -93,9 +96,11 @@ class FloodTest : public ::testing::Test {
     ASSERT_TRUE(card.is_ok());
     target_key_ = card->public_key;
     crypto::IdCard flooder_card{"flooder", "bad", flooder_.public_key(), "tcp://127.0.0.1:1"};
-    ASSERT_EQ(target_.ctl({"invite", "create", "--to", flooder_card.to_string(), "--namespace", "default"})
-                  .exit_code,
-              0);
+    ASSERT_EQ(
+        target_
+            .ctl({"invite", "create", "--to", flooder_card.to_string(), "--namespace", "default"})
+            .exit_code,
+        0);
   }
 
   // Places `count` workloads one after another at the target; returns each
@@ -116,7 +121,8 @@ class FloodTest : public ::testing::Test {
       bool started = wait_until(
           [&] {
             workload = source_.ctl_json({"describe", "workload", "default/" + name});
-            return !workload.is_null() && !workload["status"]["startedAt"].get<std::string>().empty();
+            return !workload.is_null() &&
+                   !workload["status"]["startedAt"].get<std::string>().empty();
           },
           30s);
       if (!started) return {};
@@ -155,11 +161,12 @@ TEST_F(FloodTest, AFloodingPeerDelaysAnotherPeersPlacementsByAtMostTwice) {
   json status = target_.ctl_json({"status"});
   ASSERT_FALSE(status.is_null());
   int64_t calm_median = median(calm), flooded_median = median(flooded);
-  std::printf("placement latency at the target, median of %d: calm %lld ms, flooded %lld ms "
-              "(flood sent %llu, rate-limited %llu)\n",
-              kPlacements, static_cast<long long>(calm_median), static_cast<long long>(flooded_median),
-              static_cast<unsigned long long>(flood_sent),
-              static_cast<unsigned long long>(status["messages"]["dropped"].value("RateLimited", 0ULL)));
+  std::printf(
+      "placement latency at the target, median of %d: calm %lld ms, flooded %lld ms "
+      "(flood sent %llu, rate-limited %llu)\n",
+      kPlacements, static_cast<long long>(calm_median), static_cast<long long>(flooded_median),
+      static_cast<unsigned long long>(flood_sent),
+      static_cast<unsigned long long>(status["messages"]["dropped"].value("RateLimited", 0ULL)));
   EXPECT_GT(status["messages"]["dropped"].value("RateLimited", 0ULL), 0u);
   // 2x the calm median, and never less than a few ms over it: on a calm
   // loopback a placement takes a few ms, below what a shared machine's

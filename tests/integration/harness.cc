@@ -148,9 +148,11 @@ int AgentProcess::reap_if_exited() {
 void AgentProcess::limit_file_size(std::optional<uint64_t> bytes) {
   if (pid_ <= 0) return;
   rlimit limit{};
-  if (prlimit(pid_, RLIMIT_FSIZE, nullptr, &limit) != 0) throw std::runtime_error("prlimit: cannot read");
+  if (prlimit(pid_, RLIMIT_FSIZE, nullptr, &limit) != 0)
+    throw std::runtime_error("prlimit: cannot read");
   limit.rlim_cur = bytes ? static_cast<rlim_t>(*bytes) : limit.rlim_max;
-  if (prlimit(pid_, RLIMIT_FSIZE, &limit, nullptr) != 0) throw std::runtime_error("prlimit: cannot set");
+  if (prlimit(pid_, RLIMIT_FSIZE, &limit, nullptr) != 0)
+    throw std::runtime_error("prlimit: cannot set");
 }
 
 void AgentProcess::pause() {

@@ -58,7 +58,9 @@ class StorageFault : public ::testing::Test {
 };
 
 TEST_F(StorageFault, AnAgentThatCannotWriteRefusesNewWorkAnswersReadsAndResumes) {
-  ASSERT_EQ(source_.ctl({"submit", "-f", write_workloads(dir_.path(), "before", 1, "1", "1s")}).exit_code, 0);
+  ASSERT_EQ(
+      source_.ctl({"submit", "-f", write_workloads(dir_.path(), "before", 1, "1", "1s")}).exit_code,
+      0);
   ASSERT_TRUE(wait_until([&] { return phase_of(source_, "before-0") == "Succeeded"; }, 20s));
 
   source_.limit_file_size(1);  // every write now fails (EFBIG)
@@ -67,7 +69,8 @@ TEST_F(StorageFault, AnAgentThatCannotWriteRefusesNewWorkAnswersReadsAndResumes)
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("cannot write its state database"), std::string::npos) << refused.err;
   EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
-  CommandResult invite = source_.ctl({"invite", "create", "--to", target_.identity(), "--namespace", "x"});
+  CommandResult invite =
+      source_.ctl({"invite", "create", "--to", target_.identity(), "--namespace", "x"});
   EXPECT_NE(invite.exit_code, 0);
   EXPECT_NE(invite.err.find("cannot write its state database"), std::string::npos) << invite.err;
 
@@ -79,14 +82,17 @@ TEST_F(StorageFault, AnAgentThatCannotWriteRefusesNewWorkAnswersReadsAndResumes)
   EXPECT_EQ(source_.reap_if_exited(), -1);
 
   // Its peer is not held up: the target still runs its own work.
-  ASSERT_EQ(target_.ctl({"submit", "-f", write_workloads(dir_.path(), "own", 1, "1", "1s")}).exit_code, 0);
+  ASSERT_EQ(
+      target_.ctl({"submit", "-f", write_workloads(dir_.path(), "own", 1, "1", "1s")}).exit_code,
+      0);
   EXPECT_TRUE(wait_until([&] { return phase_of(target_, "own-0") == "Succeeded"; }, 20s));
 
   // The disk is back: the agent resumes by itself and takes the work it refused.
   source_.limit_file_size(std::nullopt);
   ASSERT_TRUE(wait_until([&] { return storage_writable(source_); }, 20s)) << source_.log();
   ASSERT_EQ(source_.ctl({"submit", "-f", during}).exit_code, 0);
-  EXPECT_TRUE(wait_until([&] { return phase_of(source_, "during-0") == "Succeeded"; }, 20s)) << source_.log();
+  EXPECT_TRUE(wait_until([&] { return phase_of(source_, "during-0") == "Succeeded"; }, 20s))
+      << source_.log();
   EXPECT_EQ(phase_of(source_, "before-0"), "Succeeded");
   EXPECT_NE(source_.log().find("state database writable again"), std::string::npos);
 }
@@ -110,18 +116,23 @@ bool set_immutable(const std::string& path, bool immutable) {
 // A database whose files turn read-only under the running agent (here:
 // immutable, which even root cannot write) is one more storage fault.
 TEST_F(StorageFault, ADatabaseThatTurnsReadOnlyIsRefusedTheSameWayAndTheAgentResumes) {
-  std::vector<std::string> files = {source_.data_dir() + "/state.db", source_.data_dir() + "/state.db-wal"};
+  std::vector<std::string> files = {source_.data_dir() + "/state.db",
+                                    source_.data_dir() + "/state.db-wal"};
   if (!set_immutable(files[0], true) || !set_immutable(files[1], true)) {
-    for (const auto& file : files) set_immutable(file, false);  // else TempDir could not remove them
-    GTEST_SKIP() << "cannot make files immutable here (needs CAP_LINUX_IMMUTABLE and ext4 or similar)";
+    for (const auto& file : files)
+      set_immutable(file, false);  // else TempDir could not remove them
+    GTEST_SKIP()
+        << "cannot make files immutable here (needs CAP_LINUX_IMMUTABLE and ext4 or similar)";
   }
-  CommandResult refused = source_.ctl({"submit", "-f", write_workloads(dir_.path(), "ro", 1, "1", "1s")});
+  CommandResult refused =
+      source_.ctl({"submit", "-f", write_workloads(dir_.path(), "ro", 1, "1", "1s")});
   for (const auto& file : files) set_immutable(file, false);
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("cannot write its state database"), std::string::npos) << refused.err;
   EXPECT_EQ(source_.reap_if_exited(), -1);
   ASSERT_TRUE(wait_until([&] { return storage_writable(source_); }, 20s)) << source_.log();
-  ASSERT_EQ(source_.ctl({"submit", "-f", write_workloads(dir_.path(), "ro", 1, "1", "1s")}).exit_code, 0);
+  ASSERT_EQ(
+      source_.ctl({"submit", "-f", write_workloads(dir_.path(), "ro", 1, "1", "1s")}).exit_code, 0);
   EXPECT_TRUE(wait_until([&] { return phase_of(source_, "ro-0") == "Succeeded"; }, 20s));
 }
 
@@ -160,8 +171,8 @@ TEST_F(FullDisk, IsReportedAsSuchAndTheAgentResumesWhenSpaceIsFreed) {
   // one needs more than that.
   std::string refusal;
   for (int i = 0; i < 200 && refusal.empty(); ++i) {
-    CommandResult result =
-        agent_->ctl({"submit", "-f", write_workloads(dir_.path(), "fill" + std::to_string(i), 20, "1m", "1h")});
+    CommandResult result = agent_->ctl(
+        {"submit", "-f", write_workloads(dir_.path(), "fill" + std::to_string(i), 20, "1m", "1h")});
     if (result.exit_code != 0) refusal = result.err;
   }
   ASSERT_FALSE(refusal.empty()) << "the agent never noticed the full disk";
@@ -171,7 +182,9 @@ TEST_F(FullDisk, IsReportedAsSuchAndTheAgentResumesWhenSpaceIsFreed) {
 
   std::filesystem::remove(filler);
   EXPECT_TRUE(wait_until([&] { return storage_writable(*agent_); }, 20s)) << agent_->log();
-  EXPECT_EQ(agent_->ctl({"submit", "-f", write_workloads(dir_.path(), "after", 1, "1m", "1s")}).exit_code, 0);
+  EXPECT_EQ(
+      agent_->ctl({"submit", "-f", write_workloads(dir_.path(), "after", 1, "1m", "1s")}).exit_code,
+      0);
 }
 
 TEST(DamagedDatabase, IsRefusedAtStartWithTheFixAndLeftAsItWas) {
@@ -179,7 +192,8 @@ TEST(DamagedDatabase, IsRefusedAtStartWithTheFixAndLeftAsItWas) {
   AgentProcess agent("hurt", dir.path());
   agent.init();
   ASSERT_TRUE(agent.start());
-  ASSERT_EQ(agent.ctl({"submit", "-f", write_workloads(dir.path(), "w", 50, "1m", "1h")}).exit_code, 0);
+  ASSERT_EQ(agent.ctl({"submit", "-f", write_workloads(dir.path(), "w", 50, "1m", "1h")}).exit_code,
+            0);
   agent.stop();
   std::string path = agent.data_dir() + "/state.db";
   std::string bytes = file_bytes(path);

@@ -199,7 +199,8 @@ TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder)
   std::mt19937 shuffle_rng(7);
   std::shuffle(changes.begin(), changes.end(), shuffle_rng);
   ASSERT_NE(changes.back().generation, 1100u) << "the newest change must not arrive last";
-  uint64_t replayed_before = f.source->agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
+  uint64_t replayed_before =
+      f.source->agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
   uint64_t seq = 1'000'000;  // above anything east really sent
   for (const auto& status : changes) {
     f.source->agent->handle_wire(forge(*f.east, *f.source, status, ++seq, f.world.clock().now()));
@@ -231,8 +232,10 @@ TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
     status.exit_code = -1;
     // The text says the opposite of the code each time.
     status.message = fenced ? "exited" : "LeaseExpired: no renewal from source";
-    status.condition = fenced ? protocol::CopyCondition::kLeaseExpired : protocol::CopyCondition::kNone;
-    f.source->agent->handle_wire(forge(*f.east, *f.source, status, 1'000'000, f.world.clock().now()));
+    status.condition =
+        fenced ? protocol::CopyCondition::kLeaseExpired : protocol::CopyCondition::kNone;
+    f.source->agent->handle_wire(
+        forge(*f.east, *f.source, status, 1'000'000, f.world.clock().now()));
     record = f.source->agent->find_workload("default", "job");
     EXPECT_EQ(record->restarts, fenced ? 1 : 0) << (fenced ? "fenced" : "not fenced");
     EXPECT_EQ(record->phase, fenced ? model::Phase::kPending : model::Phase::kFailed);

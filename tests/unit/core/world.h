@@ -117,7 +117,8 @@ class World {
     cluster_specs_[name] = spec;
     Duration skew{0};
     if (max_skew_.count() > 0) {
-      skew = Duration(std::uniform_int_distribution<int64_t>(-max_skew_.count() / 2, max_skew_.count() / 2)(skew_rng_));
+      skew = Duration(std::uniform_int_distribution<int64_t>(-max_skew_.count() / 2,
+                                                             max_skew_.count() / 2)(skew_rng_));
     }
     node->clock = std::make_unique<SkewedClock>(clock_, skew);
     Node& ref = *node;
@@ -150,9 +151,11 @@ class World {
       // What earlier, committed steps sent had left before the crash.
       std::vector<Wire> already_sent = std::move(node.transport->outbox);
       restart(node);
-      node.transport->outbox.insert(node.transport->outbox.begin(), already_sent.begin(), already_sent.end());
+      node.transport->outbox.insert(node.transport->outbox.begin(), already_sent.begin(),
+                                    already_sent.end());
     } else {
-      ADD_FAILURE() << node.name << ": a store write failed: " << node.agent->store_health().message();
+      ADD_FAILURE() << node.name
+                    << ": a store write failed: " << node.agent->store_health().message();
     }
   }
 

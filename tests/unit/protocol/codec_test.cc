@@ -26,8 +26,9 @@ model::WorkloadSpec sample_spec() {
 std::vector<Body> every_message() {
   return {
       Hello{"east", "acme", "tcp://127.0.0.1:7400"},
-      Capacity{{{"default", {8000, 1024, 0}, {4000, 512, 0}, {{"q1", {8000, 1024, 0}, {4000, 512, 0}}}},
-                {"ml", {1, 2, 3}, {1, 1, 1}, {}}}},
+      Capacity{
+          {{"default", {8000, 1024, 0}, {4000, 512, 0}, {{"q1", {8000, 1024, 0}, {4000, 512, 0}}}},
+           {"ml", {1, 2, 3}, {1, 1, 1}, {}}}},
       Candidate{"uid-1", 3, sample_spec()},
       Ready{"uid-1", 3, 87.5},
       Reject{"uid-1", 3, "NoCapacity:NoNodeFits", RejectCode::kNoCapacity},
@@ -36,7 +37,15 @@ std::vector<Body> every_message() {
       Released{"uid-1", 3},
       Bound{"uid-1", 3, {"node-0", "node-1"}},
       WorkloadStatus{"uid-1", 3, 4, model::Phase::kFailed, {"node-0"}, 10, 20, 7, "exited"},
-      WorkloadStatus{"uid-1", 3, 5, model::Phase::kFailed, {"node-0"}, 10, 20, -1, "LeaseExpired: no renewal",
+      WorkloadStatus{"uid-1",
+                     3,
+                     5,
+                     model::Phase::kFailed,
+                     {"node-0"},
+                     10,
+                     20,
+                     -1,
+                     "LeaseExpired: no renewal",
                      CopyCondition::kLeaseExpired},
       StatusAck{"uid-1", 3, 4},
       Revoke{"inv-1", true},
@@ -83,7 +92,8 @@ TEST(CodecTest, CodesAreReadFromOlderSendersTextAndNewerCodesAreOther) {
     EXPECT_TRUE(decoded.is_ok()) << decoded.status().message();
     return decoded.is_ok() ? std::get<Reject>(*decoded).code : RejectCode::kOther;
   };
-  EXPECT_EQ(code_of(pack_reject("NoCapacity:QueueDeservedShareReached:q", std::nullopt)), RejectCode::kNoCapacity);
+  EXPECT_EQ(code_of(pack_reject("NoCapacity:QueueDeservedShareReached:q", std::nullopt)),
+            RejectCode::kNoCapacity);
   EXPECT_EQ(code_of(pack_reject("AlreadyBound", std::nullopt)), RejectCode::kAlreadyBound);
   EXPECT_EQ(code_of(pack_reject("Revoked", std::nullopt)), RejectCode::kInvitationNotValid);
   EXPECT_EQ(code_of(pack_reject("QuotaExceeded:gpu", std::nullopt)), RejectCode::kQuotaExceeded);
@@ -92,7 +102,8 @@ TEST(CodecTest, CodesAreReadFromOlderSendersTextAndNewerCodesAreOther) {
   EXPECT_EQ(code_of(pack_reject("AlreadyBound", 1)), RejectCode::kNoCapacity);
   EXPECT_EQ(code_of(pack_reject("NoCapacity:x", 200)), RejectCode::kOther);
 
-  WorkloadStatus old_status{"uid", 1, 2, model::Phase::kFailed, {}, 1, 2, -1, "LeaseExpired: no renewal from s"};
+  WorkloadStatus old_status{
+      "uid", 1, 2, model::Phase::kFailed, {}, 1, 2, -1, "LeaseExpired: no renewal from s"};
   // The version-1 layout: nine fields, no condition.
   msgpack::sbuffer buffer;
   msgpack::packer<msgpack::sbuffer> packer(buffer);

@@ -55,7 +55,8 @@ class AgentFileTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   Result<AgentFile> load(const std::string& extra) {
-    std::ofstream(config_path(dir_)) << "cluster: east\norg: acme\nlisten: tcp://127.0.0.1:7001\n" << extra;
+    std::ofstream(config_path(dir_)) << "cluster: east\norg: acme\nlisten: tcp://127.0.0.1:7001\n"
+                                     << extra;
     return load_agent_file(dir_);
   }
   std::string dir_;
@@ -76,13 +77,14 @@ TEST_F(AgentFileTest, PeerMessageLimitsDefaultAndRoundTrip) {
 }
 
 TEST_F(AgentFileTest, ABadPeerMessageLimitIsRefusedNamingTheField) {
-  for (const char* bad : {"peerMessageRate: 0\n", "peerMessageRate: lots\n", "peerMessageBurst: -5\n",
-                          "peerMessageBurst: [1]\n"}) {
+  for (const char* bad : {"peerMessageRate: 0\n", "peerMessageRate: lots\n",
+                          "peerMessageBurst: -5\n", "peerMessageBurst: [1]\n"}) {
     auto file = load(bad);
     ASSERT_FALSE(file.is_ok()) << bad;
     EXPECT_EQ(file.status().code(), ErrorCode::kInvalidArgument);
     std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
-    EXPECT_NE(file.status().message().find("agent.yaml " + key + ": expected a whole number"), std::string::npos)
+    EXPECT_NE(file.status().message().find("agent.yaml " + key + ": expected a whole number"),
+              std::string::npos)
         << file.status().message();
   }
 }

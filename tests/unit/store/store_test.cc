@@ -264,7 +264,8 @@ TEST_F(StoreTest, AFileThatIsNotADatabaseIsRefusedAndLeftAsItWas) {
   auto store = SqliteStore::open(path_);
   ASSERT_FALSE(store.is_ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kCorrupt);
-  EXPECT_NE(store.status().message().find("is damaged"), std::string::npos) << store.status().message();
+  EXPECT_NE(store.status().message().find("is damaged"), std::string::npos)
+      << store.status().message();
   EXPECT_NE(store.status().message().find(path_), std::string::npos);
   std::ifstream in(path_, std::ios::binary);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), garbage);
@@ -294,7 +295,8 @@ TEST_F(StoreTest, ADamagedPageIsFoundAtOpenAndTheFileLeftAsItWas) {
   auto store = SqliteStore::open(path_);
   ASSERT_FALSE(store.is_ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kCorrupt) << store.status().message();
-  EXPECT_NE(store.status().message().find("never recreates"), std::string::npos) << store.status().message();
+  EXPECT_NE(store.status().message().find("never recreates"), std::string::npos)
+      << store.status().message();
   std::ifstream in(path_, std::ios::binary);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), bytes);
 }
