@@ -298,7 +298,7 @@ class Loop {
       }
       SHOAL_RETURN_IF_ERROR(enter_read_only(failed));
       for (const auto& request : requests)
-        send_reply(request.routing_id, answer_read_only(request.text));
+        send_reply(request.routing_id, answer_control(request.text));
       return Status::ok();
     }
     // Only now may the world hear about this batch.
@@ -331,7 +331,7 @@ class Loop {
 
   Status read_only_iteration() {
     for (const auto& request : receive_control())
-      send_reply(request.routing_id, answer_read_only(request.text));
+      send_reply(request.routing_id, answer_control(request.text));
     if (std::chrono::steady_clock::now() < next_probe_) return Status::ok();
     Status writable = store_.probe_write();
     if (writable.is_ok()) writable = start_serving();
@@ -385,25 +385,22 @@ class Loop {
     }
   }
 
-  std::string answer_read_only(const std::string& text) {
-    auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (request.is_discarded() || control::is_read_only_command(request))
-      return answer_control(text);
-    return nlohmann::json{
-        {"ok", false},
-        {"code", error_code_name(ErrorCode::kStorage)},
-        {"error", "the agent cannot write its state database (" + storage_fault_->message() +
-                      "), so it takes no new work; reads still answer, and it "
-                      "resumes by itself once a write succeeds"}}
-        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
-
-  // One control request in, one JSON reply out. Nothing here may throw out
-  // of the loop: bytes that are not UTF-8 (stored before names were
+  // One control request in, one JSON reply out; read-only, only reads are
+  // answered and the rest refused with the reason. Nothing here may throw
+  // out of the loop: bytes that are not UTF-8 (stored before names were
   // checked, say) are replaced in the reply rather than failing it.
   std::string answer_control(const std::string& text) {
     try {
       auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (storage_fault_ && !request.is_discarded() && !control::is_read_only_command(request)) {
+        return nlohmann::json{
+            {"ok", false},
+            {"code", error_code_name(ErrorCode::kStorage)},
+            {"error", "the agent cannot write its state database (" + storage_fault_->message() +
+                          "), so it takes no new work; reads still answer, and it "
+                          "resumes by itself once a write succeeds"}}
+            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      }
       ControlContext context{*instance_.agent,
                              *instance_.cluster,
                              transport_.dropped_unconnected(),

@@ -56,16 +56,7 @@ class Flood {
   void run(const crypto::Identity& flooder, const crypto::PublicKey& target) {
     uint64_t seq = 0;
     while (!stop_) {
-      protocol::Envelope envelope;
-      envelope.type = protocol::MessageType::kHello;
-      envelope.from = flooder.public_key();
-      envelope.to = target;
-      envelope.boot = 1000;
-      envelope.seq = ++seq;
-      envelope.sent_at_ms =
-          to_millis(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()));
-      envelope.body = protocol::encode_body(protocol::Hello{"flood", "flood", "tcp://127.0.0.1:1"});
-      std::vector<uint8_t> wire = protocol::seal(envelope, flooder);
+      std::vector<uint8_t> wire = sealed_hello(flooder, target, ++seq, "flood");
       auto& socket = sockets_[seq % sockets_.size()];
       // A full queue (the target reads slower than this) is the point; the
       // message is dropped here and the loop goes on, so stop_ is seen.

@@ -17,6 +17,9 @@
 #include <thread>
 
 #include "common/file.h"
+#include "common/time.h"
+#include "protocol/envelope.h"
+#include "protocol/messages.h"
 
 namespace shoal::testing {
 
@@ -247,6 +250,20 @@ std::string write_workloads(const std::string& dir, const std::string& prefix, i
         << "\", memory: 1Gi}, duration: " << duration << "}\n";
   }
   return path;
+}
+
+std::vector<uint8_t> sealed_hello(const crypto::Identity& sender, const crypto::PublicKey& to,
+                                  uint64_t seq, const std::string& cluster) {
+  protocol::Envelope envelope;
+  envelope.type = protocol::MessageType::kHello;
+  envelope.from = sender.public_key();
+  envelope.to = to;
+  envelope.boot = 1000;
+  envelope.seq = seq;
+  envelope.sent_at_ms =
+      to_millis(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()));
+  envelope.body = protocol::encode_body(protocol::Hello{cluster, cluster, "tcp://127.0.0.1:1"});
+  return protocol::seal(envelope, sender);
 }
 
 void make_curve_client(zmq::socket_t& socket, const crypto::Identity& identity,

@@ -103,6 +103,12 @@ std::string write_workloads(const std::string& dir, const std::string& prefix, i
 
 std::string bin_path(const std::string& binary);
 
+// A HELLO from `sender` to `to` at sequence `seq` of a boot (1000) newer
+// than any real one, sent now and signed with sender's key: what an invited
+// peer's wire would carry, for tests that play a peer gone bad.
+std::vector<uint8_t> sealed_hello(const crypto::Identity& sender, const crypto::PublicKey& to,
+                                  uint64_t seq, const std::string& cluster);
+
 // Makes `socket` a CURVE client of the agent whose key is `server`,
 // authenticating as `identity` (keys derived as shoald derives them).
 void make_curve_client(zmq::socket_t& socket, const crypto::Identity& identity,

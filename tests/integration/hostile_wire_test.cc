@@ -26,22 +26,6 @@ uint64_t dropped(AgentProcess& agent, const std::string& reason) {
   return status["messages"]["dropped"][reason].get<uint64_t>();
 }
 
-std::vector<uint8_t> sealed_hello(const crypto::Identity& sender, const crypto::PublicKey& to,
-                                  uint64_t seq) {
-  protocol::Envelope envelope;
-  envelope.type = protocol::MessageType::kHello;
-  envelope.from = sender.public_key();
-  envelope.to = to;
-  envelope.boot = 1000;  // newer than any real boot of the sender
-  envelope.seq = seq;
-  envelope.sent_at_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  envelope.body = protocol::encode_body(protocol::Hello{"evil", "evil", "tcp://127.0.0.1:1"});
-  return protocol::seal(envelope, sender);
-}
-
 TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
   ASSERT_TRUE(crypto::initialize().is_ok());
   TempDir dir;
@@ -71,12 +55,12 @@ TEST(HostileWire, BadMessagesAreDroppedCountedAndTheAgentKeepsServing) {
   };
 
   send({0xde, 0xad, 0xbe, 0xef});
-  send(sealed_hello(stranger, target_card->public_key, 1));
-  send(sealed_hello(*peer_identity, stranger.public_key(), 2));
-  std::vector<uint8_t> forged = sealed_hello(*peer_identity, target_card->public_key, 3);
+  send(sealed_hello(stranger, target_card->public_key, 1, "evil"));
+  send(sealed_hello(*peer_identity, stranger.public_key(), 2, "evil"));
+  std::vector<uint8_t> forged = sealed_hello(*peer_identity, target_card->public_key, 3, "evil");
   forged[forged.size() - 5] ^= 0x01;  // inside the signature
   send(forged);
-  std::vector<uint8_t> good = sealed_hello(*peer_identity, target_card->public_key, 4);
+  std::vector<uint8_t> good = sealed_hello(*peer_identity, target_card->public_key, 4, "evil");
   send(good);
   send(good);  // a replay of an accepted message
 
