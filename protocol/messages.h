@@ -130,9 +130,11 @@ enum class CopyCondition : uint8_t {
   kLostOnRestart,    // the target could not restore it after a restart
   kReleased,         // the target let it go for its source (a newer epoch, a delete)
   kOther,            // from a newer sender
+  kStartFailed,      // the cluster could not launch it once it was bound
 };
 inline constexpr std::string_view kCopyConditionNames[] = {
-    "None", "LeaseExpired", "DeletedAtTarget", "Revoked", "LostOnRestart", "Released", "Other"};
+    "None",          "LeaseExpired", "DeletedAtTarget", "Revoked",
+    "LostOnRestart", "Released",     "Other",           "StartFailed"};
 
 // What a sender that predates the code fields meant, from its text (the
 // only place a reason's text is read): protocol version 1 without field 4

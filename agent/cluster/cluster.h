@@ -71,6 +71,9 @@ class Cluster {
                        int32_t exit_code) = 0;
   // Everything that happened up to `now`, oldest first.
   virtual std::vector<WorkloadEvent> drain_events(TimePoint now) = 0;
+  // When drain_events next has something (TimePoint::min(): now; max():
+  // nothing foreseen). The agent sleeps no longer than this.
+  virtual TimePoint next_event_at() const = 0;
 
   virtual CapacitySummary capacity() const = 0;
   // What a workload of `namespace_name` could get: capacity() capped by the

@@ -123,6 +123,16 @@ std::vector<WorkloadEvent> SimCluster::drain_events(TimePoint now) {
   return events;
 }
 
+TimePoint SimCluster::next_event_at() const {
+  TimePoint next = TimePoint::max();
+  for (const auto& [key, holding] : holdings_) {
+    if (!holding.started) continue;
+    if (!holding.start_reported) return TimePoint::min();
+    next = std::min(next, holding.finish_at);
+  }
+  return next;
+}
+
 CapacitySummary SimCluster::capacity() const {
   CapacitySummary summary;
   for (const auto& node : usage_) {

@@ -31,6 +31,7 @@ class SimCluster final : public Cluster {
   Status start(const std::string& key, TimePoint started_at, Duration duration,
                int32_t exit_code) override;
   std::vector<WorkloadEvent> drain_events(TimePoint now) override;
+  TimePoint next_event_at() const override;
   CapacitySummary capacity() const override;
   CapacitySummary capacity_for(const std::string& namespace_name) const override;
   std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,

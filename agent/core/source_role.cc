@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "agent/core/agent.h"
+#include "agent/core/source_role.h"
 
 namespace shoal::core {
 
@@ -44,13 +44,13 @@ std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
 
 }  // namespace
 
-bool Agent::may_hold_something(const CandidateProgress& progress) {
+bool SourceRole::may_hold_something(const CandidateProgress& progress) {
   // A NoCapacity REJECT means the target queued the candidate.
   return progress.state != CandidateState::kRejected ||
          progress.code == protocol::RejectCode::kNoCapacity;
 }
 
-Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
+Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::WorkloadSpec>& specs) {
   for (const auto& spec : specs) {
     SHOAL_RETURN_IF_ERROR(check_supported_placement(spec));
     const model::PlacementSpec& p = spec.placement;
@@ -85,7 +85,7 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
   for (const auto& spec : specs) {
     SourceWorkload workload;
     store::WorkloadRecord& record = workload.record;
-    record.uid = new_uid();
+    record.uid = context_.new_uid();
     record.spec = spec;
     record.phase = model::Phase::kPending;
     record.created_at = now;
@@ -118,13 +118,12 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
       start_round(placed);
     }
   }
-  drain_local();
-  SHOAL_RETURN_IF_ERROR(store_health_);
+  SHOAL_RETURN_IF_ERROR(context_.store_health());
   return uids;
 }
 
-Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec,
-                                         const std::set<std::string>& exclude) const {
+SourceRole::RankedTargets SourceRole::rank_targets(const model::WorkloadSpec& spec,
+                                                   const std::set<std::string>& exclude) const {
   // The placement engine decides over what we know of each target: our own
   // cluster directly, peers from their invitations and CAPACITY messages.
   RankedTargets out;
@@ -149,8 +148,9 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec,
   } else {
     unadvertised += " " + config_.cluster + "=NoSuchQueue:" + spec.queue;
   }
-  for (const auto& [id, peer] : peers_) {
-    auto accepted = valid_accepted(id);
+  TimePoint now = clock_.now();
+  for (const auto& [id, peer] : peers_.all()) {
+    auto accepted = invitations_.valid_accepted(id, now);
     if (accepted.empty()) continue;  // not a target of ours
     if (lost(id)) {
       unadvertised += " " + peer.cluster + "=Unreachable";
@@ -166,13 +166,19 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec,
       namespaces.insert(namespaces.end(), invitation->namespaces.begin(), invitation->namespaces.end());
     }
     candidate.namespaces = std::move(namespaces);
-    auto capacity = peer.capacity.find(spec.namespace_name);
-    if (capacity == peer.capacity.end() && candidate.namespaces->end() !=
-            std::find(candidate.namespaces->begin(), candidate.namespaces->end(), spec.namespace_name)) {
+    static const std::map<std::string, protocol::NamespaceCapacity> kNothingAdvertised;
+    auto target = targets_.find(id);
+    const auto& advertised =
+        target == targets_.end() ? kNothingAdvertised : target->second.capacity;
+    auto capacity = advertised.find(spec.namespace_name);
+    if (capacity == advertised.end() &&
+        candidate.namespaces->end() != std::find(candidate.namespaces->begin(),
+                                                 candidate.namespaces->end(),
+                                                 spec.namespace_name)) {
       unadvertised += " " + peer.cluster + "=NoCapacityAdvertised";
       continue;
     }
-    if (capacity != peer.capacity.end()) {
+    if (capacity != advertised.end()) {
       auto room = advertised_room(capacity->second, spec.queue);
       if (!room) {
         unadvertised += " " + peer.cluster + "=NoSuchQueue:" + spec.queue;
@@ -203,7 +209,7 @@ Agent::RankedTargets Agent::rank_targets(const model::WorkloadSpec& spec,
   return out;
 }
 
-void Agent::start_round(SourceWorkload& workload) {
+void SourceRole::start_round(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
   RankedTargets targets = rank_targets(record.spec, sibling_winners(record));
@@ -269,7 +275,7 @@ void Agent::start_round(SourceWorkload& workload) {
   }
 }
 
-void Agent::ask_next_batch(SourceWorkload& workload) {
+void SourceRole::ask_next_batch(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
   size_t batch = static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch));
@@ -286,7 +292,7 @@ void Agent::ask_next_batch(SourceWorkload& workload) {
   record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": more candidates " + names);
 }
 
-void Agent::make_pending(SourceWorkload& workload, const std::string& reason) {
+void SourceRole::make_pending(SourceWorkload& workload, const std::string& reason) {
   store::WorkloadRecord& record = workload.record;
   bool changed = record.phase != model::Phase::kPending || record.reason != reason;
   record.phase = model::Phase::kPending;
@@ -305,30 +311,26 @@ void Agent::make_pending(SourceWorkload& workload, const std::string& reason) {
   }
 }
 
-Duration Agent::resend_after(int resends) const {
-  return config_.retry_interval * (int64_t{1} << std::min(resends, 3));
-}
-
-Duration Agent::backoff(int doublings) const {
+Duration SourceRole::backoff(int doublings) const {
   Duration wait = config_.pending_retry;
   for (int i = 0; i < doublings && wait < config_.pending_retry_max; ++i) wait *= 2;
   return std::min(wait, config_.pending_retry_max);
 }
 
-Agent::SourceWorkload* Agent::find_source_workload(const std::string& uid) {
+SourceRole::SourceWorkload* SourceRole::find_source_workload(const std::string& uid) {
   auto it = workloads_.find(uid);
   return it == workloads_.end() ? nullptr : &it->second;
 }
 
-void Agent::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch) {
+void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch) {
   TimePoint now = clock_.now();
   workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
   awake_.insert(workload.record.uid);
   send(peer_id, protocol::Cancel{workload.record.uid, epoch});
 }
 
-void Agent::on_capacity(const std::string& from, const protocol::Capacity& message) {
-  Peer& peer = peers_[from];
+void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& message) {
+  Target& peer = targets_[from];
   peer.capacity.clear();
   for (const auto& ns : message.namespaces) peer.capacity[ns.namespace_name] = ns;
   // Pending work that this peer now has room for is tried again at once
@@ -345,7 +347,7 @@ void Agent::on_capacity(const std::string& from, const protocol::Capacity& messa
   }
 }
 
-void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
+void SourceRole::on_ready(const std::string& from, const protocol::Ready& message) {
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) {
     send(from, protocol::Cancel{message.uid, message.epoch});
@@ -409,7 +411,8 @@ void Agent::on_ready(const std::string& from, const protocol::Ready& message) {
                     (served_from_queue ? ", served from its queue" : ""));
 }
 
-void Agent::choose_winner(SourceWorkload& workload, const std::string& target, const std::string& why) {
+void SourceRole::choose_winner(SourceWorkload& workload, const std::string& target,
+                               const std::string& why) {
   store::WorkloadRecord& record = workload.record;
   // The winner is in this batch, which commits before the APPROVE below
   // leaves the agent: a restarted source approves the same one.
@@ -433,7 +436,7 @@ void Agent::choose_winner(SourceWorkload& workload, const std::string& target, c
   }
 }
 
-void Agent::choose_best_ready(SourceWorkload& workload, const std::string& why) {
+void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& why) {
   const std::string* best = nullptr;
   double best_score = 0;
   std::string best_name;
@@ -453,53 +456,7 @@ void Agent::choose_best_ready(SourceWorkload& workload, const std::string& why) 
   choose_winner(workload, *best, "best score " + std::string(score) + " of the READYs; " + why);
 }
 
-void Agent::adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch) {
-  record_event(workload.record.uid,
-               "the copy at " + cluster_name_of(target) +
-                   (copy_epoch ? " (epoch " + std::to_string(copy_epoch) + ")" : std::string()) +
-                   " still runs and nothing replaced it: adopting it");
-  choose_winner(workload, target, "re-adopted");
-}
-
-void Agent::requeue_lost(SourceWorkload& workload, const std::string& why) {
-  store::WorkloadRecord& record = workload.record;
-  if (!record.winner.empty()) workload.lost_copies.emplace(record.winner, record.epoch);
-  record.restarts += 1;
-  record_event(record.uid, why + "; placing it again under a new epoch");
-  workload.pending_attempts = 0;
-  start_round(workload);  // persists the new round (or Pending), restarts included
-  if (record.phase == model::Phase::kPending) {
-    record.reason = why + "; " + record.reason;
-    persist(record);
-  }
-}
-
-void Agent::on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition) {
-  store::WorkloadRecord& record = workload.record;
-  // A fenced copy never finished its work: it is placed again whatever the
-  // policy. Everything else (an exit code, an operator's delete, an
-  // eviction) follows restartPolicy.
-  bool fenced = condition == protocol::CopyCondition::kLeaseExpired;
-  if (record.deleting || (!fenced && record.spec.restart_policy != model::RestartPolicy::kOnFailure)) {
-    return;
-  }
-  record.restarts += 1;
-  Duration wait = backoff(record.restarts - 1);
-  record_event(record.uid, "restart " + std::to_string(record.restarts) + " in " +
-                               format_duration(wait) +
-                               (fenced ? " (its copy was fenced off)" : " (restartPolicy OnFailure)"));
-  record.reason = "restarting after: " + record.reason;
-  record.phase = model::Phase::kPending;
-  record.winner.clear();
-  record.cluster.clear();
-  record.updated_at = clock_.now();
-  persist(record);
-  workload.next_round_at = clock_.now() + wait;
-  record.restart_at = workload.next_round_at;
-  persist(record);
-}
-
-void Agent::on_reject(const std::string& from, const protocol::Reject& message) {
+void SourceRole::on_reject(const std::string& from, const protocol::Reject& message) {
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
@@ -565,7 +522,7 @@ void Agent::on_reject(const std::string& from, const protocol::Reject& message) 
   }
 }
 
-void Agent::on_released(const std::string& from, const protocol::Released& message) {
+void SourceRole::on_released(const std::string& from, const protocol::Released& message) {
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   auto cancel = workload->cancels.find(from);
@@ -579,7 +536,7 @@ void Agent::on_released(const std::string& from, const protocol::Released& messa
   }
 }
 
-void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
+void SourceRole::on_bound(const std::string& from, const protocol::Bound& message) {
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
@@ -592,521 +549,6 @@ void Agent::on_bound(const std::string& from, const protocol::Bound& message) {
   record.updated_at = clock_.now();
   persist(record);
   record_event(record.uid, "bound at " + record.cluster);
-}
-
-void Agent::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
-                                      const protocol::WorkloadStatus& message) {
-  store::WorkloadRecord& record = workload.record;
-  workload.lost_copies.clear();
-  record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
-                               std::to_string(message.epoch) + ") given up as lost had " +
-                               std::string(model::phase_name(message.phase)) +
-                               " and nothing replaced it: keeping its outcome");
-  for (auto& [peer_id, progress] : workload.candidates) {
-    if (may_hold_something(progress)) cancel_at(workload, peer_id, record.epoch);
-  }
-  workload.candidates.clear();
-  workload.untried.clear();
-  // The epoch stays the newest this workload used, so a later round never
-  // reuses one that a target may still hold.
-  record.winner = from;
-  record.cluster = cluster_name_of(from);
-  take_copy_status(workload, message);
-}
-
-void Agent::take_copy_status(SourceWorkload& workload, const protocol::WorkloadStatus& message) {
-  store::WorkloadRecord& record = workload.record;
-  model::Phase old_phase = record.phase;
-  record.phase = message.phase;
-  record.nodes = message.nodes;
-  record.started_at_ms = message.started_at_ms;
-  record.finished_at_ms = message.finished_at_ms;
-  record.exit_code = message.exit_code;
-  record.reason = message.message;
-  record.updated_at = clock_.now();
-  persist(record);
-  if (old_phase == record.phase) return;
-  record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " + record.cluster +
-                               (message.message.empty() ? "" : ": " + message.message));
-  if (record.phase == model::Phase::kFailed) on_copy_failed(workload, message.condition);
-}
-
-void Agent::on_status(const std::string& from, const protocol::WorkloadStatus& message) {
-  // Acknowledge whatever we heard so the target stops repeating it.
-  send(from, protocol::StatusAck{message.uid, message.epoch, message.generation});
-  SourceWorkload* workload = find_source_workload(message.uid);
-  if (!workload) return;
-  store::WorkloadRecord& record = workload->record;
-  // The outcome of a copy given up as lost, while no other copy runs (one
-  // placed since may have failed or been fenced off): it ran within its
-  // lease, so its result is the workload's. Placing it again would run the
-  // work a second time.
-  if (workload->lost_copies.count({from, message.epoch}) &&
-      model::is_finished(message.phase) && !record.deleting &&
-      (record.phase == model::Phase::kPending || record.phase == model::Phase::kPlacing) &&
-      (record.winner.empty() || record.winner == from)) {
-    keep_outcome_of_lost_copy(*workload, from, message);
-    return;
-  }
-  if (record.winner != from || record.epoch != message.epoch ||
-      message.generation <= record.status_generation || record.deleting) {
-    return;  // another cluster, an older epoch, an older report, or on its way out
-  }
-  if (message.phase == model::Phase::kPending || message.phase == model::Phase::kPlacing) return;
-  record.status_generation = message.generation;
-  take_copy_status(*workload, message);
-}
-
-void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) {
-  auto it = accepted_.find(message.invitation_id);
-  if (it == accepted_.end() || it->second.record.peer_id != from) return;  // not theirs to revoke
-  OwnedInvitation& owned = it->second;
-  if (owned.record.revoked) return;
-  owned.record.revoked = true;
-  note_store(store_.put_invitation(owned.record));
-  record_event("peer/" + from, "invitation " + message.invitation_id + " revoked by " +
-                                   cluster_name_of(from) +
-                                   (message.evict ? "; our work there is being stopped" : ""));
-  if (!may_send_as_target(from)) peers_[from].capacity.clear();  // nothing to place there any more
-}
-
-void Agent::on_holdings(const std::string& from, const protocol::Holdings& message) {
-  // The target's side of reconciliation: the source owns each workload, so
-  // it decides what every mismatch means. Never two running copies of one
-  // workload: a copy is kept only if it is (or becomes) the epoch's winner.
-  std::set<std::string> held;
-  for (const auto& copy : message.copies) {
-    bool running = copy.phase == model::Phase::kBound || copy.phase == model::Phase::kRunning;
-    SourceWorkload* workload = find_source_workload(copy.uid);
-    if (!workload) {
-      if (running) send(from, protocol::Delete{copy.uid, copy.epoch});  // not ours any more
-      continue;
-    }
-    const store::WorkloadRecord& record = workload->record;
-    if (record.winner == from) {
-      if (copy.epoch == record.epoch) held.insert(copy.uid);
-      continue;  // its copy, or one being adopted (the APPROVE re-epochs it)
-    }
-    if (!running || record.deleting) continue;
-    if (record.winner.empty() && !model::is_finished(record.phase) && copy.epoch <= record.epoch &&
-        may_place_at(record, from)) {
-      adopt(*workload, from, copy.epoch);
-    } else {
-      record_event(record.uid, "removing a stale copy at " + cluster_name_of(from) + " (epoch " +
-                                   std::to_string(copy.epoch) + ")");
-      send(from, protocol::Delete{copy.uid, copy.epoch});
-    }
-  }
-  // A copy we count as bound or running there, which the target does not hold.
-  for (auto& [uid, workload] : workloads_) {
-    const store::WorkloadRecord& record = workload.record;
-    if (record.winner != from || held.count(uid) || record.deleting) continue;
-    if (record.phase != model::Phase::kBound && record.phase != model::Phase::kRunning) continue;
-    requeue_lost(workload, "LostAtTarget: " + record.cluster + " no longer holds epoch " +
-                               std::to_string(record.epoch));
-  }
-}
-
-void Agent::send_digests() {
-  TimePoint now = clock_.now();
-  Duration interval = config_.gc_interval;
-  if (config_.lease.count() > 0) interval = std::min(interval, config_.lease / 4);
-  for (auto& [id, peer] : peers_) {
-    if (!ever_accepted_from(id) || now - peer.last_digest_sent < interval) continue;
-    // Renewing a lease tells the target "I still see you".
-    if (!may_renew_lease(id)) continue;
-    protocol::Digest digest;
-    digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
-    for (const auto& [uid, workload] : workloads_) {
-      const store::WorkloadRecord& record = workload.record;
-      if (record.winner == id && !model::is_finished(record.phase) && !record.deleting) {
-        digest.copies.push_back({uid, record.epoch});
-      }
-    }
-    peer.last_digest_sent = now;
-    send(id, std::move(digest));
-  }
-}
-
-Status Agent::nominate(const std::string& namespace_name, const std::string& name,
-                       const std::vector<std::string>& clusters) {
-  auto uid = uid_by_name_.find(namespace_name + "/" + name);
-  if (uid == uid_by_name_.end()) {
-    return not_found("workload " + namespace_name + "/" + name + " not found");
-  }
-  SourceWorkload& workload = workloads_.at(uid->second);
-  store::WorkloadRecord& record = workload.record;
-  if (record.spec.placement.dispatcher.value_or(config_.default_dispatcher) != model::Dispatcher::kExternal) {
-    return invalid_argument("workload " + record.spec.key() +
-                            " does not use spec.placement.dispatcher: External; nothing to nominate");
-  }
-  if (clusters.empty()) return invalid_argument("--clusters: expected at least one cluster name");
-  size_t copies = static_cast<size_t>(record.spec.placement.number_of_clusters);
-  if (clusters.size() < copies) {
-    return invalid_argument("--clusters: expected at least " + std::to_string(copies) +
-                            " cluster names (numberOfClusters " + std::to_string(copies) +
-                            ", one copy per cluster)");
-  }
-  if (record.deleting) return invalid_argument("workload " + record.spec.key() + " is being deleted");
-  bool bound = !record.winner.empty() || (record.phase != model::Phase::kPending &&
-                                          record.phase != model::Phase::kPlacing);
-  if (bound) {
-    return invalid_argument("workload " + record.spec.key() + " is already bound at " + record.cluster +
-                            "; nominations cannot change once bound");
-  }
-  std::vector<std::string> members = {record.uid};
-  if (is_group(workload)) {
-    members = copies_[record.uid];
-    for (const auto& copy_uid : members) {
-      const store::WorkloadRecord& copy = workloads_.at(copy_uid).record;
-      if (!copy.winner.empty() || (copy.phase != model::Phase::kPending && copy.phase != model::Phase::kPlacing)) {
-        return invalid_argument("workload " + record.spec.key() + " copy " +
-                                std::to_string(copy.copy_index) + " is already bound at " +
-                                copy.cluster + "; nominations cannot change once bound");
-      }
-    }
-  }
-  record.nominations = clusters;
-  persist(record);
-  std::string list;
-  for (const auto& cluster : clusters) list += (list.empty() ? "" : ",") + cluster;
-  record_event(record.uid, "nominated " + list);
-  // A new round asks the nominees and cancels every candidate not nominated
-  // any more.
-  for (const auto& member_uid : members) {
-    SourceWorkload& member = workloads_.at(member_uid);
-    member.record.nominations = clusters;
-    persist(member.record);
-    start_round(member);
-  }
-  drain_local();
-  return store_health_;
-}
-
-Status Agent::delete_workload(const std::string& namespace_name, const std::string& name) {
-  auto uid = uid_by_name_.find(namespace_name + "/" + name);
-  if (uid == uid_by_name_.end()) {
-    return not_found("workload " + namespace_name + "/" + name + " not found");
-  }
-  SourceWorkload& workload = workloads_.at(uid->second);
-  if (!workload.record.deleting) {
-    std::string group_uid = workload.record.uid;
-    workload.record.deleting = true;
-    workload.record.reason = "Deleting";
-    workload.record.updated_at = clock_.now();
-    persist(workload.record);
-    record_event(group_uid, "delete requested");
-    // A group goes once its last copy has gone (drive_source_workloads).
-    std::vector<std::string> targets = {group_uid};
-    if (is_group(workload)) targets = copies_[group_uid];
-    for (const auto& target_uid : targets) {
-      SourceWorkload& one = workloads_.at(target_uid);
-      one.record.deleting = true;
-      one.record.reason = "Deleting";
-      persist(one.record);
-      begin_delete(one);
-      if (drive_delete(one, clock_.now())) forget_workload(target_uid);
-    }
-    auto group = workloads_.find(group_uid);
-    if (group != workloads_.end() && is_group(group->second) && copies_[group_uid].empty()) {
-      forget_workload(group_uid);
-    }
-  }
-  drain_local();
-  return store_health_;
-}
-
-void Agent::begin_delete(SourceWorkload& workload) {
-  const store::WorkloadRecord& record = workload.record;
-  TimePoint now = clock_.now();
-  std::set<std::string> maybe_holding;
-  for (const auto& [peer_id, progress] : workload.candidates) {
-    if (may_hold_something(progress)) maybe_holding.insert(peer_id);
-  }
-  for (const auto& [peer_id, cancel] : workload.cancels) maybe_holding.insert(peer_id);
-  if (workload.candidates.empty() && record.phase != model::Phase::kPending) {
-    // After a restart nobody knows who was asked: tell every target.
-    maybe_holding.insert(self_id_);
-    for (const auto& [id, owned] : accepted_) maybe_holding.insert(owned.record.peer_id);
-  }
-  if (!record.winner.empty()) maybe_holding.insert(record.winner);
-  workload.cancels.clear();
-  for (const auto& peer_id : maybe_holding) {
-    PendingDelete pending{record.epoch, now, now + config_.reservation_ttl};
-    // A copy that may be running is waited for until it is confirmed stopped.
-    if (peer_id == record.winner && !model::is_finished(record.phase)) pending.give_up_at.reset();
-    workload.deletes[peer_id] = pending;
-    send(peer_id, protocol::Delete{record.uid, record.epoch});
-  }
-}
-
-bool Agent::drive_delete(SourceWorkload& workload, TimePoint now) {
-  for (auto it = workload.deletes.begin(); it != workload.deletes.end();) {
-    PendingDelete& pending = it->second;
-    if (pending.give_up_at && now >= *pending.give_up_at) {
-      it = workload.deletes.erase(it);
-      continue;
-    }
-    if (now - pending.last_sent >= config_.retry_interval) {
-      pending.last_sent = now;
-      send(it->first, protocol::Delete{workload.record.uid, pending.epoch});
-    }
-    ++it;
-  }
-  return workload.deletes.empty();
-}
-
-void Agent::forget_workload(const std::string& uid) {
-  auto it = workloads_.find(uid);
-  if (it == workloads_.end()) return;
-  const std::string parent = it->second.record.parent;
-  record_event(uid, "deleted " + it->second.record.spec.key());
-  note_store(store_.delete_workload(uid));
-  if (parent.empty()) {
-    uid_by_name_.erase(it->second.record.spec.key());
-    copies_.erase(uid);
-  } else {
-    std::erase(copies_[parent], uid);
-    awake_.insert(parent);  // a deleting group goes once its last copy has
-  }
-  workloads_.erase(it);
-  awake_.erase(uid);
-}
-
-void Agent::drive_source_workloads() {
-  TimePoint now = clock_.now();
-  std::vector<std::string> deleted;
-  // Only the awake: a finished workload with nothing left to retry or
-  // delete is skipped until something wakes it (wake()), so an idle agent
-  // does not walk its whole history on every tick.
-  std::vector<std::string> due(awake_.begin(), awake_.end());
-  for (const std::string& uid : due) {
-    auto found = workloads_.find(uid);
-    if (found == workloads_.end()) {
-      awake_.erase(uid);
-      continue;
-    }
-    SourceWorkload& workload = found->second;
-    drive_source_workload(uid, workload, now, deleted);
-    if (is_quiet(workload)) awake_.erase(uid);
-  }
-  for (const auto& uid : deleted) forget_workload(uid);
-}
-
-bool Agent::is_quiet(const SourceWorkload& workload) {
-  const store::WorkloadRecord& record = workload.record;
-  if (record.deleting) return false;
-  if (is_group(workload)) return true;  // its copies do the work; a delete wakes it
-  return model::is_finished(record.phase) && workload.cancels.empty();
-}
-
-void Agent::drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,
-                                  std::vector<std::string>& deleted) {
-  store::WorkloadRecord& record = workload.record;
-  if (is_group(workload)) {
-    // Its copies do the work; it goes once the last of them has been deleted.
-    if (record.deleting && copies_[uid].empty()) deleted.push_back(uid);
-    return;
-  }
-  if (record.deleting) {
-    if (drive_delete(workload, now)) deleted.push_back(uid);
-    return;
-  }
-  // Cancels are retried until RELEASED or until the reservation must have expired.
-  for (auto it = workload.cancels.begin(); it != workload.cancels.end();) {
-    if (now >= it->second.give_up_at) {
-      it = workload.cancels.erase(it);
-      continue;
-    }
-    if (now - it->second.last_sent >= resend_after(it->second.resends)) {
-      it->second.last_sent = now;
-      it->second.resends += 1;
-      send(it->first, protocol::Cancel{uid, it->second.epoch});
-    }
-    ++it;
-  }
-  if (record.phase == model::Phase::kPending) {
-    if (now >= workload.next_round_at && now >= record.restart_at) start_round(workload);
-    return;
-  }
-  if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&
-      lost(record.winner)) {
-    // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
-    // stopped at least lease + skew ago, so its copy has stopped by now.
-    auto winner = peers_.find(record.winner);
-    TimePoint last_renewal = winner == peers_.end() ? TimePoint{} : winner->second.last_digest_sent;
-    if (config_.lease.count() == 0 ||
-        now - last_renewal >= config_.lease + config_.max_clock_skew) {
-      requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
-                                 format_duration(silent_for(record.winner)));
-      return;
-    }
-  }
-  if (record.phase != model::Phase::kPlacing) return;
-  if (!record.winner.empty()) {
-    // An APPROVE that binds renews the target's lease: like a DIGEST, it
-    // is not sent to a target silent past the renewal window.
-    if (now - workload.last_approve_sent >= resend_after(workload.approve_resends) &&
-        may_renew_lease(record.winner)) {
-      workload.last_approve_sent = now;
-      workload.approve_resends += 1;
-      send(record.winner, protocol::Approve{uid, record.epoch});
-    }
-    return;
-  }
-  if (record.spec.placement.ready_window.count() > 0 &&
-      now - workload.round_started >= record.spec.placement.ready_window &&
-      std::any_of(workload.candidates.begin(), workload.candidates.end(),
-                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
-    choose_best_ready(
-        workload, "readyWindow " + format_duration(record.spec.placement.ready_window) + " closed");
-    return;
-  }
-  if (!workload.untried.empty()) {
-    if (now - workload.wave_started >= record.spec.placement.round_timeout)
-      ask_next_batch(workload);
-  } else if (workload.candidates.empty() ||
-             now - workload.wave_started >= config_.reservation_ttl) {
-    // A restart left the round without its candidates, or nobody answered in time.
-    start_round(workload);
-    return;
-  }
-  for (auto& [peer_id, progress] : workload.candidates) {
-    if (progress.state == CandidateState::kSent &&
-        now - progress.last_sent >= resend_after(progress.resends)) {
-      progress.last_sent = now;
-      progress.resends += 1;
-      send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
-    }
-  }
-}
-
-std::vector<store::WorkloadRecord> Agent::workloads() const {
-  std::vector<store::WorkloadRecord> out;
-  for (const auto& [uid, workload] : workloads_) {
-    if (workload.record.parent.empty()) out.push_back(workload.record);
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.spec.namespace_name, a.spec.name) <
-           std::tie(b.spec.namespace_name, b.spec.name);
-  });
-  return out;
-}
-
-std::optional<store::WorkloadRecord> Agent::find_workload(const std::string& namespace_name,
-                                                          const std::string& name) const {
-  auto uid = uid_by_name_.find(namespace_name + "/" + name);
-  if (uid == uid_by_name_.end()) return std::nullopt;
-  return workloads_.at(uid->second).record;
-}
-
-std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) const {
-  std::vector<store::WorkloadRecord> out;
-  auto copies = copies_.find(uid);
-  if (copies == copies_.end()) return out;
-  for (const auto& copy_uid : copies->second) out.push_back(workloads_.at(copy_uid).record);
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.copy_index < b.copy_index; });
-  return out;
-}
-
-bool Agent::may_place_at(const store::WorkloadRecord& record, const std::string& target) const {
-  // What a READY from `target` would have needed: a valid invitation into
-  // the namespace, the allow list, the nominations, no sibling copy there.
-  const model::PlacementSpec& placement = record.spec.placement;
-  std::string cluster = cluster_name_of(target);
-  bool invited = target == self_id_;
-  for (const auto* invitation : valid_accepted(target)) {
-    invited = invited || invitation->covers(record.spec.namespace_name);
-  }
-  auto listed = [&](const std::vector<std::string>& names) {
-    return std::find(names.begin(), names.end(), cluster) != names.end();
-  };
-  return invited && (placement.clusters.empty() || listed(placement.clusters)) &&
-         (placement.dispatcher.value_or(config_.default_dispatcher) != model::Dispatcher::kExternal ||
-          (record.nominations && listed(*record.nominations))) &&
-         !sibling_winners(record).count(target);
-}
-
-std::set<std::string> Agent::sibling_winners(const store::WorkloadRecord& record) const {
-  std::set<std::string> taken;
-  if (record.parent.empty()) return taken;
-  auto copies = copies_.find(record.parent);
-  if (copies == copies_.end()) return taken;
-  for (const auto& copy_uid : copies->second) {
-    const store::WorkloadRecord& sibling = workloads_.at(copy_uid).record;
-    // A finished sibling keeps its cluster: the group promises N distinct
-    // clusters for its whole life, not only among the copies still running.
-    // (A copy that restarts elsewhere has cleared its winner.)
-    if (copy_uid != record.uid && !sibling.winner.empty()) taken.insert(sibling.winner);
-  }
-  return taken;
-}
-
-void Agent::update_group(const std::string& group_uid) {
-  auto it = workloads_.find(group_uid);
-  if (it == workloads_.end()) return;
-  store::WorkloadRecord& group = it->second.record;
-  std::vector<store::WorkloadRecord> copies = copies_of(group_uid);
-  if (copies.empty()) return;
-  auto count = [&](std::initializer_list<model::Phase> phases) {
-    return static_cast<size_t>(std::count_if(copies.begin(), copies.end(), [&](const auto& copy) {
-      return std::find(phases.begin(), phases.end(), copy.phase) != phases.end();
-    }));
-  };
-  using model::Phase;
-  size_t n = copies.size();
-  // Running only when every copy runs (or has already succeeded); Failed as
-  // soon as one copy failed for good; Succeeded when all did.
-  Phase phase = Phase::kPending;
-  if (count({Phase::kSucceeded}) == n) phase = Phase::kSucceeded;
-  else if (count({Phase::kFailed}) > 0) phase = Phase::kFailed;
-  else if (count({Phase::kRunning, Phase::kSucceeded}) == n) phase = Phase::kRunning;
-  else if (count({Phase::kBound, Phase::kRunning, Phase::kSucceeded}) == n) phase = Phase::kBound;
-  else if (count({Phase::kPlacing, Phase::kBound, Phase::kRunning, Phase::kSucceeded}) > 0) phase = Phase::kPlacing;
-  std::string clusters, reasons;
-  std::vector<std::string> nodes;
-  uint64_t epoch = 0;
-  int32_t restarts = 0, exit_code = 0;
-  int64_t started = 0, finished = 0;
-  bool all_finished = true;
-  for (const auto& copy : copies) {
-    if (!copy.cluster.empty()) clusters += (clusters.empty() ? "" : ",") + copy.cluster;
-    if (!copy.reason.empty() && !copy.deleting) {
-      reasons += "; copy " + std::to_string(copy.copy_index) + ": " + copy.reason;
-    }
-    nodes.insert(nodes.end(), copy.nodes.begin(), copy.nodes.end());
-    epoch = std::max(epoch, copy.epoch);
-    restarts += copy.restarts;
-    if (exit_code == 0) exit_code = copy.exit_code;
-    if (copy.started_at_ms && (!started || copy.started_at_ms < started)) started = copy.started_at_ms;
-    finished = std::max(finished, copy.finished_at_ms);
-    all_finished = all_finished && model::is_finished(copy.phase);
-  }
-  std::string summary = std::to_string(count({Phase::kRunning})) + "/" + std::to_string(n) + " running";
-  if (phase == Phase::kSucceeded) summary = std::to_string(n) + "/" + std::to_string(n) + " succeeded";
-  if (phase == Phase::kFailed) summary = std::to_string(count({Phase::kFailed})) + "/" + std::to_string(n) + " failed";
-  if (group.deleting) summary = "Deleting";
-  store::WorkloadRecord updated = group;
-  updated.phase = phase;
-  updated.cluster = clusters;
-  updated.reason = summary + reasons;
-  updated.nodes = std::move(nodes);
-  updated.epoch = epoch;
-  updated.restarts = restarts;
-  updated.exit_code = exit_code;
-  updated.started_at_ms = started;
-  updated.finished_at_ms = all_finished ? finished : 0;
-  if (updated.phase == group.phase && updated.cluster == group.cluster && updated.reason == group.reason &&
-      updated.nodes == group.nodes && updated.epoch == group.epoch && updated.restarts == group.restarts &&
-      updated.finished_at_ms == group.finished_at_ms && updated.started_at_ms == group.started_at_ms) {
-    return;
-  }
-  bool phase_changed = updated.phase != group.phase;
-  updated.updated_at = clock_.now();
-  group = std::move(updated);
-  persist(group);
-  if (phase_changed) record_event(group_uid, std::string(model::phase_name(group.phase)) + ": " + group.reason);
 }
 
 }  // namespace shoal::core

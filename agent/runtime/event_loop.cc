@@ -37,7 +37,11 @@
 namespace shoal::runtime {
 namespace {
 
-constexpr int kPollMillis = 50;
+// The loop waits on its sockets until the agent's next timer is due, but
+// never longer than this (a bound: a timer computed late costs latency, not
+// liveness) and, while read-only, no longer than the probe needs.
+constexpr std::chrono::milliseconds kMaxPollWait{1000};
+constexpr std::chrono::milliseconds kReadOnlyPollWait{250};
 constexpr int kMaxWireMessagesPerIteration = 512;
 constexpr int kMaxControlRequestsPerIteration = 16;
 constexpr std::chrono::seconds kStorageProbeInterval{2};
@@ -216,7 +220,7 @@ class Loop {
       // high-water mark) rather than waking the loop it would not act on.
       if (!read_only()) items.push_back({peers_.handle(), 0, ZMQ_POLLIN, 0});
       try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMillis));
+        zmq::poll(items.data(), items.size(), poll_wait());
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) return internal_error(std::string("poll: ") + e.what());
       }
@@ -236,13 +240,26 @@ class Loop {
     std::string text;
   };
 
+  // Until the agent's next timer, within [0, kMaxPollWait]. Right after a
+  // tick at least 1 ms: a timer that stays due after its tick (a bug) costs
+  // a slow loop, never a spinning one.
+  std::chrono::milliseconds poll_wait() const {
+    if (read_only()) return kReadOnlyPollWait;
+    std::chrono::milliseconds floor{ticked_ ? 1 : 0};
+    TimePoint next = instance_.agent->next_deadline();
+    TimePoint now = clock_.now();
+    if (next <= now) return floor;  // (TimePoint::min() must not be subtracted from)
+    auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now);
+    return std::clamp(wait, floor, kMaxPollWait);
+  }
+
   // A fresh agent from the store, started in its own batch.
   Status start_serving() {
     SHOAL_ASSIGN_OR_RETURN(AgentInstance instance, factory_.make());
     instance_ = std::move(instance);
     SHOAL_RETURN_IF_ERROR(store_.begin());
     Status started = instance_.agent->start();
-    if (started.is_ok()) started = instance_.agent->store_health();
+    if (started.is_ok()) started = instance_.agent->finish_batch();
     if (started.is_ok()) started = store_.commit();
     if (!started.is_ok()) {
       store_.rollback();
@@ -250,6 +267,7 @@ class Loop {
       return started;
     }
     transport_.flush();
+    instance_.agent->batch_committed();
     return Status::ok();
   }
 
@@ -281,11 +299,15 @@ class Loop {
     // whose answer waits unread in the socket is pure waste (under load it
     // was most of the traffic). Behind a long backlog they still run every
     // kMaxTickDelay, so leases and timeouts never stall.
-    if (inbox_drained || now - last_tick_ >= kMaxTickDelay) {
+    // And only those that are due (Agent::next_deadline).
+    ticked_ = false;
+    if ((inbox_drained || now - last_tick_ >= kMaxTickDelay) &&
+        agent.next_deadline() <= clock_.now()) {
       agent.tick();
       last_tick_ = now;
+      ticked_ = true;
     }
-    Status failed = agent.store_health();
+    Status failed = agent.finish_batch();
     if (failed.is_ok()) failed = store_.commit();
     if (!failed.is_ok()) {
       // Nothing of this batch happened: not on disk, so not on the wire and
@@ -301,8 +323,9 @@ class Loop {
         send_reply(request.routing_id, answer_control(request.text));
       return Status::ok();
     }
-    // Only now may the world hear about this batch.
+    // Only now may the world hear about this batch, and the cluster act on it.
     transport_.flush();
+    agent.batch_committed();
     for (size_t i = 0; i < requests.size(); ++i) send_reply(requests[i].routing_id, replies[i]);
     return Status::ok();
   }
@@ -326,6 +349,8 @@ class Loop {
     transport_.discard();
     if (!loaded.is_ok())
       return loaded.with_context("state database cannot be read either; stopping");
+    // What was bound or running is committed state: it runs on.
+    instance_.agent->batch_committed();
     return Status::ok();
   }
 
@@ -502,6 +527,8 @@ class Loop {
   spdlog::logger& logger_;
   std::optional<Status> storage_fault_;  // set while read-only: why the store cannot be written
   std::chrono::steady_clock::time_point last_tick_{};
+  bool ticked_ = false;  // in the last iteration
+  SystemClock clock_;    // the agent's clock, to read its deadlines by
   std::chrono::steady_clock::time_point next_probe_{};
 };
 

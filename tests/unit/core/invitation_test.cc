@@ -58,7 +58,7 @@ TEST(AgentInvitationTest, LimitReachedKeepsTheNextWorkloadPendingWithQuotaExceed
   auto views = target.agent->invitations();
   const InvitationView* issued = find_view(views, id, "issued");
   ASSERT_NE(issued, nullptr);
-  EXPECT_EQ(issued->state, "Active");
+  EXPECT_EQ(issued->state, InvitationState::kActive);
   EXPECT_EQ(issued->usage.resources.cpu_milli, 8000);
   EXPECT_EQ(issued->usage.workloads, 2);
   auto source_views = source.agent->invitations();
@@ -124,7 +124,8 @@ TEST(AgentInvitationTest, RevokeWithoutEvictLetsRunningWorkFinishAndRefusesNewWo
   ASSERT_EQ(phase_of(source, "running"), model::Phase::kRunning);
   ASSERT_TRUE(target.agent->revoke_invitation(id, /*evict=*/false).is_ok());
   world.run_for(1s);
-  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state, "Revoked");
+  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+            InvitationState::kRevoked);
   ASSERT_TRUE(source.agent->submit({workload("new", 1000, 1s)}).is_ok());
   world.run_for(12s);
   EXPECT_EQ(phase_of(source, "running"), model::Phase::kSucceeded);  // statuses still flow
@@ -145,8 +146,9 @@ TEST(AgentInvitationTest, RevokeWithoutEvictLetsRunningWorkFinishAndRefusesNewWo
   world.restart(target);
   world.restart(source);
   world.run_for(3s);
-  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, "Revoked");
-  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state, "Revoked");
+  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, InvitationState::kRevoked);
+  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+            InvitationState::kRevoked);
   world.run_for(10s);
   EXPECT_EQ(phase_of(source, "new"), model::Phase::kPending);
   EXPECT_TRUE(target.agent->reservations().empty() ||
@@ -157,7 +159,7 @@ std::string peer_state(Node& node, const std::string& peer_id, std::string* reas
   for (const auto& view : node.agent->peers()) {
     if (view.id != peer_id) continue;
     if (reason) *reason = view.reason;
-    return view.state;
+    return peer_state_name(view.state);
   }
   return "";
 }
@@ -197,9 +199,12 @@ TEST(AgentInvitationTest, RenewalReplacesTheOldInvitationWithoutDisturbingRunnin
   ASSERT_EQ(phase_of(source, "first"), model::Phase::kRunning);
   std::string new_id = world.invite(target, source, limited(8000));
   world.run_for(1s);
-  EXPECT_EQ(find_view(target.agent->invitations(), old_id, "issued")->state, "Replaced");
-  EXPECT_EQ(find_view(source.agent->invitations(), old_id, "accepted")->state, "Replaced");
-  EXPECT_EQ(find_view(target.agent->invitations(), new_id, "issued")->state, "Active");
+  EXPECT_EQ(find_view(target.agent->invitations(), old_id, "issued")->state,
+            InvitationState::kReplaced);
+  EXPECT_EQ(find_view(source.agent->invitations(), old_id, "accepted")->state,
+            InvitationState::kReplaced);
+  EXPECT_EQ(find_view(target.agent->invitations(), new_id, "issued")->state,
+            InvitationState::kActive);
   EXPECT_EQ(phase_of(source, "first"), model::Phase::kRunning);
   // The running workload counts against the new limit: 4 of 8 cpu left.
   ASSERT_TRUE(source.agent->submit({workload("second", 4000, 5s), workload("third", 1000, 5s)}).is_ok());
@@ -223,7 +228,7 @@ TEST(AgentInvitationTest, ExpiryWhileWorkRunsLetsItFinishAndStopsNewWork) {
   world.run_for(3s);
   ASSERT_TRUE(source.agent->submit({workload("long", 4000, 20s)}).is_ok());
   world.run_for(10s);
-  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, "Expired");
+  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, InvitationState::kExpired);
   EXPECT_EQ(peer_state(source, target.id), "Expired");
   EXPECT_EQ(peer_state(target, source.id), "Expired");
   ASSERT_TRUE(source.agent->submit({workload("late", 1000, 1s)}).is_ok());
@@ -240,7 +245,8 @@ TEST(AgentInvitationTest, NotYetValidInvitationGivesNothingUntilItStarts) {
   options.not_before = world.clock().now() + 30s;
   std::string id = world.invite(target, source, options);
   world.run_for(3s);
-  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, "NotYetValid");
+  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state,
+            InvitationState::kNotYetValid);
   ASSERT_TRUE(source.agent->submit({workload("job", 1000, 1s)}).is_ok());
   world.run_for(5s);
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kPending);

@@ -1,0 +1,42 @@
+// How an agent is configured (agent.yaml, docs/configuration.md): what the
+// core's timers and defaults are. Shared by every part of the core.
+#pragma once
+
+#include <string>
+
+#include "common/time.h"
+#include "model/workload.h"
+
+namespace shoal::core {
+
+using namespace std::chrono_literals;
+
+struct AgentConfig {
+  std::string cluster;
+  std::string org;
+  std::string endpoint;
+  Duration reservation_ttl = 30s;    // an unapproved reservation is released after this
+  Duration heartbeat_interval = 2s;  // HELLO and CAPACITY to every peer
+  Duration retry_interval = 1s;      // unanswered protocol messages are re-sent this often
+  Duration pending_retry = 5s;       // first retry of a workload nobody can take now ...
+  Duration pending_retry_max = 60s;  // ... doubling per attempt up to this
+  Duration queue_hold = 2min;        // a candidate waits in a target's queue this long after
+                                     // its last CANDIDATE (must exceed pending_retry_max)
+  Duration replay_window = 5min;     // messages sent longer ago (or ahead) than this are dropped
+  Duration invitation_lifetime = 720h;
+  model::Dispatcher default_dispatcher =
+      model::Dispatcher::kAllAtOnce;  // spec.placement.dispatcher unset
+  // Lease fencing (docs/lifecycle.md): a target runs our work only while we
+  // renew its lease, every lease/4. 0 turns fencing off (MultiKueue's model).
+  Duration lease = 2min;
+  Duration max_clock_skew = 30s;         // between any two agents; part of the fencing arithmetic
+  Duration worker_lost_timeout = 15min;  // a silent winner's work is re-placed after this
+                                         // (see check_fencing_timers)
+  Duration gc_interval = 1min;           // reconciliation digests at least this often
+};
+
+// The contract between lease, skew, heartbeats and the worker-lost timeout
+// that makes fencing sound: "" when it holds, else what to change.
+std::string check_fencing_timers(const AgentConfig& config);
+
+}  // namespace shoal::core

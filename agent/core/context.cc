@@ -1,0 +1,67 @@
+#include "agent/core/context.h"
+
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+namespace shoal::core {
+
+Context::Context(AgentConfig config, crypto::Identity identity, const Clock& clock,
+                 Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
+                 std::shared_ptr<spdlog::logger> logger, const PeerTable& peers)
+    : config_(std::move(config)),
+      identity_(std::move(identity)),
+      self_id_(crypto::key_to_text(identity_.public_key())),
+      clock_(clock),
+      transport_(transport),
+      store_(store),
+      cluster_(cluster),
+      rng_(rng),
+      logger_(std::move(logger)),
+      peers_(peers) {}
+
+void Context::send(const std::string& peer_id, protocol::Body body) {
+  if (peer_id == self_id_) {
+    local_inbox_.push_back(std::move(body));
+    return;
+  }
+  const PeerTable::Peer* peer = peers_.find(peer_id);
+  if (!peer) return;
+  auto to = crypto::key_from_text(peer_id, "peer id");
+  if (!to.is_ok()) return;
+  protocol::Envelope envelope;
+  envelope.type = protocol::type_of(body);
+  envelope.from = identity_.public_key();
+  envelope.to = *to;
+  envelope.boot = boot_;
+  envelope.seq = ++seq_;
+  envelope.sent_at_ms = to_millis(clock_.now());
+  envelope.body = protocol::encode_body(body);
+  transport_.send(peer_id, peer->endpoint, protocol::seal(envelope, identity_));
+  ++stats_.sent;
+  ++stats_.sent_by_type[static_cast<uint8_t>(envelope.type)];
+}
+
+protocol::Body Context::take_local() {
+  protocol::Body body = std::move(local_inbox_.front());
+  local_inbox_.pop_front();
+  return body;
+}
+
+void Context::record_event(const std::string& subject, const std::string& text) {
+  std::string named = subject;
+  std::string told = text;
+  if (event_subject_) event_subject_(named, told);
+  note_store(store_.append_event({named, clock_.now(), told}));
+  if (logger_) logger_->info("{}: {}", named, told);
+}
+
+std::string Context::new_uid() {
+  char buffer[33];
+  std::snprintf(buffer, sizeof buffer, "%016llx%016llx",
+                static_cast<unsigned long long>(rng_.next()),
+                static_cast<unsigned long long>(rng_.next()));
+  return buffer;
+}
+
+}  // namespace shoal::core

@@ -1,0 +1,116 @@
+// What the parts of one agent share (agent/core/README.md): its
+// configuration and identity, the injected world (clock, store, cluster,
+// transport, randomness), and the effects of the step being taken —
+// messages out, events, counters, and the first failed store write.
+//
+// Owned by Agent; PeerTable-aware so that a message can be addressed by peer
+// id. Parts talk to each other only through Agent, never through here.
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "agent/cluster/cluster.h"
+#include "agent/core/config.h"
+#include "agent/core/interfaces.h"
+#include "agent/core/peer_table.h"
+#include "agent/core/views.h"
+#include "crypto/identity.h"
+#include "protocol/envelope.h"
+#include "protocol/messages.h"
+#include "store/store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace shoal::core {
+
+class Context {
+ public:
+  Context(AgentConfig config, crypto::Identity identity, const Clock& clock, Transport& transport,
+          store::Store& store, cluster::Cluster& cluster, Rng& rng,
+          std::shared_ptr<spdlog::logger> logger, const PeerTable& peers);
+
+  const AgentConfig& config() const { return config_; }
+  const crypto::Identity& identity() const { return identity_; }
+  const std::string& self_id() const { return self_id_; }
+  const Clock& clock() const { return clock_; }
+  TimePoint now() const { return clock_.now(); }
+  store::Store& store() { return store_; }
+  cluster::Cluster& cluster() { return cluster_; }
+  const cluster::Cluster& cluster() const { return cluster_; }
+  Rng& rng() { return rng_; }
+  spdlog::logger* logger() const { return logger_.get(); }
+  const std::shared_ptr<spdlog::logger>& shared_logger() const { return logger_; }
+  AgentStats& stats() { return stats_; }
+  const AgentStats& stats() const { return stats_; }
+  uint64_t boot() const { return boot_; }
+  void set_boot(uint64_t boot) { boot_ = boot; }
+
+  // Signs `body` for `peer_id` and hands it to the transport, which sends
+  // it once the batch commits. To ourselves it joins the local inbox and is
+  // handled within the same step (Agent::drain_local).
+  void send(const std::string& peer_id, protocol::Body body);
+  bool has_local() const { return !local_inbox_.empty(); }
+  protocol::Body take_local();
+
+  // The envelope time of the message being handled (now for a local one):
+  // the time leases are renewed by.
+  TimePoint sent_at() const { return sent_at_; }
+  void set_sent_at(TimePoint at) { sent_at_ = at; }
+
+  // Appends to `subject`'s history (a copy's story is told in its group's;
+  // see set_event_subject).
+  void record_event(const std::string& subject, const std::string& text);
+  // How record_event names a subject: given (subject, text), may rewrite
+  // both. Set by the source role, which knows which uids are copies.
+  using EventSubject = std::function<void(std::string& subject, std::string& text)>;
+  void set_event_subject(EventSubject rewrite) { event_subject_ = std::move(rewrite); }
+
+  // Keeps the first failed store write (see Agent::store_health()).
+  void note_store(const Status& status) {
+    if (!status.is_ok() && store_health_.is_ok()) store_health_ = status;
+  }
+  const Status& store_health() const { return store_health_; }
+
+  std::string cluster_name_of(const std::string& peer_id) const {
+    return peers_.cluster_name_of(peer_id);
+  }
+  // 32 hex digits from the injected randomness.
+  std::string new_uid();
+
+  // How long after the last send an unanswered message goes again:
+  // retryInterval, doubling with each resend up to 8x. A peer slow to answer
+  // (a backlog, not a loss) is not buried under copies of what it has not
+  // read yet; a lost message still goes again after retryInterval.
+  Duration resend_after(int resends) const {
+    return config_.retry_interval * (int64_t{1} << std::min(resends, 3));
+  }
+
+ private:
+  AgentConfig config_;
+  crypto::Identity identity_;
+  std::string self_id_;
+  const Clock& clock_;
+  Transport& transport_;
+  store::Store& store_;
+  cluster::Cluster& cluster_;
+  Rng& rng_;
+  std::shared_ptr<spdlog::logger> logger_;
+  const PeerTable& peers_;
+
+  uint64_t boot_ = 0;
+  uint64_t seq_ = 0;
+  AgentStats stats_;
+  Status store_health_;
+  std::deque<protocol::Body> local_inbox_;
+  TimePoint sent_at_{};
+  EventSubject event_subject_;
+};
+
+}  // namespace shoal::core

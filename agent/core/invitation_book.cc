@@ -1,0 +1,175 @@
+#include "agent/core/invitation_book.h"
+
+#include <algorithm>
+
+namespace shoal::core {
+
+Status InvitationBook::load(const std::vector<store::InvitationRecord>& records) {
+  for (const auto& record : records) {
+    auto invitation = crypto::open_token(record.token);
+    if (!invitation.is_ok()) {
+      return invitation.status().with_context("stored invitation " + record.id);
+    }
+    insert({std::move(invitation).value(), record});
+  }
+  return Status::ok();
+}
+
+void InvitationBook::insert(Owned owned) {
+  bool issued = owned.record.direction == store::InvitationDirection::kIssued;
+  auto& table = issued ? issued_ : accepted_;
+  auto& index = issued ? issued_by_peer_ : accepted_by_peer_;
+  std::string id = owned.record.id;
+  std::string peer = owned.record.peer_id;
+  if (!table.count(id)) index[peer].push_back(id);
+  table[id] = std::move(owned);
+}
+
+const InvitationBook::Owned* InvitationBook::find_issued(const std::string& id) const {
+  auto it = issued_.find(id);
+  return it == issued_.end() ? nullptr : &it->second;
+}
+
+const InvitationBook::Owned* InvitationBook::find_accepted(const std::string& id) const {
+  auto it = accepted_.find(id);
+  return it == accepted_.end() ? nullptr : &it->second;
+}
+
+Result<std::vector<std::string>> InvitationBook::add(Owned owned, store::Store& store) {
+  bool issued = owned.record.direction == store::InvitationDirection::kIssued;
+  auto& table = issued ? issued_ : accepted_;
+  auto& index = issued ? issued_by_peer_ : accepted_by_peer_;
+  SHOAL_RETURN_IF_ERROR(store.put_invitation(owned.record));
+  std::vector<std::string> replaced;
+  if (auto ids = index.find(owned.record.peer_id); ids != index.end()) {
+    for (const auto& id : ids->second) {
+      Owned& older = table.at(id);
+      if (id == owned.record.id || older.record.replaced || older.record.revoked) continue;
+      // An older token accepted late does not replace a newer one.
+      if (!issued && older.invitation.created > owned.invitation.created) continue;
+      older.record.replaced = true;
+      SHOAL_RETURN_IF_ERROR(store.put_invitation(older.record));
+      replaced.push_back(id);
+    }
+  }
+  insert(std::move(owned));
+  return replaced;
+}
+
+Result<bool> InvitationBook::revoke(store::InvitationDirection direction, const std::string& id,
+                                    store::Store& store) {
+  auto& table = direction == store::InvitationDirection::kIssued ? issued_ : accepted_;
+  auto it = table.find(id);
+  if (it == table.end()) return not_found("invitation " + id);
+  if (it->second.record.revoked) return false;
+  it->second.record.revoked = true;
+  SHOAL_RETURN_IF_ERROR(store.put_invitation(it->second.record));
+  return true;
+}
+
+InvitationState InvitationBook::state(const Owned& owned, TimePoint now) {
+  if (owned.record.revoked) return InvitationState::kRevoked;
+  if (owned.record.replaced) return InvitationState::kReplaced;
+  if (owned.invitation.expires && *owned.invitation.expires <= now)
+    return InvitationState::kExpired;
+  if (now < owned.invitation.not_before) return InvitationState::kNotYetValid;
+  return InvitationState::kActive;
+}
+
+std::vector<const crypto::Invitation*> InvitationBook::valid(
+    const std::map<std::string, Owned>& table, const Index& index, const std::string& peer,
+    TimePoint now) {
+  std::vector<const crypto::Invitation*> out;
+  auto ids = index.find(peer);
+  if (ids == index.end()) return out;
+  for (const auto& id : ids->second) {
+    const Owned& owned = table.at(id);
+    if (state(owned, now) == InvitationState::kActive) out.push_back(&owned.invitation);
+  }
+  return out;
+}
+
+std::vector<const crypto::Invitation*> InvitationBook::valid_issued(const std::string& peer,
+                                                                    TimePoint now) const {
+  return valid(issued_, issued_by_peer_, peer, now);
+}
+
+std::vector<const crypto::Invitation*> InvitationBook::valid_accepted(const std::string& peer,
+                                                                      TimePoint now) const {
+  return valid(accepted_, accepted_by_peer_, peer, now);
+}
+
+bool InvitationBook::is_source(const std::string& peer, TimePoint now) const {
+  auto ids = issued_by_peer_.find(peer);
+  return ids != issued_by_peer_.end() &&
+         std::any_of(ids->second.begin(), ids->second.end(), [&](const std::string& id) {
+           return state(issued_.at(id), now) == InvitationState::kActive;
+         });
+}
+
+bool InvitationBook::is_target(const std::string& peer, TimePoint now) const {
+  auto ids = accepted_by_peer_.find(peer);
+  return ids != accepted_by_peer_.end() &&
+         std::any_of(ids->second.begin(), ids->second.end(), [&](const std::string& id) {
+           return state(accepted_.at(id), now) == InvitationState::kActive;
+         });
+}
+
+std::vector<const InvitationBook::Owned*> InvitationBook::issued_to(const std::string& peer) const {
+  std::vector<const Owned*> out;
+  if (auto ids = issued_by_peer_.find(peer); ids != issued_by_peer_.end()) {
+    for (const auto& id : ids->second) out.push_back(&issued_.at(id));
+  }
+  return out;
+}
+
+std::vector<const InvitationBook::Owned*> InvitationBook::accepted_from(
+    const std::string& peer) const {
+  std::vector<const Owned*> out;
+  if (auto ids = accepted_by_peer_.find(peer); ids != accepted_by_peer_.end()) {
+    for (const auto& id : ids->second) out.push_back(&accepted_.at(id));
+  }
+  return out;
+}
+
+std::vector<std::string> InvitationBook::issuers() const {
+  std::vector<std::string> out;
+  for (const auto& [peer, ids] : accepted_by_peer_) out.push_back(peer);
+  return out;
+}
+
+std::vector<std::string> InvitationBook::revocations_to_tell(const std::string& peer,
+                                                             TimePoint now) const {
+  std::vector<std::string> out;
+  for (const Owned* owned : issued_to(peer)) {
+    if (owned->record.revoked && (!owned->invitation.expires || now < *owned->invitation.expires)) {
+      out.push_back(owned->record.id);
+    }
+  }
+  return out;
+}
+
+bool InvitationBook::check_invariants() const {
+  auto indexed = [](const std::map<std::string, Owned>& table, const Index& index) {
+    size_t count = 0;
+    for (const auto& [peer, ids] : index) {
+      for (const auto& id : ids) {
+        auto it = table.find(id);
+        if (it == table.end() || it->second.record.peer_id != peer) return false;
+        ++count;
+      }
+    }
+    return count == table.size();
+  };
+  if (!indexed(issued_, issued_by_peer_) || !indexed(accepted_, accepted_by_peer_)) return false;
+  for (const auto& [peer, ids] : issued_by_peer_) {
+    auto current = std::count_if(ids.begin(), ids.end(), [&](const std::string& id) {
+      const auto& record = issued_.at(id).record;
+      return !record.replaced && !record.revoked;
+    });
+    if (current > 1) return false;
+  }
+  return true;
+}
+
+}  // namespace shoal::core

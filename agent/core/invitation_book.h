@@ -1,0 +1,88 @@
+// The invitations this agent issued (it is the target: a source may use its
+// cluster) and accepted (it is the source: it may place at the issuer), with
+// their stored records, indexed by the other agent so that each question a
+// message raises ("may this peer send that?") costs a lookup, not a scan.
+//
+// Contract: it changes only through add() and revoke(), which write the
+// records through the store they are given; the caller tells people (events).
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/core/views.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "crypto/invitation.h"
+#include "store/store.h"
+
+namespace shoal::core {
+
+class InvitationBook {
+ public:
+  struct Owned {
+    crypto::Invitation invitation;
+    store::InvitationRecord record;
+  };
+
+  // Opens every stored token (its signature checked once, here).
+  Status load(const std::vector<store::InvitationRecord>& records);
+
+  const std::map<std::string, Owned>& issued() const { return issued_; }
+  const std::map<std::string, Owned>& accepted() const { return accepted_; }
+  const Owned* find_issued(const std::string& id) const;
+  const Owned* find_accepted(const std::string& id) const;
+
+  // Stores a new invitation. One relationship per pair of agents: an issued
+  // one replaces every earlier one to the same source; an accepted one
+  // replaces those of the same issuer that it is newer than. Returns the ids
+  // it replaced.
+  Result<std::vector<std::string>> add(Owned owned, store::Store& store);
+  // Marks one revoked (false when it already was).
+  Result<bool> revoke(store::InvitationDirection direction, const std::string& id,
+                      store::Store& store);
+
+  static InvitationState state(const Owned& owned, TimePoint now);
+
+  // Valid now (active), by the other agent.
+  std::vector<const crypto::Invitation*> valid_issued(const std::string& peer, TimePoint now) const;
+  std::vector<const crypto::Invitation*> valid_accepted(const std::string& peer,
+                                                        TimePoint now) const;
+  // We invited `peer` (it may send us work) / it invited us (we may send it work).
+  bool is_source(const std::string& peer, TimePoint now) const;
+  bool is_target(const std::string& peer, TimePoint now) const;
+  // Any invitation on record, valid or not: enough to hear about work
+  // already in flight (CANCEL, STATUS, ...), never to start new work.
+  bool ever_issued_to(const std::string& peer) const { return issued_by_peer_.count(peer) > 0; }
+  bool ever_accepted_from(const std::string& peer) const {
+    return accepted_by_peer_.count(peer) > 0;
+  }
+  // Every invitation with `peer`, in any state.
+  std::vector<const Owned*> issued_to(const std::string& peer) const;
+  std::vector<const Owned*> accepted_from(const std::string& peer) const;
+  // Every agent that ever invited us.
+  std::vector<std::string> issuers() const;
+  // Invitations we issued to `peer` and revoked that it could still present
+  // (not expired): it must hear of them.
+  std::vector<std::string> revocations_to_tell(const std::string& peer, TimePoint now) const;
+
+  // The indexes match the tables, and each source has at most one issued
+  // invitation that is neither replaced nor revoked.
+  bool check_invariants() const;
+
+ private:
+  using Index = std::map<std::string, std::vector<std::string>>;  // peer -> invitation ids
+  static std::vector<const crypto::Invitation*> valid(const std::map<std::string, Owned>& table,
+                                                      const Index& index, const std::string& peer,
+                                                      TimePoint now);
+  void insert(Owned owned);
+
+  std::map<std::string, Owned> issued_;    // by invitation id
+  std::map<std::string, Owned> accepted_;  // by invitation id
+  Index issued_by_peer_;
+  Index accepted_by_peer_;
+};
+
+}  // namespace shoal::core

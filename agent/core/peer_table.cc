@@ -1,0 +1,116 @@
+#include "agent/core/peer_table.h"
+
+#include <algorithm>
+
+namespace shoal::core {
+
+PeerTable::PeerTable(std::string self_id, std::string self_cluster)
+    : self_id_(std::move(self_id)), self_cluster_(std::move(self_cluster)) {}
+
+void PeerTable::load(const std::vector<store::PeerRecord>& records) {
+  for (const auto& record : records) {
+    Peer& peer = peers_[record.id];
+    peer.cluster = record.cluster;
+    peer.org = record.org;
+    peer.endpoint = record.endpoint;
+    peer.last_boot = record.last_boot;
+    peer.last_seq = record.last_seq;
+    peer.lease_ms = record.lease_ms;
+    peer.lease_until_ms = record.lease_until_ms;
+  }
+}
+
+const PeerTable::Peer* PeerTable::find(const std::string& id) const {
+  auto it = peers_.find(id);
+  return it == peers_.end() ? nullptr : &it->second;
+}
+
+bool PeerTable::remember(const std::string& id, const std::string& cluster, const std::string& org,
+                         const std::string& endpoint) {
+  Peer& peer = at(id);
+  if (peer.cluster == cluster && peer.org == org && peer.endpoint == endpoint) return false;
+  peer.cluster = cluster;
+  peer.org = org;
+  peer.endpoint = endpoint;
+  unsaved_.insert(id);
+  return true;
+}
+
+bool PeerTable::is_fresh(const std::string& id, uint64_t boot, uint64_t seq) const {
+  const Peer* peer = find(id);
+  if (!peer) return false;
+  return boot > peer->last_boot || (boot == peer->last_boot && seq > peer->last_seq);
+}
+
+void PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq, TimePoint now) {
+  Peer& peer = at(id);
+  peer.last_boot = boot;
+  peer.last_seq = seq;
+  peer.last_seen = now;
+  unsaved_.insert(id);
+}
+
+bool PeerTable::greet(const std::string& id) {
+  Peer& peer = at(id);
+  bool first = peer.greeted_boot != peer.last_boot;
+  peer.greeted_boot = peer.last_boot;
+  return first;
+}
+
+void PeerTable::set_lease(const std::string& id, int64_t lease_ms, int64_t lease_until_ms) {
+  Peer& peer = at(id);
+  if (peer.lease_ms == lease_ms && peer.lease_until_ms == lease_until_ms) return;
+  peer.lease_ms = lease_ms;
+  peer.lease_until_ms = lease_until_ms;
+  unsaved_.insert(id);
+}
+
+std::optional<TimePoint> PeerTable::lease_end_of(const std::string& id) const {
+  if (id == self_id_) return std::nullopt;
+  const Peer* peer = find(id);
+  if (!peer || peer->lease_ms == 0) return std::nullopt;
+  return from_millis(peer->lease_until_ms);
+}
+
+std::optional<Duration> PeerTable::notice_tick(TimePoint now, Duration heartbeat) {
+  std::optional<Duration> gap;
+  if (last_tick_ != TimePoint{} && now - last_tick_ > heartbeat) {
+    gap = now - last_tick_;
+    listening_since_ = now;
+  }
+  last_tick_ = now;
+  return gap;
+}
+
+Duration PeerTable::silent_for(const std::string& id, TimePoint now) const {
+  if (id == self_id_) return Duration{0};
+  TimePoint since = listening_since_;
+  if (const Peer* peer = find(id); peer && peer->last_seen)
+    since = std::max(since, *peer->last_seen);
+  return now - since;
+}
+
+std::string PeerTable::cluster_name_of(const std::string& id) const {
+  if (id == self_id_) return self_cluster_;
+  const Peer* peer = find(id);
+  return peer ? peer->cluster : id.substr(0, 8);
+}
+
+Status PeerTable::flush(store::Store& store) {
+  Status first = Status::ok();
+  for (const auto& id : unsaved_) {
+    const Peer& peer = peers_.at(id);
+    Status written = store.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot,
+                                     peer.last_seq, peer.lease_ms, peer.lease_until_ms});
+    if (!written.is_ok() && first.is_ok()) first = written;
+  }
+  unsaved_.clear();
+  return first;
+}
+
+bool PeerTable::check_invariants() const {
+  return std::all_of(unsaved_.begin(), unsaved_.end(),
+                     [&](const std::string& id) { return peers_.count(id) > 0; });
+}
+
+}  // namespace shoal::core

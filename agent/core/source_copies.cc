@@ -1,0 +1,405 @@
+// The source role, the winner's copy: its STATUS mirrored into the
+// workload, restarts, worker-lost handling and adoption, reconciliation
+// (DIGEST renews leases, HOLDINGS answers), and the role's timers.
+#include <algorithm>
+#include <set>
+
+#include "agent/core/source_role.h"
+
+namespace shoal::core {
+
+void SourceRole::tick(TimePoint now, bool local_room_freed) {
+  if (local_room_freed) {
+    // Room freed in our own cluster: pending work that fits tries again now.
+    for (const std::string& uid : awake_) {
+      auto found = workloads_.find(uid);
+      if (found == workloads_.end()) continue;
+      SourceWorkload& workload = found->second;
+      const auto& spec = workload.record.spec;
+      if (workload.record.phase != model::Phase::kPending || is_group(workload)) continue;
+      auto own = cluster_.capacity_for(spec.namespace_name, spec.queue);
+      if (own && own->largest_free_node.fits(spec.resources) && own->free.fits(spec.total())) {
+        workload.next_round_at = std::min(workload.next_round_at, now);
+      }
+    }
+  }
+  drive_source_workloads(now);
+  send_digests(now);
+}
+
+TimePoint SourceRole::next_deadline() const {
+  TimePoint next = TimePoint::max();
+  for (const std::string& uid : awake_) {
+    auto found = workloads_.find(uid);
+    next = std::min(next, found == workloads_.end() ? clock_.now() : due_at(found->second));
+  }
+  Duration interval = digest_interval();
+  for (const std::string& id : invitations_.issuers()) {
+    if (!may_renew_lease(id)) continue;  // until we hear from it again (an input)
+    auto target = targets_.find(id);
+    next =
+        std::min(next, (target == targets_.end() ? TimePoint{} : target->second.last_digest_sent) +
+                           interval);
+  }
+  return next;
+}
+
+// Mirrors drive_source_workload: each time here is one at which that
+// function acts (the simulation checks that a tick leaves no deadline due).
+TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
+  const store::WorkloadRecord& record = workload.record;
+  TimePoint now = clock_.now();
+  if (is_group(workload)) {
+    auto copies = copies_.find(record.uid);
+    bool last_copy_gone = copies == copies_.end() || copies->second.empty();
+    return record.deleting && last_copy_gone ? now : TimePoint::max();
+  }
+  TimePoint due = TimePoint::max();
+  if (record.deleting) {
+    if (workload.deletes.empty()) return now;
+    for (const auto& [peer_id, pending] : workload.deletes) {
+      due = std::min(due, pending.last_sent + config_.retry_interval);
+      if (pending.give_up_at) due = std::min(due, *pending.give_up_at);
+    }
+    return due;
+  }
+  for (const auto& [peer_id, cancel] : workload.cancels) {
+    due = std::min({due, cancel.give_up_at, cancel.last_sent + resend_after(cancel.resends)});
+  }
+  if (record.phase == model::Phase::kPending) {
+    return std::min(due, std::max(workload.next_round_at, record.restart_at));
+  }
+  if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase)) {
+    // Worker lost: silent long enough, and (fencing) renewals stopped
+    // lease + skew ago.
+    TimePoint silent_enough = now - silent_for(record.winner) + config_.worker_lost_timeout;
+    TimePoint fenced = TimePoint::min();
+    if (config_.lease.count() > 0) {
+      auto winner = targets_.find(record.winner);
+      TimePoint last_renewal =
+          winner == targets_.end() ? TimePoint{} : winner->second.last_digest_sent;
+      fenced = last_renewal + config_.lease + config_.max_clock_skew;
+    }
+    due = std::min(due, std::max(silent_enough, fenced));
+  }
+  if (record.phase != model::Phase::kPlacing) return due;
+  if (!record.winner.empty()) {
+    if (!may_renew_lease(record.winner)) return due;  // until we hear from it (an input)
+    return std::min(due, workload.last_approve_sent + resend_after(workload.approve_resends));
+  }
+  const model::PlacementSpec& placement = record.spec.placement;
+  if (placement.ready_window.count() > 0 &&
+      std::any_of(workload.candidates.begin(), workload.candidates.end(),
+                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
+    due = std::min(due, workload.round_started + placement.ready_window);
+  }
+  if (!workload.untried.empty()) {
+    due = std::min(due, workload.wave_started + placement.round_timeout);
+  } else if (workload.candidates.empty()) {
+    return now;
+  } else {
+    due = std::min(due, workload.wave_started + config_.reservation_ttl);
+  }
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (progress.state == CandidateState::kSent) {
+      due = std::min(due, progress.last_sent + resend_after(progress.resends));
+    }
+  }
+  return due;
+}
+
+bool SourceRole::lost(const std::string& peer_id) const {
+  return silent_for(peer_id) >= config_.worker_lost_timeout;
+}
+
+bool SourceRole::may_renew_lease(const std::string& peer_id) const {
+  // Stop once the target has been silent so long that worker-lost handling
+  // will need its copies stopped: then its lease has ended lease + skew
+  // before we place them again.
+  return config_.lease.count() == 0 ||
+         silent_for(peer_id) < config_.worker_lost_timeout - config_.lease - config_.max_clock_skew;
+}
+
+void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch) {
+  record_event(workload.record.uid,
+               "the copy at " + cluster_name_of(target) +
+                   (copy_epoch ? " (epoch " + std::to_string(copy_epoch) + ")" : std::string()) +
+                   " still runs and nothing replaced it: adopting it");
+  choose_winner(workload, target, "re-adopted");
+}
+
+void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) {
+  store::WorkloadRecord& record = workload.record;
+  if (!record.winner.empty()) workload.lost_copies.emplace(record.winner, record.epoch);
+  record.restarts += 1;
+  record_event(record.uid, why + "; placing it again under a new epoch");
+  workload.pending_attempts = 0;
+  start_round(workload);  // persists the new round (or Pending), restarts included
+  if (record.phase == model::Phase::kPending) {
+    record.reason = why + "; " + record.reason;
+    persist(record);
+  }
+}
+
+void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition) {
+  store::WorkloadRecord& record = workload.record;
+  // A fenced copy never finished its work: it is placed again whatever the
+  // policy. Everything else (an exit code, an operator's delete, an
+  // eviction) follows restartPolicy.
+  bool fenced = condition == protocol::CopyCondition::kLeaseExpired;
+  if (record.deleting ||
+      (!fenced && record.spec.restart_policy != model::RestartPolicy::kOnFailure)) {
+    return;
+  }
+  record.restarts += 1;
+  Duration wait = backoff(record.restarts - 1);
+  record_event(record.uid,
+               "restart " + std::to_string(record.restarts) + " in " + format_duration(wait) +
+                   (fenced ? " (its copy was fenced off)" : " (restartPolicy OnFailure)"));
+  record.reason = "restarting after: " + record.reason;
+  record.phase = model::Phase::kPending;
+  record.winner.clear();
+  record.cluster.clear();
+  record.updated_at = clock_.now();
+  persist(record);
+  workload.next_round_at = clock_.now() + wait;
+  record.restart_at = workload.next_round_at;
+  persist(record);
+}
+
+void SourceRole::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
+                                           const protocol::WorkloadStatus& message) {
+  store::WorkloadRecord& record = workload.record;
+  workload.lost_copies.clear();
+  record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
+                               std::to_string(message.epoch) + ") given up as lost had " +
+                               std::string(model::phase_name(message.phase)) +
+                               " and nothing replaced it: keeping its outcome");
+  for (auto& [peer_id, progress] : workload.candidates) {
+    if (may_hold_something(progress)) cancel_at(workload, peer_id, record.epoch);
+  }
+  workload.candidates.clear();
+  workload.untried.clear();
+  // The epoch stays the newest this workload used, so a later round never
+  // reuses one that a target may still hold.
+  record.winner = from;
+  record.cluster = cluster_name_of(from);
+  take_copy_status(workload, message);
+}
+
+void SourceRole::take_copy_status(SourceWorkload& workload,
+                                  const protocol::WorkloadStatus& message) {
+  store::WorkloadRecord& record = workload.record;
+  model::Phase old_phase = record.phase;
+  record.phase = message.phase;
+  record.nodes = message.nodes;
+  record.started_at_ms = message.started_at_ms;
+  record.finished_at_ms = message.finished_at_ms;
+  record.exit_code = message.exit_code;
+  record.reason = message.message;
+  record.updated_at = clock_.now();
+  persist(record);
+  if (old_phase == record.phase) return;
+  record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " + record.cluster +
+                               (message.message.empty() ? "" : ": " + message.message));
+  if (record.phase == model::Phase::kFailed) on_copy_failed(workload, message.condition);
+}
+
+void SourceRole::on_status(const std::string& from, const protocol::WorkloadStatus& message) {
+  // Acknowledge whatever we heard so the target stops repeating it.
+  send(from, protocol::StatusAck{message.uid, message.epoch, message.generation});
+  SourceWorkload* workload = find_source_workload(message.uid);
+  if (!workload) return;
+  store::WorkloadRecord& record = workload->record;
+  // The outcome of a copy given up as lost, while no other copy runs (one
+  // placed since may have failed or been fenced off): it ran within its
+  // lease, so its result is the workload's. Placing it again would run the
+  // work a second time.
+  if (workload->lost_copies.count({from, message.epoch}) && model::is_finished(message.phase) &&
+      !record.deleting &&
+      (record.phase == model::Phase::kPending || record.phase == model::Phase::kPlacing) &&
+      (record.winner.empty() || record.winner == from)) {
+    keep_outcome_of_lost_copy(*workload, from, message);
+    return;
+  }
+  if (record.winner != from || record.epoch != message.epoch ||
+      message.generation <= record.status_generation || record.deleting) {
+    return;  // another cluster, an older epoch, an older report, or on its way out
+  }
+  if (message.phase == model::Phase::kPending || message.phase == model::Phase::kPlacing) return;
+  record.status_generation = message.generation;
+  take_copy_status(*workload, message);
+}
+
+void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& message) {
+  // The target's side of reconciliation: the source owns each workload, so
+  // it decides what every mismatch means. Never two running copies of one
+  // workload: a copy is kept only if it is (or becomes) the epoch's winner.
+  std::set<std::string> held;
+  for (const auto& copy : message.copies) {
+    bool running = copy.phase == model::Phase::kBound || copy.phase == model::Phase::kRunning;
+    SourceWorkload* workload = find_source_workload(copy.uid);
+    if (!workload) {
+      if (running) send(from, protocol::Delete{copy.uid, copy.epoch});  // not ours any more
+      continue;
+    }
+    const store::WorkloadRecord& record = workload->record;
+    if (record.winner == from) {
+      if (copy.epoch == record.epoch) held.insert(copy.uid);
+      continue;  // its copy, or one being adopted (the APPROVE re-epochs it)
+    }
+    if (!running || record.deleting) continue;
+    if (record.winner.empty() && !model::is_finished(record.phase) && copy.epoch <= record.epoch &&
+        may_place_at(record, from)) {
+      adopt(*workload, from, copy.epoch);
+    } else {
+      record_event(record.uid, "removing a stale copy at " + cluster_name_of(from) + " (epoch " +
+                                   std::to_string(copy.epoch) + ")");
+      send(from, protocol::Delete{copy.uid, copy.epoch});
+    }
+  }
+  // A copy we count as bound or running there, which the target does not hold.
+  for (auto& [uid, workload] : workloads_) {
+    const store::WorkloadRecord& record = workload.record;
+    if (record.winner != from || held.count(uid) || record.deleting) continue;
+    if (record.phase != model::Phase::kBound && record.phase != model::Phase::kRunning) continue;
+    requeue_lost(workload, "LostAtTarget: " + record.cluster + " no longer holds epoch " +
+                               std::to_string(record.epoch));
+  }
+}
+
+Duration SourceRole::digest_interval() const {
+  Duration interval = config_.gc_interval;
+  if (config_.lease.count() > 0) interval = std::min(interval, config_.lease / 4);
+  return interval;
+}
+
+void SourceRole::send_digests(TimePoint now) {
+  Duration interval = digest_interval();
+  for (const std::string& id : invitations_.issuers()) {
+    Target& peer = targets_[id];
+    if (now - peer.last_digest_sent < interval) continue;
+    // Renewing a lease tells the target "I still see you".
+    if (!may_renew_lease(id)) continue;
+    protocol::Digest digest;
+    digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
+    for (const auto& [uid, workload] : workloads_) {
+      const store::WorkloadRecord& record = workload.record;
+      if (record.winner == id && !model::is_finished(record.phase) && !record.deleting) {
+        digest.copies.push_back({uid, record.epoch});
+      }
+    }
+    peer.last_digest_sent = now;
+    send(id, std::move(digest));
+  }
+}
+
+void SourceRole::drive_source_workloads(TimePoint now) {
+  std::vector<std::string> deleted;
+  // Only the awake: a finished workload with nothing left to retry or
+  // delete is skipped until something wakes it (wake()), so an idle agent
+  // does not walk its whole history on every tick.
+  std::vector<std::string> due(awake_.begin(), awake_.end());
+  for (const std::string& uid : due) {
+    auto found = workloads_.find(uid);
+    if (found == workloads_.end()) {
+      awake_.erase(uid);
+      continue;
+    }
+    SourceWorkload& workload = found->second;
+    drive_source_workload(uid, workload, now, deleted);
+    if (is_quiet(workload)) awake_.erase(uid);
+  }
+  for (const auto& uid : deleted) forget_workload(uid);
+}
+
+bool SourceRole::is_quiet(const SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  if (record.deleting) return false;
+  if (is_group(workload)) return true;  // its copies do the work; a delete wakes it
+  return model::is_finished(record.phase) && workload.cancels.empty();
+}
+
+void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& workload,
+                                       TimePoint now, std::vector<std::string>& deleted) {
+  store::WorkloadRecord& record = workload.record;
+  if (is_group(workload)) {
+    // Its copies do the work; it goes once the last of them has been deleted.
+    if (record.deleting && copies_[uid].empty()) deleted.push_back(uid);
+    return;
+  }
+  if (record.deleting) {
+    if (drive_delete(workload, now)) deleted.push_back(uid);
+    return;
+  }
+  // Cancels are retried until RELEASED or until the reservation must have expired.
+  for (auto it = workload.cancels.begin(); it != workload.cancels.end();) {
+    if (now >= it->second.give_up_at) {
+      it = workload.cancels.erase(it);
+      continue;
+    }
+    if (now - it->second.last_sent >= resend_after(it->second.resends)) {
+      it->second.last_sent = now;
+      it->second.resends += 1;
+      send(it->first, protocol::Cancel{uid, it->second.epoch});
+    }
+    ++it;
+  }
+  if (record.phase == model::Phase::kPending) {
+    if (now >= workload.next_round_at && now >= record.restart_at) start_round(workload);
+    return;
+  }
+  if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&
+      lost(record.winner)) {
+    // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
+    // stopped at least lease + skew ago, so its copy has stopped by now.
+    auto winner = targets_.find(record.winner);
+    TimePoint last_renewal =
+        winner == targets_.end() ? TimePoint{} : winner->second.last_digest_sent;
+    if (config_.lease.count() == 0 ||
+        now - last_renewal >= config_.lease + config_.max_clock_skew) {
+      requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
+                                 format_duration(silent_for(record.winner)));
+      return;
+    }
+  }
+  if (record.phase != model::Phase::kPlacing) return;
+  if (!record.winner.empty()) {
+    // An APPROVE that binds renews the target's lease: like a DIGEST, it
+    // is not sent to a target silent past the renewal window.
+    if (now - workload.last_approve_sent >= resend_after(workload.approve_resends) &&
+        may_renew_lease(record.winner)) {
+      workload.last_approve_sent = now;
+      workload.approve_resends += 1;
+      send(record.winner, protocol::Approve{uid, record.epoch});
+    }
+    return;
+  }
+  if (record.spec.placement.ready_window.count() > 0 &&
+      now - workload.round_started >= record.spec.placement.ready_window &&
+      std::any_of(workload.candidates.begin(), workload.candidates.end(),
+                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
+    choose_best_ready(
+        workload, "readyWindow " + format_duration(record.spec.placement.ready_window) + " closed");
+    return;
+  }
+  if (!workload.untried.empty()) {
+    if (now - workload.wave_started >= record.spec.placement.round_timeout)
+      ask_next_batch(workload);
+  } else if (workload.candidates.empty() ||
+             now - workload.wave_started >= config_.reservation_ttl) {
+    // A restart left the round without its candidates, or nobody answered in time.
+    start_round(workload);
+    return;
+  }
+  for (auto& [peer_id, progress] : workload.candidates) {
+    if (progress.state == CandidateState::kSent &&
+        now - progress.last_sent >= resend_after(progress.resends)) {
+      progress.last_sent = now;
+      progress.resends += 1;
+      send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
+    }
+  }
+}
+
+}  // namespace shoal::core

@@ -1,0 +1,387 @@
+// The source role, groups and their end: multi-cluster groups (one copy per
+// cluster, the group's phase from its copies), nominations, deletion
+// everywhere, loading, views and the role's invariants.
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "agent/core/source_role.h"
+
+namespace shoal::core {
+
+SourceRole::SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations)
+    : context_(context),
+      peers_(peers),
+      invitations_(invitations),
+      config_(context.config()),
+      self_id_(context.self_id()),
+      clock_(context.clock()),
+      cluster_(context.cluster()) {
+  // A copy's story is told in its group's history.
+  context_.set_event_subject([this](std::string& subject, std::string& text) {
+    auto copy = workloads_.find(subject);
+    if (copy == workloads_.end() || copy->second.record.parent.empty()) return;
+    text = "copy " + std::to_string(copy->second.record.copy_index) + ": " + text;
+    subject = copy->second.record.parent;
+  });
+}
+
+void SourceRole::load(std::vector<store::WorkloadRecord> records) {
+  TimePoint now = clock_.now();
+  for (auto& record : records) {
+    SourceWorkload workload;
+    workload.record = std::move(record);
+    // Unfinished rounds restart with a new epoch; a persisted winner is
+    // re-approved (APPROVE is idempotent at the target).
+    workload.next_round_at = now;
+    if (workload.record.parent.empty()) {
+      uid_by_name_[workload.record.spec.key()] = workload.record.uid;
+    } else {
+      copies_[workload.record.parent].push_back(workload.record.uid);
+    }
+    awake_.insert(workload.record.uid);
+    auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
+    if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
+  }
+}
+
+void SourceRole::persist(const store::WorkloadRecord& record) {
+  context_.note_store(context_.store().put_workload(record));
+  awake_.insert(record.uid);
+  if (!record.parent.empty()) update_group(record.parent);
+}
+
+InvitationUsage SourceRole::usage_at_target(const std::string& target) const {
+  InvitationUsage usage;
+  for (const auto& [uid, workload] : workloads_) {
+    const store::WorkloadRecord& record = workload.record;
+    if (record.winner != target || model::is_finished(record.phase)) continue;
+    usage.resources += record.spec.total();
+    usage.workloads += 1;
+  }
+  return usage;
+}
+
+std::vector<protocol::NamespaceCapacity> SourceRole::capacity_of(const std::string& target) const {
+  std::vector<protocol::NamespaceCapacity> out;
+  auto it = targets_.find(target);
+  if (it == targets_.end()) return out;
+  for (const auto& [ns, capacity] : it->second.capacity) out.push_back(capacity);
+  return out;
+}
+
+bool SourceRole::check_invariants() const {
+  for (const auto& [uid, workload] : workloads_) {
+    if (uid != workload.record.uid) return false;
+    if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
+      return false;
+    }
+    if (!is_quiet(workload) && !awake_.count(uid)) return false;
+  }
+  for (const auto& uid : awake_) {
+    if (!workloads_.count(uid)) return false;
+  }
+  // The copies of a group, finished ones included, are placed on different
+  // clusters.
+  for (const auto& [group_uid, copy_uids] : copies_) {
+    std::set<std::string> winners;
+    for (const auto& copy_uid : copy_uids) {
+      auto copy = workloads_.find(copy_uid);
+      if (copy == workloads_.end() || copy->second.record.parent != group_uid) return false;
+      if (copy->second.record.winner.empty()) continue;
+      if (!winners.insert(copy->second.record.winner).second) return false;
+    }
+  }
+  return true;
+}
+
+Status SourceRole::nominate(const std::string& namespace_name, const std::string& name,
+                            const std::vector<std::string>& clusters) {
+  auto uid = uid_by_name_.find(namespace_name + "/" + name);
+  if (uid == uid_by_name_.end()) {
+    return not_found("workload " + namespace_name + "/" + name + " not found");
+  }
+  SourceWorkload& workload = workloads_.at(uid->second);
+  store::WorkloadRecord& record = workload.record;
+  if (record.spec.placement.dispatcher.value_or(config_.default_dispatcher) !=
+      model::Dispatcher::kExternal) {
+    return invalid_argument(
+        "workload " + record.spec.key() +
+        " does not use spec.placement.dispatcher: External; nothing to nominate");
+  }
+  if (clusters.empty()) return invalid_argument("--clusters: expected at least one cluster name");
+  size_t copies = static_cast<size_t>(record.spec.placement.number_of_clusters);
+  if (clusters.size() < copies) {
+    return invalid_argument("--clusters: expected at least " + std::to_string(copies) +
+                            " cluster names (numberOfClusters " + std::to_string(copies) +
+                            ", one copy per cluster)");
+  }
+  if (record.deleting)
+    return invalid_argument("workload " + record.spec.key() + " is being deleted");
+  bool bound = !record.winner.empty() ||
+               (record.phase != model::Phase::kPending && record.phase != model::Phase::kPlacing);
+  if (bound) {
+    return invalid_argument("workload " + record.spec.key() + " is already bound at " +
+                            record.cluster + "; nominations cannot change once bound");
+  }
+  std::vector<std::string> members = {record.uid};
+  if (is_group(workload)) {
+    members = copies_[record.uid];
+    for (const auto& copy_uid : members) {
+      const store::WorkloadRecord& copy = workloads_.at(copy_uid).record;
+      if (!copy.winner.empty() ||
+          (copy.phase != model::Phase::kPending && copy.phase != model::Phase::kPlacing)) {
+        return invalid_argument("workload " + record.spec.key() + " copy " +
+                                std::to_string(copy.copy_index) + " is already bound at " +
+                                copy.cluster + "; nominations cannot change once bound");
+      }
+    }
+  }
+  record.nominations = clusters;
+  persist(record);
+  std::string list;
+  for (const auto& cluster : clusters) list += (list.empty() ? "" : ",") + cluster;
+  record_event(record.uid, "nominated " + list);
+  // A new round asks the nominees and cancels every candidate not nominated
+  // any more.
+  for (const auto& member_uid : members) {
+    SourceWorkload& member = workloads_.at(member_uid);
+    member.record.nominations = clusters;
+    persist(member.record);
+    start_round(member);
+  }
+  return context_.store_health();
+}
+
+Status SourceRole::delete_workload(const std::string& namespace_name, const std::string& name) {
+  auto uid = uid_by_name_.find(namespace_name + "/" + name);
+  if (uid == uid_by_name_.end()) {
+    return not_found("workload " + namespace_name + "/" + name + " not found");
+  }
+  SourceWorkload& workload = workloads_.at(uid->second);
+  if (!workload.record.deleting) {
+    std::string group_uid = workload.record.uid;
+    workload.record.deleting = true;
+    workload.record.reason = "Deleting";
+    workload.record.updated_at = clock_.now();
+    persist(workload.record);
+    record_event(group_uid, "delete requested");
+    // A group goes once its last copy has gone (drive_source_workloads).
+    std::vector<std::string> targets = {group_uid};
+    if (is_group(workload)) targets = copies_[group_uid];
+    for (const auto& target_uid : targets) {
+      SourceWorkload& one = workloads_.at(target_uid);
+      one.record.deleting = true;
+      one.record.reason = "Deleting";
+      persist(one.record);
+      begin_delete(one);
+      if (drive_delete(one, clock_.now())) forget_workload(target_uid);
+    }
+    auto group = workloads_.find(group_uid);
+    if (group != workloads_.end() && is_group(group->second) && copies_[group_uid].empty()) {
+      forget_workload(group_uid);
+    }
+  }
+  return context_.store_health();
+}
+
+void SourceRole::begin_delete(SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  TimePoint now = clock_.now();
+  std::set<std::string> maybe_holding;
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (may_hold_something(progress)) maybe_holding.insert(peer_id);
+  }
+  for (const auto& [peer_id, cancel] : workload.cancels) maybe_holding.insert(peer_id);
+  if (workload.candidates.empty() && record.phase != model::Phase::kPending) {
+    // After a restart nobody knows who was asked: tell every target.
+    maybe_holding.insert(self_id_);
+    for (const std::string& issuer : invitations_.issuers()) maybe_holding.insert(issuer);
+  }
+  if (!record.winner.empty()) maybe_holding.insert(record.winner);
+  workload.cancels.clear();
+  for (const auto& peer_id : maybe_holding) {
+    PendingDelete pending{record.epoch, now, now + config_.reservation_ttl};
+    // A copy that may be running is waited for until it is confirmed stopped.
+    if (peer_id == record.winner && !model::is_finished(record.phase)) pending.give_up_at.reset();
+    workload.deletes[peer_id] = pending;
+    send(peer_id, protocol::Delete{record.uid, record.epoch});
+  }
+}
+
+bool SourceRole::drive_delete(SourceWorkload& workload, TimePoint now) {
+  for (auto it = workload.deletes.begin(); it != workload.deletes.end();) {
+    PendingDelete& pending = it->second;
+    if (pending.give_up_at && now >= *pending.give_up_at) {
+      it = workload.deletes.erase(it);
+      continue;
+    }
+    if (now - pending.last_sent >= config_.retry_interval) {
+      pending.last_sent = now;
+      send(it->first, protocol::Delete{workload.record.uid, pending.epoch});
+    }
+    ++it;
+  }
+  return workload.deletes.empty();
+}
+
+void SourceRole::forget_workload(const std::string& uid) {
+  auto it = workloads_.find(uid);
+  if (it == workloads_.end()) return;
+  const std::string parent = it->second.record.parent;
+  record_event(uid, "deleted " + it->second.record.spec.key());
+  context_.note_store(context_.store().delete_workload(uid));
+  if (parent.empty()) {
+    uid_by_name_.erase(it->second.record.spec.key());
+    copies_.erase(uid);
+  } else {
+    std::erase(copies_[parent], uid);
+    awake_.insert(parent);  // a deleting group goes once its last copy has
+  }
+  workloads_.erase(it);
+  awake_.erase(uid);
+}
+
+std::vector<store::WorkloadRecord> SourceRole::workloads() const {
+  std::vector<store::WorkloadRecord> out;
+  for (const auto& [uid, workload] : workloads_) {
+    if (workload.record.parent.empty()) out.push_back(workload.record);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.spec.namespace_name, a.spec.name) <
+           std::tie(b.spec.namespace_name, b.spec.name);
+  });
+  return out;
+}
+
+std::optional<store::WorkloadRecord> SourceRole::find_workload(const std::string& namespace_name,
+                                                               const std::string& name) const {
+  auto uid = uid_by_name_.find(namespace_name + "/" + name);
+  if (uid == uid_by_name_.end()) return std::nullopt;
+  return workloads_.at(uid->second).record;
+}
+
+std::vector<store::WorkloadRecord> SourceRole::copies_of(const std::string& uid) const {
+  std::vector<store::WorkloadRecord> out;
+  auto copies = copies_.find(uid);
+  if (copies == copies_.end()) return out;
+  for (const auto& copy_uid : copies->second) out.push_back(workloads_.at(copy_uid).record);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.copy_index < b.copy_index; });
+  return out;
+}
+
+bool SourceRole::may_place_at(const store::WorkloadRecord& record,
+                              const std::string& target) const {
+  // What a READY from `target` would have needed: a valid invitation into
+  // the namespace, the allow list, the nominations, no sibling copy there.
+  const model::PlacementSpec& placement = record.spec.placement;
+  std::string cluster = cluster_name_of(target);
+  bool invited = target == self_id_;
+  for (const auto* invitation : invitations_.valid_accepted(target, clock_.now())) {
+    invited = invited || invitation->covers(record.spec.namespace_name);
+  }
+  auto listed = [&](const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), cluster) != names.end();
+  };
+  return invited && (placement.clusters.empty() || listed(placement.clusters)) &&
+         (placement.dispatcher.value_or(config_.default_dispatcher) !=
+              model::Dispatcher::kExternal ||
+          (record.nominations && listed(*record.nominations))) &&
+         !sibling_winners(record).count(target);
+}
+
+std::set<std::string> SourceRole::sibling_winners(const store::WorkloadRecord& record) const {
+  std::set<std::string> taken;
+  if (record.parent.empty()) return taken;
+  auto copies = copies_.find(record.parent);
+  if (copies == copies_.end()) return taken;
+  for (const auto& copy_uid : copies->second) {
+    const store::WorkloadRecord& sibling = workloads_.at(copy_uid).record;
+    // A finished sibling keeps its cluster: the group promises N distinct
+    // clusters for its whole life, not only among the copies still running.
+    // (A copy that restarts elsewhere has cleared its winner.)
+    if (copy_uid != record.uid && !sibling.winner.empty()) taken.insert(sibling.winner);
+  }
+  return taken;
+}
+
+void SourceRole::update_group(const std::string& group_uid) {
+  auto it = workloads_.find(group_uid);
+  if (it == workloads_.end()) return;
+  store::WorkloadRecord& group = it->second.record;
+  std::vector<store::WorkloadRecord> copies = copies_of(group_uid);
+  if (copies.empty()) return;
+  auto count = [&](std::initializer_list<model::Phase> phases) {
+    return static_cast<size_t>(std::count_if(copies.begin(), copies.end(), [&](const auto& copy) {
+      return std::find(phases.begin(), phases.end(), copy.phase) != phases.end();
+    }));
+  };
+  using model::Phase;
+  size_t n = copies.size();
+  // Running only when every copy runs (or has already succeeded); Failed as
+  // soon as one copy failed for good; Succeeded when all did.
+  Phase phase = Phase::kPending;
+  if (count({Phase::kSucceeded}) == n)
+    phase = Phase::kSucceeded;
+  else if (count({Phase::kFailed}) > 0)
+    phase = Phase::kFailed;
+  else if (count({Phase::kRunning, Phase::kSucceeded}) == n)
+    phase = Phase::kRunning;
+  else if (count({Phase::kBound, Phase::kRunning, Phase::kSucceeded}) == n)
+    phase = Phase::kBound;
+  else if (count({Phase::kPlacing, Phase::kBound, Phase::kRunning, Phase::kSucceeded}) > 0)
+    phase = Phase::kPlacing;
+  std::string clusters, reasons;
+  std::vector<std::string> nodes;
+  uint64_t epoch = 0;
+  int32_t restarts = 0, exit_code = 0;
+  int64_t started = 0, finished = 0;
+  bool all_finished = true;
+  for (const auto& copy : copies) {
+    if (!copy.cluster.empty()) clusters += (clusters.empty() ? "" : ",") + copy.cluster;
+    if (!copy.reason.empty() && !copy.deleting) {
+      reasons += "; copy " + std::to_string(copy.copy_index) + ": " + copy.reason;
+    }
+    nodes.insert(nodes.end(), copy.nodes.begin(), copy.nodes.end());
+    epoch = std::max(epoch, copy.epoch);
+    restarts += copy.restarts;
+    if (exit_code == 0) exit_code = copy.exit_code;
+    if (copy.started_at_ms && (!started || copy.started_at_ms < started))
+      started = copy.started_at_ms;
+    finished = std::max(finished, copy.finished_at_ms);
+    all_finished = all_finished && model::is_finished(copy.phase);
+  }
+  std::string summary =
+      std::to_string(count({Phase::kRunning})) + "/" + std::to_string(n) + " running";
+  if (phase == Phase::kSucceeded)
+    summary = std::to_string(n) + "/" + std::to_string(n) + " succeeded";
+  if (phase == Phase::kFailed)
+    summary = std::to_string(count({Phase::kFailed})) + "/" + std::to_string(n) + " failed";
+  if (group.deleting) summary = "Deleting";
+  store::WorkloadRecord updated = group;
+  updated.phase = phase;
+  updated.cluster = clusters;
+  updated.reason = summary + reasons;
+  updated.nodes = std::move(nodes);
+  updated.epoch = epoch;
+  updated.restarts = restarts;
+  updated.exit_code = exit_code;
+  updated.started_at_ms = started;
+  updated.finished_at_ms = all_finished ? finished : 0;
+  if (updated.phase == group.phase && updated.cluster == group.cluster &&
+      updated.reason == group.reason && updated.nodes == group.nodes &&
+      updated.epoch == group.epoch && updated.restarts == group.restarts &&
+      updated.finished_at_ms == group.finished_at_ms &&
+      updated.started_at_ms == group.started_at_ms) {
+    return;
+  }
+  bool phase_changed = updated.phase != group.phase;
+  updated.updated_at = clock_.now();
+  group = std::move(updated);
+  persist(group);
+  if (phase_changed)
+    record_event(group_uid, std::string(model::phase_name(group.phase)) + ": " + group.reason);
+}
+
+}  // namespace shoal::core

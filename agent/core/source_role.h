@@ -1,0 +1,222 @@
+// The source role (protocol/README.md): place each submitted workload on
+// exactly one cluster (or on N, one copy each, for numberOfClusters > 1).
+// Rank the targets, send CANDIDATE as the dispatcher says, take a winner
+// among the READYs (persisted before APPROVE leaves), CANCEL the rest,
+// mirror the winner's STATUS, restart by restartPolicy, re-place what a
+// lost or fenced target no longer runs, reconcile with DIGEST/HOLDINGS
+// (which renew the targets' leases), and delete everywhere on request.
+//
+// Files: source_role.cc (submit, ranking, rounds, READY/REJECT),
+// source_copies.cc (the winner's copy: status, restarts, worker-lost,
+// reconciliation, timers), source_groups.cc (multi-cluster groups,
+// nominations, deletion).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/core/context.h"
+#include "agent/core/invitation_book.h"
+#include "agent/core/peer_table.h"
+#include "agent/placement/engine.h"
+
+namespace shoal::core {
+
+class SourceRole {
+ public:
+  SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations);
+
+  // Loading: every stored workload; unfinished rounds start again with a new
+  // epoch, a persisted winner is approved again, interrupted deletes go on.
+  void load(std::vector<store::WorkloadRecord> records);
+
+  // Control requests (see Agent).
+  Result<std::vector<std::string>> submit(const std::vector<model::WorkloadSpec>& specs);
+  Status delete_workload(const std::string& namespace_name, const std::string& name);
+  Status nominate(const std::string& namespace_name, const std::string& name,
+                  const std::vector<std::string>& clusters);
+
+  void on_capacity(const std::string& from, const protocol::Capacity& message);
+  void on_ready(const std::string& from, const protocol::Ready& message);
+  void on_reject(const std::string& from, const protocol::Reject& message);
+  void on_released(const std::string& from, const protocol::Released& message);
+  void on_bound(const std::string& from, const protocol::Bound& message);
+  void on_status(const std::string& from, const protocol::WorkloadStatus& message);
+  void on_holdings(const std::string& from, const protocol::Holdings& message);
+  // `target` revoked what we could place there: forget its capacity.
+  void forget_target_capacity(const std::string& target) { targets_[target].capacity.clear(); }
+  // A target's first HELLO of a boot: reconcile with it at the next tick.
+  void greet_target(const std::string& target) { targets_[target].last_digest_sent = TimePoint{}; }
+
+  // The role's timers: retries, rounds, restarts, deletes, worker-lost, and
+  // the digests that renew leases. `local_room_freed`: our own cluster has
+  // room again, so pending work that fits there tries at once.
+  void tick(TimePoint now, bool local_room_freed);
+  // The earliest time tick() has something to do.
+  TimePoint next_deadline() const;
+
+  // Views.
+  std::vector<store::WorkloadRecord> workloads() const;
+  std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
+  std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
+                                                     const std::string& name) const;
+  // Our unfinished workloads placed at `target`: how many, and what they hold.
+  InvitationUsage usage_at_target(const std::string& target) const;
+  std::vector<protocol::NamespaceCapacity> capacity_of(const std::string& target) const;
+
+  // A source workload with a winner is past Pending; every workload with
+  // anything left to do is visited by the timers; a group's copies sit on
+  // different clusters.
+  bool check_invariants() const;
+
+ private:
+  enum class CandidateState { kSent, kReady, kRejected };
+  struct CandidateProgress {
+    CandidateState state = CandidateState::kSent;
+    protocol::RejectCode code = protocol::RejectCode::kOther;  // when kRejected
+    std::string reason;                                        // for people
+    TimePoint last_sent{};
+    double score = 0;  // from READY
+    int resends = 0;   // CANDIDATE re-sent this often so far (resend_after)
+  };
+  struct PendingCancel {
+    uint64_t epoch = 0;
+    TimePoint last_sent{};
+    TimePoint give_up_at{};
+    int resends = 0;
+  };
+  struct PendingDelete {
+    uint64_t epoch = 0;
+    TimePoint last_sent{};
+    std::optional<TimePoint> give_up_at;  // none for a copy that may still run
+  };
+  struct SourceWorkload {
+    store::WorkloadRecord record;
+    int pending_attempts = 0;  // rounds in a row that ended Pending: the backoff exponent
+    std::string unasked;       // " cluster=Reason" for each target this round left out
+    std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
+    std::map<std::string, PendingCancel> cancels;         // by target peer id
+    std::map<std::string, PendingDelete> deletes;         // by target peer id, while deleting
+    TimePoint round_started{};
+    TimePoint wave_started{};  // Incremental: when the last batch of candidates went out
+    std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
+    TimePoint last_approve_sent{};
+    int approve_resends = 0;
+    TimePoint next_round_at{};
+    // (target, epoch) of each copy given up as lost without an outcome. If
+    // one's outcome arrives while no other copy runs, it is kept (in memory
+    // only; after a restart a late outcome is ignored and the work re-placed).
+    std::set<std::pair<std::string, uint64_t>> lost_copies;
+  };
+  // What we know of one target.
+  struct Target {
+    std::map<std::string, protocol::NamespaceCapacity> capacity;  // advertised, by namespace
+    TimePoint last_digest_sent{};  // our last DIGEST (lease renewal) to it
+  };
+  struct RankedTargets {
+    std::vector<std::pair<std::string, std::string>> ranked;  // (peer id, cluster), best first
+    std::string reason;  // " cluster=Reason" for each target left out
+  };
+
+  void send(const std::string& to, protocol::Body body) { context_.send(to, std::move(body)); }
+  void record_event(const std::string& subject, const std::string& text) {
+    context_.record_event(subject, text);
+  }
+  std::string cluster_name_of(const std::string& peer_id) const {
+    return context_.cluster_name_of(peer_id);
+  }
+  Duration resend_after(int resends) const { return context_.resend_after(resends); }
+  // Writes the record and wakes it for the timers (a group is recomputed).
+  void persist(const store::WorkloadRecord& record);
+
+  // source_role.cc: rounds.
+  // `exclude`: peers that hold another copy of the workload (left out, with
+  // reason HoldsAnotherCopy, before the full-target fallback is decided).
+  RankedTargets rank_targets(const model::WorkloadSpec& spec,
+                             const std::set<std::string>& exclude = {}) const;
+  void start_round(SourceWorkload& workload);
+  // Incremental: sends CANDIDATE to the next batch of untried targets.
+  void ask_next_batch(SourceWorkload& workload);
+  void make_pending(SourceWorkload& workload, const std::string& reason);
+  // pendingRetry doubled `doublings` times, at most pendingRetryMax: the wait
+  // before a Pending round and before a restart.
+  Duration backoff(int doublings) const;
+  void cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch);
+  static bool may_hold_something(const CandidateProgress& progress);
+  // The winner of this epoch is chosen: persist it, APPROVE, cancel the rest.
+  void choose_winner(SourceWorkload& workload, const std::string& target, const std::string& why);
+  // readyWindow: approve the best READY so far (highest score, ties by name).
+  void choose_best_ready(SourceWorkload& workload, const std::string& why);
+  SourceWorkload* find_source_workload(const std::string& uid);
+
+  // source_copies.cc: the winner's copy.
+  // A copy at `target` still runs while we have no winner: take it back.
+  void adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch);
+  // The copy at the winner is gone without finishing: place again now.
+  void requeue_lost(SourceWorkload& workload, const std::string& why);
+  void keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
+                                 const protocol::WorkloadStatus& message);
+  // Mirrors the winner's STATUS into the workload (event and restart policy
+  // on a change of phase).
+  void take_copy_status(SourceWorkload& workload, const protocol::WorkloadStatus& message);
+  // The copy failed: restartPolicy decides whether it is placed again,
+  // unless `condition` says it never did its work (fenced off, not started).
+  void on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition);
+  void send_digests(TimePoint now);
+  Duration digest_interval() const;
+  Duration silent_for(const std::string& peer_id) const {
+    return peers_.silent_for(peer_id, context_.now());
+  }
+  bool lost(const std::string& peer_id) const;
+  // Whether a lease-renewing message (DIGEST, APPROVE) may go to this peer.
+  bool may_renew_lease(const std::string& peer_id) const;
+  void drive_source_workloads(TimePoint now);
+  // One workload's timers: retries, rounds, deletes, a lost winner.
+  void drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,
+                             std::vector<std::string>& deleted);
+  // When drive_source_workload next has something to do for it.
+  TimePoint due_at(const SourceWorkload& workload) const;
+  // Nothing for drive_source_workload to do until the workload changes
+  // (persist) or a CANCEL is owed (cancel_at), both of which wake it.
+  static bool is_quiet(const SourceWorkload& workload);
+
+  // source_groups.cc: groups, nominations, deletion.
+  // A multi-cluster workload's own row: it runs no rounds, its copies do.
+  static bool is_group(const SourceWorkload& workload) {
+    return workload.record.parent.empty() && workload.record.spec.placement.number_of_clusters > 1;
+  }
+  // Recomputes a group's phase and reason from its copies, and persists it.
+  void update_group(const std::string& group_uid);
+  // Whether a copy of `record` may run at `target` (adoption checks what a
+  // READY would have needed: invitation, allow list, nominations, siblings).
+  bool may_place_at(const store::WorkloadRecord& record, const std::string& target) const;
+  // The peers where other copies of this workload's group are placed or ran.
+  std::set<std::string> sibling_winners(const store::WorkloadRecord& record) const;
+  void begin_delete(SourceWorkload& workload);
+  // Retries DELETEs; true once every copy is confirmed stopped (or, for one
+  // that cannot be running, given up on).
+  bool drive_delete(SourceWorkload& workload, TimePoint now);
+  void forget_workload(const std::string& uid);
+
+  Context& context_;
+  const PeerTable& peers_;
+  const InvitationBook& invitations_;
+  const AgentConfig& config_;
+  const std::string& self_id_;
+  const Clock& clock_;
+  cluster::Cluster& cluster_;
+
+  std::map<std::string, SourceWorkload> workloads_;  // by uid
+  // The uids of workloads_ the timers must visit: every one that is not
+  // quiet (is_quiet). A change (persist) or an owed CANCEL wakes one.
+  std::set<std::string> awake_;
+  std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
+  std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
+  std::map<std::string, Target> targets_;                   // by peer id
+};
+
+}  // namespace shoal::core

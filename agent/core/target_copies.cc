@@ -1,0 +1,481 @@
+// The target role, the life of a bound copy: launch after commit, cluster
+// events into STATUS reports (repeated until acknowledged), leases and
+// fencing, reconciliation digests and garbage collection, expiry, capacity
+// advertisements, and the role's timers.
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "agent/core/target_role.h"
+
+namespace shoal::core {
+namespace {
+
+model::Phase to_phase(store::ReservationPhase phase) {
+  switch (phase) {
+    case store::ReservationPhase::kReserved:
+      return model::Phase::kPlacing;
+    case store::ReservationPhase::kBound:
+      return model::Phase::kBound;
+    case store::ReservationPhase::kRunning:
+      return model::Phase::kRunning;
+    case store::ReservationPhase::kSucceeded:
+      return model::Phase::kSucceeded;
+    case store::ReservationPhase::kFailed:
+      return model::Phase::kFailed;
+  }
+  return model::Phase::kFailed;
+}
+
+}  // namespace
+
+void TargetRole::fail_copy(TargetReservation& reservation, protocol::CopyCondition condition,
+                           const std::string& why, TimePoint at) {
+  store::ReservationRecord& record = reservation.record;
+  cluster_.release(cluster_key(record.source, record.uid));
+  record.phase = store::ReservationPhase::kFailed;
+  record.message = why;
+  record.condition = static_cast<uint8_t>(condition);
+  record.exit_code = -1;
+  record.finished_at_ms = to_millis(at);
+  record.generation += 1;
+  persist(record);
+  send_status(reservation);
+  capacity_changed_ = true;
+}
+
+void TargetRole::on_digest(const std::string& from, const protocol::Digest& message) {
+  if (from == self_id_) return;
+  const PeerTable::Peer* source = peers_.find(from);
+  if (!source) return;
+  // A lease is minutes; a day bounds what a confused or hostile peer can ask
+  // for (and keeps the arithmetic below far from overflow).
+  constexpr uint64_t kLongestLeaseMs = 24ull * 3600 * 1000;
+  int64_t lease_ms = static_cast<int64_t>(std::min(message.lease_ms, kLongestLeaseMs));
+  if (lease_ms == 0) {
+    peers_.set_lease(from, 0, 0);  // the source runs without fencing
+  } else {
+    peers_.set_lease(from, lease_ms, source->lease_until_ms);
+    renew_lease(from);
+  }
+  // Garbage collection: a finished copy whose last status the source has
+  // acknowledged, and which the source no longer counts as held here, is
+  // done with.
+  std::set<std::pair<std::string, uint64_t>> listed;
+  for (const auto& copy : message.copies) listed.emplace(copy.uid, copy.epoch);
+  std::vector<ReservationKey> collected;
+  protocol::Holdings holdings;
+  for (const auto& [key, reservation] : reservations_) {
+    if (key.first != from) continue;
+    const store::ReservationRecord& record = reservation.record;
+    if (record.phase == store::ReservationPhase::kReserved) continue;
+    bool finished = !store::holds_resources(record.phase);
+    if (finished && record.acked_generation >= record.generation &&
+        !listed.count({record.uid, record.epoch})) {
+      collected.push_back(key);
+      continue;
+    }
+    holdings.copies.push_back({record.uid, record.epoch, to_phase(record.phase)});
+  }
+  for (const auto& key : collected) forget_reservation(key);
+  send(from, std::move(holdings));
+}
+
+void TargetRole::renew_lease(const std::string& source_id) {
+  const PeerTable::Peer* source = peers_.find(source_id);
+  if (!source || source->lease_ms <= 0) return;
+  // A lease that lapsed before this renewal was sent is never revived: the
+  // source counts its copies here stopped since the lapse and may have
+  // placed them elsewhere (a source that wakes from a pause renews at once).
+  // So first what finished before the lapse is taken, and what still ran
+  // then is stopped as of the lapse; only then does the lease go on.
+  int64_t sent_at = to_millis(context_.sent_at());
+  if (source->lease_until_ms > 0 && sent_at >= source->lease_until_ms) {
+    apply_cluster_events();
+    enforce_leases();
+  }
+  peers_.set_lease(source_id, source->lease_ms,
+                   std::max(source->lease_until_ms, sent_at + source->lease_ms));
+}
+
+void TargetRole::enforce_leases() {
+  TimePoint now = clock_.now();
+  // Leases are per source, and sources are few: find the lapsed ones, then
+  // visit only their reservations (reservations_ is ordered by source).
+  for (const auto& [source_id, peer] : peers_.all()) {
+    std::optional<TimePoint> ends = peers_.lease_end_of(source_id);
+    if (!ends || *ends > now) continue;
+    for (auto it = reservations_.lower_bound({source_id, ""});
+         it != reservations_.end() && it->first.first == source_id; ++it) {
+      fence_copy(it->first, it->second, *ends);
+    }
+  }
+}
+
+void TargetRole::fence_copy(const ReservationKey& key, TargetReservation& reservation,
+                            TimePoint lease_end) {
+  store::ReservationRecord& record = reservation.record;
+  if (record.phase != store::ReservationPhase::kBound &&
+      record.phase != store::ReservationPhase::kRunning) {
+    return;
+  }
+  // The copy stops as of the lease's end: that is the moment the source
+  // relies on (a target frozen past it stops the copy on waking, dated then).
+  record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
+                               context_.cluster_name_of(key.first) + " ended at " +
+                               format_time(lease_end));
+  fail_copy(reservation, protocol::CopyCondition::kLeaseExpired,
+            "LeaseExpired: no renewal from " + context_.cluster_name_of(key.first), lease_end);
+}
+
+void TargetRole::collect_local_garbage() {
+  // Copies of other sources are collected through their digests; our own
+  // cluster's copies are acknowledged in the batch they finish in.
+  std::vector<ReservationKey> collected;
+  for (const auto& [key, reservation] : reservations_) {
+    const store::ReservationRecord& record = reservation.record;
+    if (key.first == self_id_ && !store::holds_resources(record.phase) &&
+        record.acked_generation >= record.generation) {
+      collected.push_back(key);
+    }
+  }
+  for (const auto& key : collected) forget_reservation(key);
+}
+
+void TargetRole::on_status_ack(const std::string& from, const protocol::StatusAck& message) {
+  auto it = reservations_.find({from, message.uid});
+  if (it == reservations_.end()) return;
+  store::ReservationRecord& record = it->second.record;
+  if (record.epoch != message.epoch || message.generation <= record.acked_generation) return;
+  record.acked_generation = std::min(message.generation, record.generation);
+  persist(record);
+}
+
+void TargetRole::send_status(TargetReservation& reservation) {
+  const store::ReservationRecord& record = reservation.record;
+  if (record.generation == reservation.generation_sent) {
+    reservation.status_resends += 1;
+  } else {
+    reservation.generation_sent = record.generation;
+    reservation.status_resends = 0;
+  }
+  protocol::WorkloadStatus status;
+  status.uid = record.uid;
+  status.epoch = record.epoch;
+  status.generation = record.generation;
+  status.phase = to_phase(record.phase);
+  status.nodes = record.nodes;
+  status.started_at_ms = record.started_at_ms;
+  status.finished_at_ms = record.finished_at_ms;
+  status.exit_code = record.exit_code;
+  status.message = record.message;
+  status.condition = record.condition < std::size(protocol::kCopyConditionNames)
+                         ? static_cast<protocol::CopyCondition>(record.condition)
+                         : protocol::CopyCondition::kOther;
+  reservation.last_status_sent = clock_.now();
+  next_status_retry_ =
+      std::min(next_status_retry_, reservation.last_status_sent + config_.retry_interval);
+  send(record.source, std::move(status));
+}
+
+void TargetRole::apply_cluster_events() {
+  // Changes that land in one tick are coalesced: one STATUS per copy, with
+  // its newest state and generation.
+  std::set<ReservationKey> changed;
+  for (const auto& event : cluster_.drain_events(clock_.now())) {
+    size_t slash = event.key.find('/');
+    if (slash == std::string::npos) continue;
+    ReservationKey key{event.key.substr(0, slash), event.key.substr(slash + 1)};
+    auto it = reservations_.find(key);
+    if (it == reservations_.end()) continue;
+    store::ReservationRecord& record = it->second.record;
+    // A copy whose source's lease ended before this event had stopped by
+    // then: a target frozen (or down) past the lease learns of its jobs'
+    // later starts and finishes only on waking, and must not report them.
+    // enforce_leases, next in the tick, stops the copy as of the lease's end.
+    if (std::optional<TimePoint> lease_end = peers_.lease_end_of(key.first);
+        lease_end && *lease_end <= event.at) {
+      continue;
+    }
+    switch (event.kind) {
+      case cluster::WorkloadEventKind::kStarted:
+        if (record.phase != store::ReservationPhase::kBound) continue;
+        record.phase = store::ReservationPhase::kRunning;
+        break;
+      case cluster::WorkloadEventKind::kSucceeded:
+      case cluster::WorkloadEventKind::kFailed:
+        if (!store::holds_resources(record.phase)) continue;
+        record.phase = event.kind == cluster::WorkloadEventKind::kSucceeded
+                           ? store::ReservationPhase::kSucceeded
+                           : store::ReservationPhase::kFailed;
+        record.finished_at_ms = to_millis(event.at);
+        record.exit_code = event.exit_code;
+        record.message = event.message;
+        capacity_changed_ = true;
+        break;
+    }
+    record.generation += 1;
+    persist(record);
+    record_event(record.uid,
+                 "at " + config_.cluster + ": " +
+                     std::string(store::kReservationPhaseNames[static_cast<int>(record.phase)]));
+    changed.insert(key);
+  }
+  for (const auto& key : changed) send_status(reservations_.at(key));
+}
+
+void TargetRole::expire_reservations() {
+  TimePoint now = clock_.now();
+  if (now >= next_reservation_expiry_) {
+    std::vector<ReservationKey> expired;
+    next_reservation_expiry_ = TimePoint::max();
+    for (const auto& [key, reservation] : reservations_) {
+      if (reservation.record.phase != store::ReservationPhase::kReserved) continue;
+      if (reservation.record.expires_at <= now) {
+        expired.push_back(key);
+      } else {
+        next_reservation_expiry_ =
+            std::min(next_reservation_expiry_, reservation.record.expires_at);
+      }
+    }
+    for (const auto& key : expired) release_reservation(key, "reservation expired unapproved");
+  }
+  // A queued candidate whose source stopped asking has been placed elsewhere
+  // or given up; forget it.
+  if (now >= next_queue_expiry_) {
+    next_queue_expiry_ = TimePoint::max();
+    std::erase_if(queued_, [&](const auto& entry) {
+      if (entry.second.hold_until <= now) return true;
+      next_queue_expiry_ = std::min(next_queue_expiry_, entry.second.hold_until);
+      return false;
+    });
+  }
+}
+
+void TargetRole::retry_status_reports() {
+  TimePoint now = clock_.now();
+  if (now < next_status_retry_) return;
+  next_status_retry_ = TimePoint::max();
+  for (auto& [key, reservation] : reservations_) {
+    const auto& record = reservation.record;
+    if (record.generation <= record.acked_generation) continue;
+    if (now - reservation.last_status_sent >= resend_after(reservation.status_resends))
+      send_status(reservation);
+    next_status_retry_ = std::min(next_status_retry_, reservation.last_status_sent +
+                                                          resend_after(reservation.status_resends));
+  }
+}
+
+void TargetRole::restore(std::vector<store::ReservationRecord> records) {
+  TimePoint now = clock_.now();
+  last_gc_ = now;
+  for (auto& record : records) {
+    ReservationKey key{record.source, record.uid};
+    std::string ckey = cluster_key(record.source, record.uid);
+    if (store::holds_resources(record.phase)) {
+      Status restored = cluster_.restore(ckey, record.spec, record.nodes);
+      if (restored.is_ok() && record.phase != store::ReservationPhase::kReserved) {
+        // Launched again (re-attached) after this batch commits; the sim
+        // restarts the clock of a running workload where it left off.
+        to_launch_.emplace_back(key, record.epoch);
+      }
+      if (record.phase == store::ReservationPhase::kReserved) {
+        next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
+      }
+      if (!restored.is_ok()) {
+        record.phase = store::ReservationPhase::kFailed;
+        record.message = "lost on restart: " + restored.message();
+        record.condition = static_cast<uint8_t>(protocol::CopyCondition::kLostOnRestart);
+        record.finished_at_ms = to_millis(clock_.now());
+        record.exit_code = -1;
+        record.generation += 1;
+        persist(record);
+      }
+    }
+    reservations_[key] = {std::move(record), TimePoint{}};
+  }
+}
+
+std::vector<protocol::NamespaceCapacity> TargetRole::capacity_for(
+    const std::string& peer_id) const {
+  std::set<std::string> namespaces;
+  const crypto::InvitationLimits* limits = nullptr;
+  for (const auto* invitation : invitations_.valid_issued(peer_id, clock_.now())) {
+    namespaces.insert(invitation->namespaces.begin(), invitation->namespaces.end());
+    limits = &invitation->limits;
+  }
+  // What this source may still take under its invitation: limit - used.
+  model::Resources allowance{std::numeric_limits<int64_t>::max(),
+                             std::numeric_limits<int64_t>::max(),
+                             std::numeric_limits<int64_t>::max()};
+  if (limits) {
+    InvitationUsage usage = usage_of_source(peer_id);
+    auto left = [](std::optional<int64_t> limit, int64_t used, int64_t& out) {
+      if (limit) out = std::max<int64_t>(0, *limit - used);
+    };
+    left(limits->cpu_milli, usage.resources.cpu_milli, allowance.cpu_milli);
+    left(limits->memory_bytes, usage.resources.memory_bytes, allowance.memory_bytes);
+    left(limits->gpu, usage.resources.gpu, allowance.gpu);
+    if (limits->workloads && usage.workloads >= *limits->workloads) allowance = {};
+  }
+  auto cap = [&](model::Resources r) {
+    return model::Resources{std::min(r.cpu_milli, allowance.cpu_milli),
+                            std::min(r.memory_bytes, allowance.memory_bytes),
+                            std::min(r.gpu, allowance.gpu)};
+  };
+  // Only aggregates, only for the namespaces this source is invited into,
+  // each capped by that namespace's quota headroom and the invitation's limits.
+  std::vector<protocol::NamespaceCapacity> out;
+  for (const auto& ns : namespaces) {
+    cluster::CapacitySummary summary = cluster_.capacity_for(ns);
+    protocol::NamespaceCapacity entry{ns, cap(summary.free), cap(summary.largest_free_node), {}};
+    for (const auto& queue : cluster_.queue_names()) {
+      if (auto per_queue = cluster_.capacity_for(ns, queue)) {
+        entry.queues.push_back({queue, cap(per_queue->free), cap(per_queue->largest_free_node)});
+      }
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+void TargetRole::advertise_capacity(bool force) {
+  TimePoint now = clock_.now();
+  for (const auto& [id, peer] : peers_.all()) {
+    if (!invitations_.is_source(id, now)) continue;
+    std::vector<protocol::NamespaceCapacity> capacity = capacity_for(id);
+    Advertised& last = advertised_[id];
+    bool changed = capacity != last.capacity;
+    if (!force && !changed && last.at) continue;
+    last.at = now;
+    last.capacity = capacity;
+    send(id, protocol::Capacity{std::move(capacity)});
+  }
+}
+
+void TargetRole::greet_source(const std::string& source_id) {
+  advertised_[source_id].at.reset();
+  advertise_capacity(/*force=*/false);
+}
+
+bool TargetRole::tick(TimePoint now, bool heartbeat) {
+  fail_launches();
+  apply_cluster_events();
+  enforce_leases();
+  expire_reservations();
+  // Freed room goes to queued candidates first, before it is advertised.
+  if (capacity_changed_) serve_queue();
+  retry_status_reports();
+  // Something was released or finished: say so even if the totals look the
+  // same as last time, since a source may have been refused in between.
+  if (heartbeat || capacity_changed_) advertise_capacity(/*force=*/true);
+  if (now - last_gc_ >= config_.gc_interval) {
+    last_gc_ = now;
+    collect_local_garbage();
+  }
+  bool room_freed = capacity_changed_;
+  capacity_changed_ = false;
+  return room_freed;
+}
+
+void TargetRole::launch_bound() {
+  std::vector<std::pair<ReservationKey, uint64_t>> due = std::move(to_launch_);
+  to_launch_.clear();
+  for (const auto& [key, epoch] : due) {
+    auto it = reservations_.find(key);
+    // Released, fenced or superseded since it bound: nothing to launch.
+    if (it == reservations_.end() || it->second.record.epoch != epoch) continue;
+    const store::ReservationRecord& record = it->second.record;
+    if (record.phase != store::ReservationPhase::kBound &&
+        record.phase != store::ReservationPhase::kRunning) {
+      continue;
+    }
+    TimePoint started = record.started_at_ms ? from_millis(record.started_at_ms) : clock_.now();
+    Status launched = cluster_.start(cluster_key(key.first, key.second), started,
+                                     record.spec.duration, record.spec.exit_code);
+    if (!launched.is_ok()) failed_launches_.push_back({key, epoch, launched.message()});
+  }
+}
+
+void TargetRole::fail_launches() {
+  std::vector<FailedLaunch> failed = std::move(failed_launches_);
+  failed_launches_.clear();
+  for (const FailedLaunch& launch : failed) {
+    auto it = reservations_.find(launch.key);
+    if (it == reservations_.end() || it->second.record.epoch != launch.epoch ||
+        !store::holds_resources(it->second.record.phase)) {
+      continue;
+    }
+    record_event(launch.key.second, "could not start at " + config_.cluster + ": " + launch.why);
+    fail_copy(it->second, protocol::CopyCondition::kStartFailed, "StartFailed: " + launch.why,
+              clock_.now());
+  }
+}
+
+TimePoint TargetRole::next_deadline() const {
+  if (!failed_launches_.empty() || capacity_changed_) return TimePoint::min();
+  TimePoint next = std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
+                             last_gc_ + config_.gc_interval, cluster_.next_event_at()});
+  for (const auto& [id, peer] : peers_.all()) {
+    if (std::optional<TimePoint> ends = peers_.lease_end_of(id)) {
+      // A lapsed lease matters only while the source still runs work here
+      // (enforce_leases stops bound and running copies, nothing else).
+      if (*ends < next && runs_work_of(id)) next = *ends;
+    }
+  }
+  return next;
+}
+
+bool TargetRole::runs_work_of(const std::string& source) const {
+  for (auto it = reservations_.lower_bound({source, ""});
+       it != reservations_.end() && it->first.first == source; ++it) {
+    store::ReservationPhase phase = it->second.record.phase;
+    if (phase == store::ReservationPhase::kBound || phase == store::ReservationPhase::kRunning) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool TargetRole::holds_work_of(const std::string& source) const {
+  for (auto it = reservations_.lower_bound({source, ""});
+       it != reservations_.end() && it->first.first == source; ++it) {
+    if (store::holds_resources(it->second.record.phase)) return true;
+  }
+  return false;
+}
+
+std::vector<store::ReservationRecord> TargetRole::reservations() const {
+  std::vector<store::ReservationRecord> out;
+  out.reserve(reservations_.size());
+  for (const auto& [key, reservation] : reservations_) out.push_back(reservation.record);
+  return out;
+}
+
+bool TargetRole::check_invariants() const {
+  for (const auto& [key, reservation] : reservations_) {
+    const auto& record = reservation.record;
+    if (key.first != record.source || key.second != record.uid) return false;
+    // Whatever holds resources holds one node per replica.
+    if (store::holds_resources(record.phase) &&
+        record.nodes.size() != static_cast<size_t>(record.spec.replicas)) {
+      return false;
+    }
+    // The scans' lower bounds are lower bounds: no deadline hides before them.
+    if (record.phase == store::ReservationPhase::kReserved &&
+        record.expires_at < next_reservation_expiry_) {
+      return false;
+    }
+    if (record.generation > record.acked_generation &&
+        reservation.last_status_sent + resend_after(reservation.status_resends) <
+            next_status_retry_) {
+      return false;
+    }
+  }
+  for (const auto& [key, entry] : queued_) {
+    if (entry.hold_until < next_queue_expiry_) return false;
+  }
+  return true;
+}
+
+}  // namespace shoal::core

@@ -1,0 +1,193 @@
+// The target role (protocol/README.md): answer CANDIDATE with a reservation
+// (READY) or a reason (REJECT); queue what fits but not now, and serve the
+// queue in the local scheduler's fair-share order; bind on APPROVE; release
+// on CANCEL, DELETE or expiry; stop what a lapsed lease no longer covers;
+// report every status change until the source acknowledges it; advertise
+// free room to each invited source.
+//
+// Launches are effects: a copy bound in a step is started on the cluster
+// only after the batch that made it Bound commits (launch_bound), so no
+// work runs that the store does not know of.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/core/context.h"
+#include "agent/core/invitation_book.h"
+#include "agent/core/peer_table.h"
+
+namespace shoal::core {
+
+class TargetRole {
+ public:
+  using ReservationKey = std::pair<std::string, std::string>;  // (source id, uid)
+
+  TargetRole(Context& context, PeerTable& peers, const InvitationBook& invitations);
+
+  // Loading: what held resources holds them again on the cluster; what was
+  // bound or running is launched again by the next launch_bound().
+  void restore(std::vector<store::ReservationRecord> records);
+
+  void on_candidate(const std::string& from, const protocol::Candidate& message);
+  void on_approve(const std::string& from, const protocol::Approve& message);
+  void on_cancel(const std::string& from, const protocol::Cancel& message);
+  void on_status_ack(const std::string& from, const protocol::StatusAck& message);
+  void on_delete(const std::string& from, const protocol::Delete& message);
+  void on_digest(const std::string& from, const protocol::Digest& message);
+  // A source's first HELLO of a boot: it hears our capacity now rather than
+  // at the next heartbeat.
+  void greet_source(const std::string& source_id);
+
+  // The role's timers, in order: cluster events, leases, expiry, the queue,
+  // STATUS retries, advertisements (all sources when `heartbeat`), garbage.
+  // Returns whether room was freed in this step.
+  bool tick(TimePoint now, bool heartbeat);
+  // CAPACITY to every invited source: all of them with `force`, else those
+  // whose numbers changed since the last one.
+  void advertise_capacity(bool force);
+  // Every source hears our capacity at the next tick (an invitation changed).
+  void note_capacity_changed() { capacity_changed_ = true; }
+  // Starts on the cluster every copy bound (or restored) since the last
+  // call. Call after the batch commits. A launch that fails is reported
+  // Failed (StartFailed) by the next tick.
+  void launch_bound();
+  // The earliest time tick() has something to do (TimePoint::max(): nothing
+  // timed; cluster events and messages come on their own).
+  TimePoint next_deadline() const;
+
+  // `source` may start nothing new here: its unapproved reservations and
+  // queued candidates go; with `evict` its running work is stopped and
+  // reported Failed with condition Revoked.
+  void withdraw_from_source(const std::string& source, const std::string& why, bool evict);
+  // Operator action (see Agent::stop_hosted).
+  Status stop_hosted(const std::string& namespace_name, const std::string& name,
+                     const std::string& from_cluster);
+
+  // Resources `source` holds here (reserved or bound, not finished).
+  InvitationUsage usage_of_source(const std::string& source) const;
+  // Whether `source` holds anything here (the handshake admits it).
+  bool holds_work_of(const std::string& source) const;
+  std::vector<store::ReservationRecord> reservations() const;
+  // One node per replica for what holds resources; no deadline hides
+  // before the bounds that let tick() skip its scans.
+  bool check_invariants() const;
+
+ private:
+  struct TargetReservation {
+    store::ReservationRecord record;
+    TimePoint last_status_sent{};
+    uint64_t generation_sent = 0;  // of the last STATUS sent
+    int status_resends = 0;        // of that generation (resend_after)
+  };
+  // A candidate that fits this cluster but not its free room now. It waits
+  // in memory (a restart forgets it; the source's retry re-queues it) and is
+  // reserved, in fair-share order, when room frees.
+  struct QueuedCandidate {
+    uint64_t epoch = 0;
+    model::WorkloadSpec spec;
+    uint64_t arrival = 0;  // first arrival: the scheduler's "oldest first"
+    TimePoint hold_until{};
+  };
+  // What we last advertised to one source.
+  struct Advertised {
+    std::optional<TimePoint> at;
+    std::vector<protocol::NamespaceCapacity> capacity;
+  };
+  struct FailedLaunch {
+    ReservationKey key;
+    uint64_t epoch = 0;
+    std::string why;
+  };
+  // Why a CANDIDATE is refused: the code the source decides by, and the
+  // text people read. None (false) when it is not.
+  struct Refusal {
+    protocol::RejectCode code = protocol::RejectCode::kOther;
+    std::string reason;
+    explicit operator bool() const { return !reason.empty(); }
+  };
+
+  void send(const std::string& to, protocol::Body body) { context_.send(to, std::move(body)); }
+  void record_event(const std::string& subject, const std::string& text) {
+    context_.record_event(subject, text);
+  }
+  void persist(const store::ReservationRecord& record) {
+    context_.note_store(context_.store().put_reservation(record));
+  }
+  Duration resend_after(int resends) const;
+  // The cluster's key for a copy.
+  static std::string cluster_key(const std::string& source, const std::string& uid) {
+    return source + "/" + uid;
+  }
+
+  // target_role.cc: admission and binding.
+  Refusal reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
+  // None when `spec` fits the limits of `from`'s invitation on top of what
+  // it holds here; else QuotaExceeded:<resource>.
+  Refusal limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const;
+  void reject_candidate(const std::string& from, const protocol::Candidate& message,
+                        const Refusal& refusal);
+  // Runs the local scheduler over every queued candidate; READY to each one
+  // it admits. Returns the reasons of those still waiting, by key.
+  std::map<ReservationKey, std::string> serve_queue();
+  void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
+                   std::vector<std::string> nodes);
+  // Forgets a queued candidate and releases what `key` holds at `epoch` or
+  // older; bound or running work only with `stop_bound`. False when it left
+  // such work alone.
+  bool withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound);
+  void release_reservation(const ReservationKey& key, const std::string& why);
+  // Drops a finished copy's record (garbage collection); nothing to release.
+  void forget_reservation(const ReservationKey& key);
+
+  // target_copies.cc: the life of a bound copy.
+  // Stops a bound or running copy here and reports it Failed with
+  // `condition` (what its source decides by) and `why` (for people).
+  void fail_copy(TargetReservation& reservation, protocol::CopyCondition condition,
+                 const std::string& why, TimePoint at);
+  void send_status(TargetReservation& reservation);
+  void apply_cluster_events();
+  void fail_launches();
+  void expire_reservations();
+  void retry_status_reports();
+  // Whether `source` has a bound or running copy here.
+  bool runs_work_of(const std::string& source) const;
+  // Extends `source_id`'s lease to the current message's sent_at + lease.
+  void renew_lease(const std::string& source_id);
+  // Stops every bound or running copy of sources whose lease ran out.
+  void enforce_leases();
+  // Stops the copy `key` still runs as of `lease_end`, its source's lease having lapsed.
+  void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
+  // Forgets finished copies of our own cluster's work once acknowledged.
+  void collect_local_garbage();
+  std::vector<protocol::NamespaceCapacity> capacity_for(const std::string& peer_id) const;
+
+  Context& context_;
+  PeerTable& peers_;
+  const InvitationBook& invitations_;
+  const AgentConfig& config_;
+  const std::string& self_id_;
+  const Clock& clock_;
+  cluster::Cluster& cluster_;
+
+  std::map<ReservationKey, TargetReservation> reservations_;
+  std::map<ReservationKey, QueuedCandidate> queued_;
+  std::map<std::string, Advertised> advertised_;  // by source id
+  // Bound (or restored) since the last launch_bound(), by key and epoch.
+  std::vector<std::pair<ReservationKey, uint64_t>> to_launch_;
+  std::vector<FailedLaunch> failed_launches_;
+  // Lower bounds on when the reservation scans have work: an unapproved
+  // reservation expires, or an unacknowledged STATUS is due again. Kept
+  // low when in doubt (a scan that finds nothing costs only time).
+  TimePoint next_reservation_expiry_{};
+  TimePoint next_status_retry_{};
+  TimePoint next_queue_expiry_ = TimePoint::max();
+  uint64_t arrivals_ = 0;
+  TimePoint last_gc_{};
+  bool capacity_changed_ = false;
+};
+
+}  // namespace shoal::core

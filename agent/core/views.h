@@ -1,0 +1,92 @@
+// What the agent shows of itself (shoalctl status, peers, invite list):
+// plain values, built on request, owned by the caller.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/time.h"
+#include "crypto/invitation.h"
+#include "model/resources.h"
+#include "protocol/envelope.h"
+#include "protocol/messages.h"
+
+namespace shoal::core {
+
+// What `invite create` asks for; unset fields take the agent's defaults.
+struct InvitationOptions {
+  std::vector<std::string> namespaces;
+  crypto::InvitationLimits limits;
+  std::optional<Duration> lifetime;  // default: AgentConfig::invitation_lifetime
+  bool never_expires = false;        // explicit `--expires never`
+  std::optional<TimePoint> not_before;
+};
+
+// Where an invitation stands now. The names are also REJECT reason codes.
+enum class InvitationState { kActive, kNotYetValid, kExpired, kRevoked, kReplaced };
+inline constexpr std::string_view kInvitationStateNames[] = {"Active", "NotYetValid", "Expired",
+                                                             "Revoked", "Replaced"};
+inline std::string invitation_state_name(InvitationState state) {
+  return std::string(kInvitationStateNames[static_cast<int>(state)]);
+}
+
+// Where the relationship with a peer stands now, as `shoalctl peers` shows it.
+enum class PeerState { kConnecting, kActive, kUnreachable, kExpired, kRevoked };
+inline constexpr std::string_view kPeerStateNames[] = {"Connecting", "Active", "Unreachable",
+                                                       "Expired", "Revoked"};
+inline std::string peer_state_name(PeerState state) {
+  return std::string(kPeerStateNames[static_cast<int>(state)]);
+}
+
+// Resources held under an invitation: reserved or bound, not finished.
+struct InvitationUsage {
+  model::Resources resources;
+  int64_t workloads = 0;
+};
+
+struct InvitationView {
+  std::string id;
+  std::string direction;  // "issued" (we are the target) or "accepted" (we are the source)
+  std::string peer;       // the other cluster's name
+  std::string peer_id;
+  std::vector<std::string> namespaces;
+  InvitationState state = InvitationState::kActive;
+  crypto::InvitationLimits limits;
+  InvitationUsage usage;
+  TimePoint not_before{};
+  std::optional<TimePoint> expires;
+};
+
+struct PeerView {
+  std::string id;
+  std::string cluster;
+  std::string org;
+  std::string endpoint;
+  PeerState state = PeerState::kConnecting;
+  std::string reason;  // why the state is what it is, for humans
+  std::optional<TimePoint> last_seen;
+  // As their target: until when their lease lets us run their work (none:
+  // they do not fence).
+  std::optional<TimePoint> lease_until;
+  std::vector<std::string> namespaces_offered;        // we invited them into these
+  std::vector<std::string> namespaces_accepted;       // they invited us into these
+  std::vector<protocol::NamespaceCapacity> capacity;  // what they advertise to us
+  int workloads_placed = 0;                           // our workloads bound there now
+};
+
+struct AgentStats {
+  std::array<uint64_t, protocol::kDropReasonCount> dropped{};
+  uint64_t received = 0;
+  uint64_t sent = 0;
+  // By message type (index: protocol::MessageType): where the traffic goes.
+  std::array<uint64_t, protocol::kMaxMessageType + 1> received_by_type{};
+  std::array<uint64_t, protocol::kMaxMessageType + 1> sent_by_type{};
+  std::map<std::string, uint64_t> rejected;  // CANDIDATEs this target refused, by reason code
+};
+
+}  // namespace shoal::core
