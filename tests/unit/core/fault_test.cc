@@ -3,6 +3,7 @@
 // reproduces a defect found under chaos with real processes.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 
 #include "tests/unit/core/lifecycle_fixture.h"
@@ -202,6 +203,37 @@ TEST(FaultTest, ATargetThatCrashesInsideTheBindingStepBindsOnceAfterItsRestart) 
     for (const auto& run : *runs) runs_of_job += run.uid == record->uid;
   }
   EXPECT_EQ(runs_of_job, 1) << "ran exactly once";
+}
+
+// Write-ahead for effects (issue 13): the copy an APPROVE binds is launched
+// on the cluster only after the batch holding its Bound row commits. Inside
+// the binding step the cluster has started nothing (a started copy makes
+// next_event_at() due at once); right after the commit it has.
+TEST(FaultTest, ACopyIsLaunchedOnlyAfterTheBatchThatBindsItCommits) {
+  Federation f(2s);
+  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 2s)}).is_ok());
+  std::optional<Wire> approve;
+  for (int i = 0; i < 8 && !approve; ++i) {
+    f.world.run_for(250ms, 250ms, [&](const Wire& w) {
+      if (w.to != f.east->id) return true;
+      // The APPROVE is delivered by hand below; what follows it to east is
+      // held back, or the APPROVE would arrive as a replay.
+      if (!approve && w.type == protocol::MessageType::kApprove) approve = w;
+      return !approve;
+    });
+  }
+  ASSERT_TRUE(approve.has_value()) << "east never got an APPROVE";
+  std::string uid = f.source->agent->find_workload("default", "job")->uid;
+  bool started_inside_the_step = true;
+  f.world.step(*f.east, [&] {
+    f.east->agent->handle_wire(approve->bytes);
+    EXPECT_EQ(copy_at(*f.east, uid)->phase, store::ReservationPhase::kBound);
+    started_inside_the_step = f.east->cluster->next_event_at() == TimePoint::min();
+  });
+  EXPECT_FALSE(started_inside_the_step) << "launched before its Bound row was committed";
+  EXPECT_EQ(f.east->cluster->next_event_at(), TimePoint::min()) << "not launched after the commit";
+  f.world.run_for(4s);
+  EXPECT_EQ(phase_of(*f.source, "job"), model::Phase::kSucceeded);
 }
 
 }  // namespace
