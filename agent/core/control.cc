@@ -52,8 +52,11 @@ Result<std::string> Agent::create_invitation(std::string_view to_card,
       invitation.id, store::InvitationDirection::kIssued, subject, token, false, false};
   // Renewal: one invitation per source. The old one stops counting at once;
   // work admitted under it keeps running and counts against the new limits.
-  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> replaced,
-                         invitations_.add({invitation, record}, context_.store()));
+  // A failed write latches (store_health), so the batch is rolled back,
+  // never committed with half of this request in it.
+  auto added = invitations_.add({invitation, record}, context_.store());
+  if (!added.is_ok()) context_.note_store(added.status());
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> replaced, std::move(added));
   for (const auto& id : replaced) {
     context_.record_event("peer/" + subject, "invitation " + id + " replaced by " + invitation.id);
   }
@@ -91,8 +94,9 @@ Result<std::string> Agent::accept_invitation(std::string_view token) {
   std::string cluster = invitation.issuer.cluster;
   std::string id = invitation.id;
   remember_peer(invitation.issuer);
-  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> replaced,
-                         invitations_.add({std::move(invitation), record}, context_.store()));
+  auto added = invitations_.add({std::move(invitation), record}, context_.store());
+  if (!added.is_ok()) context_.note_store(added.status());  // latched: see create_invitation
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> replaced, std::move(added));
   for (const auto& old : replaced) {
     context_.record_event("peer/" + peer_id, "invitation " + old + " replaced by " + id);
   }
@@ -141,9 +145,9 @@ Status Agent::revoke_invitation(const std::string& id, bool evict) {
     return not_found("invitation " + id + ": no such issued invitation (see `shoalctl invite list`)");
   }
   const std::string source = owned->record.peer_id;
-  SHOAL_ASSIGN_OR_RETURN(
-      bool newly_revoked,
-      invitations_.revoke(store::InvitationDirection::kIssued, id, context_.store()));
+  auto revoked = invitations_.revoke(store::InvitationDirection::kIssued, id, context_.store());
+  if (!revoked.is_ok()) context_.note_store(revoked.status());  // latched: see create_invitation
+  SHOAL_ASSIGN_OR_RETURN(bool newly_revoked, std::move(revoked));
   if (newly_revoked) {
     context_.record_event("peer/" + source,
                           "revoked invitation " + id + (evict ? " (evicting its work)" : ""));

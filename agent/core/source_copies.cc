@@ -25,13 +25,20 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   }
   drive_source_workloads(now);
   send_digests(now);
+  due_after_tick_ = TimePoint::max();
+  for (const std::string& uid : awake_) {
+    auto found = workloads_.find(uid);
+    if (found != workloads_.end())
+      due_after_tick_ = std::min(due_after_tick_, due_at(found->second));
+  }
+  touched_since_tick_.clear();
 }
 
 TimePoint SourceRole::next_deadline() const {
-  TimePoint next = TimePoint::max();
-  for (const std::string& uid : awake_) {
+  TimePoint next = due_after_tick_;
+  for (const std::string& uid : touched_since_tick_) {
     auto found = workloads_.find(uid);
-    next = std::min(next, found == workloads_.end() ? clock_.now() : due_at(found->second));
+    if (found != workloads_.end()) next = std::min(next, due_at(found->second));
   }
   Duration interval = digest_interval();
   for (const std::string& id : invitations_.issuers()) {

@@ -48,6 +48,7 @@ void SourceRole::load(std::vector<store::WorkloadRecord> records) {
 void SourceRole::persist(const store::WorkloadRecord& record) {
   context_.note_store(context_.store().put_workload(record));
   awake_.insert(record.uid);
+  touched_since_tick_.insert(record.uid);
   if (!record.parent.empty()) update_group(record.parent);
 }
 

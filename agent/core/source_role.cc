@@ -319,13 +319,16 @@ Duration SourceRole::backoff(int doublings) const {
 
 SourceRole::SourceWorkload* SourceRole::find_source_workload(const std::string& uid) {
   auto it = workloads_.find(uid);
-  return it == workloads_.end() ? nullptr : &it->second;
+  if (it == workloads_.end()) return nullptr;
+  touched_since_tick_.insert(uid);  // a message for it may change when it is due
+  return &it->second;
 }
 
 void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch) {
   TimePoint now = clock_.now();
   workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
   awake_.insert(workload.record.uid);
+  touched_since_tick_.insert(workload.record.uid);
   send(peer_id, protocol::Cancel{workload.record.uid, epoch});
 }
 
@@ -343,6 +346,7 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
     auto room = advertised_room(advertised->second, record.spec.queue);
     if (room && room->second.fits(record.spec.resources) && room->first.fits(record.spec.total())) {
       workload.next_round_at = std::min(workload.next_round_at, clock_.now());
+      touched_since_tick_.insert(uid);
     }
   }
 }

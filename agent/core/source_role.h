@@ -217,6 +217,12 @@ class SourceRole {
   std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
   std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   std::map<std::string, Target> targets_;                   // by peer id
+  // next_deadline() without visiting every awake workload on every call:
+  // the earliest due time as of the last tick, and the workloads touched
+  // since (changed, cancelled at, or handed a message), whose due times are
+  // computed afresh. Deadlines only move earlier through such a touch.
+  TimePoint due_after_tick_ = TimePoint::min();
+  std::set<std::string> touched_since_tick_;
 };
 
 }  // namespace shoal::core
