@@ -150,19 +150,22 @@ void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) 
 
 void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition) {
   store::WorkloadRecord& record = workload.record;
-  // A fenced copy never finished its work: it is placed again whatever the
-  // policy. Everything else (an exit code, an operator's delete, an
-  // eviction) follows restartPolicy.
+  // A copy fenced off, or one the cluster could not launch, never finished
+  // its work: it is placed again whatever the policy. Everything else (an
+  // exit code, an operator's delete, an eviction) follows restartPolicy.
   bool fenced = condition == protocol::CopyCondition::kLeaseExpired;
-  if (record.deleting ||
-      (!fenced && record.spec.restart_policy != model::RestartPolicy::kOnFailure)) {
+  bool never_started = condition == protocol::CopyCondition::kStartFailed;
+  if (record.deleting || (!fenced && !never_started &&
+                          record.spec.restart_policy != model::RestartPolicy::kOnFailure)) {
     return;
   }
   record.restarts += 1;
   Duration wait = backoff(record.restarts - 1);
+  std::string why = fenced          ? " (its copy was fenced off)"
+                    : never_started ? " (its copy could not be started)"
+                                    : " (restartPolicy OnFailure)";
   record_event(record.uid,
-               "restart " + std::to_string(record.restarts) + " in " + format_duration(wait) +
-                   (fenced ? " (its copy was fenced off)" : " (restartPolicy OnFailure)"));
+               "restart " + std::to_string(record.restarts) + " in " + format_duration(wait) + why);
   record.reason = "restarting after: " + record.reason;
   record.phase = model::Phase::kPending;
   record.winner.clear();

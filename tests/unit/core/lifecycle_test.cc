@@ -217,7 +217,11 @@ TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder)
 // Whether a failed copy is placed again is decided by its condition code,
 // never by its message, which is text for people.
 TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
-  for (bool fenced : {false, true}) {
+  using protocol::CopyCondition;
+  for (CopyCondition condition :
+       {CopyCondition::kNone, CopyCondition::kLeaseExpired, CopyCondition::kStartFailed}) {
+    // Fenced off or never started: placed again whatever the policy.
+    bool fenced = condition != CopyCondition::kNone;
     Federation f(0s);
     std::string uid = f.submit_long_job();  // restartPolicy Never
     auto record = f.source->agent->find_workload("default", "job");
@@ -232,12 +236,12 @@ TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
     status.exit_code = -1;
     // The text says the opposite of the code each time.
     status.message = fenced ? "exited" : "LeaseExpired: no renewal from source";
-    status.condition =
-        fenced ? protocol::CopyCondition::kLeaseExpired : protocol::CopyCondition::kNone;
+    status.condition = condition;
     f.source->agent->handle_wire(
         forge(*f.east, *f.source, status, 1'000'000, f.world.clock().now()));
     record = f.source->agent->find_workload("default", "job");
-    EXPECT_EQ(record->restarts, fenced ? 1 : 0) << (fenced ? "fenced" : "not fenced");
+    EXPECT_EQ(record->restarts, fenced ? 1 : 0)
+        << protocol::kCopyConditionNames[static_cast<int>(condition)];
     EXPECT_EQ(record->phase, fenced ? model::Phase::kPending : model::Phase::kFailed);
   }
 }
