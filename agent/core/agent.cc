@@ -162,12 +162,19 @@ void Agent::dispatch(const std::string& from, const protocol::Body& body) {
 
 void Agent::drain_local() {
   // Self-addressed messages take the same code path as remote ones, in the
-  // same batch. Each handler answers at most a bounded number of messages,
-  // so this ends; the bound guards against a future bug looping forever.
-  for (int budget = 100000; context_.has_local() && budget > 0; --budget) {
-    protocol::Body body = context_.take_local();
-    context_.set_sent_at(context_.now());
-    dispatch(context_.self_id(), body);
+  // same batch; once none is left, the target serves its queue for the
+  // candidates the step brought (which may answer ourselves again). Each
+  // handler answers at most a bounded number of messages, so this ends; the
+  // bound (a few messages per workload of a very large submit) guards
+  // against a future bug looping forever.
+  for (int budget = 10'000'000; budget > 0; --budget) {
+    if (context_.has_local()) {
+      protocol::Body body = context_.take_local();
+      context_.set_sent_at(context_.now());
+      dispatch(context_.self_id(), body);
+    } else if (!target_.serve_asked()) {
+      return;  // nothing left: the step is done
+    }
   }
 }
 

@@ -413,7 +413,7 @@ void TargetRole::fail_launches() {
 }
 
 TimePoint TargetRole::next_deadline() const {
-  if (!failed_launches_.empty() || capacity_changed_) return TimePoint::min();
+  if (!failed_launches_.empty() || capacity_changed_ || !asked_.empty()) return TimePoint::min();
   TimePoint next = std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
                              last_gc_ + config_.gc_interval, cluster_.next_event_at()});
   for (const auto& [id, peer] : peers_.all()) {
@@ -475,7 +475,8 @@ bool TargetRole::check_invariants() const {
   for (const auto& [key, entry] : queued_) {
     if (entry.hold_until < next_queue_expiry_) return false;
   }
-  return true;
+  // Every step ends with what it asked served (Agent::drain_local).
+  return asked_.empty();
 }
 
 }  // namespace shoal::core

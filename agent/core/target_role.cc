@@ -140,16 +140,29 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
     queued_[key] = {message.epoch, message.spec, ++arrivals_, now + config_.queue_hold};
     next_queue_expiry_ = std::min(next_queue_expiry_, now + config_.queue_hold);
   }
-  // The newcomer is served together with whatever already waits, so it
-  // cannot overtake work the scheduler ranks ahead of it.
+  // The newcomer is served at the end of this step (serve_asked), together
+  // with whatever already waits and every other candidate of the step: it
+  // cannot overtake work the scheduler ranks ahead of it, and a step that
+  // brings thousands of candidates (one big submit to our own cluster)
+  // costs one pass over the queue, not one per candidate.
+  asked_.insert(key);
+}
+
+bool TargetRole::serve_asked() {
+  if (asked_.empty()) return false;
+  std::set<ReservationKey> asked = std::move(asked_);
+  asked_.clear();
   std::map<ReservationKey, std::string> waiting = serve_queue();
-  auto still = waiting.find(key);
-  if (still != waiting.end()) {
+  for (const ReservationKey& key : asked) {
+    auto still = waiting.find(key);
+    auto entry = queued_.find(key);
+    if (still == waiting.end() || entry == queued_.end()) continue;
     // "NoCapacity:" tells the source the candidate waits here: a READY for
     // this epoch may follow when room frees (protocol/README.md).
-    reject_candidate(from, message,
+    reject_candidate(key.first, {key.second, entry->second.epoch, entry->second.spec},
                      {protocol::RejectCode::kNoCapacity, "NoCapacity:" + still->second});
   }
+  return true;
 }
 
 std::map<TargetRole::ReservationKey, std::string> TargetRole::serve_queue() {

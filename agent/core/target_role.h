@@ -12,6 +12,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,11 @@ class TargetRole {
   void on_status_ack(const std::string& from, const protocol::StatusAck& message);
   void on_delete(const std::string& from, const protocol::Delete& message);
   void on_digest(const std::string& from, const protocol::Digest& message);
+  // Serves the queue once for every CANDIDATE queued or asked again since
+  // the last call: READY to what is admitted, REJECT NoCapacity to those
+  // of them still waiting. False when nothing was asked. The router calls
+  // it at the end of every step (Agent::drain_local).
+  bool serve_asked();
   // A source's first HELLO of a boot: it hears our capacity now rather than
   // at the next heartbeat.
   void greet_source(const std::string& source_id);
@@ -176,6 +182,7 @@ class TargetRole {
   std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::map<std::string, Advertised> advertised_;  // by source id
+  std::set<ReservationKey> asked_;  // queued or asked again, not yet served (serve_asked)
   // Bound (or restored) since the last launch_bound(), by key and epoch.
   std::vector<std::pair<ReservationKey, uint64_t>> to_launch_;
   std::vector<FailedLaunch> failed_launches_;
