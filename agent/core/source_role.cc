@@ -325,6 +325,11 @@ SourceRole::SourceWorkload* SourceRole::find_source_workload(const std::string& 
 }
 
 void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch) {
+  // One CANCEL per (workload, epoch, target): one already on its way for
+  // this epoch or a newer one covers it (a late READY from a target we are
+  // cancelling is answered by the pending CANCEL, retried on its own timer).
+  auto pending = workload.cancels.find(peer_id);
+  if (pending != workload.cancels.end() && pending->second.epoch >= epoch) return;
   TimePoint now = clock_.now();
   workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
   awake_.insert(workload.record.uid);

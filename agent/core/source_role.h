@@ -145,6 +145,9 @@ class SourceRole {
   // pendingRetry doubled `doublings` times, at most pendingRetryMax: the wait
   // before a Pending round and before a restart.
   Duration backoff(int doublings) const;
+  // CANCELs `epoch` (and older) at `peer_id` until RELEASED or the
+  // reservation must have expired; a no-op while one for `epoch` or a newer
+  // epoch is pending there (one CANCEL per workload, epoch and target).
   void cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch);
   static bool may_hold_something(const CandidateProgress& progress);
   // The winner of this epoch is chosen: persist it, APPROVE, cancel the rest.
