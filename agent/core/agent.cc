@@ -257,6 +257,7 @@ void Agent::remember_peer(const crypto::IdCard& card) {
 
 void Agent::tick() {
   TimePoint now = context_.now();
+  last_tick_ = now;
   const AgentConfig& config = context_.config();
   if (std::optional<Duration> gap = peers_.notice_tick(now, config.heartbeat_interval)) {
     // This process was stopped or starved: what peers sent meanwhile may
@@ -284,7 +285,14 @@ Status Agent::finish_batch() {
 void Agent::batch_committed() { target_.launch_bound(); }
 
 TimePoint Agent::next_deadline() const {
-  TimePoint next = last_heartbeat_ + context_.config().heartbeat_interval;
+  Duration heartbeat = context_.config().heartbeat_interval;
+  TimePoint next = last_heartbeat_ + heartbeat;
+  // A tick at least every half heartbeat, idle or not: a gap of a whole
+  // heartbeat between ticks is how a pause of this process is told
+  // (PeerTable::notice_tick), and a tick that is merely late must not look
+  // like one — that would restart every peer's silence, and a lost winner
+  // would never be replaced.
+  next = std::min(next, last_tick_ + heartbeat / 2);
   next = std::min(next, target_.next_deadline());
   next = std::min(next, source_.next_deadline());
   return next;

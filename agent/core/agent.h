@@ -162,6 +162,7 @@ class Agent {
   TargetRole target_;
   SourceRole source_;
   TimePoint last_heartbeat_{};
+  TimePoint last_tick_{};
   std::map<std::string, TimePoint> last_drop_log_;
 };
 

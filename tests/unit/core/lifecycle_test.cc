@@ -70,6 +70,36 @@ TEST(LifecycleTest, WithoutFencingAStaleCopyIsRemovedWhenItsTargetReturns) {
   EXPECT_TRUE(event_contains(*f.source, uid, "removing a stale copy at east"));
 }
 
+// The same, with agents that tick only when a timer is due, a millisecond
+// late, as the runtime does: the ticks of an idle source must come often
+// enough that a late one is not taken for a pause (which would restart the
+// silence count of every peer, so a lost winner would never be replaced).
+TEST(LifecycleTest, AnIdleSourceTickingOnlyWhenDueStillReplacesALostWinner) {
+  World world;
+  world.configure = [](AgentConfig& config) {
+    // The defaults' proportions: heartbeats far more often than anything else.
+    config.heartbeat_interval = 2s;
+    config.gc_interval = 60s;
+    config.lease = 20s;
+    config.max_clock_skew = 500ms;
+    config.worker_lost_timeout = 30s;
+  };
+  Node& source = world.add("source", 1, 500);
+  Node& east = world.add("east");
+  Node& west = world.add("west", 2);
+  world.invite(east, source);
+  world.invite(west, source);
+  world.run_for(3s);
+  ASSERT_TRUE(source.agent->submit({workload("job", 4000, 3600s)}).is_ok());
+  world.run_for(1s);
+  ASSERT_EQ(source.agent->find_workload("default", "job")->cluster, "east");
+  auto cut_east = [&](const Wire& w) { return w.to != east.id && w.from != east.id; };
+  world.run_as_runtime_for(45s, Duration(1), cut_east);
+  auto record = source.agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "west");
+  EXPECT_TRUE(event_contains(source, record->uid, "worker lost: east"));
+}
+
 TEST(LifecycleTest, WithoutFencingALostCopyNothingReplacedIsAdopted) {
   Federation f(0s);
   std::string uid = f.submit_long_job();

@@ -229,6 +229,29 @@ class World {
     }
   }
 
+  // Advances time as the runtime does: each agent ticks only when its
+  // next_deadline() is due, and `lateness` after it (a real loop always
+  // wakes a little late), not on a fixed beat.
+  void run_as_runtime_for(Duration total, Duration lateness = Duration(1),
+                          const std::function<bool(const Wire&)>& keep = nullptr) {
+    TimePoint end = clock_.now() + total;
+    for (int steps = 0; steps < 1'000'000 && clock_.now() < end; ++steps) {
+      TimePoint next = end;
+      for (auto& node : nodes_) {
+        if (!node->agent || node->frozen) continue;
+        Duration skew = node->clock->now() - clock_.now();
+        next = std::min(next, node->agent->next_deadline() - skew + lateness);
+      }
+      clock_.advance(std::max(next - clock_.now(), Duration(1)));
+      for (auto& node : nodes_) {
+        if (node->agent && !node->frozen && node->agent->next_deadline() <= node->clock->now()) {
+          step(*node, [&] { tick_until_idle(*node); });
+        }
+      }
+      deliver(keep);
+    }
+  }
+
   // A tick, and more while the agent says something is due now, as the
   // runtime ticks; a timer that stays due after its ticks would make the
   // runtime spin, so it fails the test.
