@@ -239,8 +239,13 @@ class World {
       TimePoint next = end;
       for (auto& node : nodes_) {
         if (!node->agent || node->frozen) continue;
+        TimePoint deadline = node->agent->next_deadline();  // may be TimePoint::min()
+        if (deadline <= node->clock->now()) {
+          next = clock_.now();
+          continue;
+        }
         Duration skew = node->clock->now() - clock_.now();
-        next = std::min(next, node->agent->next_deadline() - skew + lateness);
+        next = std::min(next, deadline - skew + lateness);
       }
       clock_.advance(std::max(next - clock_.now(), Duration(1)));
       for (auto& node : nodes_) {
