@@ -272,9 +272,6 @@ void Agent::tick() {
   bool room_freed = target_.tick(now, heartbeat);
   source_.tick(now, room_freed);
   drain_local();
-  // Replay marks and peer rows go out once per tick at the latest, so a
-  // caller that never calls finish_batch still persists them.
-  context_.note_store(peers_.flush(context_.store()));
 }
 
 Status Agent::finish_batch() {

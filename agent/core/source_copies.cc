@@ -9,6 +9,9 @@
 namespace shoal::core {
 
 void SourceRole::tick(TimePoint now, bool local_room_freed) {
+  // Whatever this tick touches is recomputed by next_deadline(); what it
+  // drives and leaves awake sets due_after_tick_ (drive_source_workloads).
+  touched_since_tick_.clear();
   if (local_room_freed) {
     // Room freed in our own cluster: pending work that fits tries again now.
     for (const std::string& uid : awake_) {
@@ -24,14 +27,9 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
     }
   }
   drive_source_workloads(now);
+  // After the due times above: a DIGEST only moves them later, so they stay
+  // lower bounds.
   send_digests(now);
-  due_after_tick_ = TimePoint::max();
-  for (const std::string& uid : awake_) {
-    auto found = workloads_.find(uid);
-    if (found != workloads_.end())
-      due_after_tick_ = std::min(due_after_tick_, due_at(found->second));
-  }
-  touched_since_tick_.clear();
 }
 
 TimePoint SourceRole::next_deadline() const {
@@ -309,6 +307,8 @@ void SourceRole::drive_source_workloads(TimePoint now) {
   // Only the awake: a finished workload with nothing left to retry or
   // delete is skipped until something wakes it (wake()), so an idle agent
   // does not walk its whole history on every tick.
+  // The same pass finds the earliest due time of those that stay awake.
+  due_after_tick_ = TimePoint::max();
   std::vector<std::string> due(awake_.begin(), awake_.end());
   for (const std::string& uid : due) {
     auto found = workloads_.find(uid);
@@ -317,8 +317,13 @@ void SourceRole::drive_source_workloads(TimePoint now) {
       continue;
     }
     SourceWorkload& workload = found->second;
+    size_t deleted_before = deleted.size();
     drive_source_workload(uid, workload, now, deleted);
-    if (is_quiet(workload)) awake_.erase(uid);
+    if (is_quiet(workload)) {
+      awake_.erase(uid);
+    } else if (deleted.size() == deleted_before) {
+      due_after_tick_ = std::min(due_after_tick_, due_at(workload));
+    }
   }
   for (const auto& uid : deleted) forget_workload(uid);
 }

@@ -427,22 +427,16 @@ TimePoint TargetRole::next_deadline() const {
 }
 
 bool TargetRole::runs_work_of(const std::string& source) const {
-  for (auto it = reservations_.lower_bound({source, ""});
-       it != reservations_.end() && it->first.first == source; ++it) {
-    store::ReservationPhase phase = it->second.record.phase;
-    if (phase == store::ReservationPhase::kBound || phase == store::ReservationPhase::kRunning) {
-      return true;
-    }
-  }
-  return false;
+  return any_reservation_of(source, [](const store::ReservationRecord& record) {
+    return record.phase == store::ReservationPhase::kBound ||
+           record.phase == store::ReservationPhase::kRunning;
+  });
 }
 
 bool TargetRole::holds_work_of(const std::string& source) const {
-  for (auto it = reservations_.lower_bound({source, ""});
-       it != reservations_.end() && it->first.first == source; ++it) {
-    if (store::holds_resources(it->second.record.phase)) return true;
-  }
-  return false;
+  return any_reservation_of(source, [](const store::ReservationRecord& record) {
+    return store::holds_resources(record.phase);
+  });
 }
 
 std::vector<store::ReservationRecord> TargetRole::reservations() const {

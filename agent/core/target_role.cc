@@ -380,12 +380,13 @@ void TargetRole::release_reservation(const ReservationKey& key, const std::strin
 
 InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
   InvitationUsage usage;
-  for (auto it = reservations_.lower_bound({source, ""});
-       it != reservations_.end() && it->first.first == source; ++it) {
-    if (!store::holds_resources(it->second.record.phase)) continue;
-    usage.resources += it->second.record.spec.total();
-    usage.workloads += 1;
-  }
+  any_reservation_of(source, [&](const store::ReservationRecord& record) {
+    if (store::holds_resources(record.phase)) {
+      usage.resources += record.spec.total();
+      usage.workloads += 1;
+    }
+    return false;  // every one
+  });
   return usage;
 }
 

@@ -124,6 +124,17 @@ class TargetRole {
     context_.note_store(context_.store().put_reservation(record));
   }
   Duration resend_after(int resends) const;
+  // Calls `visit` on each reservation of `source` (reservations_ is ordered
+  // by source, so only those are walked) until it returns true; returns
+  // whether one did.
+  template <typename Visit>
+  bool any_reservation_of(const std::string& source, Visit visit) const {
+    for (auto it = reservations_.lower_bound({source, ""});
+         it != reservations_.end() && it->first.first == source; ++it) {
+      if (visit(it->second.record)) return true;
+    }
+    return false;
+  }
   // The cluster's key for a copy.
   static std::string cluster_key(const std::string& source, const std::string& uid) {
     return source + "/" + uid;
