@@ -347,6 +347,8 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       });
       return finish(r, std::move(m));
     }
+    case MessageType::kBatch:
+      break;  // refused by decode_body
   }
   return corrupt("message type " + std::to_string(static_cast<int>(type)) + ": unknown");
 }
@@ -368,6 +370,9 @@ Result<Body> decode_body(MessageType type, std::span<const uint8_t> bytes) {
   uint8_t number = static_cast<uint8_t>(type);
   if (number == 0 || number > kMaxMessageType) {
     return corrupt("message type " + std::to_string(number) + ": unknown");
+  }
+  if (type == MessageType::kBatch) {
+    return corrupt("message type BATCH: framing for other messages (decode_batch), not a body");
   }
   std::string what(message_type_name(type));
   SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle handle, unpack_one(bytes, what));

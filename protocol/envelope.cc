@@ -81,4 +81,35 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
   return envelope;
 }
 
+std::vector<uint8_t> encode_batch(std::span<const BatchItem> items) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> p(buffer);
+  p.pack_array(static_cast<uint32_t>(items.size()));
+  for (const BatchItem& item : items) {
+    p.pack_array(2);
+    p.pack(item.type);
+    pack_binary(p, as_chars(item.body));
+  }
+  return to_bytes(buffer);
+}
+
+Result<std::vector<BatchItem>> decode_batch(std::span<const uint8_t> body) {
+  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle handle, unpack_one(body, "BATCH"));
+  ArrayReader r(handle.get(), "BATCH");
+  if (r.ok() && r.size() == 0) r.fail("", "expected at least one message");
+  std::vector<BatchItem> items;
+  items.reserve(r.ok() ? r.size() : 0);
+  while (r.ok() && !r.at_end()) {
+    ArrayReader item = r.nested("message");
+    BatchItem decoded;
+    decoded.type = item.integer<uint8_t>("type");
+    std::string bytes = item.binary("body");
+    r.adopt(item);
+    decoded.body.assign(bytes.begin(), bytes.end());
+    items.push_back(std::move(decoded));
+  }
+  if (!r.ok()) return r.status();
+  return items;
+}
+
 }  // namespace shoal::protocol

@@ -2,6 +2,12 @@
 //   wire = msgpack [signed: bin, signature: bin(64)]
 //   signed = msgpack [version, type, from, to, boot, seq, sent_at_ms, body: bin]
 // The signature is the sender's Ed25519 signature over the signed bytes.
+//
+// An envelope of type BATCH carries several messages to one peer under one
+// signature and one (boot, seq): its body is [[type, body: bin], ...]. An
+// agent seals everything one loop iteration sends to a peer into as few
+// envelopes as kMaxBodyBytes allows (core::Context::seal_outgoing); a lone
+// message goes as a plain envelope.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +62,19 @@ inline std::string_view drop_reason_name(DropReason reason) {
 }
 
 std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender);
+
+// One message inside a BATCH. `type` is the raw wire number: a receiver
+// drops an item of a type it does not know (or a nested BATCH) on its own,
+// not the whole batch, so a newer sender can mix in newer messages.
+struct BatchItem {
+  uint8_t type = 0;
+  std::vector<uint8_t> body;
+};
+// What each item adds to a BATCH body at most (array and bin headers).
+inline constexpr size_t kBatchItemOverheadBytes = 16;
+std::vector<uint8_t> encode_batch(std::span<const BatchItem> items);
+// At least one item; each [type: uint8, body: bin].
+Result<std::vector<BatchItem>> decode_batch(std::span<const uint8_t> body);
 
 // Decodes the envelope and checks the signature against its `from` key.
 // Recipient, trust and replay checks are the receiver's. On failure `*reason`

@@ -36,13 +36,16 @@ enum class MessageType : uint8_t {
   kDelete = 13,
   kDigest = 14,
   kHoldings = 15,
+  // Framing, not a message: several messages to one peer under one
+  // signature (protocol/envelope.h). Never a Body.
+  kBatch = 16,
 };
-inline constexpr uint8_t kMaxMessageType = 15;
+inline constexpr uint8_t kMaxMessageType = 16;
 
 constexpr std::string_view kMessageTypeNames[] = {
     "?",      "HELLO",  "CAPACITY", "CANDIDATE", "READY",     "REJECT",
     "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK", "REVOKE", "DELETE",
-    "DIGEST", "HOLDINGS"};
+    "DIGEST", "HOLDINGS", "BATCH"};
 inline std::string_view message_type_name(MessageType type) {
   return kMessageTypeNames[static_cast<uint8_t>(type)];
 }

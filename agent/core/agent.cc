@@ -52,38 +52,82 @@ Status Agent::load() {
 
 // ---- the wire ---------------------------------------------------------------
 
-void Agent::handle_wire(std::span<const uint8_t> wire) {
+size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   DropReason reason;
   auto opened = protocol::open(wire, &reason);
-  if (!opened.is_ok()) return drop(reason, "", opened.status().message());
+  if (!opened.is_ok()) {
+    drop(reason, "", opened.status().message());
+    return 0;
+  }
   const protocol::Envelope& envelope = *opened;
   std::string from = crypto::key_to_text(envelope.from);
   if (envelope.to != context_.identity().public_key()) {
-    return drop(DropReason::kWrongRecipient, from, "addressed to another agent");
+    drop(DropReason::kWrongRecipient, from, "addressed to another agent");
+    return 0;
   }
   if (!peers_.contains(from) ||
       !(invitations_.ever_issued_to(from) || invitations_.ever_accepted_from(from))) {
-    return drop(DropReason::kUnknownSender, from, "no invitation with this key");
+    drop(DropReason::kUnknownSender, from, "no invitation with this key");
+    return 0;
   }
   TimePoint now = context_.now();
   TimePoint sent_at = from_millis(envelope.sent_at_ms);
   Duration window = context_.config().replay_window;
   if (sent_at + window < now || sent_at > now + window) {
-    return drop(DropReason::kStale, from, "sent at " + format_time(sent_at));
+    drop(DropReason::kStale, from, "sent at " + format_time(sent_at));
+    return 0;
   }
   if (!peers_.is_fresh(from, envelope.boot, envelope.seq)) {
-    return drop(DropReason::kReplayed, from,
-                "boot " + std::to_string(envelope.boot) + " seq " + std::to_string(envelope.seq));
+    drop(DropReason::kReplayed, from,
+         "boot " + std::to_string(envelope.boot) + " seq " + std::to_string(envelope.seq));
+    return 0;
   }
-  auto body = protocol::decode_body(envelope.type, envelope.body);
-  if (!body.is_ok()) return drop(DropReason::kBadBody, from, body.status().message());
+  std::vector<protocol::BatchItem> batch;
+  if (envelope.type == MessageType::kBatch) {
+    auto items = protocol::decode_batch(envelope.body);
+    if (!items.is_ok()) {
+      drop(DropReason::kBadBody, from, items.status().message());
+      return 0;
+    }
+    batch = std::move(items).value();
+  }
+  // Authentic and fresh: whatever its messages say, this (boot, seq) is
+  // used. The mark is written with this batch (finish_batch), so a message
+  // captured before either side restarts stays a replay afterwards.
+  peers_.accept(from, envelope.boot, envelope.seq, now);
+  context_.set_sent_at(sent_at);
+  ++context_.stats().envelopes_received;
+  size_t handled = 0;
+  if (envelope.type != MessageType::kBatch) {
+    handled += handle_message(from, static_cast<uint8_t>(envelope.type), envelope.body);
+  }
+  for (const protocol::BatchItem& item : batch) {
+    handled += handle_message(from, item.type, item.body);
+  }
+  drain_local();
+  return handled;
+}
+
+bool Agent::handle_message(const std::string& from, uint8_t type_number,
+                           std::span<const uint8_t> bytes) {
+  if (type_number == 0 || type_number >= static_cast<uint8_t>(MessageType::kBatch)) {
+    drop(DropReason::kUnknownType, from,
+         "message type " + std::to_string(type_number) + " inside a BATCH");
+    return false;
+  }
+  auto type = static_cast<MessageType>(type_number);
+  auto body = protocol::decode_body(type, bytes);
+  if (!body.is_ok()) {
+    drop(DropReason::kBadBody, from, body.status().message());
+    return false;
+  }
 
   // Who may say what. Starting or offering new work needs a valid invitation
   // in that direction; hearing about work already in flight (and being told
   // why a CANDIDATE is refused) needs only one on record, so revoked or
   // expired work still winds down cleanly.
   bool permitted = false;
-  switch (envelope.type) {
+  switch (type) {
     case MessageType::kHello: permitted = true; break;
     case MessageType::kApprove:
       permitted = is_source(from);
@@ -107,21 +151,19 @@ void Agent::handle_wire(std::span<const uint8_t> wire) {
     case MessageType::kHoldings:
       permitted = invitations_.ever_accepted_from(from);
       break;
+    case MessageType::kBatch: break;
   }
   if (!permitted) {
-    return drop(DropReason::kNotPermitted, from,
-                std::string(protocol::message_type_name(envelope.type)) +
-                    " without a valid invitation in that direction");
+    drop(DropReason::kNotPermitted, from,
+         std::string(protocol::message_type_name(type)) +
+             " without a valid invitation in that direction");
+    return false;
   }
-  // The high-water mark is written with this batch (finish_batch), so a
-  // message captured before either side restarts stays a replay afterwards.
-  peers_.accept(from, envelope.boot, envelope.seq, now);
-  context_.set_sent_at(sent_at);
   AgentStats& stats = context_.stats();
   ++stats.received;
-  ++stats.received_by_type[static_cast<uint8_t>(envelope.type)];
+  ++stats.received_by_type[type_number];
   dispatch(from, *body);
-  drain_local();
+  return true;
 }
 
 void Agent::dispatch(const std::string& from, const protocol::Body& body) {
@@ -275,6 +317,7 @@ void Agent::tick() {
 }
 
 Status Agent::finish_batch() {
+  context_.seal_outgoing();
   context_.note_store(peers_.flush(context_.store()));
   return context_.store_health();
 }

@@ -60,8 +60,9 @@ class Agent {
   // instead of start().
   Status load();
 
-  // Inputs.
-  void handle_wire(std::span<const uint8_t> wire);
+  // Inputs. Returns how many messages the envelope carried that were
+  // handled (a BATCH carries several; a dropped envelope none).
+  size_t handle_wire(std::span<const uint8_t> wire);
   void tick();
 
   // Control requests (from shoalctl through the runtime).
@@ -139,6 +140,9 @@ class Agent {
   uint64_t boot() const { return context_.boot(); }
 
  private:
+  // One message of an accepted envelope: type, body and permission checks,
+  // then dispatch. False if it was dropped.
+  bool handle_message(const std::string& from, uint8_t type, std::span<const uint8_t> bytes);
   void dispatch(const std::string& from, const protocol::Body& body);
   void drain_local();
   void drop(protocol::DropReason reason, const std::string& peer, const std::string& detail);

@@ -25,21 +25,48 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
     local_inbox_.push_back(std::move(body));
     return;
   }
-  const PeerTable::Peer* peer = peers_.find(peer_id);
-  if (!peer) return;
-  auto to = crypto::key_from_text(peer_id, "peer id");
-  if (!to.is_ok()) return;
-  protocol::Envelope envelope;
-  envelope.type = protocol::type_of(body);
-  envelope.from = identity_.public_key();
-  envelope.to = *to;
-  envelope.boot = boot_;
-  envelope.seq = ++seq_;
-  envelope.sent_at_ms = to_millis(clock_.now());
-  envelope.body = protocol::encode_body(body);
-  transport_.send(peer_id, peer->endpoint, protocol::seal(envelope, identity_));
+  if (!peers_.find(peer_id)) return;
+  protocol::MessageType type = protocol::type_of(body);
+  outgoing_[peer_id].push_back({static_cast<uint8_t>(type), protocol::encode_body(body)});
   ++stats_.sent;
-  ++stats_.sent_by_type[static_cast<uint8_t>(envelope.type)];
+  ++stats_.sent_by_type[static_cast<uint8_t>(type)];
+}
+
+void Context::seal_outgoing() {
+  for (auto& [peer_id, messages] : outgoing_) {
+    const PeerTable::Peer* peer = peers_.find(peer_id);
+    auto to = crypto::key_from_text(peer_id, "peer id");
+    if (!peer || !to.is_ok()) continue;
+    protocol::Envelope envelope;
+    envelope.from = identity_.public_key();
+    envelope.to = *to;
+    envelope.boot = boot_;
+    envelope.sent_at_ms = to_millis(clock_.now());
+    std::span<protocol::BatchItem> rest(messages);
+    while (!rest.empty()) {
+      // As many as fit in one envelope; a lone message goes plain.
+      size_t count = 1;
+      size_t bytes = rest[0].body.size() + protocol::kBatchItemOverheadBytes;
+      while (count < rest.size() &&
+             bytes + rest[count].body.size() + protocol::kBatchItemOverheadBytes <=
+                 protocol::kMaxBodyBytes) {
+        bytes += rest[count].body.size() + protocol::kBatchItemOverheadBytes;
+        ++count;
+      }
+      if (count == 1) {
+        envelope.type = static_cast<protocol::MessageType>(rest[0].type);
+        envelope.body = std::move(rest[0].body);
+      } else {
+        envelope.type = protocol::MessageType::kBatch;
+        envelope.body = protocol::encode_batch(rest.first(count));
+      }
+      envelope.seq = ++seq_;
+      transport_.send(peer_id, peer->endpoint, protocol::seal(envelope, identity_));
+      ++stats_.envelopes_sent;
+      rest = rest.subspan(count);
+    }
+  }
+  outgoing_.clear();
 }
 
 protocol::Body Context::take_local() {

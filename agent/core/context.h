@@ -52,10 +52,15 @@ class Context {
   uint64_t boot() const { return boot_; }
   void set_boot(uint64_t boot) { boot_ = boot; }
 
-  // Signs `body` for `peer_id` and hands it to the transport, which sends
+  // Queues `body` for `peer_id` until seal_outgoing(); the transport sends
   // it once the batch commits. To ourselves it joins the local inbox and is
   // handled within the same step (Agent::drain_local).
   void send(const std::string& peer_id, protocol::Body body);
+  // Signs what this batch queued, one envelope per peer (a BATCH of every
+  // message, in order; more envelopes only past kMaxBodyBytes), and hands
+  // the envelopes to the transport. Signing dominated the agent's CPU at one
+  // signature per message (issue 14).
+  void seal_outgoing();
   bool has_local() const { return !local_inbox_.empty(); }
   protocol::Body take_local();
 
@@ -109,6 +114,8 @@ class Context {
   AgentStats stats_;
   Status store_health_;
   std::deque<protocol::Body> local_inbox_;
+  // Encoded, by peer id, in send order: what seal_outgoing() signs.
+  std::map<std::string, std::vector<protocol::BatchItem>> outgoing_;
   TimePoint sent_at_{};
   EventSubject event_subject_;
 };

@@ -81,8 +81,11 @@ struct PeerView {
 
 struct AgentStats {
   std::array<uint64_t, protocol::kDropReasonCount> dropped{};
-  uint64_t received = 0;
+  uint64_t received = 0;  // messages (a BATCH counts as what it carries)
   uint64_t sent = 0;
+  // Envelopes: signatures made, and signatures checked that held.
+  uint64_t envelopes_sent = 0;
+  uint64_t envelopes_received = 0;
   // By message type (index: protocol::MessageType): where the traffic goes.
   std::array<uint64_t, protocol::kMaxMessageType + 1> received_by_type{};
   std::array<uint64_t, protocol::kMaxMessageType + 1> sent_by_type{};

@@ -139,6 +139,9 @@ json status_json(const ControlContext& context) {
       {"messages",
        {{"received", stats.received},
         {"sent", stats.sent},
+        // One signature each: a BATCH envelope carries many messages.
+        {"envelopesReceived", stats.envelopes_received},
+        {"envelopesSent", stats.envelopes_sent},
         {"sentByType", sent_by_type},
         {"receivedByType", received_by_type},
         {"dropped", dropped},

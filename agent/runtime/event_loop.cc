@@ -42,7 +42,11 @@ namespace {
 // liveness) and, while read-only, no longer than the probe needs.
 constexpr std::chrono::milliseconds kMaxPollWait{1000};
 constexpr std::chrono::milliseconds kReadOnlyPollWait{250};
+// What one iteration (one store batch) reads at most: envelopes, and the
+// messages they carry (a BATCH carries many). Bounds the time a control
+// request or a signal waits behind a backlog.
 constexpr int kMaxWireMessagesPerIteration = 512;
+constexpr size_t kMaxMessagesPerIteration = 4096;
 constexpr int kMaxControlRequestsPerIteration = 16;
 constexpr std::chrono::seconds kStorageProbeInterval{2};
 constexpr int kPeerReceiveHighWaterMark = 10000;
@@ -276,7 +280,8 @@ class Loop {
     SHOAL_RETURN_IF_ERROR(store_.begin());
     auto now = std::chrono::steady_clock::now();
     bool inbox_drained = false;
-    for (int i = 0; i < kMaxWireMessagesPerIteration; ++i) {
+    size_t handled = 0;
+    for (int i = 0; i < kMaxWireMessagesPerIteration && handled < kMaxMessagesPerIteration; ++i) {
       zmq::multipart_t message;
       if (!receive(peers_, message)) {
         inbox_drained = true;
@@ -290,7 +295,7 @@ class Loop {
         note_rate_limited(sender, now);
         continue;
       }
-      agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
+      handled += agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
     }
     std::vector<ControlRequest> requests = receive_control();
     std::vector<std::string> replies;

@@ -7,6 +7,8 @@
 //   placements/s   W / (last start - first creation), both agent timestamps
 //   p50/p99/max    creation at the source -> start at the target, per workload
 //   msgs/placement every message every agent sent, over W
+//   sigs/placement every envelope every agent signed (a BATCH carries many
+//                  messages under one signature), over W
 //   CPU ms/placement  the source's user+system CPU over W (and the busiest target's)
 //   peak RSS       VmHWM of the source and of the largest target
 //
@@ -89,6 +91,7 @@ struct RunResult {
   double placements_per_second = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
   double messages_per_placement = 0;
+  double signatures_per_placement = 0;
   double source_cpu_ms_per_placement = 0, target_cpu_ms_per_placement = 0;
   double source_rss_mb = 0, target_rss_mb = 0;
   std::map<std::string, uint64_t> sent_by_type;  // every agent's, by message type
@@ -193,16 +196,18 @@ RunResult run_once(const Options& options) {
   result.p50_ms = percentile(latencies, 0.50);
   result.p99_ms = percentile(latencies, 0.99);
   result.max_ms = percentile(latencies, 1.0);
-  uint64_t sent = 0;
+  uint64_t sent = 0, signed_envelopes = 0;
   for (auto& agent : agents) {
     json status = agent->ctl_json({"status"});
     if (status.is_null()) continue;
     sent += status["messages"]["sent"].get<uint64_t>();
+    signed_envelopes += status["messages"]["envelopesSent"].get<uint64_t>();
     for (const auto& [type, count] : status["messages"]["sentByType"].items()) {
       result.sent_by_type[type] += count.get<uint64_t>();
     }
   }
   result.messages_per_placement = static_cast<double>(sent) / options.workloads;
+  result.signatures_per_placement = static_cast<double>(signed_envelopes) / options.workloads;
   ProcessUse source_use = use_of(source.pid());
   result.source_cpu_ms_per_placement = source_use.cpu_seconds * 1000.0 / options.workloads;
   result.source_rss_mb = source_use.peak_rss_mb;
@@ -234,9 +239,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf("1 source x %d targets, %d workloads, %d runs\n", options.targets, options.workloads,
               options.runs);
-  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %12s %12s\n", "run", "placements/s", "p50 ms",
-              "p99 ms", "max ms", "msgs/placement", "src CPU ms/pl", "tgt CPU ms/pl", "src RSS MB",
-              "tgt RSS MB");
+  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %14s %12s %12s\n", "run", "placements/s",
+              "p50 ms", "p99 ms", "max ms", "msgs/placement", "sigs/placement", "src CPU ms/pl",
+              "tgt CPU ms/pl", "src RSS MB", "tgt RSS MB");
   std::vector<double> rates;
   for (int run = 1; run <= options.runs; ++run) {
     RunResult r = run_once(options);
@@ -245,9 +250,9 @@ int main(int argc, char** argv) {
       continue;
     }
     rates.push_back(r.placements_per_second);
-    std::printf("%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.2f %14.2f %12.1f %12.1f\n", run,
+    std::printf("%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.1f %14.2f %14.2f %12.1f %12.1f\n", run,
                 r.placements_per_second, r.p50_ms, r.p99_ms, r.max_ms, r.messages_per_placement,
-                r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement, r.source_rss_mb,
+                r.signatures_per_placement, r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement, r.source_rss_mb,
                 r.target_rss_mb);
     std::printf("       messages per placement by type:");
     for (const auto& [type, count] : r.sent_by_type) {

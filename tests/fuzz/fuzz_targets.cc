@@ -44,13 +44,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       shoal::protocol::DropReason reason;
       auto envelope = shoal::protocol::open(bytes, &reason);
-      if (envelope.is_ok()) (void)shoal::protocol::decode_body(envelope->type, envelope->body);
+      if (!envelope.is_ok()) break;
+      if (envelope->type != shoal::protocol::MessageType::kBatch) {
+        (void)shoal::protocol::decode_body(envelope->type, envelope->body);
+        break;
+      }
+      if (auto items = shoal::protocol::decode_batch(envelope->body); items.is_ok()) {
+        for (const auto& item : *items) {
+          (void)shoal::protocol::decode_body(static_cast<shoal::protocol::MessageType>(item.type),
+                                             item.body);
+        }
+      }
       break;
     }
     case 1:
       for (uint8_t type = 1; type <= shoal::protocol::kMaxMessageType; ++type) {
         (void)shoal::protocol::decode_body(static_cast<shoal::protocol::MessageType>(type), bytes);
       }
+      (void)shoal::protocol::decode_batch(bytes);
       break;
     case 2:
       (void)shoal::crypto::open_token(as_text(bytes.data(), bytes.size()));

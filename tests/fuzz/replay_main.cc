@@ -53,6 +53,20 @@ std::vector<std::vector<uint8_t>> seeds() {
     out.push_back(tagged(0, protocol::seal(e, a)));
     out.push_back(tagged(1, e.body));
   }
+  {
+    // A BATCH of every body above.
+    std::vector<protocol::BatchItem> items;
+    for (const auto& body : bodies) {
+      items.push_back({static_cast<uint8_t>(protocol::type_of(body)), protocol::encode_body(body)});
+    }
+    protocol::Envelope e;
+    e.type = protocol::MessageType::kBatch;
+    e.from = a.public_key();
+    e.to = b.public_key();
+    e.body = protocol::encode_batch(items);
+    out.push_back(tagged(0, protocol::seal(e, a)));
+    out.push_back(tagged(1, e.body));
+  }
   crypto::Invitation invitation;
   invitation.id = "id";
   invitation.issuer = {"t", "o", a.public_key(), "tcp://h:1"};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <vector>
 
 #include "world.h"
@@ -179,7 +180,7 @@ TEST(AgentTest, RepeatedHellosOfOnePeerBootAreAnsweredOnce) {
     envelope.seq = seq;
     envelope.sent_at_ms = to_millis(world.clock().now());
     envelope.body = protocol::encode_body(protocol::Hello{"source", "org", "tcp://127.0.0.1:1"});
-    target.agent->handle_wire(protocol::seal(envelope, source.identity));
+    world.step(target, [&] { target.agent->handle_wire(protocol::seal(envelope, source.identity)); });
   }
   int answers = 0;
   for (const Wire& w : target.transport->outbox) answers += w.to == source.id;
@@ -207,6 +208,85 @@ TEST(AgentTest, DuplicatedDeliveryIsDroppedAsReplay) {
   world.run_for(2s);
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(bound_copies(target, uids->front()), 1);
+}
+
+// Signatures are amortized (issue 14): what one step sends to a peer leaves
+// in one envelope, whatever the number of messages.
+TEST(AgentTest, OneStepSendsOneEnvelopePerPeer) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& b = world.add("b");
+  Node& c = world.add("c");
+  world.invite(b, source);
+  world.invite(c, source);
+  world.run_for(3s);
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 20; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 1s));
+  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  std::map<std::string, std::set<uint64_t>> envelopes;  // by recipient
+  std::map<std::string, int> candidates;
+  for (const Wire& w : source.transport->outbox) {
+    envelopes[w.to].insert(w.envelope);
+    candidates[w.to] += w.type == MessageType::kCandidate;
+  }
+  for (Node* target : {&b, &c}) {
+    EXPECT_EQ(candidates[target->id], 20) << target->name;
+    EXPECT_EQ(envelopes[target->id].size(), 1u) << target->name << ": one signature for the step";
+  }
+  world.run_for(3s);
+  for (const auto& spec : specs) EXPECT_EQ(phase_of(source, spec.name), model::Phase::kSucceeded);
+}
+
+// A BATCH is checked message by message: what is unknown, malformed or not
+// permitted is dropped alone, the rest is applied, and the envelope's
+// (boot, seq) is used once.
+TEST(AgentTest, ABatchIsCheckedMessageByMessage) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  auto dropped = [&](protocol::DropReason reason) {
+    return target.agent->stats().dropped[static_cast<size_t>(reason)];
+  };
+  protocol::Envelope envelope;
+  envelope.type = MessageType::kBatch;
+  envelope.from = source.identity.public_key();
+  envelope.to = target.identity.public_key();
+  envelope.boot = 1'000'000;
+  envelope.seq = 1;
+  envelope.sent_at_ms = to_millis(world.clock().now());
+  auto item = [](const protocol::Body& body) {
+    return protocol::BatchItem{static_cast<uint8_t>(protocol::type_of(body)),
+                               protocol::encode_body(body)};
+  };
+  envelope.body = protocol::encode_batch(std::vector<protocol::BatchItem>{
+      item(protocol::Candidate{"uid-1", 1, workload("job", 1000, 1s)}),
+      {99, {0x90}},                                                  // unknown type
+      {static_cast<uint8_t>(MessageType::kBatch), {0x90}},          // nested BATCH
+      {static_cast<uint8_t>(MessageType::kApprove), {0x01}},        // not an APPROVE body
+      item(protocol::Ready{"uid-1", 1, 50}),  // a READY from a peer that is no target of ours
+  });
+  std::vector<uint8_t> wire = protocol::seal(envelope, source.identity);
+  uint64_t unknown = dropped(protocol::DropReason::kUnknownType);
+  uint64_t bad = dropped(protocol::DropReason::kBadBody);
+  uint64_t refused = dropped(protocol::DropReason::kNotPermitted);
+  uint64_t received = target.agent->stats().received;
+  size_t handled = 0;
+  world.step(target, [&] { handled = target.agent->handle_wire(wire); });
+  EXPECT_EQ(handled, 1u);
+  EXPECT_EQ(target.agent->stats().received, received + 1);
+  EXPECT_EQ(dropped(protocol::DropReason::kUnknownType), unknown + 2);
+  EXPECT_EQ(dropped(protocol::DropReason::kBadBody), bad + 1);
+  EXPECT_EQ(dropped(protocol::DropReason::kNotPermitted), refused + 1);
+  ASSERT_EQ(target.agent->reservations().size(), 1u) << "the CANDIDATE was applied";
+  EXPECT_EQ(target.agent->reservations().front().uid, "uid-1");
+
+  uint64_t replayed = dropped(protocol::DropReason::kReplayed);
+  world.step(target, [&] { handled = target.agent->handle_wire(wire); });
+  EXPECT_EQ(handled, 0u);
+  EXPECT_EQ(dropped(protocol::DropReason::kReplayed), replayed + 1);
+  EXPECT_EQ(target.agent->stats().received, received + 1);
 }
 
 TEST(AgentTest, SourceRestartedAfterChoosingWinnerApprovesTheSameWinner) {

@@ -47,26 +47,74 @@ class CountingRng final : public Rng {
   uint64_t counter_ = 0;
 };
 
+// One message in flight. Agents seal everything one step sends to a peer
+// into one envelope (a BATCH); the world splits it so that a test can see,
+// drop or hold each message on its own, and re-joins what it delivers.
 struct Wire {
   std::string from;
   std::string to;
+  // This message alone, sealed as its envelope was (same boot and seq):
+  // deliverable by hand, once.
   std::vector<uint8_t> bytes;
   protocol::MessageType type;
+  // The envelope it was sealed in, and how many messages that carried; the
+  // world delivers `sealed` as it is when nothing of it was dropped.
+  uint64_t envelope = 0;
+  size_t parts = 1;
+  std::shared_ptr<const std::vector<uint8_t>> sealed;
 };
 
 class QueueTransport final : public Transport {
  public:
-  explicit QueueTransport(std::string self) : self_(std::move(self)) {}
+  QueueTransport(std::string self, const crypto::Identity& identity)
+      : self_(std::move(self)), identity_(identity) {}
   void send(const std::string& peer_id, const std::string&, std::vector<uint8_t> wire) override {
     protocol::DropReason reason;
     auto envelope = protocol::open(wire, &reason);
-    outbox.push_back({self_, peer_id, std::move(wire), envelope->type});
+    EXPECT_TRUE(envelope.is_ok()) << envelope.status().message();
+    if (!envelope.is_ok()) return;
+    auto sealed = std::make_shared<const std::vector<uint8_t>>(std::move(wire));
+    uint64_t id = ++next_envelope_;
+    if (envelope->type != protocol::MessageType::kBatch) {
+      outbox.push_back({self_, peer_id, *sealed, envelope->type, id, 1, sealed});
+      return;
+    }
+    auto items = protocol::decode_batch(envelope->body);
+    EXPECT_TRUE(items.is_ok()) << items.status().message();
+    if (!items.is_ok()) return;
+    for (protocol::BatchItem& item : *items) {
+      protocol::Envelope alone = *envelope;
+      alone.type = static_cast<protocol::MessageType>(item.type);
+      alone.body = std::move(item.body);
+      outbox.push_back({self_, peer_id, protocol::seal(alone, identity_), alone.type, id,
+                        items->size(), sealed});
+    }
   }
   std::vector<Wire> outbox;
 
  private:
   std::string self_;
+  const crypto::Identity& identity_;
+  // Across restarts too: envelope ids must not repeat within one delivery.
+  inline static uint64_t next_envelope_ = 0;
 };
+
+// The envelope that carries `kept` (messages of one envelope, in order): the
+// original when none of its messages was dropped, else the kept ones alone,
+// sealed by their sender under the original boot and seq.
+inline std::vector<uint8_t> rejoin(const std::vector<const Wire*>& kept,
+                                   const crypto::Identity& sender) {
+  if (kept.size() == kept.front()->parts) return *kept.front()->sealed;
+  if (kept.size() == 1) return kept.front()->bytes;
+  protocol::DropReason reason;
+  protocol::Envelope envelope = std::move(protocol::open(*kept.front()->sealed, &reason)).value();
+  std::vector<protocol::BatchItem> items;
+  for (const Wire* w : kept) {
+    items.push_back({static_cast<uint8_t>(w->type), protocol::open(w->bytes, &reason)->body});
+  }
+  envelope.body = protocol::encode_batch(items);
+  return protocol::seal(envelope, sender);
+}
 
 struct Node {
   std::string name;
@@ -204,13 +252,28 @@ class World {
         node->transport->outbox.clear();
       }
       if (in_flight.empty()) return;
-      for (const Wire& w : in_flight) {
-        if (keep && !keep(w)) continue;
-        Node* to = find(w.to);
-        if (to && to->frozen) {
-          to->held.push_back(w);
-        } else if (to && to->agent) {
-          step(*to, [&] { to->agent->handle_wire(w.bytes); });
+      // One delivery per envelope, of the messages `keep` let through.
+      for (size_t first = 0; first < in_flight.size();) {
+        size_t end = first + 1;
+        while (end < in_flight.size() && in_flight[end].envelope == in_flight[first].envelope &&
+               in_flight[end].from == in_flight[first].from) {
+          ++end;
+        }
+        std::vector<const Wire*> kept;
+        for (size_t i = first; i < end; ++i) {
+          if (!keep || keep(in_flight[i])) kept.push_back(&in_flight[i]);
+        }
+        first = end;
+        if (kept.empty()) continue;
+        Node* from = find(kept.front()->from);
+        Node* to = find(kept.front()->to);
+        if (!from || !to) continue;
+        Wire joined = *kept.front();
+        joined.bytes = rejoin(kept, from->identity);
+        if (to->frozen) {
+          to->held.push_back(std::move(joined));
+        } else if (to->agent) {
+          step(*to, [&] { to->agent->handle_wire(joined.bytes); });
         }
       }
     }
@@ -307,7 +370,7 @@ class World {
     auto cluster = cluster::SimCluster::create(cluster_specs_[node.name]);
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().message();
     node.cluster = std::move(cluster).value();
-    node.transport = std::make_unique<QueueTransport>(node.id);
+    node.transport = std::make_unique<QueueTransport>(node.id, node.identity);
     AgentConfig config;
     config.cluster = node.name;
     config.org = "org";

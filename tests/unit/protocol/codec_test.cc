@@ -241,5 +241,45 @@ TEST_F(EnvelopeTest, UnknownVersionAndTypeAreNamed) {
   EXPECT_EQ(reason, DropReason::kMalformed);
 }
 
+TEST(BatchTest, ItemsRoundTripInOrderWithTheirRawTypes) {
+  std::vector<BatchItem> items;
+  for (const Body& body : every_message()) {
+    items.push_back({static_cast<uint8_t>(type_of(body)), encode_body(body)});
+  }
+  items.push_back({200, {0x01, 0x02}});  // a type from a newer sender stays an item
+  auto decoded = decode_batch(encode_batch(items));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->size(), items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    EXPECT_EQ((*decoded)[i].type, items[i].type) << i;
+    EXPECT_EQ((*decoded)[i].body, items[i].body) << i;
+  }
+  // A BATCH is framing: it has no body of its own to decode.
+  auto as_body = decode_body(MessageType::kBatch, encode_batch(items));
+  ASSERT_FALSE(as_body.is_ok());
+  EXPECT_NE(as_body.status().message().find("BATCH"), std::string::npos);
+}
+
+TEST(BatchTest, MalformedBatchesAreCleanErrorsNamingTheField) {
+  auto error_of = [](const std::vector<uint8_t>& bytes) {
+    auto decoded = decode_batch(bytes);
+    return decoded.is_ok() ? std::string("accepted") : decoded.status().message();
+  };
+  EXPECT_NE(error_of(encode_batch({})).find("at least one"), std::string::npos);
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  packer.pack_array(1);
+  packer.pack_array(2);
+  packer.pack(std::string("READY"));  // a type must be a number
+  pack_binary(packer, "x");
+  EXPECT_NE(error_of(to_bytes(buffer)).find("type"), std::string::npos);
+  std::vector<BatchItem> one = {{static_cast<uint8_t>(MessageType::kApprove),
+                                 encode_body(Approve{"u", 1})}};
+  std::vector<uint8_t> whole = encode_batch(one);
+  for (size_t n = 0; n < whole.size(); ++n) {
+    EXPECT_FALSE(decode_batch({whole.data(), n}).is_ok()) << n;
+  }
+}
+
 }  // namespace
 }  // namespace shoal::protocol
