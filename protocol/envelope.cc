@@ -16,7 +16,7 @@ std::string_view as_chars(std::span<const uint8_t> bytes) {
 std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender) {
   msgpack::sbuffer inner;
   msgpack::packer<msgpack::sbuffer> p(inner);
-  p.pack_array(8);
+  p.pack_array(10);
   p.pack(envelope.version);
   p.pack(static_cast<uint8_t>(envelope.type));
   pack_binary(p, as_chars(envelope.from));
@@ -25,6 +25,8 @@ std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& send
   p.pack(envelope.seq);
   p.pack(envelope.sent_at_ms);
   pack_binary(p, as_chars(envelope.body));
+  p.pack(envelope.acked_boot);
+  p.pack(envelope.acked_sent_at_ms);
   std::vector<uint8_t> signed_bytes = to_bytes(inner);
   crypto::Signature signature = sender.sign(signed_bytes);
 
@@ -57,6 +59,10 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
   envelope.seq = r.integer<uint64_t>("seq");
   envelope.sent_at_ms = r.integer<int64_t>("sentAt");
   std::string body = r.binary("body");
+  if (r.has_more()) {  // appended after version 1 shipped
+    envelope.acked_boot = r.integer<uint64_t>("ackedBoot");
+    envelope.acked_sent_at_ms = r.integer<int64_t>("ackedSentAt");
+  }
   if (!r.ok()) return r.status();
   if (envelope.version != kProtocolVersion) {
     *reason = DropReason::kUnknownVersion;

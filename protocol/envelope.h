@@ -1,6 +1,7 @@
 // The signed envelope around every message:
 //   wire = msgpack [signed: bin, signature: bin(64)]
-//   signed = msgpack [version, type, from, to, boot, seq, sent_at_ms, body: bin]
+//   signed = msgpack [version, type, from, to, boot, seq, sent_at_ms, body: bin,
+//                     acked_boot, acked_sent_at_ms]   (the last two appended later)
 // The signature is the sender's Ed25519 signature over the signed bytes.
 //
 // An envelope of type BATCH carries several messages to one peer under one
@@ -38,6 +39,11 @@ struct Envelope {
   uint64_t seq = 0;   // per sender boot, strictly increasing
   int64_t sent_at_ms = 0;
   std::vector<uint8_t> body;
+  // Flow control: how far the sender has read the recipient's traffic — the
+  // recipient's boot and the sent_at of the newest envelope of that boot the
+  // sender accepted. 0 when it has read none (or is older than the field).
+  uint64_t acked_boot = 0;
+  int64_t acked_sent_at_ms = 0;
 };
 
 // Why a received message was dropped. Values index kDropReasonNames.

@@ -18,7 +18,8 @@ struct PeerRecord {
   std::string org;
   std::string endpoint;
   uint64_t last_boot = 0;  // highest boot counter seen from this peer: older boots are replays
-  uint64_t last_seq = 0;   // highest sequence number seen within last_boot: older ones too
+  uint64_t last_seq = 0;   // highest sequence number seen within last_boot: it and older ones
+                           // are replays after a restart (in memory, a window takes late ones)
   // Lease fencing, when this agent is a target of the peer: the lease length
   // the peer asked for (0: no fencing) and when its current lease ends (wall
   // clock ms, by the peer's send time). Persisted so a restart keeps fencing.

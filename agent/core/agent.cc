@@ -94,7 +94,8 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   // Authentic and fresh: whatever its messages say, this (boot, seq) is
   // used. The mark is written with this batch (finish_batch), so a message
   // captured before either side restarts stays a replay afterwards.
-  peers_.accept(from, envelope.boot, envelope.seq, now);
+  peers_.accept(from, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
+  peers_.note_read(from, envelope.acked_boot, envelope.acked_sent_at_ms, context_.boot(), now);
   context_.set_sent_at(sent_at);
   ++context_.stats().envelopes_received;
   size_t handled = 0;
@@ -214,7 +215,7 @@ void Agent::drain_local() {
       protocol::Body body = context_.take_local();
       context_.set_sent_at(context_.now());
       dispatch(context_.self_id(), body);
-    } else if (!target_.serve_asked()) {
+    } else if (!target_.serve_asked() && !source_.admit_waiting()) {
       return;  // nothing left: the step is done
     }
   }

@@ -108,6 +108,8 @@ class Agent {
   std::vector<store::WorkloadRecord> workloads() const;
   // numberOfClusters > 1: the copies of group `uid`, by copy index.
   std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
+  // Counts by phase, cheap at any size (status, benchmarks).
+  WorkloadCounts workload_counts() const { return source_.workload_counts(); }
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
                                                      const std::string& name) const;
   Result<std::vector<store::EventRecord>> events(const std::string& subject);

@@ -33,6 +33,12 @@ struct AgentConfig {
   Duration worker_lost_timeout = 15min;  // a silent winner's work is re-placed after this
                                          // (see check_fencing_timers)
   Duration gc_interval = 1min;           // reconciliation digests at least this often
+  // Flow control at the source: at most this many workloads have a round in
+  // flight (candidates out, no winner yet); the rest wait in priority order
+  // (Pending, WaitingForSlot). Bounds every target's backlog of our
+  // candidates, so a burst of submissions is placed at a steady rate instead
+  // of timing out rounds (issue 14).
+  int64_t placement_window = 1000;
 };
 
 // The contract between lease, skew, heartbeats and the worker-lost timeout

@@ -42,6 +42,8 @@ void Context::seal_outgoing() {
     envelope.to = *to;
     envelope.boot = boot_;
     envelope.sent_at_ms = to_millis(clock_.now());
+    envelope.acked_boot = peer->last_boot;
+    envelope.acked_sent_at_ms = peer->newest_sent_at_ms;
     std::span<protocol::BatchItem> rest(messages);
     while (!rest.empty()) {
       // As many as fit in one envelope; a lone message goes plain.
@@ -67,6 +69,18 @@ void Context::seal_outgoing() {
     }
   }
   outgoing_.clear();
+}
+
+TimePoint Context::resend_at(const std::string& peer_id, TimePoint last_sent, int resends) const {
+  return std::max(last_sent + resend_after(resends),
+                  peers_.hold_resend_until(peer_id, last_sent, config_.retry_interval));
+}
+
+TimePoint Context::latest_resend_at(const std::string& peer_id, TimePoint last_sent,
+                                   int resends) const {
+  TimePoint due = last_sent + resend_after(resends);
+  const PeerTable::Peer* peer = peers_.find(peer_id);
+  return peer ? std::max(due, peer->read_progress_at + config_.retry_interval) : due;
 }
 
 protocol::Body Context::take_local() {

@@ -96,6 +96,14 @@ class Context {
   Duration resend_after(int resends) const {
     return config_.retry_interval * (int64_t{1} << std::min(resends, 3));
   }
+  // When an unanswered message last sent to `peer_id` at `last_sent` goes
+  // again: resend_after, and not while the peer is still reading (and
+  // acknowledging) what we sent before it (protocol/README.md, flow control).
+  TimePoint resend_at(const std::string& peer_id, TimePoint last_sent, int resends) const;
+  // The latest resend_at() can have been for that message: when it was not
+  // read yet. A deadline computed earlier is at most this, since the peer's
+  // progress only moves forward (for invariant checks).
+  TimePoint latest_resend_at(const std::string& peer_id, TimePoint last_sent, int resends) const;
 
  private:
   AgentConfig config_;

@@ -39,15 +39,47 @@ bool PeerTable::remember(const std::string& id, const std::string& cluster, cons
 bool PeerTable::is_fresh(const std::string& id, uint64_t boot, uint64_t seq) const {
   const Peer* peer = find(id);
   if (!peer) return false;
-  return boot > peer->last_boot || (boot == peer->last_boot && seq > peer->last_seq);
+  if (boot != peer->last_boot) return boot > peer->last_boot;
+  if (seq > peer->last_seq) return true;
+  uint64_t behind = peer->last_seq - seq;
+  return behind < kReplayWindow && ((peer->seen >> behind) & 1) == 0;
 }
 
-void PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq, TimePoint now) {
+void PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq, int64_t sent_at_ms,
+                       TimePoint now) {
   Peer& peer = at(id);
-  peer.last_boot = boot;
-  peer.last_seq = seq;
+  if (boot != peer.last_boot) {
+    peer.last_boot = boot;
+    peer.last_seq = seq;
+    peer.seen = 1;
+    peer.newest_sent_at_ms = sent_at_ms;
+  } else if (seq > peer.last_seq) {
+    uint64_t ahead = seq - peer.last_seq;
+    peer.seen = ahead >= kReplayWindow ? 1 : (peer.seen << ahead) | 1;
+    peer.last_seq = seq;
+  } else {
+    peer.seen |= uint64_t{1} << (peer.last_seq - seq);
+  }
+  peer.newest_sent_at_ms = std::max(peer.newest_sent_at_ms, sent_at_ms);
   peer.last_seen = now;
   unsaved_.insert(id);
+}
+
+void PeerTable::note_read(const std::string& id, uint64_t acked_boot, int64_t acked_sent_at_ms,
+                          uint64_t own_boot, TimePoint now) {
+  Peer& peer = at(id);
+  TimePoint read = from_millis(acked_sent_at_ms);
+  if (acked_boot != own_boot || read <= peer.read_until) return;
+  peer.read_until = read;
+  peer.read_progress_at = now;
+}
+
+TimePoint PeerTable::hold_resend_until(const std::string& id, TimePoint last_sent,
+                                       Duration stall) const {
+  const Peer* peer = find(id);
+  bool never_acknowledged = !peer || peer->read_progress_at == TimePoint{};
+  if (never_acknowledged || peer->read_until >= last_sent) return TimePoint{};
+  return peer->read_progress_at + stall;
 }
 
 bool PeerTable::greet(const std::string& id) {

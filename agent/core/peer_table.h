@@ -1,6 +1,7 @@
 // The agents this one knows: who each is and where it listens, how far its
-// messages have come (replay marks), when it was last heard, and, as its
-// target, the lease it holds on its work here.
+// messages have come (replay marks), how far it has read ours (flow
+// control), when it was last heard, and, as its target, the lease it holds
+// on its work here.
 //
 // Contract: rows reach the store through flush(), which the agent calls once
 // per batch (Agent::finish_batch) and at the end of each control request.
@@ -25,8 +26,21 @@ class PeerTable {
  public:
   struct Peer {
     std::string cluster, org, endpoint;
-    uint64_t last_boot = 0;  // the newest (boot, seq) accepted from it: older ones are replays
+    uint64_t last_boot = 0;  // the newest (boot, seq) accepted from it
     uint64_t last_seq = 0;
+    // Bit i: seq last_seq - i of last_boot was accepted. An envelope that
+    // arrives late (messages of an old and a new connection interleave after
+    // a redial) is still taken within kReplayWindow; everything older is a
+    // replay. Not stored: after a restart every seq up to last_seq counts as
+    // seen.
+    uint64_t seen = ~uint64_t{0};
+    // The sent_at of the newest envelope of last_boot we accepted: our
+    // acknowledgement to it (what of its traffic we have read).
+    int64_t newest_sent_at_ms = 0;
+    // Flow control, in memory: how far it has read our traffic of this boot
+    // (by our send times), and when that last moved.
+    TimePoint read_until{};
+    TimePoint read_progress_at{};
     std::optional<TimePoint> last_seen;
     uint64_t greeted_boot = 0;  // the peer boot whose HELLO we answered: one answer per boot
     // As its target: the lease it asked for (0: it does not fence), and when
@@ -48,10 +62,24 @@ class PeerTable {
   // its own signed HELLO). Returns whether anything changed.
   bool remember(const std::string& id, const std::string& cluster, const std::string& org,
                 const std::string& endpoint);
-  // Whether a message (boot, seq) from `id` is newer than every one accepted.
+  // How many sequence numbers below the newest an envelope may arrive late.
+  static constexpr uint64_t kReplayWindow = 64;
+  // Whether an envelope (boot, seq) from `id` was never accepted: newer than
+  // every one, or late within kReplayWindow and not seen.
   bool is_fresh(const std::string& id, uint64_t boot, uint64_t seq) const;
-  // A message from `id` passed every check: advance its replay marks.
-  void accept(const std::string& id, uint64_t boot, uint64_t seq, TimePoint now);
+  // An envelope from `id` passed every check: advance its replay marks.
+  void accept(const std::string& id, uint64_t boot, uint64_t seq, int64_t sent_at_ms,
+              TimePoint now);
+  // `id` acknowledged reading our traffic of `acked_boot` up to the envelope
+  // we sent at `acked_sent_at_ms`; ignored unless `acked_boot` is ours.
+  void note_read(const std::string& id, uint64_t acked_boot, int64_t acked_sent_at_ms,
+                 uint64_t own_boot, TimePoint now);
+  // Flow control: until when a resend of what we sent `id` at `last_sent`
+  // is held back (TimePoint{} for not at all). Held while the peer has not
+  // read that far yet but keeps reading what we sent before: it waits its
+  // turn in the peer's backlog, and a copy would only lengthen it. Released
+  // once the peer reads past it, or `stall` after its last progress.
+  TimePoint hold_resend_until(const std::string& id, TimePoint last_sent, Duration stall) const;
   // Marks the peer's current boot as greeted; true if it had not been.
   bool greet(const std::string& id);
 

@@ -63,14 +63,15 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
   if (record.deleting) {
     if (workload.deletes.empty()) return now;
     for (const auto& [peer_id, pending] : workload.deletes) {
-      due = std::min(due, pending.last_sent + config_.retry_interval);
+      due = std::min(due, context_.resend_at(peer_id, pending.last_sent, 0));
       if (pending.give_up_at) due = std::min(due, *pending.give_up_at);
     }
     return due;
   }
   for (const auto& [peer_id, cancel] : workload.cancels) {
-    due = std::min({due, cancel.give_up_at, cancel.last_sent + resend_after(cancel.resends)});
+    due = std::min({due, cancel.give_up_at, context_.resend_at(peer_id, cancel.last_sent, cancel.resends)});
   }
+  if (workload.waiting_ticket) return due;  // for a slot (admit_waiting), not a time
   if (record.phase == model::Phase::kPending) {
     return std::min(due, std::max(workload.next_round_at, record.restart_at));
   }
@@ -90,7 +91,8 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
   if (record.phase != model::Phase::kPlacing) return due;
   if (!record.winner.empty()) {
     if (!may_renew_lease(record.winner)) return due;  // until we hear from it (an input)
-    return std::min(due, workload.last_approve_sent + resend_after(workload.approve_resends));
+    return std::min(due, context_.resend_at(record.winner, workload.last_approve_sent,
+                                            workload.approve_resends));
   }
   const model::PlacementSpec& placement = record.spec.placement;
   if (placement.ready_window.count() > 0 &&
@@ -107,7 +109,7 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
   }
   for (const auto& [peer_id, progress] : workload.candidates) {
     if (progress.state == CandidateState::kSent) {
-      due = std::min(due, progress.last_sent + resend_after(progress.resends));
+      due = std::min(due, context_.resend_at(peer_id, progress.last_sent, progress.resends));
     }
   }
   return due;
@@ -332,7 +334,10 @@ bool SourceRole::is_quiet(const SourceWorkload& workload) {
   const store::WorkloadRecord& record = workload.record;
   if (record.deleting) return false;
   if (is_group(workload)) return true;  // its copies do the work; a delete wakes it
-  return model::is_finished(record.phase) && workload.cancels.empty();
+  if (!workload.cancels.empty()) return false;
+  // Finished, or waiting for a slot (admit_waiting starts its round, and
+  // persist wakes it then).
+  return model::is_finished(record.phase) || workload.waiting_ticket != 0;
 }
 
 void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& workload,
@@ -353,13 +358,14 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
       it = workload.cancels.erase(it);
       continue;
     }
-    if (now - it->second.last_sent >= resend_after(it->second.resends)) {
+    if (now >= context_.resend_at(it->first, it->second.last_sent, it->second.resends)) {
       it->second.last_sent = now;
       it->second.resends += 1;
       send(it->first, protocol::Cancel{uid, it->second.epoch});
     }
     ++it;
   }
+  if (workload.waiting_ticket) return;  // for a slot: admit_waiting() starts its round
   if (record.phase == model::Phase::kPending) {
     if (now >= workload.next_round_at && now >= record.restart_at) start_round(workload);
     return;
@@ -382,7 +388,8 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
   if (!record.winner.empty()) {
     // An APPROVE that binds renews the target's lease: like a DIGEST, it
     // is not sent to a target silent past the renewal window.
-    if (now - workload.last_approve_sent >= resend_after(workload.approve_resends) &&
+    if (now >= context_.resend_at(record.winner, workload.last_approve_sent,
+                                  workload.approve_resends) &&
         may_renew_lease(record.winner)) {
       workload.last_approve_sent = now;
       workload.approve_resends += 1;
@@ -409,7 +416,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
   }
   for (auto& [peer_id, progress] : workload.candidates) {
     if (progress.state == CandidateState::kSent &&
-        now - progress.last_sent >= resend_after(progress.resends)) {
+        now >= context_.resend_at(peer_id, progress.last_sent, progress.resends)) {
       progress.last_sent = now;
       progress.resends += 1;
       send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});

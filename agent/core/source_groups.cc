@@ -49,6 +49,19 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   context_.note_store(context_.store().put_workload(record));
   awake_.insert(record.uid);
   touched_since_tick_.insert(record.uid);
+  if (holds_slot(record)) {
+    placing_.insert(record.uid);
+  } else {
+    placing_.erase(record.uid);
+  }
+  // Placed (a late READY won), deleted or otherwise moved on: it no longer
+  // waits for a slot.
+  if (record.phase != model::Phase::kPending || record.deleting) {
+    if (auto it = workloads_.find(record.uid); it != workloads_.end() && it->second.waiting_ticket) {
+      waiting_.erase({-int64_t{record.spec.priority}, it->second.waiting_ticket, record.uid});
+      it->second.waiting_ticket = 0;
+    }
+  }
   if (!record.parent.empty()) update_group(record.parent);
 }
 
@@ -78,6 +91,22 @@ bool SourceRole::check_invariants() const {
       return false;
     }
     if (!is_quiet(workload) && !awake_.count(uid)) return false;
+    // The window: a slot is held only by a round in flight; whoever waits
+    // is Pending and in line exactly once.
+    if (placing_.count(uid) && !holds_slot(workload.record)) return false;
+    if (workload.waiting_ticket &&
+        (workload.record.phase != model::Phase::kPending || placing_.count(uid) ||
+         !waiting_.count({-int64_t{workload.record.spec.priority}, workload.waiting_ticket, uid}))) {
+      return false;
+    }
+  }
+  if (static_cast<int64_t>(placing_.size()) > config_.placement_window) return false;
+  for (const auto& [priority, ticket, uid] : waiting_) {
+    auto it = workloads_.find(uid);
+    if (it == workloads_.end() || it->second.waiting_ticket != ticket) return false;
+  }
+  for (const auto& uid : placing_) {
+    if (!workloads_.count(uid)) return false;
   }
   for (const auto& uid : awake_) {
     if (!workloads_.count(uid)) return false;
@@ -217,7 +246,7 @@ bool SourceRole::drive_delete(SourceWorkload& workload, TimePoint now) {
       it = workload.deletes.erase(it);
       continue;
     }
-    if (now - pending.last_sent >= config_.retry_interval) {
+    if (now >= context_.resend_at(it->first, pending.last_sent, 0)) {
       pending.last_sent = now;
       send(it->first, protocol::Delete{workload.record.uid, pending.epoch});
     }
@@ -239,6 +268,10 @@ void SourceRole::forget_workload(const std::string& uid) {
     std::erase(copies_[parent], uid);
     awake_.insert(parent);  // a deleting group goes once its last copy has
   }
+  if (it->second.waiting_ticket) {
+    waiting_.erase({-int64_t{it->second.record.spec.priority}, it->second.waiting_ticket, uid});
+  }
+  placing_.erase(uid);
   workloads_.erase(it);
   awake_.erase(uid);
 }
@@ -253,6 +286,18 @@ std::vector<store::WorkloadRecord> SourceRole::workloads() const {
            std::tie(b.spec.namespace_name, b.spec.name);
   });
   return out;
+}
+
+WorkloadCounts SourceRole::workload_counts() const {
+  WorkloadCounts counts;
+  for (const auto& [uid, workload] : workloads_) {
+    const store::WorkloadRecord& record = workload.record;
+    if (!record.parent.empty()) continue;
+    ++counts.total;
+    ++counts.by_phase[static_cast<size_t>(record.phase)];
+    counts.started += record.started_at_ms != 0;
+  }
+  return counts;
 }
 
 std::optional<store::WorkloadRecord> SourceRole::find_workload(const std::string& namespace_name,

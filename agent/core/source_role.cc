@@ -209,9 +209,56 @@ SourceRole::RankedTargets SourceRole::rank_targets(const model::WorkloadSpec& sp
   return out;
 }
 
+bool SourceRole::holds_slot(const store::WorkloadRecord& record) {
+  bool group = record.parent.empty() && record.spec.placement.number_of_clusters > 1;
+  return record.phase == model::Phase::kPlacing && record.winner.empty() && !record.deleting &&
+         !group;
+}
+
+void SourceRole::wait_for_slot(SourceWorkload& workload) {
+  store::WorkloadRecord& record = workload.record;
+  if (workload.waiting_ticket != 0) return;
+  const std::string reason = "WaitingForSlot: " + std::to_string(config_.placement_window) +
+                             " workloads are being placed (placementWindow)";
+  if (record.phase != model::Phase::kPending || record.reason != reason) {
+    record.phase = model::Phase::kPending;
+    record.reason = reason;
+    record.updated_at = clock_.now();
+    persist(record);
+  }
+  workload.waiting_ticket = next_ticket_++;
+  waiting_.insert({-int64_t{record.spec.priority}, workload.waiting_ticket, record.uid});
+}
+
+bool SourceRole::admit_waiting() {
+  if (admitting_) return false;
+  admitting_ = true;
+  bool started = false;
+  while (!waiting_.empty() && static_cast<int64_t>(placing_.size()) < config_.placement_window) {
+    std::string uid = std::get<2>(*waiting_.begin());
+    waiting_.erase(waiting_.begin());
+    SourceWorkload& workload = workloads_.at(uid);
+    workload.waiting_ticket = 0;
+    awake_.insert(uid);
+    touched_since_tick_.insert(uid);
+    start_round(workload);  // takes a slot, or ends Pending (no target can take it)
+    started = true;
+  }
+  admitting_ = false;
+  return started;
+}
+
 void SourceRole::start_round(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
+  // A round restarted keeps its slot; a new one needs a free slot, and
+  // whoever waits already goes first.
+  if (!placing_.count(record.uid) &&
+      (static_cast<int64_t>(placing_.size()) >= config_.placement_window ||
+       (!waiting_.empty() && workload.waiting_ticket == 0 && !admitting_))) {
+    wait_for_slot(workload);
+    return;
+  }
   RankedTargets targets = rank_targets(record.spec, sibling_winners(record));
   // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
   // d*N best (Sample), or the best k with k more per round (Incremental).
@@ -342,8 +389,12 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
   peer.capacity.clear();
   for (const auto& ns : message.namespaces) peer.capacity[ns.namespace_name] = ns;
   // Pending work that this peer now has room for is tried again at once
-  // rather than after the backoff.
-  for (auto& [uid, workload] : workloads_) {
+  // rather than after the backoff. Such work is awake (is_quiet); what waits
+  // for a slot of the window is not, and need not be.
+  for (const std::string& uid : awake_) {
+    auto found = workloads_.find(uid);
+    if (found == workloads_.end()) continue;
+    SourceWorkload& workload = found->second;
     const store::WorkloadRecord& record = workload.record;
     if (record.phase != model::Phase::kPending || is_group(workload)) continue;
     auto advertised = peer.capacity.find(record.spec.namespace_name);

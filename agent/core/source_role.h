@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -56,12 +57,17 @@ class SourceRole {
   // the digests that renew leases. `local_room_freed`: our own cluster has
   // room again, so pending work that fits there tries at once.
   void tick(TimePoint now, bool local_room_freed);
+  // Starts the rounds of waiting workloads while the placement window has
+  // room (AgentConfig::placement_window). Returns whether it started any;
+  // the router calls it at the end of every step.
+  bool admit_waiting();
   // The earliest time tick() has something to do.
   TimePoint next_deadline() const;
 
   // Views.
   std::vector<store::WorkloadRecord> workloads() const;
   std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
+  WorkloadCounts workload_counts() const;
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
                                                      const std::string& name) const;
   // Our unfinished workloads placed at `target`: how many, and what they hold.
@@ -81,7 +87,7 @@ class SourceRole {
     std::string reason;                                        // for people
     TimePoint last_sent{};
     double score = 0;  // from READY
-    int resends = 0;   // CANDIDATE re-sent this often so far (resend_after)
+    int resends = 0;   // CANDIDATE re-sent this often so far (Context::resend_at)
   };
   struct PendingCancel {
     uint64_t epoch = 0;
@@ -107,6 +113,9 @@ class SourceRole {
     TimePoint last_approve_sent{};
     int approve_resends = 0;
     TimePoint next_round_at{};
+    // Non-zero while it waits for a slot in the placement window: its place
+    // in line (waiting_), after priority.
+    uint64_t waiting_ticket = 0;
     // (target, epoch) of each copy given up as lost without an outcome. If
     // one's outcome arrives while no other copy runs, it is kept (in memory
     // only; after a restart a late outcome is ignored and the work re-placed).
@@ -129,11 +138,15 @@ class SourceRole {
   std::string cluster_name_of(const std::string& peer_id) const {
     return context_.cluster_name_of(peer_id);
   }
-  Duration resend_after(int resends) const { return context_.resend_after(resends); }
   // Writes the record and wakes it for the timers (a group is recomputed).
   void persist(const store::WorkloadRecord& record);
 
   // source_role.cc: rounds.
+  // Whether a round of `record` is in flight (holds a slot of the window).
+  static bool holds_slot(const store::WorkloadRecord& record);
+  // The window is full: `workload` waits (Pending, WaitingForSlot) until
+  // admit_waiting() starts its round.
+  void wait_for_slot(SourceWorkload& workload);
   // `exclude`: peers that hold another copy of the workload (left out, with
   // reason HoldsAnotherCopy, before the full-target fallback is decided).
   RankedTargets rank_targets(const model::WorkloadSpec& spec,
@@ -184,7 +197,8 @@ class SourceRole {
   // When drive_source_workload next has something to do for it.
   TimePoint due_at(const SourceWorkload& workload) const;
   // Nothing for drive_source_workload to do until the workload changes
-  // (persist) or a CANCEL is owed (cancel_at), both of which wake it.
+  // (persist), a CANCEL is owed (cancel_at) or a slot is its turn
+  // (admit_waiting), each of which wakes it.
   static bool is_quiet(const SourceWorkload& workload);
 
   // source_groups.cc: groups, nominations, deletion.
@@ -220,6 +234,12 @@ class SourceRole {
   std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
   std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   std::map<std::string, Target> targets_;                   // by peer id
+  // The placement window: workloads whose round is in flight (holds_slot,
+  // kept by persist), and those waiting for a slot, by (-priority, ticket).
+  std::set<std::string> placing_;
+  std::set<std::tuple<int64_t, uint64_t, std::string>> waiting_;
+  uint64_t next_ticket_ = 1;
+  bool admitting_ = false;  // admit_waiting() is on the stack
   // next_deadline() without visiting every awake workload on every call:
   // the earliest due time as of the last tick, and the workloads touched
   // since (changed, cancelled at, or handed a message), whose due times are

@@ -259,10 +259,12 @@ void TargetRole::retry_status_reports() {
   for (auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
     if (record.generation <= record.acked_generation) continue;
-    if (now - reservation.last_status_sent >= resend_after(reservation.status_resends))
-      send_status(reservation);
-    next_status_retry_ = std::min(next_status_retry_, reservation.last_status_sent +
-                                                          resend_after(reservation.status_resends));
+    auto due = [&] {
+      return context_.resend_at(record.source, reservation.last_status_sent,
+                                reservation.status_resends);
+    };
+    if (now >= due()) send_status(reservation);
+    next_status_retry_ = std::min(next_status_retry_, due());
   }
 }
 
@@ -460,9 +462,11 @@ bool TargetRole::check_invariants() const {
         record.expires_at < next_reservation_expiry_) {
       return false;
     }
+    // (The latest a retry can be due: flow control only postpones it, and
+    // an acknowledgement that ends the postponement may come later.)
     if (record.generation > record.acked_generation &&
-        reservation.last_status_sent + resend_after(reservation.status_resends) <
-            next_status_retry_) {
+        context_.latest_resend_at(record.source, reservation.last_status_sent,
+                                  reservation.status_resends) < next_status_retry_) {
       return false;
     }
   }

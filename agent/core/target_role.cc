@@ -19,7 +19,6 @@ TargetRole::TargetRole(Context& context, PeerTable& peers, const InvitationBook&
       clock_(context.clock()),
       cluster_(context.cluster()) {}
 
-Duration TargetRole::resend_after(int resends) const { return context_.resend_after(resends); }
 
 TargetRole::Refusal TargetRole::reject_reason_for(const std::string& from,
                                                   const model::WorkloadSpec& spec) const {

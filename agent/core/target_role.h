@@ -87,7 +87,7 @@ class TargetRole {
     store::ReservationRecord record;
     TimePoint last_status_sent{};
     uint64_t generation_sent = 0;  // of the last STATUS sent
-    int status_resends = 0;        // of that generation (resend_after)
+    int status_resends = 0;        // of that generation (Context::resend_at)
   };
   // A candidate that fits this cluster but not its free room now. It waits
   // in memory (a restart forgets it; the source's retry re-queues it) and is
@@ -123,7 +123,6 @@ class TargetRole {
   void persist(const store::ReservationRecord& record) {
     context_.note_store(context_.store().put_reservation(record));
   }
-  Duration resend_after(int resends) const;
   // Calls `visit` on each reservation of `source` (reservations_ is ordered
   // by source, so only those are walked) until it returns true; returns
   // whether one did.

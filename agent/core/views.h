@@ -79,6 +79,13 @@ struct PeerView {
   int workloads_placed = 0;                           // our workloads bound there now
 };
 
+// How many top-level workloads this source holds, without listing them.
+struct WorkloadCounts {
+  size_t total = 0;
+  std::array<size_t, std::size(model::kPhaseNames)> by_phase{};
+  size_t started = 0;  // ever started (a start time is known)
+};
+
 struct AgentStats {
   std::array<uint64_t, protocol::kDropReasonCount> dropped{};
   uint64_t received = 0;  // messages (a BATCH counts as what it carries)

@@ -64,6 +64,16 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
       }
       *out = value;
     }
+    if (node["placementWindow"]) {
+      int64_t value = 0;
+      if (!node["placementWindow"].IsScalar() ||
+          !YAML::convert<int64_t>::decode(node["placementWindow"], value) || value < 1 ||
+          value > 1'000'000) {
+        return invalid_argument(
+            "agent.yaml placementWindow: expected a whole number of workloads from 1 to 1000000");
+      }
+      file.timing.placement_window = value;
+    }
     SHOAL_RETURN_IF_ERROR(read_duration(node, "reservationTTL", &file.timing.reservation_ttl));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetryMax", &file.timing.pending_retry_max));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "queueHold", &file.timing.queue_hold));
@@ -127,6 +137,7 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "workerLostTimeout" << YAML::Value
       << format_duration(file.timing.worker_lost_timeout);
   out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
+  out << YAML::Key << "placementWindow" << YAML::Value << file.timing.placement_window;
   out << YAML::EndMap;
   std::ofstream stream(config_path(data_dir));
   stream << "# shoal agent configuration, written by `shoald init`.\n" << out.c_str() << "\n";

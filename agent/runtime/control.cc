@@ -131,6 +131,11 @@ json status_json(const ControlContext& context) {
   }
   json rejected = json::object();
   for (const auto& [reason, count] : stats.rejected) rejected[reason] = count;
+  core::WorkloadCounts counts = context.agent.workload_counts();
+  json by_phase = json::object();
+  for (size_t phase = 0; phase < counts.by_phase.size(); ++phase) {
+    if (counts.by_phase[phase]) by_phase[std::string(model::kPhaseNames[phase])] = counts.by_phase[phase];
+  }
   return {
       {"ok", true},
       {"cluster", context.cluster.spec().name},
@@ -148,6 +153,7 @@ json status_json(const ControlContext& context) {
         {"undeliverable", context.transport_drops},
         {"handshakesRefused", context.handshakes_refused}}},
       {"nodes", nodes},
+      {"workloads", {{"total", counts.total}, {"started", counts.started}, {"byPhase", by_phase}}},
       {"storage", {{"writable", context.storage_fault.empty()}, {"error", context.storage_fault}}}};
 }
 

@@ -1,0 +1,118 @@
+// Flow control (issue 14): the source's placement window, acknowledgements
+// that hold back resends while a peer works through its backlog, and replay
+// marks that take a late envelope within a window.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "world.h"
+
+namespace shoal::core::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+int placing_without_winner(Node& node) {
+  int count = 0;
+  for (const auto& record : node.agent->workloads()) {
+    count += record.phase == model::Phase::kPlacing && record.winner.empty();
+  }
+  return count;
+}
+
+TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
+  World world;
+  world.configure = [](AgentConfig& config) { config.placement_window = 2; };
+  Node& source = world.add("source", 1, 100);  // too small for any of the work
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 5; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 1s));
+  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  model::WorkloadSpec urgent = workload("urgent", 1000, 1s);
+  urgent.priority = 10;
+  ASSERT_TRUE(source.agent->submit({urgent}).is_ok());
+  EXPECT_EQ(placing_without_winner(source), 2);
+  int waiting = 0;
+  for (const auto& record : source.agent->workloads()) {
+    waiting += record.phase == model::Phase::kPending &&
+               record.reason.find("WaitingForSlot") != std::string::npos;
+  }
+  EXPECT_EQ(waiting, 4);
+
+  std::map<std::string, std::string> name_of_uid;
+  for (const auto& record : source.agent->workloads()) name_of_uid[record.uid] = record.spec.name;
+  std::vector<std::string> asked;  // in the order the target is asked
+  int most_in_flight = 0;
+  world.run_for(5s, 250ms, [&](const Wire& w) {
+    most_in_flight = std::max(most_in_flight, placing_without_winner(source));
+    if (w.type != protocol::MessageType::kCandidate) return true;
+    protocol::DropReason reason;
+    auto body = protocol::decode_body(w.type, protocol::open(w.bytes, &reason)->body);
+    std::string name = name_of_uid[std::get<protocol::Candidate>(*body).uid];
+    if (std::find(asked.begin(), asked.end(), name) == asked.end()) asked.push_back(name);
+    return true;
+  });
+  EXPECT_LE(most_in_flight, 2);
+  ASSERT_EQ(asked.size(), 6u);
+  EXPECT_EQ(asked[0], "job-0");
+  EXPECT_EQ(asked[1], "job-1");
+  EXPECT_EQ(asked[2], "urgent") << "the higher priority goes first among those waiting";
+  EXPECT_EQ(asked[3], "job-2") << "then submission order";
+  for (const auto& spec : specs) EXPECT_EQ(phase_of(source, spec.name), model::Phase::kSucceeded);
+  EXPECT_EQ(phase_of(source, "urgent"), model::Phase::kSucceeded);
+  EXPECT_TRUE(source.agent->check_invariants());
+}
+
+TEST(FlowTest, AResendIsHeldWhilePeerReadsOlderTrafficAndReleasedOnceItReadsPastOrStalls) {
+  PeerTable peers("self", "here");
+  peers.remember("peer", "there", "org", "tcp://there:1");
+  TimePoint t0 = from_millis(1'800'000'000'000);
+  TimePoint sent = t0 + 500ms;  // our message, sent after traffic the peer is still reading
+  uint64_t own_boot = 3;
+  auto hold = [&] { return peers.hold_resend_until("peer", sent, 1s); };
+  EXPECT_EQ(hold(), TimePoint{}) << "nothing acknowledged yet: not held (the ordinary timer)";
+  // The peer acknowledges traffic older than our message at t0+1.4s: still
+  // catching up, so a resend waits a stall interval past that progress.
+  peers.note_read("peer", own_boot, to_millis(t0 + 300ms), own_boot, t0 + 1400ms);
+  EXPECT_EQ(hold(), t0 + 2400ms);
+  peers.note_read("peer", own_boot, to_millis(t0 + 400ms), own_boot, t0 + 2200ms);
+  EXPECT_EQ(hold(), t0 + 3200ms) << "each progress extends the hold";
+  // An acknowledgement of another boot of ours, or an older one, says nothing.
+  peers.note_read("peer", own_boot - 1, to_millis(t0 + 450ms), own_boot, t0 + 2500ms);
+  peers.note_read("peer", own_boot, to_millis(t0 + 100ms), own_boot, t0 + 2500ms);
+  EXPECT_EQ(hold(), t0 + 3200ms);
+  // Read past our message: its answer is lost or on its way; not held.
+  peers.note_read("peer", own_boot, to_millis(sent), own_boot, t0 + 2600ms);
+  EXPECT_EQ(hold(), TimePoint{});
+}
+
+TEST(FlowTest, ALateEnvelopeIsTakenOnceWithinTheReplayWindow) {
+  PeerTable peers("self", "here");
+  peers.remember("peer", "there", "org", "tcp://there:1");
+  TimePoint now = from_millis(1'800'000'000'000);
+  peers.accept("peer", 5, 100, 0, now);
+  EXPECT_TRUE(peers.is_fresh("peer", 5, 101));
+  EXPECT_FALSE(peers.is_fresh("peer", 5, 100));
+  // 99 was overtaken (an old connection's last envelope after a redial).
+  EXPECT_TRUE(peers.is_fresh("peer", 5, 99));
+  peers.accept("peer", 5, 99, 0, now);
+  EXPECT_FALSE(peers.is_fresh("peer", 5, 99)) << "once only";
+  EXPECT_TRUE(peers.is_fresh("peer", 5, 100 - PeerTable::kReplayWindow + 1));
+  EXPECT_FALSE(peers.is_fresh("peer", 5, 100 - PeerTable::kReplayWindow)) << "beyond the window";
+  peers.accept("peer", 5, 300, 0, now);  // far ahead: the window moves with it
+  EXPECT_FALSE(peers.is_fresh("peer", 5, 150));
+  EXPECT_TRUE(peers.is_fresh("peer", 5, 299));
+  EXPECT_FALSE(peers.is_fresh("peer", 4, 1000)) << "an older boot is over";
+  // After a restart only the stored mark is known: everything up to it is a replay.
+  PeerTable restarted("self", "here");
+  restarted.load({store::PeerRecord{"peer", "there", "org", "tcp://there:1", 5, 300}});
+  EXPECT_FALSE(restarted.is_fresh("peer", 5, 299));
+  EXPECT_TRUE(restarted.is_fresh("peer", 5, 301));
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
