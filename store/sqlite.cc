@@ -129,4 +129,6 @@ Result<Statement> Database::prepare(const std::string& sql) {
 
 std::string Database::last_error() const { return sqlite3_errmsg(db_); }
 
+int64_t Database::changes() const { return sqlite3_changes64(db_); }
+
 }  // namespace shoal::store

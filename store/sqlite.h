@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 
 #include "common/status.h"
@@ -46,11 +47,15 @@ class Database {
   // A prepared statement, cached per SQL text and reset before reuse.
   Result<Statement> prepare(const std::string& sql);
   std::string last_error() const;
+  // Rows the last INSERT, UPDATE or DELETE changed.
+  int64_t changes() const;
 
  private:
   explicit Database(sqlite3* db) : db_(db) {}
   sqlite3* db_;
-  std::map<std::string, sqlite3_stmt*> statements_;
+  // By SQL text; hashed, since the texts share long prefixes that a
+  // comparison tree would compare again and again.
+  std::unordered_map<std::string, sqlite3_stmt*> statements_;
 };
 
 }  // namespace shoal::store

@@ -318,6 +318,34 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       .run();
 }
 
+Status SqliteStore::update_workload_status(const WorkloadRecord& w) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("UPDATE workloads SET phase = ?2, epoch = ?3, winner = ?4, cluster = ?5, "
+                   "nodes = ?6, reason = ?7, updated_at = ?8, started_at = ?9, finished_at = ?10, "
+                   "exit_code = ?11, status_generation = ?12, deleting = ?13, nominations = ?14, "
+                   "restarts = ?15, restart_at = ?16 WHERE uid = ?1"));
+  SHOAL_RETURN_IF_ERROR(s.bind(1, w.uid)
+                            .bind(2, model::phase_name(w.phase))
+                            .bind(3, static_cast<int64_t>(w.epoch))
+                            .bind(4, w.winner)
+                            .bind(5, w.cluster)
+                            .bind(6, nodes_to_text(w.nodes))
+                            .bind(7, w.reason)
+                            .bind(8, to_millis(w.updated_at))
+                            .bind(9, w.started_at_ms)
+                            .bind(10, w.finished_at_ms)
+                            .bind(11, int64_t{w.exit_code})
+                            .bind(12, static_cast<int64_t>(w.status_generation))
+                            .bind(13, int64_t{w.deleting ? 1 : 0})
+                            .bind(14, w.nominations ? nodes_to_text(*w.nominations) : std::string())
+                            .bind(15, int64_t{w.restarts})
+                            .bind(16, to_millis(w.restart_at))
+                            .run());
+  if (db_->changes() == 0) return not_found("workload " + w.uid + " is not stored");
+  return Status::ok();
+}
+
 Status SqliteStore::delete_workload(const std::string& uid) {
   SHOAL_ASSIGN_OR_RETURN(Statement s, db_->prepare("DELETE FROM workloads WHERE uid = ?1"));
   return s.bind(1, uid).run();

@@ -40,6 +40,7 @@ class SqliteStore final : public Store {
   Result<std::vector<InvitationRecord>> load_invitations() override;
 
   Status put_workload(const WorkloadRecord& workload) override;
+  Status update_workload_status(const WorkloadRecord& workload) override;
   Result<std::vector<WorkloadRecord>> load_workloads() override;
   Status delete_workload(const std::string& uid) override;
 

@@ -31,6 +31,10 @@ class Store {
   virtual Result<std::vector<InvitationRecord>> load_invitations() = 0;
 
   virtual Status put_workload(const WorkloadRecord& workload) = 0;
+  // Writes everything of a stored workload but what never changes after
+  // put_workload first wrote it (spec, names, creation, group ties): the
+  // common write, without encoding the spec again. NotFound if no row.
+  virtual Status update_workload_status(const WorkloadRecord& workload) = 0;
   virtual Result<std::vector<WorkloadRecord>> load_workloads() = 0;
   // Its events stay (under the uid) as the record of what happened.
   virtual Status delete_workload(const std::string& uid) = 0;

@@ -46,7 +46,11 @@ void SourceRole::load(std::vector<store::WorkloadRecord> records) {
 }
 
 void SourceRole::persist(const store::WorkloadRecord& record) {
-  context_.note_store(context_.store().put_workload(record));
+  // The spec never changes once written: most writes leave it be (encoding
+  // it was a quarter of a busy source's CPU). The first writes it all.
+  Status written = context_.store().update_workload_status(record);
+  if (written.code() == ErrorCode::kNotFound) written = context_.store().put_workload(record);
+  context_.note_store(written);
   awake_.insert(record.uid);
   touched_since_tick_.insert(record.uid);
   if (holds_slot(record)) {

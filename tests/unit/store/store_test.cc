@@ -111,6 +111,53 @@ TEST_F(StoreTest, WorkloadsAndReservationsSurviveReopen) {
   EXPECT_TRUE(store->load_reservations()->empty());
 }
 
+TEST_F(StoreTest, AStatusUpdateWritesEveryChangingFieldAndKeepsTheSpec) {
+  auto store = open();
+  WorkloadRecord missing = sample_workload();
+  EXPECT_EQ(store->update_workload_status(missing).code(), ErrorCode::kNotFound);
+  ASSERT_TRUE(store->put_workload(sample_workload()).is_ok());
+  WorkloadRecord changed = sample_workload();
+  changed.spec.name = "ignored";  // never rewritten by a status update
+  changed.phase = model::Phase::kFailed;
+  changed.epoch = 4;
+  changed.winner = "other";
+  changed.cluster = "west";
+  changed.nodes = {"node-2", "node-3"};
+  changed.reason = "exited";
+  changed.updated_at = from_millis(3000);
+  changed.started_at_ms = 2500;
+  changed.finished_at_ms = 2900;
+  changed.exit_code = 3;
+  changed.status_generation = 9;
+  changed.deleting = true;
+  changed.nominations = std::vector<std::string>{"east"};
+  changed.restarts = 2;
+  changed.restart_at = from_millis(4000);
+  ASSERT_TRUE(store->update_workload_status(changed).is_ok());
+  auto loaded = open()->load_workloads();
+  ASSERT_TRUE(loaded.is_ok());
+  ASSERT_EQ(loaded->size(), 1u);
+  const WorkloadRecord& got = loaded->front();
+  EXPECT_EQ(got.spec.name, "train");
+  EXPECT_EQ(got.spec.resources, sample_workload().spec.resources);
+  EXPECT_EQ(got.phase, changed.phase);
+  EXPECT_EQ(got.epoch, changed.epoch);
+  EXPECT_EQ(got.winner, changed.winner);
+  EXPECT_EQ(got.cluster, changed.cluster);
+  EXPECT_EQ(got.nodes, changed.nodes);
+  EXPECT_EQ(got.reason, changed.reason);
+  EXPECT_EQ(got.updated_at, changed.updated_at);
+  EXPECT_EQ(got.started_at_ms, changed.started_at_ms);
+  EXPECT_EQ(got.finished_at_ms, changed.finished_at_ms);
+  EXPECT_EQ(got.exit_code, changed.exit_code);
+  EXPECT_EQ(got.status_generation, changed.status_generation);
+  EXPECT_EQ(got.deleting, changed.deleting);
+  EXPECT_EQ(got.nominations, changed.nominations);
+  EXPECT_EQ(got.restarts, changed.restarts);
+  EXPECT_EQ(got.restart_at, changed.restart_at);
+  EXPECT_EQ(got.created_at, sample_workload().created_at);
+}
+
 TEST_F(StoreTest, RolledBackBatchLeavesNothing) {
   auto store = open();
   ASSERT_TRUE(store->begin().is_ok());
