@@ -125,16 +125,15 @@ std::vector<Document> split_documents(std::string_view stream) {
 }  // namespace
 
 Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
-  std::vector<YAML::Node> documents;
   if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "manifest").status();
-  for (const Document& document : split_documents(yaml)) {
-    SHOAL_ASSIGN_OR_RETURN(YAML::Node node, load_yaml(document.text, "manifest", document.first_line));
-    documents.push_back(std::move(node));
-  }
+  // One document at a time: a parsed YAML tree costs many times its text,
+  // so holding every tree of a 20,000-document manifest at once cost the
+  // agent hundreds of MB it never gave back.
   std::vector<WorkloadSpec> out;
   std::set<std::string> seen;
   int index = 0;
-  for (const auto& doc : documents) {
+  for (const Document& document : split_documents(yaml)) {
+    SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(document.text, "manifest", document.first_line));
     if (doc.IsNull()) continue;  // an empty document between "---" separators
     ++index;
     Result<WorkloadSpec> spec = [&]() -> Result<WorkloadSpec> {

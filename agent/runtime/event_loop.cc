@@ -1,6 +1,7 @@
 #include "agent/runtime/event_loop.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sodium.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
@@ -51,6 +52,7 @@ constexpr int kMaxControlRequestsPerIteration = 16;
 constexpr std::chrono::seconds kStorageProbeInterval{2};
 constexpr int kPeerReceiveHighWaterMark = 10000;
 constexpr std::chrono::milliseconds kMaxTickDelay{100};
+constexpr size_t kLargeControlBytes = 1 << 20;
 
 class SystemClock final : public Clock {
  public:
@@ -331,7 +333,14 @@ class Loop {
     // Only now may the world hear about this batch, and the cluster act on it.
     transport_.flush();
     agent.batch_committed();
-    for (size_t i = 0; i < requests.size(); ++i) send_reply(requests[i].routing_id, replies[i]);
+    size_t reply_bytes = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      send_reply(requests[i].routing_id, replies[i]);
+      reply_bytes += requests[i].text.size() + replies[i].size();
+    }
+    // A large submit or listing leaves its transient memory (parse trees,
+    // JSON) fragmented on the heap; give it back rather than keep the peak.
+    if (reply_bytes > kLargeControlBytes) ::malloc_trim(0);
     return Status::ok();
   }
 

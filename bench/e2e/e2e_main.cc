@@ -10,7 +10,12 @@
 //   sigs/placement every envelope every agent signed (a BATCH carries many
 //                  messages under one signature), over W
 //   CPU ms/placement  the source's user+system CPU over W (and the busiest target's)
-//   peak RSS       VmHWM of the source and of the largest target
+//   src RSS MB     the source's VmRSS once every workload started: what holding W
+//                  workloads costs (before the bench lists them)
+//   peak MB        VmHWM of the source (listing W workloads as JSON included) and of
+//                  the largest target
+//   submit s       until `shoalctl submit` of all W answered (the one figure its user
+//                  times: the wait at the prompt)
 //
 // The bench reports; it never passes or fails on a time.
 #include <unistd.h>
@@ -48,6 +53,7 @@ struct Options {
 struct ProcessUse {
   double cpu_seconds = 0;
   double peak_rss_mb = 0;
+  double rss_mb = 0;
 };
 
 ProcessUse use_of(int pid) {
@@ -70,6 +76,7 @@ ProcessUse use_of(int pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {
     if (line.rfind("VmHWM:", 0) == 0) use.peak_rss_mb = std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind("VmRSS:", 0) == 0) use.rss_mb = std::stod(line.substr(6)) / 1024.0;
   }
   return use;
 }
@@ -92,8 +99,9 @@ struct RunResult {
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
   double messages_per_placement = 0;
   double signatures_per_placement = 0;
+  double submit_seconds = 0;  // until `shoalctl submit` answered (what its user waits)
   double source_cpu_ms_per_placement = 0, target_cpu_ms_per_placement = 0;
-  double source_rss_mb = 0, target_rss_mb = 0;
+  double source_rss_mb = 0, source_peak_mb = 0, target_rss_mb = 0;
   std::map<std::string, uint64_t> sent_by_type;  // every agent's, by message type
 };
 
@@ -162,7 +170,10 @@ RunResult run_once(const Options& options) {
           << allow << "]}}\n";
     }
   }
+  auto submit_began = std::chrono::steady_clock::now();
   auto submitted = source.ctl({"submit", "-f", manifest});
+  result.submit_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - submit_began).count();
   if (submitted.exit_code != 0) {
     std::fprintf(stderr, "submit failed: %s\n", submitted.err.c_str());
     return result;
@@ -180,6 +191,7 @@ RunResult run_once(const Options& options) {
     std::fprintf(stderr, "not every workload started within %d s\n", options.timeout_seconds);
     return result;
   }
+  result.source_rss_mb = use_of(source.pid()).rss_mb;
   json list = source.ctl_json({"get", "workloads"});
   std::vector<int64_t> latencies;
   int64_t first_created = INT64_MAX, last_started = 0;
@@ -209,7 +221,7 @@ RunResult run_once(const Options& options) {
   result.signatures_per_placement = static_cast<double>(signed_envelopes) / options.workloads;
   ProcessUse source_use = use_of(source.pid());
   result.source_cpu_ms_per_placement = source_use.cpu_seconds * 1000.0 / options.workloads;
-  result.source_rss_mb = source_use.peak_rss_mb;
+  result.source_peak_mb = source_use.peak_rss_mb;
   for (size_t i = 1; i < agents.size(); ++i) {
     ProcessUse use = use_of(agents[i]->pid());
     result.target_cpu_ms_per_placement =
@@ -238,9 +250,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf("1 source x %d targets, %d workloads, %d runs\n", options.targets, options.workloads,
               options.runs);
-  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %14s %12s %12s\n", "run", "placements/s",
+  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %14s %12s %12s %12s %9s\n", "run", "placements/s",
               "p50 ms", "p99 ms", "max ms", "msgs/placement", "sigs/placement", "src CPU ms/pl",
-              "tgt CPU ms/pl", "src RSS MB", "tgt RSS MB");
+              "tgt CPU ms/pl", "src RSS MB", "src peak MB", "tgt peak MB", "submit s");
   std::vector<double> rates;
   for (int run = 1; run <= options.runs; ++run) {
     RunResult r = run_once(options);
@@ -249,10 +261,11 @@ int main(int argc, char** argv) {
       continue;
     }
     rates.push_back(r.placements_per_second);
-    std::printf("%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.1f %14.2f %14.2f %12.1f %12.1f\n", run,
+    std::printf("%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.1f %14.2f %14.2f %12.1f %12.1f %12.1f %9.2f\n", run,
                 r.placements_per_second, r.p50_ms, r.p99_ms, r.max_ms, r.messages_per_placement,
-                r.signatures_per_placement, r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement, r.source_rss_mb,
-                r.target_rss_mb);
+                r.signatures_per_placement, r.source_cpu_ms_per_placement,
+                r.target_cpu_ms_per_placement, r.source_rss_mb, r.source_peak_mb, r.target_rss_mb,
+                r.submit_seconds);
     std::printf("       messages per placement by type:");
     for (const auto& [type, count] : r.sent_by_type) {
       std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / options.workloads);
