@@ -259,12 +259,13 @@ void TargetRole::retry_status_reports() {
   for (auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
     if (record.generation <= record.acked_generation) continue;
-    auto due = [&] {
-      return context_.resend_at(record.source, reservation.last_status_sent,
-                                reservation.status_resends);
-    };
-    if (now >= due()) send_status(reservation);
-    next_status_retry_ = std::min(next_status_retry_, due());
+    if (now >= context_.resend_at(record.source, reservation.last_status_sent,
+                                  reservation.status_resends)) {
+      send_status(reservation);
+    }
+    next_status_retry_ =
+        std::min(next_status_retry_, context_.resend_at(record.source, reservation.last_status_sent,
+                                                        reservation.status_resends));
   }
 }
 
