@@ -318,6 +318,9 @@ void Agent::tick() {
 }
 
 Status Agent::finish_batch() {
+  // The READYs this batch read compete by score (a winner's APPROVE, and
+  // what the slot it frees starts, go out with the batch).
+  while (source_.decide_readied()) drain_local();
   context_.seal_outgoing();
   context_.note_store(peers_.flush(context_.store()));
   return context_.store_health();

@@ -105,6 +105,7 @@ bool SourceRole::check_invariants() const {
     }
   }
   if (static_cast<int64_t>(placing_.size()) > config_.placement_window) return false;
+  if (!readied_.empty()) return false;  // every batch decides what it read (decide_readied)
   for (const auto& [priority, ticket, uid] : waiting_) {
     auto it = workloads_.find(uid);
     if (it == workloads_.end() || it->second.waiting_ticket != ticket) return false;

@@ -438,10 +438,7 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     return;
   }
   if (sibling_winners(record).count(from)) {
-    // Another copy of this workload won there first: one copy per cluster.
-    cancel_at(*workload, from, message.epoch);
-    on_reject(from, protocol::Reject{record.uid, message.epoch, "HoldsAnotherCopy",
-                                     protocol::RejectCode::kHoldsAnotherCopy});
+    refuse_for_sibling(*workload, from, message.epoch);
     return;
   }
   CandidateProgress& progress = workload->candidates[from];
@@ -464,11 +461,54 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     }
     return;
   }
-  // First READY wins (a READY while Pending comes from a target that queued
-  // this epoch's candidate and now has room).
-  choose_winner(*workload, from,
-                "first READY of epoch " + std::to_string(record.epoch) +
-                    (served_from_queue ? ", served from its queue" : ""));
+  // The first READYs win: those read in the same batch compete by score at
+  // its end (decide_readied), so the target that answers fastest does not
+  // take everything. (A READY while Pending comes from a target that queued
+  // this epoch's candidate and now has room.)
+  readied_.insert(record.uid);
+}
+
+void SourceRole::refuse_for_sibling(SourceWorkload& workload, const std::string& target,
+                                    uint64_t epoch) {
+  // Another copy of this workload won there first: one copy per cluster.
+  cancel_at(workload, target, epoch);
+  on_reject(target, protocol::Reject{workload.record.uid, epoch, "HoldsAnotherCopy",
+                                     protocol::RejectCode::kHoldsAnotherCopy});
+}
+
+bool SourceRole::decide_readied() {
+  if (readied_.empty()) return false;
+  std::set<std::string> readied = std::move(readied_);
+  readied_.clear();
+  for (const std::string& uid : readied) {
+    auto found = workloads_.find(uid);
+    if (found == workloads_.end()) continue;
+    SourceWorkload& workload = found->second;
+    const store::WorkloadRecord& record = workload.record;
+    bool undecided = record.winner.empty() && !record.deleting &&
+                     (record.phase == model::Phase::kPlacing || record.phase == model::Phase::kPending);
+    if (!undecided) continue;
+    // A sibling copy may have won at one of them in this same step.
+    std::set<std::string> taken = sibling_winners(record);
+    std::vector<std::string> refused;
+    int readies = 0;
+    for (const auto& [peer_id, progress] : workload.candidates) {
+      if (progress.state != CandidateState::kReady) continue;
+      if (taken.count(peer_id)) {
+        refused.push_back(peer_id);
+      } else {
+        ++readies;
+      }
+    }
+    uint64_t epoch = record.epoch;
+    for (const std::string& peer_id : refused) refuse_for_sibling(workload, peer_id, epoch);
+    if (readies == 0 || !record.winner.empty() || record.epoch != epoch) continue;
+    std::string why = "first READY of epoch " + std::to_string(record.epoch);
+    if (readies > 1) why += " (" + std::to_string(readies) + " read together)";
+    if (record.phase == model::Phase::kPending) why += ", served from its queue";
+    choose_best_ready(workload, why);
+  }
+  return true;
 }
 
 void SourceRole::choose_winner(SourceWorkload& workload, const std::string& target,

@@ -61,6 +61,11 @@ class SourceRole {
   // room (AgentConfig::placement_window). Returns whether it started any;
   // the router calls it at the end of every step.
   bool admit_waiting();
+  // Takes a winner for each workload that got its first READYs in this
+  // batch: the best score among them (ties by cluster name). Returns whether
+  // there was any; the router calls it when the batch ends (finish_batch),
+  // so READYs from different targets read in one loop iteration compete.
+  bool decide_readied();
   // The earliest time tick() has something to do.
   TimePoint next_deadline() const;
 
@@ -147,6 +152,9 @@ class SourceRole {
   // The window is full: `workload` waits (Pending, WaitingForSlot) until
   // admit_waiting() starts its round.
   void wait_for_slot(SourceWorkload& workload);
+  // `target` answered READY, but a sibling copy runs there: cancel it and
+  // count the answer as a HoldsAnotherCopy refusal.
+  void refuse_for_sibling(SourceWorkload& workload, const std::string& target, uint64_t epoch);
   // `exclude`: peers that hold another copy of the workload (left out, with
   // reason HoldsAnotherCopy, before the full-target fallback is decided).
   RankedTargets rank_targets(const model::WorkloadSpec& spec,
@@ -240,6 +248,8 @@ class SourceRole {
   std::set<std::tuple<int64_t, uint64_t, std::string>> waiting_;
   uint64_t next_ticket_ = 1;
   bool admitting_ = false;  // admit_waiting() is on the stack
+  // Workloads without a winner that got a READY in this batch (decide_readied).
+  std::set<std::string> readied_;
   // next_deadline() without visiting every awake workload on every call:
   // the earliest due time as of the last tick, and the workloads touched
   // since (changed, cancelled at, or handed a message), whose due times are

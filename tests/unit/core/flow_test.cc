@@ -3,6 +3,7 @@
 // marks that take a late envelope within a window.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,6 +66,41 @@ TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
   for (const auto& spec : specs) EXPECT_EQ(phase_of(source, spec.name), model::Phase::kSucceeded);
   EXPECT_EQ(phase_of(source, "urgent"), model::Phase::kSucceeded);
   EXPECT_TRUE(source.agent->check_invariants());
+}
+
+// The winner is the best of the READYs read in one batch, not whichever
+// target answered first (issue 14: one target took nearly every placement).
+TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
+  World world;
+  Node& source = world.add("source", 1, 100);  // too small for any of the work
+  Node& busy = world.add("busy");
+  Node& idle = world.add("idle");
+  world.invite(busy, source);
+  world.invite(idle, source);
+  world.run_for(3s);
+  model::WorkloadSpec filler = workload("filler", 8000, 3600s);
+  filler.placement.clusters = {"busy"};
+  ASSERT_TRUE(source.agent->submit({filler}).is_ok());
+  world.run_for(2s);
+  ASSERT_EQ(phase_of(source, "filler"), model::Phase::kRunning);
+  ASSERT_TRUE(source.agent->submit({workload("job", 1000, 1s)}).is_ok());
+  std::vector<Wire> readies;
+  world.deliver([&](const Wire& w) {
+    if (w.type != protocol::MessageType::kReady) return true;
+    readies.push_back(w);
+    return false;
+  });
+  ASSERT_EQ(readies.size(), 2u);
+  std::sort(readies.begin(), readies.end(),
+            [&](const Wire& a, const Wire& b) { return a.from == busy.id && b.from != busy.id; });
+  world.step(source, [&] {
+    for (const Wire& w : readies) EXPECT_EQ(source.agent->handle_wire(w.bytes), 1u);
+  });
+  world.run_for(3s);
+  auto record = source.agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "idle") << "the busy target answered first, the idle one scored higher";
+  EXPECT_EQ(record->phase, model::Phase::kSucceeded);
+  EXPECT_TRUE(busy.agent->reservations().size() == 1u) << "only the filler is left at busy";
 }
 
 TEST(FlowTest, AResendIsHeldWhilePeerReadsOlderTrafficAndReleasedOnceItReadsPastOrStalls) {
