@@ -506,7 +506,7 @@ bool SourceRole::decide_readied() {
     std::string why = "first READY of epoch " + std::to_string(record.epoch);
     if (readies > 1) why += " (" + std::to_string(readies) + " read together)";
     if (record.phase == model::Phase::kPending) why += ", served from its queue";
-    choose_best_ready(workload, why);
+    choose_best_ready(workload, why, /*spread_ties=*/true);
   }
   return true;
 }
@@ -536,18 +536,37 @@ void SourceRole::choose_winner(SourceWorkload& workload, const std::string& targ
   }
 }
 
-void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& why) {
+namespace {
+
+// FNV-1a: a tie-break that is the same on every build and run.
+uint64_t tie_hash(const std::string& uid, const std::string& cluster) {
+  uint64_t hash = 1469598103934665603ull;
+  for (const std::string* part : {&uid, &cluster}) {
+    for (unsigned char c : *part) hash = (hash ^ c) * 1099511628211ull;
+    hash = (hash ^ 0xff) * 1099511628211ull;
+  }
+  return hash;
+}
+
+}  // namespace
+
+void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& why,
+                                   bool spread_ties) {
   const std::string* best = nullptr;
   double best_score = 0;
   std::string best_name;
+  uint64_t best_hash = 0;
   std::set<std::string> taken = sibling_winners(workload.record);
   for (const auto& [peer_id, progress] : workload.candidates) {
     if (progress.state != CandidateState::kReady || taken.count(peer_id)) continue;
     std::string name = cluster_name_of(peer_id);
-    if (!best || progress.score > best_score || (progress.score == best_score && name < best_name)) {
+    uint64_t hash = spread_ties ? tie_hash(workload.record.uid, name) : 0;
+    bool tie_won = hash < best_hash || (hash == best_hash && name < best_name);
+    if (!best || progress.score > best_score || (progress.score == best_score && tie_won)) {
       best = &peer_id;
       best_score = progress.score;
       best_name = name;
+      best_hash = hash;
     }
   }
   if (!best) return;

@@ -174,7 +174,11 @@ class SourceRole {
   // The winner of this epoch is chosen: persist it, APPROVE, cancel the rest.
   void choose_winner(SourceWorkload& workload, const std::string& target, const std::string& why);
   // readyWindow: approve the best READY so far (highest score, ties by name).
-  void choose_best_ready(SourceWorkload& workload, const std::string& why);
+  // `spread_ties`: equal scores go by a hash of (uid, cluster) instead of by
+  // name, so equally roomy targets share the work rather than the first
+  // name taking all of it.
+  void choose_best_ready(SourceWorkload& workload, const std::string& why,
+                         bool spread_ties = false);
   SourceWorkload* find_source_workload(const std::string& uid);
 
   // source_copies.cc: the winner's copy.

@@ -6,6 +6,7 @@
 // Reported per run:
 //   placements/s   W / (last start - first creation), both agent timestamps
 //   p50/p99/max    creation at the source -> start at the target, per workload
+//   balance        placements at the target with the fewest and the most
 //   msgs/placement every message every agent sent, over W
 //   sigs/placement every envelope every agent signed (a BATCH carries many
 //                  messages under one signature), over W
@@ -100,6 +101,7 @@ struct RunResult {
   double messages_per_placement = 0;
   double signatures_per_placement = 0;
   double submit_seconds = 0;  // until `shoalctl submit` answered (what its user waits)
+  std::map<std::string, int> placed_at;  // placements by cluster: the balance
   double source_cpu_ms_per_placement = 0, target_cpu_ms_per_placement = 0;
   double source_rss_mb = 0, source_peak_mb = 0, target_rss_mb = 0;
   std::map<std::string, uint64_t> sent_by_type;  // every agent's, by message type
@@ -201,6 +203,7 @@ RunResult run_once(const Options& options) {
     first_created = std::min(first_created, created);
     last_started = std::max(last_started, started);
     latencies.push_back(started - created);
+    ++result.placed_at[w["status"]["cluster"].get<std::string>()];
   }
   double seconds = static_cast<double>(std::max<int64_t>(1, last_started - first_created)) / 1000.0;
   result.placements_per_second = options.workloads / seconds;
@@ -266,6 +269,14 @@ int main(int argc, char** argv) {
                 r.signatures_per_placement, r.source_cpu_ms_per_placement,
                 r.target_cpu_ms_per_placement, r.source_rss_mb, r.source_peak_mb, r.target_rss_mb,
                 r.submit_seconds);
+    int fewest = INT32_MAX, most = 0;
+    for (const auto& [cluster, count] : r.placed_at) {
+      fewest = std::min(fewest, count);
+      most = std::max(most, count);
+    }
+    if (static_cast<int>(r.placed_at.size()) < options.targets) fewest = 0;
+    std::printf("       placements per target: fewest %d, most %d (of %d over %d targets)\n", fewest,
+                most, options.workloads, options.targets);
     std::printf("       messages per placement by type:");
     for (const auto& [type, count] : r.sent_by_type) {
       std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / options.workloads);

@@ -103,6 +103,44 @@ TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
   EXPECT_TRUE(busy.agent->reservations().size() == 1u) << "only the filler is left at busy";
 }
 
+// Equally roomy targets whose READYs are read together share the work: a
+// tie goes by a hash of (uid, cluster), not always to the first name.
+TEST(FlowTest, TiedReadiesReadTogetherAreSpreadOverTheTargets) {
+  World world;
+  Node& source = world.add("source", 1, 100);
+  Node& a = world.add("a");
+  Node& b = world.add("b");
+  world.invite(a, source);
+  world.invite(b, source);
+  world.run_for(3s);
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 16; ++i) specs.push_back(workload("job-" + std::to_string(i), 200, 1s));
+  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  std::vector<Wire> readies;
+  world.deliver([&](const Wire& w) {
+    if (w.type != protocol::MessageType::kReady) return true;
+    readies.push_back(w);
+    return false;
+  });
+  ASSERT_EQ(readies.size(), 32u);
+  // One envelope per target: deliver each target's READYs re-joined.
+  world.step(source, [&] {
+    for (Node* target : {&a, &b}) {
+      std::vector<const Wire*> from_target;
+      for (const Wire& w : readies) {
+        if (w.from == target->id) from_target.push_back(&w);
+      }
+      EXPECT_EQ(source.agent->handle_wire(rejoin(from_target, target->identity)), 16u);
+    }
+  });
+  std::map<std::string, int> won;
+  for (const auto& record : source.agent->workloads()) ++won[record.cluster];
+  EXPECT_GE(won["a"], 3);
+  EXPECT_GE(won["b"], 3);
+  world.run_for(3s);
+  for (const auto& spec : specs) EXPECT_EQ(phase_of(source, spec.name), model::Phase::kSucceeded);
+}
+
 TEST(FlowTest, AResendIsHeldWhilePeerReadsOlderTrafficAndReleasedOnceItReadsPastOrStalls) {
   PeerTable peers("self", "here");
   peers.remember("peer", "there", "org", "tcp://there:1");
