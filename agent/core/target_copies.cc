@@ -295,6 +295,7 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
         persist(record);
       }
     }
+    account(record);
     reservations_[key] = {std::move(record), TimePoint{}};
   }
 }
@@ -450,6 +451,21 @@ std::vector<store::ReservationRecord> TargetRole::reservations() const {
 }
 
 bool TargetRole::check_invariants() const {
+  // held_by_source_ is the sum it replaces.
+  std::map<std::string, InvitationUsage> held;
+  for (const auto& [key, reservation] : reservations_) {
+    if (!store::holds_resources(reservation.record.phase)) continue;
+    held[key.first].resources += reservation.record.spec.total();
+    held[key.first].workloads += 1;
+  }
+  if (held.size() != held_by_source_.size()) return false;
+  for (const auto& [source, usage] : held) {
+    auto cached = held_by_source_.find(source);
+    if (cached == held_by_source_.end() || !(cached->second.resources == usage.resources) ||
+        cached->second.workloads != usage.workloads) {
+      return false;
+    }
+  }
   for (const auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
     if (key.first != record.source || key.second != record.uid) return false;

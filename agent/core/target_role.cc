@@ -315,6 +315,7 @@ void TargetRole::on_delete(const std::string& from, const protocol::Delete& mess
 void TargetRole::forget_reservation(const ReservationKey& key) {
   context_.note_store(context_.store().delete_reservation(key.first, key.second));
   reservations_.erase(key);
+  unaccount(key);
 }
 
 Status TargetRole::stop_hosted(const std::string& namespace_name, const std::string& name,
@@ -378,15 +379,30 @@ void TargetRole::release_reservation(const ReservationKey& key, const std::strin
 }
 
 InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
-  InvitationUsage usage;
-  any_reservation_of(source, [&](const store::ReservationRecord& record) {
-    if (store::holds_resources(record.phase)) {
-      usage.resources += record.spec.total();
-      usage.workloads += 1;
-    }
-    return false;  // every one
-  });
-  return usage;
+  auto held = held_by_source_.find(source);
+  return held == held_by_source_.end() ? InvitationUsage{} : held->second;
+}
+
+void TargetRole::account(const store::ReservationRecord& record) {
+  ReservationKey key{record.source, record.uid};
+  bool counted = counted_.count(key) > 0;
+  if (store::holds_resources(record.phase) == counted) return;
+  if (counted) return unaccount(key);
+  model::Resources total = record.spec.total();
+  counted_[key] = total;
+  InvitationUsage& held = held_by_source_[record.source];
+  held.resources += total;
+  held.workloads += 1;
+}
+
+void TargetRole::unaccount(const ReservationKey& key) {
+  auto it = counted_.find(key);
+  if (it == counted_.end()) return;
+  InvitationUsage& held = held_by_source_[key.first];
+  held.resources -= it->second;
+  held.workloads -= 1;
+  if (held.workloads == 0) held_by_source_.erase(key.first);
+  counted_.erase(it);
 }
 
 }  // namespace shoal::core

@@ -120,9 +120,16 @@ class TargetRole {
   void record_event(const std::string& subject, const std::string& text) {
     context_.record_event(subject, text);
   }
+  // Every change of a reservation's phase goes through here, which keeps
+  // held_ (what each source holds) in step with it.
   void persist(const store::ReservationRecord& record) {
     context_.note_store(context_.store().put_reservation(record));
+    account(record);
   }
+  // held_by_source_ follows `record`: counted while it holds resources.
+  void account(const store::ReservationRecord& record);
+  // The reservation `key` is gone: no longer counted.
+  void unaccount(const ReservationKey& key);
   // Calls `visit` on each reservation of `source` (reservations_ is ordered
   // by source, so only those are walked) until it returns true; returns
   // whether one did.
@@ -138,6 +145,12 @@ class TargetRole {
   static std::string cluster_key(const std::string& source, const std::string& uid) {
     return source + "/" + uid;
   }
+
+  // What each source holds here (reservations that hold resources), kept
+  // as they change rather than summed per CANDIDATE: that sum over every
+  // reservation of the source was half a busy target's CPU (issue 14).
+  std::map<std::string, InvitationUsage> held_by_source_;
+  std::map<ReservationKey, model::Resources> counted_;  // what held_by_source_ counts, by key
 
   // target_role.cc: admission and binding.
   Refusal reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
