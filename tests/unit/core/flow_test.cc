@@ -23,6 +23,31 @@ int placing_without_winner(Node& node) {
   return count;
 }
 
+// A source too small for any of the work, and two targets that invited it.
+struct SourceAndTwoTargets {
+  SourceAndTwoTargets(const std::string& first, const std::string& second)
+      : source(world.add("source", 1, 100)), a(world.add(first)), b(world.add(second)) {
+    world.invite(a, source);
+    world.invite(b, source);
+    world.run_for(3s);
+  }
+  World world;
+  Node& source;
+  Node& a;
+  Node& b;
+};
+
+// Delivers until quiet, keeping back every READY (returned, in order).
+std::vector<Wire> deliver_holding_readies(World& world) {
+  std::vector<Wire> readies;
+  world.deliver([&](const Wire& w) {
+    if (w.type != protocol::MessageType::kReady) return true;
+    readies.push_back(w);
+    return false;
+  });
+  return readies;
+}
+
 TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
   World world;
   world.configure = [](AgentConfig& config) { config.placement_window = 2; };
@@ -71,25 +96,17 @@ TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
 // The winner is the best of the READYs read in one batch, not whichever
 // target answered first (issue 14: one target took nearly every placement).
 TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
-  World world;
-  Node& source = world.add("source", 1, 100);  // too small for any of the work
-  Node& busy = world.add("busy");
-  Node& idle = world.add("idle");
-  world.invite(busy, source);
-  world.invite(idle, source);
-  world.run_for(3s);
+  SourceAndTwoTargets t("busy", "idle");
+  Node& source = t.source;
+  Node& busy = t.a;
+  World& world = t.world;
   model::WorkloadSpec filler = workload("filler", 8000, 3600s);
   filler.placement.clusters = {"busy"};
   ASSERT_TRUE(source.agent->submit({filler}).is_ok());
   world.run_for(2s);
   ASSERT_EQ(phase_of(source, "filler"), model::Phase::kRunning);
   ASSERT_TRUE(source.agent->submit({workload("job", 1000, 1s)}).is_ok());
-  std::vector<Wire> readies;
-  world.deliver([&](const Wire& w) {
-    if (w.type != protocol::MessageType::kReady) return true;
-    readies.push_back(w);
-    return false;
-  });
+  std::vector<Wire> readies = deliver_holding_readies(world);
   ASSERT_EQ(readies.size(), 2u);
   std::sort(readies.begin(), readies.end(),
             [&](const Wire& a, const Wire& b) { return a.from == busy.id && b.from != busy.id; });
@@ -106,26 +123,17 @@ TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
 // Equally roomy targets whose READYs are read together share the work: a
 // tie goes by a hash of (uid, cluster), not always to the first name.
 TEST(FlowTest, TiedReadiesReadTogetherAreSpreadOverTheTargets) {
-  World world;
-  Node& source = world.add("source", 1, 100);
-  Node& a = world.add("a");
-  Node& b = world.add("b");
-  world.invite(a, source);
-  world.invite(b, source);
-  world.run_for(3s);
+  SourceAndTwoTargets t("a", "b");
+  Node& source = t.source;
+  World& world = t.world;
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 16; ++i) specs.push_back(workload("job-" + std::to_string(i), 200, 1s));
   ASSERT_TRUE(source.agent->submit(specs).is_ok());
-  std::vector<Wire> readies;
-  world.deliver([&](const Wire& w) {
-    if (w.type != protocol::MessageType::kReady) return true;
-    readies.push_back(w);
-    return false;
-  });
+  std::vector<Wire> readies = deliver_holding_readies(world);
   ASSERT_EQ(readies.size(), 32u);
   // One envelope per target: deliver each target's READYs re-joined.
   world.step(source, [&] {
-    for (Node* target : {&a, &b}) {
+    for (Node* target : {&t.a, &t.b}) {
       std::vector<const Wire*> from_target;
       for (const Wire& w : readies) {
         if (w.from == target->id) from_target.push_back(&w);
