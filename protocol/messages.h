@@ -43,9 +43,9 @@ enum class MessageType : uint8_t {
 inline constexpr uint8_t kMaxMessageType = 16;
 
 constexpr std::string_view kMessageTypeNames[] = {
-    "?",      "HELLO",  "CAPACITY", "CANDIDATE", "READY",     "REJECT",
-    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS",    "STATUS_ACK", "REVOKE", "DELETE",
-    "DIGEST", "HOLDINGS", "BATCH"};
+    "?",       "HELLO",  "CAPACITY", "CANDIDATE", "READY",  "REJECT",
+    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS", "STATUS_ACK",
+    "REVOKE",  "DELETE", "DIGEST",   "HOLDINGS",  "BATCH"};
 inline std::string_view message_type_name(MessageType type) {
   return kMessageTypeNames[static_cast<uint8_t>(type)];
 }

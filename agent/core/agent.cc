@@ -152,7 +152,8 @@ bool Agent::handle_message(const std::string& from, uint8_t type_number,
     case MessageType::kHoldings:
       permitted = invitations_.ever_accepted_from(from);
       break;
-    case MessageType::kBatch: break;
+    case MessageType::kBatch:
+      break;
   }
   if (!permitted) {
     drop(DropReason::kNotPermitted, from,

@@ -77,7 +77,7 @@ TimePoint Context::resend_at(const std::string& peer_id, TimePoint last_sent, in
 }
 
 TimePoint Context::latest_resend_at(const std::string& peer_id, TimePoint last_sent,
-                                   int resends) const {
+                                    int resends) const {
   TimePoint due = last_sent + resend_after(resends);
   const PeerTable::Peer* peer = peers_.find(peer_id);
   return peer ? std::max(due, peer->read_progress_at + config_.retry_interval) : due;

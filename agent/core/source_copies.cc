@@ -69,7 +69,8 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
     return due;
   }
   for (const auto& [peer_id, cancel] : workload.cancels) {
-    due = std::min({due, cancel.give_up_at, context_.resend_at(peer_id, cancel.last_sent, cancel.resends)});
+    due = std::min(
+        {due, cancel.give_up_at, context_.resend_at(peer_id, cancel.last_sent, cancel.resends)});
   }
   if (workload.waiting_ticket) return due;  // for a slot (admit_waiting), not a time
   if (record.phase == model::Phase::kPending) {

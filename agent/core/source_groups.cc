@@ -61,7 +61,8 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   // Placed (a late READY won), deleted or otherwise moved on: it no longer
   // waits for a slot.
   if (record.phase != model::Phase::kPending || record.deleting) {
-    if (auto it = workloads_.find(record.uid); it != workloads_.end() && it->second.waiting_ticket) {
+    if (auto it = workloads_.find(record.uid);
+        it != workloads_.end() && it->second.waiting_ticket) {
       waiting_.erase({-int64_t{record.spec.priority}, it->second.waiting_ticket, record.uid});
       it->second.waiting_ticket = 0;
     }
@@ -100,7 +101,8 @@ bool SourceRole::check_invariants() const {
     if (placing_.count(uid) && !holds_slot(workload.record)) return false;
     if (workload.waiting_ticket &&
         (workload.record.phase != model::Phase::kPending || placing_.count(uid) ||
-         !waiting_.count({-int64_t{workload.record.spec.priority}, workload.waiting_ticket, uid}))) {
+         !waiting_.count(
+             {-int64_t{workload.record.spec.priority}, workload.waiting_ticket, uid}))) {
       return false;
     }
   }

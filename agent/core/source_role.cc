@@ -485,8 +485,9 @@ bool SourceRole::decide_readied() {
     if (found == workloads_.end()) continue;
     SourceWorkload& workload = found->second;
     const store::WorkloadRecord& record = workload.record;
-    bool undecided = record.winner.empty() && !record.deleting &&
-                     (record.phase == model::Phase::kPlacing || record.phase == model::Phase::kPending);
+    bool undecided =
+        record.winner.empty() && !record.deleting &&
+        (record.phase == model::Phase::kPlacing || record.phase == model::Phase::kPending);
     if (!undecided) continue;
     // A sibling copy may have won at one of them in this same step.
     std::set<std::string> taken = sibling_winners(record);

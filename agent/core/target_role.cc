@@ -19,7 +19,6 @@ TargetRole::TargetRole(Context& context, PeerTable& peers, const InvitationBook&
       clock_(context.clock()),
       cluster_(context.cluster()) {}
 
-
 TargetRole::Refusal TargetRole::reject_reason_for(const std::string& from,
                                                   const model::WorkloadSpec& spec) const {
   if (from == self_id_) return {};

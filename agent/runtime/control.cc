@@ -134,7 +134,8 @@ json status_json(const ControlContext& context) {
   core::WorkloadCounts counts = context.agent.workload_counts();
   json by_phase = json::object();
   for (size_t phase = 0; phase < counts.by_phase.size(); ++phase) {
-    if (counts.by_phase[phase]) by_phase[std::string(model::kPhaseNames[phase])] = counts.by_phase[phase];
+    if (counts.by_phase[phase])
+      by_phase[std::string(model::kPhaseNames[phase])] = counts.by_phase[phase];
   }
   return {
       {"ok", true},

@@ -100,7 +100,7 @@ struct RunResult {
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
   double messages_per_placement = 0;
   double signatures_per_placement = 0;
-  double submit_seconds = 0;  // until `shoalctl submit` answered (what its user waits)
+  double submit_seconds = 0;             // until `shoalctl submit` answered (what its user waits)
   std::map<std::string, int> placed_at;  // placements by cluster: the balance
   double source_cpu_ms_per_placement = 0, target_cpu_ms_per_placement = 0;
   double source_rss_mb = 0, source_peak_mb = 0, target_rss_mb = 0;
@@ -185,8 +185,8 @@ RunResult run_once(const Options& options) {
   bool done = shoal::testing::wait_until(
       [&] {
         json status = source.ctl_json({"status"});
-        return !status.is_null() &&
-               status["workloads"]["started"].get<size_t>() == static_cast<size_t>(options.workloads);
+        return !status.is_null() && status["workloads"]["started"].get<size_t>() ==
+                                        static_cast<size_t>(options.workloads);
       },
       std::chrono::seconds(options.timeout_seconds));
   if (!done) {
@@ -253,9 +253,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf("1 source x %d targets, %d workloads, %d runs\n", options.targets, options.workloads,
               options.runs);
-  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %14s %12s %12s %12s %9s\n", "run", "placements/s",
-              "p50 ms", "p99 ms", "max ms", "msgs/placement", "sigs/placement", "src CPU ms/pl",
-              "tgt CPU ms/pl", "src RSS MB", "src peak MB", "tgt peak MB", "submit s");
+  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %14s %12s %12s %12s %9s\n", "run",
+              "placements/s", "p50 ms", "p99 ms", "max ms", "msgs/placement", "sigs/placement",
+              "src CPU ms/pl", "tgt CPU ms/pl", "src RSS MB", "src peak MB", "tgt peak MB",
+              "submit s");
   std::vector<double> rates;
   for (int run = 1; run <= options.runs; ++run) {
     RunResult r = run_once(options);
@@ -264,19 +265,19 @@ int main(int argc, char** argv) {
       continue;
     }
     rates.push_back(r.placements_per_second);
-    std::printf("%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.1f %14.2f %14.2f %12.1f %12.1f %12.1f %9.2f\n", run,
-                r.placements_per_second, r.p50_ms, r.p99_ms, r.max_ms, r.messages_per_placement,
-                r.signatures_per_placement, r.source_cpu_ms_per_placement,
-                r.target_cpu_ms_per_placement, r.source_rss_mb, r.source_peak_mb, r.target_rss_mb,
-                r.submit_seconds);
+    std::printf(
+        "%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.1f %14.2f %14.2f %12.1f %12.1f %12.1f %9.2f\n",
+        run, r.placements_per_second, r.p50_ms, r.p99_ms, r.max_ms, r.messages_per_placement,
+        r.signatures_per_placement, r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement,
+        r.source_rss_mb, r.source_peak_mb, r.target_rss_mb, r.submit_seconds);
     int fewest = INT32_MAX, most = 0;
     for (const auto& [cluster, count] : r.placed_at) {
       fewest = std::min(fewest, count);
       most = std::max(most, count);
     }
     if (static_cast<int>(r.placed_at.size()) < options.targets) fewest = 0;
-    std::printf("       placements per target: fewest %d, most %d (of %d over %d targets)\n", fewest,
-                most, options.workloads, options.targets);
+    std::printf("       placements per target: fewest %d, most %d (of %d over %d targets)\n",
+                fewest, most, options.workloads, options.targets);
     std::printf("       messages per placement by type:");
     for (const auto& [type, count] : r.sent_by_type) {
       std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / options.workloads);

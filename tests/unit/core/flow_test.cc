@@ -115,7 +115,8 @@ TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
   });
   world.run_for(3s);
   auto record = source.agent->find_workload("default", "job");
-  EXPECT_EQ(record->cluster, "idle") << "the busy target answered first, the idle one scored higher";
+  EXPECT_EQ(record->cluster, "idle")
+      << "the busy target answered first, the idle one scored higher";
   EXPECT_EQ(record->phase, model::Phase::kSucceeded);
   EXPECT_TRUE(busy.agent->reservations().size() == 1u) << "only the filler is left at busy";
 }
