@@ -543,7 +543,7 @@ namespace {
 uint64_t tie_hash(const std::string& uid, const std::string& cluster) {
   uint64_t hash = 1469598103934665603ull;
   for (const std::string* part : {&uid, &cluster}) {
-    for (unsigned char c : *part) hash = (hash ^ c) * 1099511628211ull;
+    for (char c : *part) hash = (hash ^ static_cast<uint8_t>(c)) * 1099511628211ull;
     hash = (hash ^ 0xff) * 1099511628211ull;
   }
   return hash;
