@@ -34,8 +34,16 @@ class Invitations : public ::testing::Test {
     ASSERT_TRUE(source_.start());
   }
 
-  // The target invites the source with `flags`; returns the invitation id.
+  // The target invites the source with `flags`; returns the invitation id
+  // once the source sees the target Active with room advertised.
   std::string invite(const std::vector<std::string>& flags, const std::string& ns = "default") {
+    std::string id = issue_and_accept(flags, ns);
+    EXPECT_TRUE(wait_until([&] { return peer_state(source_, "target") == "Active"; }, 20s));
+    EXPECT_TRUE(wait_until([&] { return advertised_namespaces(source_) > 0; }, 20s));
+    return id;
+  }
+
+  std::string issue_and_accept(const std::vector<std::string>& flags, const std::string& ns) {
     std::vector<std::string> args = {"invite", "create", "--to", source_.identity(), "--namespace", ns};
     args.insert(args.end(), flags.begin(), flags.end());
     CommandResult token = target_.ctl(args);
@@ -48,8 +56,6 @@ class Invitations : public ::testing::Test {
     for (const auto& item : list["items"]) {
       if (item["state"] == "Active" || item["state"] == "NotYetValid") id = item["id"];
     }
-    EXPECT_TRUE(wait_until([&] { return peer_state(source_, "target") == "Active"; }, 20s));
-    EXPECT_TRUE(wait_until([&] { return advertised_namespaces(source_) > 0; }, 20s));
     return id;
   }
 
@@ -212,13 +218,33 @@ TEST_F(Invitations, RevokeWithEvictStopsRunningWorkAsFailedRevoked) {
   EXPECT_NE(unknown.err.find("invite list"), std::string::npos) << unknown.err;
 }
 
+// The job has to start before the invitation expires and end after it. A
+// fixed short lifetime raced a slow start (a starved CI host took > 5 s to
+// connect, and an expired token can never connect): so the job's length is
+// what is left of the lifetime once the link is up, plus 3 s, and a link
+// that came up too late is renewed (a new token replaces the old) and tried
+// again, at most three times.
 TEST_F(Invitations, ExpiryWhileWorkRunsLetsItFinishAndRefusesNewWork) {
-  std::string id = invite({"--expires", "5s"});
-  submit("run", 1, "1", "7s");
-  ASSERT_TRUE(wait_until([&] { return phase_is("run-0", "Running"); }, 20s));
+  constexpr auto kLifetime = 8s;
+  std::string id;
+  std::string running;
+  for (int attempt = 0; attempt < 3 && running.empty(); ++attempt) {
+    auto issued = std::chrono::steady_clock::now();
+    id = issue_and_accept({"--expires", "8s"}, "default");
+    if (!wait_until([&] { return advertised_namespaces(source_) > 0; }, 20s)) continue;
+    auto left = std::chrono::duration_cast<std::chrono::seconds>(
+        kLifetime - (std::chrono::steady_clock::now() - issued));
+    if (left < 2s) continue;
+    std::string name = "run" + std::to_string(attempt);
+    submit(name, 1, "1", std::to_string(left.count() + 3) + "s");
+    // Only a job placed before the expiry can run (the target refuses later ones).
+    if (wait_until([&] { return phase_is(name + "-0", "Running"); }, left + 2s)) running = name + "-0";
+  }
+  ASSERT_FALSE(running.empty()) << "no job started within an invitation's lifetime in 3 tries";
   ASSERT_TRUE(wait_until([&] { return invitation(target_, id)["state"] == "Expired"; }, 20s));
+  EXPECT_TRUE(phase_is(running, "Running")) << workload(running).dump();
   submit("late", 1, "1", "1s");
-  EXPECT_TRUE(wait_until([&] { return phase_is("run-0", "Succeeded"); }, 20s));
+  EXPECT_TRUE(wait_until([&] { return phase_is(running, "Succeeded"); }, 20s));
   EXPECT_TRUE(phase_is("late-0", "Pending")) << workload("late-0").dump();
 }
 
