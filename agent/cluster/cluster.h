@@ -50,13 +50,24 @@ class Cluster {
   // scheduler's reason (NoNodeFits, QuotaExceeded:cpu, NoSuchQueue:q, ...).
   virtual Result<std::vector<std::string>> reserve(const std::string& key,
                                                    const model::WorkloadSpec& spec) = 0;
-  // One fair-share pass over `queued` (DESIGN.md §6): each request is
-  // reserved with all of its replicas or not at all, in the order the local
-  // scheduler serves queues and namespaces, and held under its key as
-  // reserve() does. Decisions come back in request order; a refused one
-  // carries the scheduler's reason.
-  virtual std::vector<WorkloadDecision> reserve_in_fair_share_order(
-      const std::vector<ScheduleRequest>& queued) = 0;
+  // The local scheduler's queue (DESIGN.md §6). Work queued under `key`
+  // waits, in the order the scheduler serves queues and namespaces, until a
+  // pass of serve_queue() reserves it or it is withdrawn. False if `key` is
+  // already queued (it keeps its place) or already holds a reservation.
+  virtual bool enqueue(const std::string& key, const model::WorkloadSpec& spec) = 0;
+  // Takes `key` out of the queue; a no-op for one not queued.
+  virtual void withdraw(const std::string& key) = 0;
+  struct Reserved {
+    std::string key;
+    std::vector<std::string> nodes;  // one per replica
+  };
+  // One fair-share pass over the queue: reserves, all replicas or nothing and
+  // as reserve() does, what fits now, takes it out of the queue and returns
+  // it. Its cost grows with what it reserves and the kinds of work queued,
+  // not with the length of the queue.
+  virtual std::vector<Reserved> serve_queue() = 0;
+  // Why queued `key` was not reserved by the last pass ("" before one did).
+  virtual std::string queued_reason(const std::string& key) const = 0;
   // Whether `spec` could be reserved here if nothing else held anything:
   // ok, or the reason it never can (NoNodeFits, QuotaExceeded:cpu, ...).
   // Work that fails only for want of free room now is worth queuing.

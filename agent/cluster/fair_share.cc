@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <deque>
 #include <queue>
 #include <set>
+#include <unordered_map>
 
 namespace shoal::cluster {
 namespace {
@@ -175,14 +177,54 @@ int64_t FairShareScheduler::namespace_weight(const std::string& namespace_name) 
 }
 
 ScheduleResult FairShareScheduler::allocate(const std::vector<ScheduleRequest>& pending) {
+  // Keys of their own: a request's key need not be unique here.
+  ScheduleQueue queue;
+  for (size_t i = 0; i < pending.size(); ++i) queue.push(std::to_string(i), pending[i].spec);
+  std::vector<std::pair<std::string, std::string>> with_work = queue.namespaces();
+  std::vector<Served> served = serve(queue, /*whole=*/false);
+
   ScheduleResult result;
   result.workloads.resize(pending.size());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    result.workloads[i].key = pending[i].key;
+    result.workloads[i].reason = std::string(queue.reason(std::to_string(i)));
+  }
+  for (Served& one : served) {
+    size_t i = std::stoul(one.key);
+    WorkloadDecision& decision = result.workloads[i];
+    decision.admitted = true;
+    decision.nodes = std::move(one.nodes);
+    decision.reason = std::move(one.reason);
+    if (static_cast<int32_t>(decision.nodes.size()) < pending[i].spec.replicas &&
+        decision.reason.empty()) {
+      decision.reason = "PartiallyPlaced";
+    }
+  }
+  int64_t total_weight = 0;
+  for (const auto& q : spec_.queues) total_weight += q.weight;
+  for (const auto& q : spec_.queues) {
+    QueueReport report{q.name, q.weight, share_of(capacity_, q.weight, total_weight),
+                       queue_allocated_[q.name], {}};
+    for (const auto& [queue_name, ns] : with_work) {
+      if (queue_name != q.name) continue;
+      report.namespaces.push_back(
+          {ns, namespace_weight(ns), queue_namespace_allocated_[{q.name, ns}]});
+    }
+    result.queues.push_back(std::move(report));
+  }
+  return result;
+}
+
+std::vector<FairShareScheduler::Served> FairShareScheduler::serve(ScheduleQueue& queue,
+                                                                  bool whole) {
   int64_t total_weight = 0;
   std::map<std::string, size_t> queue_index;
-  for (const auto& queue : spec_.queues) {
-    queue_index[queue.name] = queue_index.size();
-    total_weight += queue.weight;
+  for (const auto& q : spec_.queues) {
+    queue_index[q.name] = queue_index.size();
+    total_weight += q.weight;
   }
+  std::vector<Resources> deserved;
+  for (const auto& q : spec_.queues) deserved.push_back(share_of(capacity_, q.weight, total_weight));
 
   // Nodes ordered by allocation: LeastAllocated takes from the front,
   // MostAllocated from the back. Re-keyed after every placement.
@@ -220,63 +262,71 @@ ScheduleResult FairShareScheduler::allocate(const std::vector<ScheduleRequest>& 
     }
   };
 
-  // Per queue: namespaces (min-heap by weighted dominant share, then name),
-  // each with its workloads by priority (highest first), then request order.
-  struct NamespaceWork {
-    std::string name;
-    std::vector<size_t> workloads;
-    size_t next = 0;
+  using Group = ScheduleQueue::Group;
+  using Rank = ScheduleQueue::Rank;
+  // A pass walks each group with a cursor; the queue itself changes only
+  // when a workload is done (admitted whole, or partly and the pass moved on).
+  struct Cursor {
+    Group* group;
+    ScheduleQueue::Members::iterator at;
   };
-  struct QueueWork {
-    std::vector<NamespaceWork> namespaces;
-    std::map<std::string, size_t> by_name;
-    Resources deserved;
+  struct NamespacePass {
+    const ScheduleQueue::Namespace* ns;
+    std::set<std::pair<Rank, Cursor*>> open;  // groups not refused, by their next member
   };
-  std::vector<QueueWork> queues(spec_.queues.size());
-  for (size_t q = 0; q < queues.size(); ++q) {
-    queues[q].deserved = share_of(capacity_, spec_.queues[q].weight, total_weight);
-  }
-  std::vector<int32_t> placed_tasks(pending.size(), 0);
-  for (size_t i = 0; i < pending.size(); ++i) {
-    const auto& spec = pending[i].spec;
-    result.workloads[i].key = pending[i].key;
-    auto q = queue_index.find(spec.queue);
-    if (q == queue_index.end()) {
-      result.workloads[i].reason = "NoSuchQueue:" + spec.queue;
-      continue;
-    }
-    QueueWork& queue = queues[q->second];
-    auto [it, fresh] = queue.by_name.emplace(spec.namespace_name, queue.namespaces.size());
-    if (fresh) queue.namespaces.push_back({spec.namespace_name, {}, 0});
-    queue.namespaces[it->second].workloads.push_back(i);
-  }
-  for (auto& queue : queues) {
-    for (auto& ns : queue.namespaces) {
-      std::stable_sort(ns.workloads.begin(), ns.workloads.end(), [&](size_t a, size_t b) {
-        return pending[a].spec.priority > pending[b].spec.priority;
-      });
-    }
-  }
+  struct Progress {
+    int32_t placed = 0;
+    std::vector<std::string> nodes;
+    std::string reason;  // the refusal that left it partly placed
+  };
+  std::unordered_map<std::string, Progress> progress;  // admitted at least its gang
+  std::vector<std::string> done;                       // admitted; leaves the queue after the passes
+  std::set<Group*> touched;                            // members left: refiled after the passes
 
+  // Past what an earlier pass placed whole (one partly placed goes on).
+  auto skip_placed = [&](Cursor& cursor) {
+    for (; cursor.at != cursor.group->members.end(); ++cursor.at) {
+      auto found = progress.find(cursor.at->second);
+      if (found == progress.end() || found->second.placed < cursor.group->shape.replicas) return;
+    }
+  };
   auto run_pass = [&](bool capped) {
-    using Entry = std::tuple<double, std::string, size_t>;  // (weighted share, name, namespace index)
-    std::vector<std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>> heaps(queues.size());
-    auto ns_share = [&](size_t q, const NamespaceWork& ns) {
-      auto it = queue_namespace_allocated_.find({spec_.queues[q].name, ns.name});
-      Resources used = it == queue_namespace_allocated_.end() ? Resources{} : it->second;
-      return dominant_share(used, capacity_) / static_cast<double>(namespace_weight(ns.name));
-    };
-    for (size_t q = 0; q < queues.size(); ++q) {
-      for (size_t n = 0; n < queues[q].namespaces.size(); ++n) {
-        const auto& ns = queues[q].namespaces[n];
-        if (ns.next < ns.workloads.size()) heaps[q].push({ns_share(q, ns), ns.name, n});
+    std::deque<Cursor> cursors;
+    std::vector<NamespacePass> passes;
+    std::vector<std::vector<size_t>> by_queue(spec_.queues.size());  // indexes into passes
+    passes.reserve(queue.namespaces_.size());
+    for (auto& [id, ns] : queue.namespaces_) {
+      auto q = queue_index.find(ns.queue);
+      if (q == queue_index.end()) {
+        for (const auto& [rank, group] : ns.heads) group->reason = "NoSuchQueue:" + ns.queue;
+        continue;
       }
+      NamespacePass pass{&ns, {}};
+      for (const auto& [rank, group] : ns.heads) {
+        Cursor& cursor = cursors.emplace_back(Cursor{group, group->members.begin()});
+        skip_placed(cursor);
+        if (cursor.at != group->members.end()) pass.open.emplace(cursor.at->first, &cursor);
+      }
+      if (pass.open.empty()) continue;
+      by_queue[q->second].push_back(passes.size());
+      passes.push_back(std::move(pass));
+    }
+    using Entry = std::tuple<double, std::string, size_t>;  // (weighted share, name, pass index)
+    std::vector<std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>> heaps(
+        spec_.queues.size());
+    auto ns_share = [&](size_t q, const std::string& ns) {
+      auto it = queue_namespace_allocated_.find({spec_.queues[q].name, ns});
+      Resources used = it == queue_namespace_allocated_.end() ? Resources{} : it->second;
+      return dominant_share(used, capacity_) / static_cast<double>(namespace_weight(ns));
+    };
+    for (size_t q = 0; q < by_queue.size(); ++q) {
+      for (size_t p : by_queue[q]) heaps[q].push({ns_share(q, passes[p].ns->name), passes[p].ns->name, p});
     }
     while (true) {
       // The queue furthest below its weight goes next.
       std::optional<size_t> best_queue;
       double best_share = 0;
-      for (size_t q = 0; q < queues.size(); ++q) {
+      for (size_t q = 0; q < heaps.size(); ++q) {
         if (heaps[q].empty()) continue;
         double share = dominant_share(queue_allocated_[spec_.queues[q].name], capacity_) /
                        static_cast<double>(spec_.queues[q].weight);
@@ -288,17 +338,24 @@ ScheduleResult FairShareScheduler::allocate(const std::vector<ScheduleRequest>& 
       if (!best_queue) return;
       size_t q = *best_queue;
       const std::string& queue_name = spec_.queues[q].name;
-      auto [share, ns_name, n] = heaps[q].top();
+      size_t p = std::get<2>(heaps[q].top());
       heaps[q].pop();
-      NamespaceWork& ns = queues[q].namespaces[n];
-      size_t w = ns.workloads[ns.next];
-      const model::WorkloadSpec& spec = pending[w].spec;
-      WorkloadDecision& decision = result.workloads[w];
-      bool first = placed_tasks[w] == 0;
-      int32_t tasks = first ? spec.gang_size() : 1;
+      NamespacePass& pass = passes[p];
+      const std::string& ns_name = pass.ns->name;
+      Cursor* cursor = pass.open.begin()->second;
+      pass.open.erase(pass.open.begin());
+      Group* group = cursor->group;
+      const std::string& key = cursor->at->second;
+      queue.tries_ += 1;
+      model::WorkloadSpec& spec = group->shape;
+      Progress* started = nullptr;
+      if (auto found = progress.find(key); found != progress.end()) started = &found->second;
+      bool first = started == nullptr;
+      int32_t gang = whole ? spec.replicas : spec.gang_size();
+      int32_t tasks = first ? gang : 1;
       Resources amount = spec.resources * tasks;
       std::string refusal;
-      if (capped && !queues[q].deserved.fits(queue_allocated_[queue_name] + amount)) {
+      if (capped && !deserved[q].fits(queue_allocated_[queue_name] + amount)) {
         refusal = "QueueDeservedShareReached:" + queue_name;
       } else if (first) {
         const NamespaceQuota& quota = quotas_[spec.namespace_name];
@@ -321,57 +378,55 @@ ScheduleResult FairShareScheduler::allocate(const std::vector<ScheduleRequest>& 
           }
         }
       }
-      if (!refusal.empty()) {
-        decision.reason = refusal;
-        ++ns.next;  // give up on this workload for this pass; its namespace goes on
+      if (!refusal.empty() && first) {
+        // Every later member of the group would be refused the same way:
+        // the group is closed for the rest of this pass.
+        group->reason = refusal;
       } else {
-        if (first) {
-          decision.admitted = true;
-          namespace_used_[spec.namespace_name] += spec.total();
-          namespace_workloads_[spec.namespace_name] += 1;
+        bool moves_on = true;
+        if (!refusal.empty()) {
+          started->reason = refusal;  // partly placed; the namespace goes on
+        } else {
+          if (first) {
+            started = &progress[key];
+            namespace_used_[spec.namespace_name] += spec.total();
+            namespace_workloads_[spec.namespace_name] += 1;
+          }
+          started->reason.clear();
+          for (size_t node : chosen) started->nodes.push_back(spec_.nodes[node].name);
+          started->placed += tasks;
+          queue_allocated_[queue_name] += amount;
+          queue_namespace_allocated_[{queue_name, ns_name}] += amount;
+          moves_on = started->placed >= spec.replicas;  // else its next task, when its turn comes
         }
-        decision.reason.clear();
-        for (size_t node : chosen) decision.nodes.push_back(spec_.nodes[node].name);
-        placed_tasks[w] += tasks;
-        queue_allocated_[queue_name] += amount;
-        queue_namespace_allocated_[{queue_name, ns.name}] += amount;
-        if (placed_tasks[w] >= spec.replicas) ++ns.next;
+        if (moves_on) {
+          done.push_back(key);
+          ++cursor->at;
+          skip_placed(*cursor);
+        }
+        if (cursor->at != group->members.end()) pass.open.emplace(cursor->at->first, cursor);
       }
-      if (ns.next < ns.workloads.size()) heaps[q].push({ns_share(q, ns), ns.name, n});
+      if (!pass.open.empty()) heaps[q].push({ns_share(q, ns_name), ns_name, p});
     }
   };
   run_pass(/*capped=*/true);
-  if (spec_.borrowing) {
-    // Idle capacity goes to queues with pending work, still in fair-share order.
-    for (auto& queue : queues) {
-      for (auto& ns : queue.namespaces) {
-        ns.next = 0;
-        ns.workloads.erase(std::remove_if(ns.workloads.begin(), ns.workloads.end(),
-                                          [&](size_t w) { return placed_tasks[w] >= pending[w].spec.replicas; }),
-                           ns.workloads.end());
-      }
-    }
-    run_pass(/*capped=*/false);
-  }
+  // Idle capacity goes to queues with pending work, still in fair-share order.
+  if (spec_.borrowing) run_pass(/*capped=*/false);
 
-  for (size_t q = 0; q < queues.size(); ++q) {
-    QueueReport report{spec_.queues[q].name, spec_.queues[q].weight, queues[q].deserved,
-                       queue_allocated_[spec_.queues[q].name], {}};
-    for (const auto& ns : queues[q].namespaces) {
-      report.namespaces.push_back({ns.name, namespace_weight(ns.name),
-                                   queue_namespace_allocated_[{report.name, ns.name}]});
-    }
-    std::sort(report.namespaces.begin(), report.namespaces.end(),
-              [](const auto& a, const auto& b) { return a.name < b.name; });
-    result.queues.push_back(std::move(report));
+  std::vector<Served> served;
+  served.reserve(done.size());
+  for (const std::string& key : done) {
+    auto found = queue.index_.find(key);
+    if (found == queue.index_.end()) continue;  // done in both passes: listed once
+    Group* group = found->second.group;
+    Progress& result = progress[key];
+    served.push_back({key, group->shape, std::move(result.nodes), std::move(result.reason)});
+    group->members.erase({found->second.rank, key});
+    queue.index_.erase(found);
+    touched.insert(group);
   }
-  for (size_t i = 0; i < pending.size(); ++i) {
-    auto& decision = result.workloads[i];
-    if (decision.admitted && placed_tasks[i] < pending[i].spec.replicas && decision.reason.empty()) {
-      decision.reason = "PartiallyPlaced";
-    }
-  }
-  return result;
+  for (Group* group : touched) queue.refile(group);
+  return served;
 }
 
 }  // namespace shoal::cluster

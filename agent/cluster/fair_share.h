@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cluster/schedule_queue.h"
 #include "common/status.h"
 #include "model/manifest.h"
 #include "model/resources.h"
@@ -61,6 +62,19 @@ class FairShareScheduler {
   // updates. Never over-commits a node, never exceeds a quota, and without
   // borrowing never lets a queue exceed its deserved share.
   ScheduleResult allocate(const std::vector<ScheduleRequest>& pending);
+
+  struct Served {
+    std::string key;
+    model::WorkloadSpec spec;        // what scheduling read of it (its name is not kept)
+    std::vector<std::string> nodes;  // one per placed task
+    std::string reason;              // why not all of it was placed ("" if it was)
+  };
+  // One allocation pass over `queue` (then one uncapped, with borrowing),
+  // as allocate() does: what it admits leaves the queue and comes back here;
+  // what waits keeps its place, its reason in queue.reason(). `whole`: every
+  // replica or nothing (a reservation), whatever the gang size. Costs one try
+  // per admitted workload and per group of alike work (schedule_queue.h).
+  std::vector<Served> serve(ScheduleQueue& queue, bool whole);
 
   // Admits one workload now, all replicas or nothing (how a backend answers a
   // CANDIDATE). Returns node names, or the reason (e.g. QuotaExceeded:cpu).

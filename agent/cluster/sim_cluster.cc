@@ -28,28 +28,27 @@ Result<std::vector<std::string>> SimCluster::reserve(const std::string& key,
   return nodes;
 }
 
-std::vector<WorkloadDecision> SimCluster::reserve_in_fair_share_order(
-    const std::vector<ScheduleRequest>& queued) {
-  std::vector<ScheduleRequest> whole;
-  whole.reserve(queued.size());
-  std::vector<WorkloadDecision> decisions(queued.size());
-  for (size_t i = 0; i < queued.size(); ++i) {
-    decisions[i].key = queued[i].key;
-    if (holdings_.count(queued[i].key)) {
-      decisions[i].reason = "AlreadyReserved";
-      continue;
-    }
-    whole.push_back(queued[i]);
-    whole.back().spec.min_available = 0;  // a reservation holds every replica
+bool SimCluster::enqueue(const std::string& key, const model::WorkloadSpec& spec) {
+  if (holdings_.count(key)) return false;
+  return queue_.push(key, spec);
+}
+
+void SimCluster::withdraw(const std::string& key) { queue_.erase(key); }
+
+std::vector<Cluster::Reserved> SimCluster::serve_queue() {
+  std::vector<Reserved> reserved;
+  if (queue_.empty()) return reserved;
+  std::vector<FairShareScheduler::Served> served = scheduler_.serve(queue_, /*whole=*/true);
+  reserved.reserve(served.size());
+  for (FairShareScheduler::Served& one : served) {
+    hold(one.key, one.spec, one.nodes);
+    reserved.push_back({std::move(one.key), std::move(one.nodes)});
   }
-  ScheduleResult result = scheduler_.allocate(whole);
-  size_t next = 0;
-  for (size_t i = 0; i < queued.size(); ++i) {
-    if (!decisions[i].reason.empty()) continue;
-    decisions[i] = std::move(result.workloads[next++]);
-    if (decisions[i].admitted) hold(queued[i].key, queued[i].spec, decisions[i].nodes);
-  }
-  return decisions;
+  return reserved;
+}
+
+std::string SimCluster::queued_reason(const std::string& key) const {
+  return std::string(queue_.reason(key));
 }
 
 Status SimCluster::fits_when_idle(const model::WorkloadSpec& spec) const {
@@ -177,7 +176,9 @@ bool SimCluster::check_invariants() const {
   std::vector<model::Resources> expected(usage_.size());
   for (const auto& [key, holding] : holdings_) {
     for (size_t index : holding.node_indexes) expected[index] += holding.per_replica;
+    if (queue_.contains(key)) return false;  // reserved work has left the queue
   }
+  if (!queue_.check_invariants()) return false;
   for (size_t i = 0; i < usage_.size(); ++i) {
     if (!(expected[i] == usage_[i].allocated)) return false;
     if (!(scheduler_.node_allocated()[i] == usage_[i].allocated)) return false;

@@ -22,8 +22,10 @@ class SimCluster final : public Cluster {
   const model::ClusterSpec& spec() const override { return spec_; }
   Result<std::vector<std::string>> reserve(const std::string& key,
                                            const model::WorkloadSpec& spec) override;
-  std::vector<WorkloadDecision> reserve_in_fair_share_order(
-      const std::vector<ScheduleRequest>& queued) override;
+  bool enqueue(const std::string& key, const model::WorkloadSpec& spec) override;
+  void withdraw(const std::string& key) override;
+  std::vector<Reserved> serve_queue() override;
+  std::string queued_reason(const std::string& key) const override;
   Status fits_when_idle(const model::WorkloadSpec& spec) const override;
   Status restore(const std::string& key, const model::WorkloadSpec& spec,
                  const std::vector<std::string>& nodes) override;
@@ -39,7 +41,8 @@ class SimCluster final : public Cluster {
   std::vector<std::string> queue_names() const override;
   std::vector<NodeUsage> nodes() const override;
 
-  // Asserts the bookkeeping: allocations match holdings, nothing over capacity.
+  // Asserts the bookkeeping: allocations match holdings, nothing over
+  // capacity, the queue consistent and holding nothing reserved.
   bool check_invariants() const;
 
  private:
@@ -62,6 +65,7 @@ class SimCluster final : public Cluster {
   FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
   std::map<std::string, Holding> holdings_;
+  ScheduleQueue queue_;
 };
 
 }  // namespace shoal::cluster

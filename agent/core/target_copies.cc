@@ -244,11 +244,14 @@ void TargetRole::expire_reservations() {
   // or given up; forget it.
   if (now >= next_queue_expiry_) {
     next_queue_expiry_ = TimePoint::max();
-    std::erase_if(queued_, [&](const auto& entry) {
-      if (entry.second.hold_until <= now) return true;
-      next_queue_expiry_ = std::min(next_queue_expiry_, entry.second.hold_until);
-      return false;
-    });
+    for (auto it = queued_.begin(); it != queued_.end();) {
+      if (it->second.hold_until <= now) {
+        unqueue(it++);
+        continue;
+      }
+      next_queue_expiry_ = std::min(next_queue_expiry_, it->second.hold_until);
+      ++it;
+    }
   }
 }
 
@@ -459,6 +462,11 @@ bool TargetRole::check_invariants() const {
     held[key.first].workloads += 1;
   }
   if (held.size() != held_by_source_.size()) return false;
+  // The cluster's queue holds what queued_ holds, under the cluster's key.
+  if (queued_by_cluster_key_.size() != queued_.size()) return false;
+  for (const auto& [cluster_name, key] : queued_by_cluster_key_) {
+    if (!queued_.contains(key) || cluster_name != cluster_key(key.first, key.second)) return false;
+  }
   for (const auto& [source, usage] : held) {
     auto cached = held_by_source_.find(source);
     if (cached == held_by_source_.end() || !(cached->second.resources == usage.resources) ||

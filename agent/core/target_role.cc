@@ -70,7 +70,9 @@ void TargetRole::reject_candidate(const std::string& from, const protocol::Candi
 
 void TargetRole::withdraw_from_source(const std::string& source, const std::string& why,
                                       bool evict) {
-  std::erase_if(queued_, [&](const auto& entry) { return entry.first.first == source; });
+  for (auto it = queued_.lower_bound({source, ""}); it != queued_.end() && it->first.first == source;) {
+    unqueue(it++);
+  }
   std::vector<ReservationKey> unapproved;
   for (auto& [key, reservation] : reservations_) {
     if (key.first != source) continue;
@@ -112,7 +114,7 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
   }
 
   if (Refusal refusal = reject_reason_for(from, message.spec); refusal) {
-    queued_.erase(key);
+    if (auto queued = queued_.find(key); queued != queued_.end()) unqueue(queued);
     reject_candidate(from, message, refusal);
     return;
   }
@@ -135,7 +137,7 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
       reject_candidate(from, message, {protocol::RejectCode::kNeverFits, fits.message()});
       return;
     }
-    queued_[key] = {message.epoch, message.spec, ++arrivals_, now + config_.queue_hold};
+    queue_candidate(key, {message.epoch, message.spec, now + config_.queue_hold});
     next_queue_expiry_ = std::min(next_queue_expiry_, now + config_.queue_hold);
   }
   // The newcomer is served at the end of this step (serve_asked), together
@@ -150,51 +152,56 @@ bool TargetRole::serve_asked() {
   if (asked_.empty()) return false;
   std::set<ReservationKey> asked = std::move(asked_);
   asked_.clear();
-  std::map<ReservationKey, std::string> waiting = serve_queue();
+  serve_queue();
   for (const ReservationKey& key : asked) {
-    auto still = waiting.find(key);
     auto entry = queued_.find(key);
-    if (still == waiting.end() || entry == queued_.end()) continue;
+    if (entry == queued_.end()) continue;  // reserved or refused
+    std::string why = cluster_.queued_reason(cluster_key(key.first, key.second));
     // "NoCapacity:" tells the source the candidate waits here: a READY for
     // this epoch may follow when room frees (protocol/README.md).
     reject_candidate(key.first, {key.second, entry->second.epoch, entry->second.spec},
-                     {protocol::RejectCode::kNoCapacity, "NoCapacity:" + still->second});
+                     {protocol::RejectCode::kNoCapacity, "NoCapacity:" + why});
   }
   return true;
 }
 
-std::map<TargetRole::ReservationKey, std::string> TargetRole::serve_queue() {
-  std::map<ReservationKey, std::string> waiting;
-  if (queued_.empty()) return waiting;
-  std::vector<std::pair<uint64_t, ReservationKey>> order;
-  order.reserve(queued_.size());
-  for (const auto& [key, entry] : queued_) order.emplace_back(entry.arrival, key);
-  std::sort(order.begin(), order.end());
-  std::vector<cluster::ScheduleRequest> requests;
-  requests.reserve(order.size());
-  for (const auto& [arrival, key] : order) {
-    requests.push_back({cluster_key(key.first, key.second), queued_.at(key).spec});
-  }
-  std::vector<cluster::WorkloadDecision> decisions = cluster_.reserve_in_fair_share_order(requests);
-  for (size_t i = 0; i < order.size(); ++i) {
-    const ReservationKey& key = order[i].second;
-    if (!decisions[i].admitted) {
-      waiting[key] = decisions[i].reason;
+void TargetRole::queue_candidate(const ReservationKey& key, QueuedCandidate candidate) {
+  std::string cluster_name = cluster_key(key.first, key.second);
+  cluster_.enqueue(cluster_name, candidate.spec);
+  queued_by_cluster_key_[cluster_name] = key;
+  queued_[key] = std::move(candidate);
+}
+
+void TargetRole::unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it) {
+  std::string cluster_name = cluster_key(it->first.first, it->first.second);
+  cluster_.withdraw(cluster_name);
+  queued_by_cluster_key_.erase(cluster_name);
+  queued_.erase(it);
+}
+
+void TargetRole::serve_queue() {
+  if (queued_.empty()) return;
+  for (cluster::Cluster::Reserved& reserved : cluster_.serve_queue()) {
+    auto named = queued_by_cluster_key_.find(reserved.key);
+    if (named == queued_by_cluster_key_.end()) {
+      cluster_.release(reserved.key);  // cannot happen: queued here and there alike
       continue;
     }
-    QueuedCandidate entry = std::move(queued_.at(key));
-    queued_.erase(key);
+    ReservationKey key = named->second;
+    auto it = queued_.find(key);
+    QueuedCandidate entry = std::move(it->second);
+    queued_by_cluster_key_.erase(named);
+    queued_.erase(it);
     // The invitation may have expired while it waited, and several
     // candidates of one source admitted together could overrun its limits:
     // each is checked again against what is already reserved.
     if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
-      cluster_.release(cluster_key(key.first, key.second));
+      cluster_.release(reserved.key);
       reject_candidate(key.first, {key.second, entry.epoch, entry.spec}, refusal);
       continue;
     }
-    reserve_for(key, entry.epoch, entry.spec, std::move(decisions[i].nodes));
+    reserve_for(key, entry.epoch, entry.spec, std::move(reserved.nodes));
   }
-  return waiting;
 }
 
 void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
@@ -287,7 +294,7 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
 
 bool TargetRole::withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound) {
   auto queued = queued_.find(key);
-  if (queued != queued_.end() && queued->second.epoch <= epoch) queued_.erase(queued);
+  if (queued != queued_.end() && queued->second.epoch <= epoch) unqueue(queued);
   auto it = reservations_.find(key);
   if (it == reservations_.end() || it->second.record.epoch > epoch) return true;
   bool bound = it->second.record.phase == store::ReservationPhase::kBound ||

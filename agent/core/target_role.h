@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "agent/core/context.h"
@@ -92,10 +93,11 @@ class TargetRole {
   // A candidate that fits this cluster but not its free room now. It waits
   // in memory (a restart forgets it; the source's retry re-queues it) and is
   // reserved, in fair-share order, when room frees.
+  // A candidate waiting in the cluster's queue (Cluster::enqueue), which
+  // keeps it in the order the local scheduler serves it.
   struct QueuedCandidate {
     uint64_t epoch = 0;
     model::WorkloadSpec spec;
-    uint64_t arrival = 0;  // first arrival: the scheduler's "oldest first"
     TimePoint hold_until{};
   };
   // What we last advertised to one source.
@@ -159,9 +161,13 @@ class TargetRole {
   Refusal limit_refusal(const std::string& from, const model::WorkloadSpec& spec) const;
   void reject_candidate(const std::string& from, const protocol::Candidate& message,
                         const Refusal& refusal);
-  // Runs the local scheduler over every queued candidate; READY to each one
-  // it admits. Returns the reasons of those still waiting, by key.
-  std::map<ReservationKey, std::string> serve_queue();
+  // One pass of the local scheduler over the queue; READY to each candidate
+  // it reserves (or a REJECT, if its source may no longer have it).
+  void serve_queue();
+  // Puts a candidate in line, here and in the cluster's queue; forgets one,
+  // in both. Every change to queued_ goes through these two.
+  void queue_candidate(const ReservationKey& key, QueuedCandidate candidate);
+  void unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it);
   void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
                    std::vector<std::string> nodes);
   // Forgets a queued candidate and releases what `key` holds at `epoch` or
@@ -204,6 +210,7 @@ class TargetRole {
 
   std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
+  std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
   std::map<std::string, Advertised> advertised_;  // by source id
   std::set<ReservationKey> asked_;  // queued or asked again, not yet served (serve_asked)
   // Bound (or restored) since the last launch_bound(), by key and epoch.
@@ -215,7 +222,6 @@ class TargetRole {
   TimePoint next_reservation_expiry_{};
   TimePoint next_status_retry_{};
   TimePoint next_queue_expiry_ = TimePoint::max();
-  uint64_t arrivals_ = 0;
   TimePoint last_gc_{};
   bool capacity_changed_ = false;
 };

@@ -1,12 +1,16 @@
 // The local scheduler: the seed's three tables, quotas, gangs, selectors,
 // node order, and properties under generated load.
+#include <map>
+#include <set>
+#include <tuple>
+
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-
 #include "agent/cluster/fair_share.h"
 #include "common/file.h"
+#include "reference_scheduler.h"
 #include "model/manifest.h"
 
 namespace shoal::cluster {
@@ -129,6 +133,37 @@ TEST(FairShareTest, UnknownQueueIsNamed) {
   EXPECT_EQ(scheduler->allocate({{"1", w}}).workloads[0].reason, "NoSuchQueue:gpu");
 }
 
+// The agent's queue at scale: with the cluster full, a pass over 10,000
+// alike workloads and one of another kind tries two (one per kind), and
+// when room frees it tries what it admits plus one per kind.
+TEST(ScheduleQueueTest, APassTriesOncePerKindOfWorkNotOncePerWorkload) {
+  auto scheduler = FairShareScheduler::create(cluster(2, 4000));
+  ASSERT_TRUE(scheduler.is_ok());
+  ScheduleQueue queue;
+  for (int i = 0; i < 10000; ++i) ASSERT_TRUE(queue.push("w" + std::to_string(i), task("a", "w", 1000)));
+  ASSERT_TRUE(queue.push("big", task("b", "big", 5000)));  // larger than any node
+  ASSERT_FALSE(queue.push("w7", task("a", "w", 1000))) << "a queued key keeps its place";
+  std::vector<FairShareScheduler::Served> first = scheduler->serve(queue, /*whole=*/true);
+  ASSERT_EQ(first.size(), 8u) << "8 one-cpu workloads fill two 4-cpu nodes";
+  EXPECT_EQ(first.front().key, "w0") << "oldest first";
+  uint64_t before = queue.tries();
+  EXPECT_TRUE(scheduler->serve(queue, /*whole=*/true).empty());
+  EXPECT_EQ(queue.tries() - before, 2u);
+  // The queue's whole share is in use (no borrowing): that is the reason.
+  EXPECT_EQ(queue.reason("w9999"), "QueueDeservedShareReached:default");
+  EXPECT_EQ(queue.reason("big"), "QueueDeservedShareReached:default");
+  scheduler->release(first[0].spec, first[0].nodes);
+  before = queue.tries();
+  std::vector<FairShareScheduler::Served> next = scheduler->serve(queue, /*whole=*/true);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next.front().key, "w8");
+  EXPECT_EQ(queue.tries() - before, 3u) << "the one admitted, then one refusal per kind";
+  EXPECT_EQ(queue.size(), 10000u - 9u + 1u);
+  EXPECT_TRUE(queue.erase("w9"));
+  EXPECT_FALSE(queue.erase("w9"));
+  EXPECT_TRUE(queue.check_invariants());
+}
+
 RC_GTEST_PROP(FairShareProperty, NeverOverCommitsNorExceedsAQuota, ()) {
   model::ClusterSpec spec = cluster(*rc::gen::inRange(1, 6), 4000);
   spec.queues = {{"q1", *rc::gen::inRange<int64_t>(1, 4)}, {"q2", *rc::gen::inRange<int64_t>(1, 4)}};
@@ -156,6 +191,173 @@ RC_GTEST_PROP(FairShareProperty, NeverOverCommitsNorExceedsAQuota, ()) {
   RC_ASSERT(ns0 <= quota_cpu);
   if (!spec.borrowing) {
     for (const auto& q : result.queues) RC_ASSERT(q.deserved.fits(q.allocated));
+  }
+}
+
+// A random cluster and workloads of a few shapes (so alike work forms
+// groups), with quotas, weights, gangs, priorities, selectors and an
+// unknown queue: what the grouped pass must decide exactly as the
+// one-by-one pass did.
+struct Scenario {
+  model::ClusterSpec spec;
+  std::map<std::string, NamespaceQuota> quotas;
+  std::map<std::string, int64_t> weights;
+};
+
+Scenario random_scenario() {
+  Scenario s;
+  s.spec = cluster(*rc::gen::inRange(1, 6), 4000);
+  for (auto& node : s.spec.nodes) {
+    if (*rc::gen::arbitrary<bool>()) node.labels["pool"] = *rc::gen::element<std::string>("a", "b");
+  }
+  s.spec.queues = {{"q1", *rc::gen::inRange<int64_t>(1, 4)}, {"q2", *rc::gen::inRange<int64_t>(1, 4)}};
+  s.spec.borrowing = *rc::gen::arbitrary<bool>();
+  if (*rc::gen::arbitrary<bool>()) s.spec.node_order = model::NodeOrder::kMostAllocated;
+  int64_t quota_cpu = *rc::gen::inRange<int64_t>(1, 12) * 1000;
+  int64_t quota_count = *rc::gen::inRange<int64_t>(1, 6);
+  s.spec.resource_quotas = {{"ns0", {{"cpu", model::format_cpu(quota_cpu)}}},
+                            {"ns1", {{"count/workloads", std::to_string(quota_count)}}},
+                            {"ns2", {{"shoal.dev/namespace.weight", "2"}}}};
+  s.quotas["ns0"].cpu_milli = quota_cpu;
+  s.quotas["ns1"].workloads = quota_count;
+  s.weights["ns2"] = 2;
+  return s;
+}
+
+model::WorkloadSpec random_workload(const std::string& name) {
+  model::WorkloadSpec w = task("ns" + std::to_string(*rc::gen::inRange(0, 4)), name,
+                               *rc::gen::element<int64_t>(500, 1000, 2000),
+                               *rc::gen::inRange(1, 4));
+  w.min_available = *rc::gen::inRange(0, w.replicas + 1);
+  w.priority = *rc::gen::inRange(0, 3);
+  w.queue = *rc::gen::element<std::string>("q1", "q2", "q2", "none");
+  if (*rc::gen::inRange(0, 4) == 0) w.node_selector = {{"pool", "a"}};
+  return w;
+}
+
+// Alike work (schedule_queue.h): the grouped pass gives every waiting
+// member of a group the reason its first refused member got, while the
+// one-by-one pass may name another reason that also holds for a later
+// member (a queue's share reached where the first met its quota). So a
+// waiting workload's reason must be one the one-by-one pass gave its group.
+using Shape = std::tuple<std::string, std::string, int64_t, int32_t, int32_t, model::Labels>;
+Shape shape_of(const model::WorkloadSpec& w) {
+  return {w.queue, w.namespace_name, w.resources.cpu_milli, w.replicas, w.min_available,
+          w.node_selector};
+}
+std::map<Shape, std::set<std::string>> reasons_by_shape(const std::vector<ScheduleRequest>& requests,
+                                                        const ScheduleResult& result) {
+  std::map<Shape, std::set<std::string>> out;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!result.workloads[i].admitted) out[shape_of(requests[i].spec)].insert(result.workloads[i].reason);
+  }
+  return out;
+}
+
+RC_GTEST_PROP(FairShareProperty, TheGroupedPassDecidesAsTheOneByOnePass, ()) {
+  Scenario s = random_scenario();
+  auto scheduler = FairShareScheduler::create(s.spec);
+  RC_ASSERT(scheduler.is_ok());
+  reference::ReferenceScheduler oracle(s.spec, s.quotas, s.weights);
+  // Two passes: the second starts from what the first left allocated.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<ScheduleRequest> requests;
+    int count = *rc::gen::inRange(1, 40);
+    for (int i = 0; i < count; ++i) {
+      std::string name = "r" + std::to_string(round) + "w" + std::to_string(i);
+      requests.push_back({name, random_workload(name)});
+    }
+    ScheduleResult got = scheduler->allocate(requests);
+    ScheduleResult want = oracle.allocate(requests);
+    auto reasons = reasons_by_shape(requests, want);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      RC_ASSERT(got.workloads[i].key == want.workloads[i].key);
+      RC_ASSERT(got.workloads[i].admitted == want.workloads[i].admitted);
+      RC_ASSERT(got.workloads[i].nodes == want.workloads[i].nodes);
+      if (want.workloads[i].admitted) {
+        RC_ASSERT(got.workloads[i].reason == want.workloads[i].reason);
+      } else {
+        RC_ASSERT(reasons[shape_of(requests[i].spec)].contains(got.workloads[i].reason));
+      }
+    }
+    RC_ASSERT(got.queues.size() == want.queues.size());
+    for (size_t q = 0; q < got.queues.size(); ++q) {
+      RC_ASSERT(got.queues[q].allocated == want.queues[q].allocated);
+      RC_ASSERT(got.queues[q].namespaces.size() == want.queues[q].namespaces.size());
+      for (size_t n = 0; n < got.queues[q].namespaces.size(); ++n) {
+        RC_ASSERT(got.queues[q].namespaces[n].name == want.queues[q].namespaces[n].name);
+        RC_ASSERT(got.queues[q].namespaces[n].allocated == want.queues[q].namespaces[n].allocated);
+      }
+    }
+    RC_ASSERT(scheduler->node_allocated() == oracle.node_allocated());
+  }
+}
+
+// The agent's way: a queue kept across passes, work arriving, leaving and
+// finishing in between, whole reservations only. Each pass must admit what
+// one one-by-one pass over the queue (in arrival order) would, and leave
+// every waiting workload with that pass's reason.
+RC_GTEST_PROP(FairShareProperty, AQueueServedPassByPassDecidesAsTheOneByOnePass, ()) {
+  Scenario s = random_scenario();
+  auto scheduler = FairShareScheduler::create(s.spec);
+  RC_ASSERT(scheduler.is_ok());
+  reference::ReferenceScheduler oracle(s.spec, s.quotas, s.weights);
+  std::map<std::string, size_t> node_index;
+  for (size_t n = 0; n < s.spec.nodes.size(); ++n) node_index[s.spec.nodes[n].name] = n;
+  ScheduleQueue queue;
+  std::vector<std::pair<std::string, model::WorkloadSpec>> waiting;  // arrival order
+  std::map<std::string, std::pair<model::WorkloadSpec, std::vector<std::string>>> held;
+  int next = 0;
+  int steps = *rc::gen::inRange(1, 8);
+  for (int step = 0; step < steps; ++step) {
+    for (int i = *rc::gen::inRange(0, 12); i > 0; --i) {
+      std::string key = "w" + std::to_string(next++);
+      model::WorkloadSpec w = random_workload(key);
+      RC_ASSERT(queue.push(key, w));
+      waiting.emplace_back(key, w);
+    }
+    if (!waiting.empty() && *rc::gen::arbitrary<bool>()) {  // a source withdraws one
+      size_t gone = *rc::gen::inRange<size_t>(0, waiting.size());
+      RC_ASSERT(queue.erase(waiting[gone].first));
+      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(gone));
+    }
+    if (!held.empty() && *rc::gen::arbitrary<bool>()) {  // one finishes
+      auto done = held.begin();
+      std::vector<size_t> indexes;
+      for (const auto& name : done->second.second) indexes.push_back(node_index[name]);
+      scheduler->release(done->second.first, done->second.second);
+      oracle.release(done->second.first, indexes);
+      held.erase(done);
+    }
+    std::vector<ScheduleRequest> requests;
+    for (auto [key, w] : waiting) {
+      w.min_available = 0;  // a reservation holds every replica
+      requests.push_back({key, w});
+    }
+    ScheduleResult want = oracle.allocate(requests);
+    std::vector<FairShareScheduler::Served> served = scheduler->serve(queue, /*whole=*/true);
+    std::map<std::string, std::vector<std::string>> admitted;
+    for (const auto& one : served) admitted[one.key] = one.nodes;
+    auto reasons = reasons_by_shape(requests, want);
+    std::vector<std::pair<std::string, model::WorkloadSpec>> still;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      const WorkloadDecision& decision = want.workloads[i];
+      const std::string& key = waiting[i].first;
+      RC_ASSERT(admitted.contains(key) == decision.admitted);
+      if (decision.admitted) {
+        RC_ASSERT(admitted[key] == decision.nodes);
+        RC_ASSERT(!queue.contains(key));
+        held[key] = {waiting[i].second, decision.nodes};
+      } else {
+        RC_ASSERT(queue.contains(key));
+        RC_ASSERT(reasons[shape_of(requests[i].spec)].contains(std::string(queue.reason(key))));
+        still.push_back(waiting[i]);
+      }
+    }
+    waiting = std::move(still);
+    RC_ASSERT(queue.size() == waiting.size());
+    RC_ASSERT(queue.check_invariants());
+    RC_ASSERT(scheduler->node_allocated() == oracle.node_allocated());
   }
 }
 
