@@ -14,18 +14,23 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   touched_since_tick_.clear();
   if (local_room_freed) {
     // Room freed in our own cluster: pending work that fits tries again now.
-    for (const std::string& uid : awake_) {
-      auto found = workloads_.find(uid);
-      if (found == workloads_.end()) continue;
+    for (auto it = room_waiters_.begin(); it != room_waiters_.end();) {
+      auto found = workloads_.find(*it);
+      if (found == workloads_.end() || found->second.record.phase != model::Phase::kPending) {
+        it = room_waiters_.erase(it);
+        continue;
+      }
+      ++it;
       SourceWorkload& workload = found->second;
       const auto& spec = workload.record.spec;
-      if (workload.record.phase != model::Phase::kPending || is_group(workload)) continue;
+      if (is_group(workload)) continue;
       auto own = cluster_.capacity_for(spec.namespace_name, spec.queue);
       if (own && own->largest_free_node.fits(spec.resources) && own->free.fits(spec.total())) {
         workload.next_round_at = std::min(workload.next_round_at, now);
       }
     }
   }
+  wake_parked(now);
   drive_source_workloads(now);
   // After the due times above: a DIGEST only moves them later, so they stay
   // lower bounds.
@@ -34,6 +39,7 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
 
 TimePoint SourceRole::next_deadline() const {
   TimePoint next = due_after_tick_;
+  if (!parked_.empty()) next = std::min(next, parked_.begin()->first);
   for (const std::string& uid : touched_since_tick_) {
     auto found = workloads_.find(uid);
     if (found != workloads_.end()) next = std::min(next, due_at(found->second));
@@ -336,9 +342,10 @@ bool SourceRole::is_quiet(const SourceWorkload& workload) {
   if (record.deleting) return false;
   if (is_group(workload)) return true;  // its copies do the work; a delete wakes it
   if (!workload.cancels.empty()) return false;
-  // Finished, or waiting for a slot (admit_waiting starts its round, and
-  // persist wakes it then).
-  return model::is_finished(record.phase) || workload.waiting_ticket != 0;
+  // Finished, waiting for a slot (admit_waiting starts its round, and
+  // persist wakes it then), or parked (wake_parked or persist wakes it).
+  return model::is_finished(record.phase) || workload.waiting_ticket != 0 ||
+         workload.parked_until != TimePoint{};
 }
 
 void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& workload,

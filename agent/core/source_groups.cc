@@ -40,6 +40,7 @@ void SourceRole::load(std::vector<store::WorkloadRecord> records) {
       copies_[workload.record.parent].push_back(workload.record.uid);
     }
     awake_.insert(workload.record.uid);
+    if (workload.record.phase == model::Phase::kPending) room_waiters_.insert(workload.record.uid);
     auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
     if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
   }
@@ -53,6 +54,12 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   context_.note_store(written);
   awake_.insert(record.uid);
   touched_since_tick_.insert(record.uid);
+  if (auto it = workloads_.find(record.uid); it != workloads_.end()) unpark(it->second);
+  if (record.phase == model::Phase::kPending && !record.deleting) {
+    room_waiters_.insert(record.uid);  // make_pending takes out what waits in queues
+  } else {
+    room_waiters_.erase(record.uid);
+  }
   if (holds_slot(record)) {
     placing_.insert(record.uid);
   } else {
@@ -96,6 +103,11 @@ bool SourceRole::check_invariants() const {
       return false;
     }
     if (!is_quiet(workload) && !awake_.count(uid)) return false;
+    // A parked workload is woken by its entry in parked_.
+    if (workload.parked_until != TimePoint{} &&
+        !parked_.count({workload.parked_until, uid})) {
+      return false;
+    }
     // The window: a slot is held only by a round in flight; whoever waits
     // is Pending and in line exactly once.
     if (placing_.count(uid) && !holds_slot(workload.record)) return false;
@@ -303,7 +315,9 @@ WorkloadCounts SourceRole::workload_counts() const {
     ++counts.total;
     ++counts.by_phase[static_cast<size_t>(record.phase)];
     counts.started += record.started_at_ms != 0;
+    counts.parked += workload.parked_until != TimePoint{};
   }
+  counts.awake = awake_.size();
   return counts;
 }
 

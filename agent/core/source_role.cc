@@ -356,6 +356,46 @@ void SourceRole::make_pending(SourceWorkload& workload, const std::string& reaso
     persist(record);
     record_event(record.uid, "pending: " + reason);
   }
+  if (waits_in_every_queue(workload)) {
+    room_waiters_.erase(record.uid);
+    park(workload);
+  } else {
+    room_waiters_.insert(record.uid);
+  }
+}
+
+void SourceRole::park(SourceWorkload& workload) {
+  unpark(workload);
+  workload.parked_until = std::max(workload.next_round_at, workload.record.restart_at);
+  parked_.emplace(workload.parked_until, workload.record.uid);
+}
+
+void SourceRole::unpark(SourceWorkload& workload) {
+  if (workload.parked_until == TimePoint{}) return;
+  parked_.erase({workload.parked_until, workload.record.uid});
+  workload.parked_until = TimePoint{};
+  awake_.insert(workload.record.uid);
+}
+
+void SourceRole::wake_parked(TimePoint now) {
+  while (!parked_.empty() && parked_.begin()->first <= now) {
+    auto [at, uid] = *parked_.begin();
+    parked_.erase(parked_.begin());
+    auto found = workloads_.find(uid);
+    if (found == workloads_.end() || found->second.parked_until != at) continue;  // stale
+    found->second.parked_until = TimePoint{};
+    awake_.insert(uid);
+  }
+}
+
+bool SourceRole::waits_in_every_queue(const SourceWorkload& workload) {
+  if (workload.candidates.empty() || !workload.untried.empty() || !workload.unasked.empty()) {
+    return false;
+  }
+  return std::all_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
+    return entry.second.state == CandidateState::kRejected &&
+           entry.second.code == protocol::RejectCode::kNoCapacity;
+  });
 }
 
 Duration SourceRole::backoff(int doublings) const {
@@ -391,12 +431,17 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
   // Pending work that this peer now has room for is tried again at once
   // rather than after the backoff. Such work is awake (is_quiet); what waits
   // for a slot of the window is not, and need not be.
-  for (const std::string& uid : awake_) {
+  for (auto it = room_waiters_.begin(); it != room_waiters_.end();) {
+    const std::string& uid = *it;
     auto found = workloads_.find(uid);
-    if (found == workloads_.end()) continue;
+    if (found == workloads_.end() || found->second.record.phase != model::Phase::kPending) {
+      it = room_waiters_.erase(it);
+      continue;
+    }
+    ++it;
     SourceWorkload& workload = found->second;
     const store::WorkloadRecord& record = workload.record;
-    if (record.phase != model::Phase::kPending || is_group(workload)) continue;
+    if (is_group(workload)) continue;
     auto advertised = peer.capacity.find(record.spec.namespace_name);
     if (advertised == peer.capacity.end()) continue;
     auto room = advertised_room(advertised->second, record.spec.queue);

@@ -108,6 +108,10 @@ class SourceRole {
   struct SourceWorkload {
     store::WorkloadRecord record;
     int pending_attempts = 0;  // rounds in a row that ended Pending: the backoff exponent
+    // Waits in every target's queue (waits_in_every_queue): asleep, off the
+    // timers' walk, until its next round refreshes the queues' hold
+    // (parked_), or until a change (persist) wakes it. {} when not parked.
+    TimePoint parked_until{};
     std::string unasked;       // " cluster=Reason" for each target this round left out
     std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
     std::map<std::string, PendingCancel> cancels;         // by target peer id
@@ -166,6 +170,13 @@ class SourceRole {
   // pendingRetry doubled `doublings` times, at most pendingRetryMax: the wait
   // before a Pending round and before a restart.
   Duration backoff(int doublings) const;
+  // Every target of this round was asked and answered "NoCapacity:" (the
+  // candidate waits in its queue, a READY may follow).
+  static bool waits_in_every_queue(const SourceWorkload& workload);
+  void park(SourceWorkload& workload);
+  void unpark(SourceWorkload& workload);
+  // Wakes the parked workloads whose time has come.
+  void wake_parked(TimePoint now);
   // CANCELs `epoch` (and older) at `peer_id` until RELEASED or the
   // reservation must have expired; a no-op while one for `epoch` or a newer
   // epoch is pending there (one CANCEL per workload, epoch and target).
@@ -243,6 +254,16 @@ class SourceRole {
   // The uids of workloads_ the timers must visit: every one that is not
   // quiet (is_quiet). A change (persist) or an owed CANCEL wakes one.
   std::set<std::string> awake_;
+  // Pending workloads that room somewhere may help now: woken at once when
+  // room frees at home or a target advertises it. Not those whose every
+  // candidate waits in its target's queue ("NoCapacity:", waits_in_every_queue):
+  // that queue READYs them in its order, and waking 100,000 of them on each
+  // freed slot only re-sent their candidates. Kept by persist and
+  // make_pending; what left Pending is dropped when next met.
+  std::set<std::string> room_waiters_;
+  // Parked workloads by when they wake (SourceWorkload::parked_until); an
+  // entry that no longer matches its workload is stale and skipped.
+  std::set<std::pair<TimePoint, std::string>> parked_;
   std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
   std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   std::map<std::string, Target> targets_;                   // by peer id

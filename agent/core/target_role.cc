@@ -109,7 +109,19 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
                                   protocol::RejectCode::kAlreadyBound});
       return;
     }
-    // An older epoch that was only reserved, or has finished: superseded.
+    if (existing.phase == store::ReservationPhase::kReserved) {
+      // A new round of a workload we hold room for: our READY crossed the
+      // source's next round. The room moves to the new epoch (a CANCEL or
+      // APPROVE of the old one no longer touches it), so the workload keeps
+      // the place in line it waited for instead of queuing again at the back.
+      existing.epoch = message.epoch;
+      existing.expires_at = clock_.now() + config_.reservation_ttl;
+      next_reservation_expiry_ = std::min(next_reservation_expiry_, existing.expires_at);
+      persist(existing);
+      send(from, protocol::Ready{message.uid, message.epoch, free_cpu_score()});
+      return;
+    }
+    // An older epoch that has finished: superseded.
     release_reservation(key, "superseded by epoch " + std::to_string(message.epoch));
   }
 
@@ -219,14 +231,16 @@ void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
   persist(record);
   capacity_changed_ = true;
   reservations_[key] = std::move(reservation);
-  // Score: how much cpu stays free here, 0..100; higher is a roomier fit.
+  send(key.first, protocol::Ready{key.second, epoch, free_cpu_score()});
+}
+
+double TargetRole::free_cpu_score() const {
   cluster::CapacitySummary summary = cluster_.capacity();
   int64_t total_cpu = 0;
   for (const auto& node : cluster_.nodes()) total_cpu += node.capacity.cpu_milli;
-  double score = total_cpu > 0 ? 100.0 * static_cast<double>(summary.free.cpu_milli) /
-                                     static_cast<double>(total_cpu)
-                               : 0.0;
-  send(key.first, protocol::Ready{key.second, epoch, score});
+  return total_cpu > 0 ? 100.0 * static_cast<double>(summary.free.cpu_milli) /
+                             static_cast<double>(total_cpu)
+                       : 0.0;
 }
 
 void TargetRole::on_approve(const std::string& from, const protocol::Approve& message) {

@@ -170,6 +170,8 @@ class TargetRole {
   void unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it);
   void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
                    std::vector<std::string> nodes);
+  // A READY's score: how much cpu stays free here, 0..100; higher is a roomier fit.
+  double free_cpu_score() const;
   // Forgets a queued candidate and releases what `key` holds at `epoch` or
   // older; bound or running work only with `stop_bound`. False when it left
   // such work alone.

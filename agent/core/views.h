@@ -84,6 +84,10 @@ struct WorkloadCounts {
   size_t total = 0;
   std::array<size_t, std::size(model::kPhaseNames)> by_phase{};
   size_t started = 0;  // ever started (a start time is known)
+  // What each tick walks (the rest are finished, wait for a slot, or are
+  // parked: they wait in their targets' queues until their next round).
+  size_t awake = 0;
+  size_t parked = 0;
 };
 
 struct AgentStats {

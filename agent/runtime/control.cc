@@ -154,7 +154,8 @@ json status_json(const ControlContext& context) {
         {"undeliverable", context.transport_drops},
         {"handshakesRefused", context.handshakes_refused}}},
       {"nodes", nodes},
-      {"workloads", {{"total", counts.total}, {"started", counts.started}, {"byPhase", by_phase}}},
+      {"workloads", {{"total", counts.total}, {"started", counts.started}, {"byPhase", by_phase},
+                     {"awake", counts.awake}, {"parked", counts.parked}}},
       {"storage", {{"writable", context.storage_fault.empty()}, {"error", context.storage_fault}}}};
 }
 

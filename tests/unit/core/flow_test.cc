@@ -48,6 +48,32 @@ std::vector<Wire> deliver_holding_readies(World& world) {
   return readies;
 }
 
+// Issue 14: work waiting in its own cluster's queue sleeps off the timers'
+// walk (parked), so a tick costs what is awake, not what is queued; it
+// still runs, oldest first, as room frees, and its next round still comes.
+TEST(FlowTest, WorkWaitingInItsClustersQueueIsParkedAndStillRunsInOrder) {
+  World world;
+  Node& solo = world.add("solo", 1, 1000);  // one job at a time
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 40; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 1s));
+  ASSERT_TRUE(solo.agent->submit(specs).is_ok());
+  world.run_for(2s);
+  WorkloadCounts counts = solo.agent->workload_counts();
+  EXPECT_GE(counts.parked, 35u);
+  EXPECT_LE(counts.awake, 3u) << "only the running job and its neighbours are walked";
+  world.run_for(50s);
+  std::map<std::string, int64_t> started;
+  for (const auto& record : solo.agent->workloads()) {
+    EXPECT_EQ(record.phase, model::Phase::kSucceeded) << record.spec.name << ": " << record.reason;
+    started[record.spec.name] = record.started_at_ms;
+  }
+  for (int i = 1; i < 40; ++i) {
+    EXPECT_LT(started["job-" + std::to_string(i - 1)], started["job-" + std::to_string(i)])
+        << "oldest first";
+  }
+  EXPECT_EQ(solo.agent->workload_counts().parked, 0u);
+}
+
 TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
   World world;
   world.configure = [](AgentConfig& config) { config.placement_window = 2; };
