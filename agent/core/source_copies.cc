@@ -12,6 +12,7 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   // Whatever this tick touches is recomputed by next_deadline(); what it
   // drives and leaves awake sets due_after_tick_ (drive_source_workloads).
   touched_since_tick_.clear();
+  touched_due_ = TimePoint::max();
   if (local_room_freed) {
     // Room freed in our own cluster: pending work that fits tries again now.
     for (auto it = room_waiters_.begin(); it != room_waiters_.end();) {
@@ -42,8 +43,10 @@ TimePoint SourceRole::next_deadline() const {
   if (!parked_.empty()) next = std::min(next, parked_.begin()->first);
   for (const std::string& uid : touched_since_tick_) {
     auto found = workloads_.find(uid);
-    if (found != workloads_.end()) next = std::min(next, due_at(found->second));
+    if (found != workloads_.end()) touched_due_ = std::min(touched_due_, due_at(found->second));
   }
+  touched_since_tick_.clear();
+  next = std::min(next, touched_due_);
   Duration interval = digest_interval();
   for (const std::string& id : invitations_.issuers()) {
     if (!may_renew_lease(id)) continue;  // until we hear from it again (an input)

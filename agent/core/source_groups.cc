@@ -54,8 +54,10 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   context_.note_store(written);
   awake_.insert(record.uid);
   touched_since_tick_.insert(record.uid);
-  if (auto it = workloads_.find(record.uid); it != workloads_.end()) unpark(it->second);
-  if (record.phase == model::Phase::kPending && !record.deleting) {
+  auto it = workloads_.find(record.uid);
+  if (it != workloads_.end()) unpark(it->second);
+  bool waits_for_slot = it != workloads_.end() && it->second.waiting_ticket != 0;
+  if (record.phase == model::Phase::kPending && !record.deleting && !waits_for_slot) {
     room_waiters_.insert(record.uid);  // make_pending takes out what waits in queues
   } else {
     room_waiters_.erase(record.uid);
@@ -68,8 +70,7 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   // Placed (a late READY won), deleted or otherwise moved on: it no longer
   // waits for a slot.
   if (record.phase != model::Phase::kPending || record.deleting) {
-    if (auto it = workloads_.find(record.uid);
-        it != workloads_.end() && it->second.waiting_ticket) {
+    if (it != workloads_.end() && it->second.waiting_ticket) {
       waiting_.erase({-int64_t{record.spec.priority}, it->second.waiting_ticket, record.uid});
       it->second.waiting_ticket = 0;
     }
@@ -127,8 +128,17 @@ bool SourceRole::check_invariants() const {
   for (const auto& uid : placing_) {
     if (!workloads_.count(uid)) return false;
   }
+  // Room never wakes what waits for a slot (it would walk the whole line).
+  for (const auto& uid : room_waiters_) {
+    auto it = workloads_.find(uid);
+    if (it != workloads_.end() && it->second.waiting_ticket != 0) return false;
+  }
+  // next_deadline() is never later than an awake workload's due time: what
+  // moves one earlier touches it (the fold in next_deadline relies on it).
+  TimePoint deadline = next_deadline();
   for (const auto& uid : awake_) {
-    if (!workloads_.count(uid)) return false;
+    auto it = workloads_.find(uid);
+    if (it == workloads_.end() || due_at(it->second) < deadline) return false;
   }
   // The copies of a group, finished ones included, are placed on different
   // clusters.

@@ -228,6 +228,9 @@ void SourceRole::wait_for_slot(SourceWorkload& workload) {
   }
   workload.waiting_ticket = next_ticket_++;
   waiting_.insert({-int64_t{record.spec.priority}, workload.waiting_ticket, record.uid});
+  // Room cannot help what waits for a slot; its round, once admitted, can
+  // make it a room waiter (make_pending).
+  room_waiters_.erase(record.uid);
 }
 
 bool SourceRole::admit_waiting() {

@@ -279,8 +279,14 @@ class SourceRole {
   // the earliest due time as of the last tick, and the workloads touched
   // since (changed, cancelled at, or handed a message), whose due times are
   // computed afresh. Deadlines only move earlier through such a touch.
+  // next_deadline() folds the touched into touched_due_ as it reads them
+  // (a cache: a loop iteration asks once per batch, and 20,000 submitted
+  // at once were walked on every ask until the next tick). A fold may
+  // keep a time that a later change moved on: the tick then comes early,
+  // which is harmless; it never comes late.
   TimePoint due_after_tick_ = TimePoint::min();
-  std::set<std::string> touched_since_tick_;
+  mutable TimePoint touched_due_ = TimePoint::max();
+  mutable std::set<std::string> touched_since_tick_;
 };
 
 }  // namespace shoal::core

@@ -94,6 +94,8 @@ TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
                record.reason.find("WaitingForSlot") != std::string::npos;
   }
   EXPECT_EQ(waiting, 4);
+  // Among them: room advertised never walks those waiting for a slot.
+  EXPECT_TRUE(source.agent->check_invariants());
 
   std::map<std::string, std::string> name_of_uid;
   for (const auto& record : source.agent->workloads()) name_of_uid[record.uid] = record.spec.name;
