@@ -131,4 +131,6 @@ std::string Database::last_error() const { return sqlite3_errmsg(db_); }
 
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
 
+int64_t Database::total_changes() const { return sqlite3_total_changes64(db_); }
+
 }  // namespace shoal::store

@@ -49,6 +49,8 @@ class Database {
   std::string last_error() const;
   // Rows the last INSERT, UPDATE or DELETE changed.
   int64_t changes() const;
+  // Rows every INSERT, UPDATE and DELETE so far changed.
+  int64_t total_changes() const;
 
  private:
   explicit Database(sqlite3* db) : db_(db) {}

@@ -1,5 +1,7 @@
 #include "store/sqlite_store.h"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 namespace shoal::store {
@@ -200,13 +202,24 @@ Status SqliteStore::begin() {
   if (in_batch_) return internal_error("store: batch already open");
   SHOAL_RETURN_IF_ERROR(db_->execute("BEGIN IMMEDIATE"));
   in_batch_ = true;
+  changes_at_begin_ = db_->total_changes();
   return Status::ok();
 }
 
 Status SqliteStore::commit() {
   if (!in_batch_) return internal_error("store: no batch open");
   in_batch_ = false;
-  return db_->execute("COMMIT");
+  bool wrote = db_->total_changes() != changes_at_begin_;
+  auto began = std::chrono::steady_clock::now();
+  Status committed = db_->execute("COMMIT");
+  if (committed.is_ok() && wrote) {
+    ++commit_stats_.written;
+    commit_stats_.written_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  } else if (committed.is_ok()) {
+    ++commit_stats_.empty;
+  }
+  return committed;
 }
 
 void SqliteStore::rollback() {

@@ -30,6 +30,7 @@ class SqliteStore final : public Store {
   Status begin() override;
   Status commit() override;
   void rollback() override;
+  CommitStats commit_stats() const override { return commit_stats_; }
 
   Result<uint64_t> next_boot() override;
 
@@ -63,6 +64,8 @@ class SqliteStore final : public Store {
   int finishes_since_prune_ = 0;
   std::unique_ptr<Database> db_;
   bool in_batch_ = false;
+  int64_t changes_at_begin_ = 0;
+  CommitStats commit_stats_;
 };
 
 }  // namespace shoal::store

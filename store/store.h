@@ -12,6 +12,14 @@
 
 namespace shoal::store {
 
+// What the batches cost the disk: a batch that changed a row is one
+// synchronous WAL append (fsync), one that changed none writes nothing.
+struct CommitStats {
+  uint64_t written = 0;           // batches that changed rows
+  uint64_t empty = 0;             // batches that changed none
+  double written_seconds = 0;     // wall time inside the written batches' COMMIT
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -20,6 +28,7 @@ class Store {
   virtual Status begin() = 0;
   virtual Status commit() = 0;
   virtual void rollback() = 0;
+  virtual CommitStats commit_stats() const = 0;
 
   // Increments and returns the boot counter (1 on first start).
   virtual Result<uint64_t> next_boot() = 0;

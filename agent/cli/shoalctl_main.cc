@@ -217,20 +217,40 @@ int cmd_submit(const Options& o, const std::string& file) {
   return 0;
 }
 
-int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool all) {
-  json request{{"command", "get-workloads"}};
-  if (!all) request["namespace"] = namespace_name;
-  auto reply = call_agent(o.data_dir, request);
-  if (!reply.is_ok()) return fail(reply.status());
+struct ListPaging {
+  int64_t limit = 0;        // at most this many (0: all)
+  int64_t chunk_size = 500;  // per request to the agent
+  std::string continue_after;
+};
+
+int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool all,
+                      const ListPaging& paging) {
+  // Fetched in chunks: each is one short request, so the agent serves its
+  // peers and other requests between them however long the list.
+  json items = json::array();
+  std::string next = paging.continue_after;
+  do {
+    int64_t want = paging.chunk_size;
+    if (paging.limit > 0) want = std::min<int64_t>(want, paging.limit - std::ssize(items));
+    json request{{"command", "get-workloads"}, {"limit", want}};
+    if (!all) request["namespace"] = namespace_name;
+    if (!next.empty()) request["continue"] = next;
+    auto reply = call_agent(o.data_dir, request);
+    if (!reply.is_ok()) return fail(reply.status());
+    for (auto& item : (*reply)["items"]) items.push_back(std::move(item));
+    next = reply->value("continue", "");
+  } while (!next.empty() && (paging.limit == 0 || std::ssize(items) < paging.limit));
   if (o.output == "json") {
-    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+    json out{{"items", items}};
+    if (!next.empty()) out["continue"] = next;
+    std::cout << out.dump(2) << "\n";
     return 0;
   }
   bool wide = o.output == "wide";
   std::vector<std::string> header = {"NAMESPACE", "NAME", "PHASE", "CLUSTER", "AGE"};
   if (wide) header.insert(header.end(), {"NODES", "EPOCH", "RESTARTS", "UID", "REASON"});
   Table table(header);
-  for (const auto& item : (*reply)["items"]) {
+  for (const auto& item : items) {
     const auto& status = item["status"];
     std::string cluster = status["cluster"];
     std::vector<std::string> row = {item["metadata"]["namespace"], item["metadata"]["name"],
@@ -245,6 +265,9 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
     table.add(row);
   }
   table.print(std::cout);
+  if (!next.empty()) {
+    std::cerr << "more workloads follow: add --continue " << next << "\n";
+  }
   return 0;
 }
 
@@ -452,6 +475,19 @@ int main(int argc, char** argv) {
   get_workloads->add_flag("-A,--all-namespaces", all_namespaces, "Every namespace");
   get_workloads->add_option("-o,--output", options.output, "json or wide")
       ->check(CLI::IsMember({"json", "wide"}));
+  ListPaging paging;
+  get_workloads
+      ->add_option("--limit", paging.limit,
+                   "List at most N, in namespace/name order; if more follow, the token to "
+                   "go on with is printed (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  get_workloads->add_option("--continue", paging.continue_after,
+                            "Go on after the token a previous --limit printed");
+  get_workloads
+      ->add_option("--chunk-size", paging.chunk_size,
+                   "Workloads fetched per request to the agent (each request is short, so "
+                   "the agent stays responsive while a long list is read)")
+      ->check(CLI::Range(1, 5000));
   auto* get_reservations =
       get->add_subcommand("reservations", "What this cluster holds or runs for sources");
   get_reservations->add_option("-o,--output", options.output, "json")
@@ -540,7 +576,7 @@ int main(int argc, char** argv) {
   if (*invite_accept) return cmd_invite_accept(options, token_or_file);
   if (*peers) return cmd_peers(options);
   if (*submit) return cmd_submit(options, submit_file);
-  if (*get_workloads) return cmd_get_workloads(options, get_namespace, all_namespaces);
+  if (*get_workloads) return cmd_get_workloads(options, get_namespace, all_namespaces, paging);
   if (*get_reservations) return cmd_get_reservations(options);
   if (*describe_workload) return cmd_describe_workload(options, describe_target);
   if (*status) return cmd_status(options);

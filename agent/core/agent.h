@@ -106,6 +106,11 @@ class Agent {
 
   // Top-level workloads (the copies of a multi-cluster workload are not listed).
   std::vector<store::WorkloadRecord> workloads() const;
+  // The same, a page at a time (SourceRole::workloads_page).
+  WorkloadPage workloads_page(const std::string& namespace_name, const std::string& after,
+                              size_t limit) const {
+    return source_.workloads_page(namespace_name, after, limit);
+  }
   // numberOfClusters > 1: the copies of group `uid`, by copy index.
   std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
   // Counts by phase, cheap at any size (status, benchmarks).

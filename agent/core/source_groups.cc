@@ -317,6 +317,26 @@ std::vector<store::WorkloadRecord> SourceRole::workloads() const {
   return out;
 }
 
+WorkloadPage SourceRole::workloads_page(const std::string& namespace_name,
+                                        const std::string& after, size_t limit) const {
+  WorkloadPage page;
+  // uid_by_name_ is keyed "namespace/name" (WorkloadSpec::key): one
+  // namespace's workloads are one run of keys, and a key resumes a listing
+  // even if the workload it names is gone since.
+  std::string prefix = namespace_name.empty() ? "" : namespace_name + "/";
+  auto it = after.empty() ? uid_by_name_.lower_bound(prefix) : uid_by_name_.upper_bound(after);
+  if (!after.empty() && after < prefix) it = uid_by_name_.lower_bound(prefix);
+  for (; it != uid_by_name_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    if (page.items.size() == limit) {
+      page.next = page.items.empty() ? "" : page.items.back().spec.key();
+      break;
+    }
+    auto found = workloads_.find(it->second);
+    if (found != workloads_.end()) page.items.push_back(found->second.record);
+  }
+  return page;
+}
+
 WorkloadCounts SourceRole::workload_counts() const {
   WorkloadCounts counts;
   for (const auto& [uid, workload] : workloads_) {

@@ -71,6 +71,10 @@ class SourceRole {
 
   // Views.
   std::vector<store::WorkloadRecord> workloads() const;
+  // At most `limit` (> 0) after key `after` ("" from the start), in
+  // `namespace_name` ("" for all): a page costs what it lists, not the total.
+  WorkloadPage workloads_page(const std::string& namespace_name, const std::string& after,
+                              size_t limit) const;
   std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
   WorkloadCounts workload_counts() const;
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,

@@ -15,6 +15,7 @@
 #include "model/resources.h"
 #include "protocol/envelope.h"
 #include "protocol/messages.h"
+#include "store/records.h"
 
 namespace shoal::core {
 
@@ -88,6 +89,14 @@ struct WorkloadCounts {
   // parked: they wait in their targets' queues until their next round).
   size_t awake = 0;
   size_t parked = 0;
+};
+
+// One page of a listing of top-level workloads, in "namespace/name" order.
+struct WorkloadPage {
+  std::vector<store::WorkloadRecord> items;
+  // The key to list after for the next page (opaque to users: `--continue`);
+  // "" when this page ends the listing.
+  std::string next;
 };
 
 struct AgentStats {

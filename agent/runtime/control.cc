@@ -8,6 +8,11 @@
 namespace shoal::runtime {
 namespace {
 
+// get-workloads pages: the default matches kubectl's --chunk-size; the
+// largest keeps one answer (and the loop iteration that builds it) short.
+constexpr int64_t kDefaultPageSize = 500;
+constexpr int64_t kLargestPageSize = 5000;
+
 using nlohmann::json;
 
 // Typed access to a control request's fields. shoalctl always sends the
@@ -36,6 +41,16 @@ class Request {
       out.push_back(item.get<std::string>());
     }
     return out;
+  }
+  // A whole number in [low, high]; `fallback` when absent.
+  Result<int64_t> count_or(const char* key, int64_t fallback, int64_t low, int64_t high) const {
+    auto it = body_.find(key);
+    if (it == body_.end() || it->is_null()) return fallback;
+    if (!it->is_number_integer() || it->get<int64_t>() < low || it->get<int64_t>() > high) {
+      return invalid_argument(field(key) + ": expected a whole number from " +
+                              std::to_string(low) + " to " + std::to_string(high));
+    }
+    return it->get<int64_t>();
   }
   Result<bool> flag(const char* key) const {
     auto it = body_.find(key);
@@ -156,7 +171,13 @@ json status_json(const ControlContext& context) {
       {"nodes", nodes},
       {"workloads", {{"total", counts.total}, {"started", counts.started}, {"byPhase", by_phase},
                      {"awake", counts.awake}, {"parked", counts.parked}}},
-      {"storage", {{"writable", context.storage_fault.empty()}, {"error", context.storage_fault}}}};
+      {"storage",
+       {{"writable", context.storage_fault.empty()},
+        {"error", context.storage_fault},
+        // Each written batch is one synchronous WAL append (an fsync).
+        {"commits", context.commits.written},
+        {"emptyBatches", context.commits.empty},
+        {"commitSeconds", context.commits.written_seconds}}}};
 }
 
 Result<core::InvitationOptions> invitation_options(const Request& request) {
@@ -286,12 +307,18 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     return json{{"ok", true}, {"items", items}};
   }
   if (command == "get-workloads") {
+    // A page at a time, so that listing 100,000 workloads never holds the
+    // loop (peers, timers, other requests) for longer than a page takes.
     SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text_or("namespace", ""));
+    SHOAL_ASSIGN_OR_RETURN(std::string after, request.text_or("continue", ""));
+    SHOAL_ASSIGN_OR_RETURN(int64_t limit,
+                           request.count_or("limit", kDefaultPageSize, 1, kLargestPageSize));
+    core::WorkloadPage page = agent.workloads_page(ns, after, static_cast<size_t>(limit));
     json items = json::array();
-    for (const auto& record : agent.workloads()) {
-      if (ns.empty() || record.spec.namespace_name == ns) items.push_back(workload_to_json(record));
-    }
-    return json{{"ok", true}, {"items", items}};
+    for (const auto& record : page.items) items.push_back(workload_to_json(record));
+    json out{{"ok", true}, {"items", items}};
+    if (!page.next.empty()) out["continue"] = page.next;
+    return out;
   }
   if (command == "get-reservations") return reservations_json(agent);
   if (command == "nominate") {

@@ -15,6 +15,7 @@ struct ControlContext {
   uint64_t handshakes_refused = 0;  // CURVE handshakes the ZAP handler turned away
   uint64_t rate_limited = 0;        // peer messages dropped unread over peerMessageRate
   std::string storage_fault;        // why the state database cannot be written; "" when it can
+  store::CommitStats commits;       // what the batches cost the disk so far
 };
 
 // Never throws. A response is {"ok": true, ...} or

@@ -445,7 +445,8 @@ class Loop {
                              transport_.dropped_unconnected(),
                              handshakes_refused_,
                              limiter_.limited(),
-                             storage_fault_ ? storage_fault_->message() : std::string()};
+                             storage_fault_ ? storage_fault_->message() : std::string(),
+                             store_.commit_stats()};
       nlohmann::json response = request.is_discarded()
                                     ? nlohmann::json{{"ok", false},
                                                      {"code", "InvalidArgument"},

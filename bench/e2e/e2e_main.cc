@@ -1,7 +1,9 @@
 // shoal-bench-e2e: real agents on loopback, one source and N targets,
-// W workloads submitted at once (closed loop), measured from the agents'
-// own timestamps (issue 14). Each run is a fresh federation; min / median /
-// max over runs are printed, since this machine is shared and noisy.
+// W workloads submitted at once (closed loop) or at a fixed rate (open loop,
+// --rate), measured from the agents' own timestamps (issue 14). Each run is
+// a fresh federation; min / median / max over runs are printed, since this
+// machine is shared and noisy. Several --workloads sizes print the ratio of
+// the largest's median rate to the smallest's (no collapse: >= 0.9).
 //
 // Reported per run:
 //   placements/s   W / (last start - first creation), both agent timestamps
@@ -10,7 +12,20 @@
 //   msgs/placement every message every agent sent, over W
 //   sigs/placement every envelope every agent signed (a BATCH carries many
 //                  messages under one signature), over W
-//   CPU ms/placement  the source's user+system CPU over W (and the busiest target's)
+//   CPU ms/placement  the source's user+system CPU over W (and the busiest target's,
+//                  and all agents' together)
+//   commits/placement  written batches (each one fsync of the WAL) of every agent, over W
+//   bound          what this machine allows, measured in the same run: every signature,
+//                  verification and commit the run needed, at the rates this process
+//                  measures for them just before, spread over every core
+//                  (cores / (sigs*t_sign + verifies*t_verify + commits*t_commit) per
+//                  placement); the rate's ratio to it says how much of the machine
+//                  the protocol's own cost leaves to everything else
+//   CPU bound      cores / all agents' CPU per placement: what this run's own CPU
+//                  cost allows when every agent shares this machine (rate at it: the
+//                  machine, not the protocol, is the limit)
+//   own-core bound 1 / the busiest agent's CPU per placement: the rate if each agent
+//                  had a core of its own, as it does beside a real cluster
 //   src RSS MB     the source's VmRSS once every workload started: what holding W
 //                  workloads costs (before the bench lists them)
 //   peak MB        VmHWM of the source (listing W workloads as JSON included) and of
@@ -29,13 +44,16 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/time.h"
+#include "crypto/identity.h"
 #include "integration/harness.h"
+#include "store/sqlite.h"
 
 namespace shoal::bench {
 namespace {
@@ -46,10 +64,57 @@ using namespace std::chrono_literals;
 
 struct Options {
   int targets = 8;
-  int workloads = 2000;
+  std::vector<int> workloads{2000};
   int runs = 3;
   int timeout_seconds = 600;
+  double rate = 0;  // workloads submitted per second (open loop); 0: all at once
 };
+
+// This machine's speed at what the protocol pays per message and batch,
+// measured now (the host is shared: a figure from another hour says little).
+struct MachineSpeed {
+  double signs_per_second = 0;
+  double verifies_per_second = 0;
+  double commits_per_second = 0;  // one-row WAL commits, synchronous=FULL (as the agents)
+};
+
+template <typename Step>
+double rate_of(Step step, std::chrono::milliseconds budget) {
+  auto began = std::chrono::steady_clock::now();
+  uint64_t done = 0;
+  std::chrono::duration<double> spent{};
+  while (spent < budget) {
+    for (int i = 0; i < 16; ++i) step();
+    done += 16;
+    spent = std::chrono::steady_clock::now() - began;
+  }
+  return static_cast<double>(done) / spent.count();
+}
+
+MachineSpeed measure_machine(const std::string& dir) {
+  MachineSpeed speed;
+  if (!crypto::initialize().is_ok()) return speed;
+  crypto::Identity identity = crypto::Identity::generate();
+  std::vector<uint8_t> envelope(512, 0x5a);  // about one BATCH of a few messages
+  crypto::Signature signature = identity.sign(envelope);
+  speed.signs_per_second = rate_of([&] { signature = identity.sign(envelope); }, 300ms);
+  bool all_valid = true;
+  speed.verifies_per_second = rate_of(
+      [&] { all_valid &= crypto::verify(identity.public_key(), envelope, signature); }, 300ms);
+  if (!all_valid) speed.verifies_per_second = 0;
+  auto db = store::Database::open(dir + "/commit-speed.db");
+  if (db.is_ok() && (*db)->execute("CREATE TABLE t (v INTEGER)").is_ok()) {
+    int64_t value = 0;
+    speed.commits_per_second = rate_of(
+        [&] {
+          (void)(*db)->execute("BEGIN IMMEDIATE");
+          (void)(*db)->execute("INSERT INTO t VALUES (" + std::to_string(++value) + ")");
+          (void)(*db)->execute("COMMIT");
+        },
+        500ms);
+  }
+  return speed;
+}
 
 struct ProcessUse {
   double cpu_seconds = 0;
@@ -96,6 +161,7 @@ double percentile(std::vector<int64_t> values, double p) {
 
 struct RunResult {
   bool complete = false;
+  int workloads = 0;
   double placements_per_second = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
   double messages_per_placement = 0;
@@ -103,12 +169,18 @@ struct RunResult {
   double submit_seconds = 0;             // until `shoalctl submit` answered (what its user waits)
   std::map<std::string, int> placed_at;  // placements by cluster: the balance
   double source_cpu_ms_per_placement = 0, target_cpu_ms_per_placement = 0;
+  double all_cpu_ms_per_placement = 0;
+  double busiest_cpu_ms_per_placement = 0;  // of any one agent
+  double commits_per_placement = 0;
+  double verifies_per_placement = 0;
+  double bound_placements_per_second = 0;
   double source_rss_mb = 0, source_peak_mb = 0, target_rss_mb = 0;
   std::map<std::string, uint64_t> sent_by_type;  // every agent's, by message type
 };
 
-RunResult run_once(const Options& options) {
+RunResult run_once(const Options& options, int workloads) {
   RunResult result;
+  result.workloads = workloads;
   shoal::testing::TempDir dir;
   std::vector<std::unique_ptr<AgentProcess>> agents;
   // The source's own cluster is kept out by the allow list; targets are
@@ -162,10 +234,14 @@ RunResult run_once(const Options& options) {
     std::fprintf(stderr, "targets did not all connect\n");
     return result;
   }
-  std::string manifest = dir.path() + "/load.yaml";
-  {
-    std::ofstream out(manifest);
-    for (int i = 0; i < options.workloads; ++i) {
+  // Closed loop: one manifest of every workload. Open loop: a manifest per
+  // tenth of a second, each submitted when its time comes.
+  int per_manifest = options.rate > 0 ? std::max(1, static_cast<int>(options.rate / 10)) : workloads;
+  std::vector<std::string> manifests;
+  for (int first = 0; first < workloads; first += per_manifest) {
+    manifests.push_back(dir.path() + "/load-" + std::to_string(manifests.size()) + ".yaml");
+    std::ofstream out(manifests.back());
+    for (int i = first; i < std::min(workloads, first + per_manifest); ++i) {
       out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w" << i
           << ", namespace: default}\nspec: {resources: {cpu: \"1\"}, duration: 0s, placement: "
              "{clusters: ["
@@ -173,20 +249,25 @@ RunResult run_once(const Options& options) {
     }
   }
   auto submit_began = std::chrono::steady_clock::now();
-  auto submitted = source.ctl({"submit", "-f", manifest});
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    if (options.rate > 0) {
+      std::this_thread::sleep_until(submit_began + std::chrono::milliseconds(100 * i));
+    }
+    auto submitted = source.ctl({"submit", "-f", manifests[i]});
+    if (submitted.exit_code != 0) {
+      std::fprintf(stderr, "submit failed: %s\n", submitted.err.c_str());
+      return result;
+    }
+  }
   result.submit_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - submit_began).count();
-  if (submitted.exit_code != 0) {
-    std::fprintf(stderr, "submit failed: %s\n", submitted.err.c_str());
-    return result;
-  }
   // Polls the counts (cheap), not the list: listing 20,000 workloads costs
   // the source more than placing them, and would be measured with them.
   bool done = shoal::testing::wait_until(
       [&] {
         json status = source.ctl_json({"status"});
-        return !status.is_null() && status["workloads"]["started"].get<size_t>() ==
-                                        static_cast<size_t>(options.workloads);
+        return !status.is_null() &&
+               status["workloads"]["started"].get<size_t>() == static_cast<size_t>(workloads);
       },
       std::chrono::seconds(options.timeout_seconds));
   if (!done) {
@@ -206,29 +287,38 @@ RunResult run_once(const Options& options) {
     ++result.placed_at[w["status"]["cluster"].get<std::string>()];
   }
   double seconds = static_cast<double>(std::max<int64_t>(1, last_started - first_created)) / 1000.0;
-  result.placements_per_second = options.workloads / seconds;
+  result.placements_per_second = workloads / seconds;
   result.p50_ms = percentile(latencies, 0.50);
   result.p99_ms = percentile(latencies, 0.99);
   result.max_ms = percentile(latencies, 1.0);
-  uint64_t sent = 0, signed_envelopes = 0;
+  uint64_t sent = 0, signed_envelopes = 0, verified_envelopes = 0, commits = 0;
   for (auto& agent : agents) {
     json status = agent->ctl_json({"status"});
     if (status.is_null()) continue;
     sent += status["messages"]["sent"].get<uint64_t>();
     signed_envelopes += status["messages"]["envelopesSent"].get<uint64_t>();
+    verified_envelopes += status["messages"]["envelopesReceived"].get<uint64_t>();
+    commits += status["storage"]["commits"].get<uint64_t>();
     for (const auto& [type, count] : status["messages"]["sentByType"].items()) {
       result.sent_by_type[type] += count.get<uint64_t>();
     }
   }
-  result.messages_per_placement = static_cast<double>(sent) / options.workloads;
-  result.signatures_per_placement = static_cast<double>(signed_envelopes) / options.workloads;
+  result.messages_per_placement = static_cast<double>(sent) / workloads;
+  result.signatures_per_placement = static_cast<double>(signed_envelopes) / workloads;
+  result.verifies_per_placement = static_cast<double>(verified_envelopes) / workloads;
+  result.commits_per_placement = static_cast<double>(commits) / workloads;
   ProcessUse source_use = use_of(source.pid());
-  result.source_cpu_ms_per_placement = source_use.cpu_seconds * 1000.0 / options.workloads;
+  result.source_cpu_ms_per_placement = source_use.cpu_seconds * 1000.0 / workloads;
   result.source_peak_mb = source_use.peak_rss_mb;
+  result.all_cpu_ms_per_placement = result.source_cpu_ms_per_placement;
+  result.busiest_cpu_ms_per_placement = result.source_cpu_ms_per_placement;
   for (size_t i = 1; i < agents.size(); ++i) {
     ProcessUse use = use_of(agents[i]->pid());
+    result.all_cpu_ms_per_placement += use.cpu_seconds * 1000.0 / workloads;
+    result.busiest_cpu_ms_per_placement =
+        std::max(result.busiest_cpu_ms_per_placement, use.cpu_seconds * 1000.0 / workloads);
     result.target_cpu_ms_per_placement =
-        std::max(result.target_cpu_ms_per_placement, use.cpu_seconds * 1000.0 / options.workloads);
+        std::max(result.target_cpu_ms_per_placement, use.cpu_seconds * 1000.0 / workloads);
     result.target_rss_mb = std::max(result.target_rss_mb, use.peak_rss_mb);
   }
   result.complete = true;
@@ -242,52 +332,94 @@ int main(int argc, char** argv) {
   using namespace shoal::bench;
   Options options;
   CLI::App app{
-      "End-to-end placement load on real agents: one source, N targets, W workloads at once."};
+      "End-to-end placement load on real agents: one source, N targets, W workloads at once "
+      "(or at --rate per second)."};
   app.add_option("--targets", options.targets, "Targets (the source invites none; each invites it)")
       ->check(CLI::Range(1, 16));
-  app.add_option("--workloads", options.workloads, "Workloads submitted at once")
+  app.add_option("--workloads", options.workloads,
+                 "Workloads per run; several (2000,20000) compare the largest's rate with the "
+                 "smallest's")
+      ->delimiter(',')
       ->check(CLI::Range(1, 1000000));
   app.add_option("--runs", options.runs, "Fresh federations to measure")->check(CLI::Range(1, 20));
+  app.add_option("--rate", options.rate,
+                 "Open loop: submit this many workloads per second (in tenths of a second); "
+                 "0 submits all at once")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--timeout", options.timeout_seconds,
                  "Seconds a run may take to start every workload");
   CLI11_PARSE(app, argc, argv);
-  std::printf("1 source x %d targets, %d workloads, %d runs\n", options.targets, options.workloads,
-              options.runs);
-  std::printf("%-6s %14s %8s %8s %8s %14s %14s %14s %14s %12s %12s %12s %9s\n", "run",
-              "placements/s", "p50 ms", "p99 ms", "max ms", "msgs/placement", "sigs/placement",
-              "src CPU ms/pl", "tgt CPU ms/pl", "src RSS MB", "src peak MB", "tgt peak MB",
-              "submit s");
-  std::vector<double> rates;
-  for (int run = 1; run <= options.runs; ++run) {
-    RunResult r = run_once(options);
-    if (!r.complete) {
-      std::printf("%-6d incomplete\n", run);
-      continue;
+  shoal::testing::TempDir scratch;
+  MachineSpeed speed = measure_machine(scratch.path());
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  std::printf("this machine now: %ld cores, Ed25519 sign %.0f/s, verify %.0f/s, WAL commit %.0f/s\n",
+              cores, speed.signs_per_second, speed.verifies_per_second, speed.commits_per_second);
+  std::vector<double> medians;
+  for (int workloads : options.workloads) {
+    std::printf("1 source x %d targets, %d workloads, %s, %d runs\n", options.targets, workloads,
+                options.rate > 0 ? ("open loop at " + std::to_string(static_cast<int>(options.rate)) +
+                                    "/s")
+                                       .c_str()
+                                 : "closed loop",
+                options.runs);
+    std::printf("%-6s %12s %7s %7s %7s %7s %9s %9s %10s %10s %10s %10s %9s %9s %9s %8s\n", "run",
+                "placements/s", "bound", "p50 ms", "p99 ms", "max ms", "msgs/pl", "sigs/pl",
+                "commits/pl", "src CPUms", "tgt CPUms", "all CPUms", "src RSS", "src peak",
+                "tgt peak", "submit s");
+    std::vector<double> rates;
+    for (int run = 1; run <= options.runs; ++run) {
+      RunResult r = run_once(options, workloads);
+      if (!r.complete) {
+        std::printf("%-6d incomplete\n", run);
+        continue;
+      }
+      double seconds_per_placement =
+          (speed.signs_per_second > 0 ? r.signatures_per_placement / speed.signs_per_second : 0) +
+          (speed.verifies_per_second > 0 ? r.verifies_per_placement / speed.verifies_per_second
+                                         : 0) +
+          (speed.commits_per_second > 0 ? r.commits_per_placement / speed.commits_per_second : 0);
+      double bound = seconds_per_placement > 0 ? static_cast<double>(cores) / seconds_per_placement
+                                               : 0;
+      rates.push_back(r.placements_per_second);
+      std::printf(
+          "%-6d %12.1f %6.2fx %7.0f %7.0f %7.0f %9.1f %9.2f %10.2f %10.2f %10.2f %10.2f %9.1f "
+          "%9.1f %9.1f %8.2f\n",
+          run, r.placements_per_second, bound > 0 ? r.placements_per_second / bound : 0, r.p50_ms,
+          r.p99_ms, r.max_ms, r.messages_per_placement, r.signatures_per_placement,
+          r.commits_per_placement, r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement,
+          r.all_cpu_ms_per_placement, r.source_rss_mb, r.source_peak_mb, r.target_rss_mb,
+          r.submit_seconds);
+      int fewest = INT32_MAX, most = 0;
+      for (const auto& [cluster, count] : r.placed_at) {
+        fewest = std::min(fewest, count);
+        most = std::max(most, count);
+      }
+      if (static_cast<int>(r.placed_at.size()) < options.targets) fewest = 0;
+      double cpu_bound = static_cast<double>(cores) * 1000.0 / r.all_cpu_ms_per_placement;
+      double own_core_bound = 1000.0 / r.busiest_cpu_ms_per_placement;
+      std::printf(
+          "       bounds (placements/s): sign/verify/commit %.0f, CPU %.0f (rate at %.2f of it), "
+          "own-core %.0f\n",
+          bound, cpu_bound, r.placements_per_second / cpu_bound, own_core_bound);
+      std::printf("       placements per target: fewest %d, most %d (of %d over %d targets)\n",
+                  fewest, most, workloads, options.targets);
+      std::printf("       messages per placement by type:");
+      for (const auto& [type, count] : r.sent_by_type) {
+        std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / workloads);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
     }
-    rates.push_back(r.placements_per_second);
-    std::printf(
-        "%-6d %14.1f %8.0f %8.0f %8.0f %14.1f %14.1f %14.2f %14.2f %12.1f %12.1f %12.1f %9.2f\n",
-        run, r.placements_per_second, r.p50_ms, r.p99_ms, r.max_ms, r.messages_per_placement,
-        r.signatures_per_placement, r.source_cpu_ms_per_placement, r.target_cpu_ms_per_placement,
-        r.source_rss_mb, r.source_peak_mb, r.target_rss_mb, r.submit_seconds);
-    int fewest = INT32_MAX, most = 0;
-    for (const auto& [cluster, count] : r.placed_at) {
-      fewest = std::min(fewest, count);
-      most = std::max(most, count);
-    }
-    if (static_cast<int>(r.placed_at.size()) < options.targets) fewest = 0;
-    std::printf("       placements per target: fewest %d, most %d (of %d over %d targets)\n",
-                fewest, most, options.workloads, options.targets);
-    std::printf("       messages per placement by type:");
-    for (const auto& [type, count] : r.sent_by_type) {
-      std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / options.workloads);
-    }
-    std::printf("\n");
-    std::fflush(stdout);
+    if (rates.empty()) return 1;
+    std::sort(rates.begin(), rates.end());
+    medians.push_back(rates[rates.size() / 2]);
+    std::printf("placements/s min / median / max: %.1f / %.1f / %.1f\n\n", rates.front(),
+                rates[rates.size() / 2], rates.back());
   }
-  if (rates.empty()) return 1;
-  std::sort(rates.begin(), rates.end());
-  std::printf("placements/s min / median / max: %.1f / %.1f / %.1f\n", rates.front(),
-              rates[rates.size() / 2], rates.back());
+  if (medians.size() > 1) {
+    std::printf("median rate at %d workloads / at %d: %.2f (no collapse: >= 0.90)\n",
+                options.workloads.back(), options.workloads.front(),
+                medians.back() / medians.front());
+  }
   return 0;
 }

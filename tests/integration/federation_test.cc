@@ -2,6 +2,7 @@
 // 127.0.0.1 driven by shoalctl.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -204,6 +205,55 @@ TEST_F(Federation, BadManifestIsRefusedWithExitCodeTwoAndNothingStored) {
   json list = workloads(*agents_[0]);
   ASSERT_FALSE(list.is_null());
   EXPECT_TRUE(list["items"].empty()) << "the good document must not be stored either";
+}
+
+// Issue 14: a long list is read a page at a time (each page one short
+// request, so the agent stays responsive); --limit and --continue page it
+// for the user, in namespace/name order, and nothing is listed twice.
+TEST_F(Federation, ListingPagesThroughEveryWorkloadOnceInOrder) {
+  start_agents(1);
+  std::string path = dir_.path() + "/many.yaml";
+  {
+    std::ofstream out(path);
+    for (const char* ns : {"default", "team-b"}) {
+      for (int i = 0; i < 7; ++i) {
+        out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w" << i
+            << ", namespace: " << ns << "}\nspec: {resources: {cpu: \"1\"}, duration: 1h}\n";
+      }
+    }
+  }
+  ASSERT_EQ(agents_[0]->ctl({"submit", "-f", path}).exit_code, 0);
+  auto names = [](const json& list) {
+    std::vector<std::string> out;
+    for (const auto& w : list["items"]) {
+      out.push_back(w["metadata"]["namespace"].get<std::string>() + "/" +
+                    w["metadata"]["name"].get<std::string>());
+    }
+    return out;
+  };
+  // In chunks of 3 from the agent, all 14 come back, each once, in order.
+  json all = agents_[0]->ctl_json({"get", "workloads", "-A", "--chunk-size", "3"});
+  std::vector<std::string> listed = names(all);
+  ASSERT_EQ(listed.size(), 14u);
+  EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end()));
+  EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()).size(), 14u);
+  EXPECT_FALSE(all.contains("continue"));
+  // --limit stops early and says where to go on; --continue goes on there.
+  json first = agents_[0]->ctl_json({"get", "workloads", "-A", "--limit", "5", "--chunk-size", "2"});
+  ASSERT_EQ(first["items"].size(), 5u);
+  ASSERT_TRUE(first.contains("continue"));
+  json rest = agents_[0]->ctl_json(
+      {"get", "workloads", "-A", "--continue", first["continue"].get<std::string>()});
+  std::vector<std::string> paged = names(first);
+  for (const auto& name : names(rest)) paged.push_back(name);
+  EXPECT_EQ(paged, listed);
+  // One namespace: only its own, even when a page ends at its last one.
+  json team = agents_[0]->ctl_json({"get", "workloads", "-n", "team-b", "--chunk-size", "7"});
+  ASSERT_EQ(team["items"].size(), 7u);
+  for (const auto& w : team["items"]) EXPECT_EQ(w["metadata"]["namespace"], "team-b");
+  CommandResult table = agents_[0]->ctl({"get", "workloads", "--limit", "2"});
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.err.find("--continue default/w1"), std::string::npos) << table.err;
 }
 
 TEST_F(Federation, UnknownCommandLineFlagIsBadUsage) {

@@ -128,6 +128,9 @@ TEST_F(HostileInput, ControlRequestsWithWrongTypesNameTheField) {
   EXPECT_EQ(missing["error"], "control request field \"manifest\": expected a string, and it is missing");
   json list = ask(R"({"command": "nominate", "namespace": "default", "name": "a", "clusters": [1]})");
   EXPECT_EQ(list["error"], "control request field \"clusters\": expected a list of strings");
+  json page = ask(R"({"command": "get-workloads", "limit": 0})");
+  EXPECT_EQ(page["error"], "control request field \"limit\": expected a whole number from 1 to 5000")
+      << page.dump();
   json not_object = ask("[1, 2]");
   EXPECT_EQ(not_object["code"], "InvalidArgument");
   json not_utf8 = ask("{\"command\": \"get-workloads\", \"namespace\": \"\xff\"}");
