@@ -378,7 +378,9 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
   }
   if (workload.waiting_ticket) return;  // for a slot: admit_waiting() starts its round
   if (record.phase == model::Phase::kPending) {
-    if (now >= workload.next_round_at && now >= record.restart_at) start_round(workload);
+    if (now >= workload.next_round_at && now >= record.restart_at && !renew_queued(workload)) {
+      start_round(workload);
+    }
     return;
   }
   if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&

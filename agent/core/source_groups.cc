@@ -42,6 +42,7 @@ void SourceRole::load(std::vector<store::WorkloadRecord> records) {
     awake_.insert(workload.record.uid);
     if (workload.record.phase == model::Phase::kPending) room_waiters_.insert(workload.record.uid);
     auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
+    count(stored);
     if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
   }
 }
@@ -55,7 +56,10 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   awake_.insert(record.uid);
   touched_since_tick_.insert(record.uid);
   auto it = workloads_.find(record.uid);
-  if (it != workloads_.end()) unpark(it->second);
+  if (it != workloads_.end()) {
+    unpark(it->second);
+    count(it->second);
+  }
   bool waits_for_slot = it != workloads_.end() && it->second.waiting_ticket != 0;
   if (record.phase == model::Phase::kPending && !record.deleting && !waits_for_slot) {
     room_waiters_.insert(record.uid);  // make_pending takes out what waits in queues
@@ -132,6 +136,18 @@ bool SourceRole::check_invariants() const {
   for (const auto& uid : room_waiters_) {
     auto it = workloads_.find(uid);
     if (it != workloads_.end() && it->second.waiting_ticket != 0) return false;
+  }
+  // The counts kept as workloads change are what a recount finds.
+  std::array<size_t, std::size(model::kPhaseNames)> by_phase{};
+  size_t started = 0, parked = 0;
+  for (const auto& [uid, workload] : workloads_) {
+    parked += workload.parked_until != TimePoint{};
+    if (!workload.record.parent.empty()) continue;
+    ++by_phase[static_cast<size_t>(workload.record.phase)];
+    started += workload.record.started_at_ms != 0;
+  }
+  if (by_phase != count_by_phase_ || started != count_started_ || parked != parked_.size()) {
+    return false;
   }
   // next_deadline() is never later than an awake workload's due time: what
   // moves one earlier touches it (the fold in next_deadline relies on it).
@@ -301,8 +317,28 @@ void SourceRole::forget_workload(const std::string& uid) {
     waiting_.erase({-int64_t{it->second.record.spec.priority}, it->second.waiting_ticket, uid});
   }
   placing_.erase(uid);
+  unpark(it->second);
+  uncount(it->second);
   workloads_.erase(it);
   awake_.erase(uid);
+}
+
+void SourceRole::count(SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  if (!record.parent.empty()) return;
+  uncount(workload);
+  ++count_by_phase_[static_cast<size_t>(record.phase)];
+  workload.counted_phase = record.phase;
+  workload.counted_started = record.started_at_ms != 0;
+  count_started_ += workload.counted_started;
+}
+
+void SourceRole::uncount(SourceWorkload& workload) {
+  if (!workload.counted_phase) return;
+  --count_by_phase_[static_cast<size_t>(*workload.counted_phase)];
+  count_started_ -= workload.counted_started;
+  workload.counted_phase.reset();
+  workload.counted_started = false;
 }
 
 std::vector<store::WorkloadRecord> SourceRole::workloads() const {
@@ -339,15 +375,11 @@ WorkloadPage SourceRole::workloads_page(const std::string& namespace_name,
 
 WorkloadCounts SourceRole::workload_counts() const {
   WorkloadCounts counts;
-  for (const auto& [uid, workload] : workloads_) {
-    const store::WorkloadRecord& record = workload.record;
-    if (!record.parent.empty()) continue;
-    ++counts.total;
-    ++counts.by_phase[static_cast<size_t>(record.phase)];
-    counts.started += record.started_at_ms != 0;
-    counts.parked += workload.parked_until != TimePoint{};
-  }
+  counts.by_phase = count_by_phase_;
+  for (size_t in_phase : count_by_phase_) counts.total += in_phase;
+  counts.started = count_started_;
   counts.awake = awake_.size();
+  counts.parked = parked_.size();
   return counts;
 }
 

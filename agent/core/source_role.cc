@@ -262,31 +262,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
     wait_for_slot(workload);
     return;
   }
-  RankedTargets targets = rank_targets(record.spec, sibling_winners(record));
-  // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
-  // d*N best (Sample), or the best k with k more per round (Incremental).
-  const model::PlacementSpec& placement = record.spec.placement;
-  model::Dispatcher dispatcher = placement.dispatcher.value_or(config_.default_dispatcher);
-  workload.untried.clear();
-  if (dispatcher == model::Dispatcher::kSample) {
-    size_t sample = static_cast<size_t>(placement.sample_factor) *
-                    static_cast<size_t>(std::max(1, placement.number_of_clusters));
-    if (targets.ranked.size() > sample) targets.ranked.resize(sample);
-  } else if (dispatcher == model::Dispatcher::kExternal) {
-    // Only the operator's nominees, in rank order.
-    const auto& nominated = record.nominations;
-    std::erase_if(targets.ranked, [&](const auto& target) {
-      return !nominated || std::find(nominated->begin(), nominated->end(),
-                                     cluster_name_of(target.first)) == nominated->end();
-    });
-    if (!nominated) targets.reason = " waiting for nominations (shoalctl nominate)";
-  } else if (dispatcher == model::Dispatcher::kIncremental) {
-    size_t batch = static_cast<size_t>(std::max(1, placement.incremental_batch));
-    if (targets.ranked.size() > batch) {
-      workload.untried.assign(targets.ranked.begin() + static_cast<std::ptrdiff_t>(batch), targets.ranked.end());
-      targets.ranked.resize(batch);
-    }
-  }
+  RankedTargets targets = round_targets(workload, &workload.untried);
   // Whatever the last round still holds (or has queued) somewhere is
   // released, except where the new round's candidate supersedes it: a queued
   // candidate keeps its place in that target's line.
@@ -323,6 +299,63 @@ void SourceRole::start_round(SourceWorkload& workload) {
   for (const auto& [peer_id, name] : targets.ranked) {
     send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
+}
+
+SourceRole::RankedTargets SourceRole::round_targets(
+    const SourceWorkload& workload, std::vector<std::pair<std::string, std::string>>* untried) {
+  const store::WorkloadRecord& record = workload.record;
+  RankedTargets targets = rank_targets(record.spec, sibling_winners(record));
+  // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
+  // d*N best (Sample), or the best k with k more per round (Incremental).
+  const model::PlacementSpec& placement = record.spec.placement;
+  model::Dispatcher dispatcher = placement.dispatcher.value_or(config_.default_dispatcher);
+  untried->clear();
+  if (dispatcher == model::Dispatcher::kSample) {
+    size_t sample = static_cast<size_t>(placement.sample_factor) *
+                    static_cast<size_t>(std::max(1, placement.number_of_clusters));
+    if (targets.ranked.size() > sample) targets.ranked.resize(sample);
+  } else if (dispatcher == model::Dispatcher::kExternal) {
+    // Only the operator's nominees, in rank order.
+    const auto& nominated = record.nominations;
+    std::erase_if(targets.ranked, [&](const auto& target) {
+      return !nominated || std::find(nominated->begin(), nominated->end(),
+                                     cluster_name_of(target.first)) == nominated->end();
+    });
+    if (!nominated) targets.reason = " waiting for nominations (shoalctl nominate)";
+  } else if (dispatcher == model::Dispatcher::kIncremental) {
+    size_t batch = static_cast<size_t>(std::max(1, placement.incremental_batch));
+    if (targets.ranked.size() > batch) {
+      untried->assign(targets.ranked.begin() + static_cast<std::ptrdiff_t>(batch),
+                      targets.ranked.end());
+      targets.ranked.resize(batch);
+    }
+  }
+  return targets;
+}
+
+bool SourceRole::renew_queued(SourceWorkload& workload) {
+  if (!waits_in_every_queue(workload)) return false;
+  // Only if a new round would ask exactly the targets that queue it now; a
+  // new or vanished target, or another sample, needs a real round.
+  std::vector<std::pair<std::string, std::string>> untried;
+  RankedTargets targets = round_targets(workload, &untried);
+  if (!untried.empty() || targets.ranked.size() != workload.candidates.size()) return false;
+  for (const auto& [peer_id, name] : targets.ranked) {
+    if (!workload.candidates.count(peer_id)) return false;
+  }
+  // The same epoch's CANDIDATE again: each target restarts its queue_hold
+  // and answers NoCapacity (already known: nothing changes here) or, with
+  // room, READY. No new epoch, no write, no slot of the window: keeping
+  // 100,000 queued workloads in line was a round each per minute, and that
+  // was most of what such an agent did.
+  const store::WorkloadRecord& record = workload.record;
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
+  }
+  workload.next_round_at = clock_.now() + backoff(workload.pending_attempts);
+  workload.pending_attempts += 1;  // to pendingRetryMax, well inside queueHold
+  park(workload);
+  return true;
 }
 
 void SourceRole::ask_next_batch(SourceWorkload& workload) {
@@ -381,13 +414,18 @@ void SourceRole::unpark(SourceWorkload& workload) {
 }
 
 void SourceRole::wake_parked(TimePoint now) {
-  while (!parked_.empty() && parked_.begin()->first <= now) {
+  // A bounded herd per tick: work submitted together parks until the same
+  // instant, and 20,000 woken in one tick held the loop (control requests,
+  // peers) for a quarter of a second. The rest stay due, so the loop ticks
+  // again as soon as it has served what waits.
+  for (int woken = 0; woken < kMostWokenPerTick && !parked_.empty() && parked_.begin()->first <= now;) {
     auto [at, uid] = *parked_.begin();
     parked_.erase(parked_.begin());
     auto found = workloads_.find(uid);
     if (found == workloads_.end() || found->second.parked_until != at) continue;  // stale
     found->second.parked_until = TimePoint{};
     awake_.insert(uid);
+    ++woken;
   }
 }
 

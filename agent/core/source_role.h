@@ -116,6 +116,10 @@ class SourceRole {
     // timers' walk, until its next round refreshes the queues' hold
     // (parked_), or until a change (persist) wakes it. {} when not parked.
     TimePoint parked_until{};
+    // What workload_counts() holds for it (top-level workloads only): the
+    // phase and start last persisted, so counts cost nothing to read.
+    std::optional<model::Phase> counted_phase;
+    bool counted_started = false;
     std::string unasked;       // " cluster=Reason" for each target this round left out
     std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
     std::map<std::string, PendingCancel> cancels;         // by target peer id
@@ -143,6 +147,18 @@ class SourceRole {
     std::vector<std::pair<std::string, std::string>> ranked;  // (peer id, cluster), best first
     std::string reason;  // " cluster=Reason" for each target left out
   };
+  // Whom a round of `workload` would ask now, as its dispatcher picks them;
+  // Incremental's later batches go to `untried`.
+  RankedTargets round_targets(const SourceWorkload& workload,
+                              std::vector<std::pair<std::string, std::string>>* untried);
+  // Parked work that a round would send to the very targets that queue it:
+  // re-sends the same epoch's candidates (the targets keep its place in
+  // line) and parks it again. False if it needs a real round.
+  bool renew_queued(SourceWorkload& workload);
+  // Brings count_by_phase_ / count_started_ up to `workload`'s record, or
+  // takes it out of them.
+  void count(SourceWorkload& workload);
+  void uncount(SourceWorkload& workload);
 
   void send(const std::string& to, protocol::Body body) { context_.send(to, std::move(body)); }
   void record_event(const std::string& subject, const std::string& text) {
@@ -179,7 +195,9 @@ class SourceRole {
   static bool waits_in_every_queue(const SourceWorkload& workload);
   void park(SourceWorkload& workload);
   void unpark(SourceWorkload& workload);
-  // Wakes the parked workloads whose time has come.
+  // Wakes the parked workloads whose time has come, at most
+  // kMostWokenPerTick of them (the rest stay due: next_deadline() is now).
+  static constexpr int kMostWokenPerTick = 1000;
   void wake_parked(TimePoint now);
   // CANCELs `epoch` (and older) at `peer_id` until RELEASED or the
   // reservation must have expired; a no-op while one for `epoch` or a newer
@@ -268,6 +286,10 @@ class SourceRole {
   // Parked workloads by when they wake (SourceWorkload::parked_until); an
   // entry that no longer matches its workload is stale and skipped.
   std::set<std::pair<TimePoint, std::string>> parked_;
+  // workload_counts() kept as workloads change (count / uncount): a status
+  // request walked all 100,000 of a busy agent's workloads.
+  std::array<size_t, std::size(model::kPhaseNames)> count_by_phase_{};
+  size_t count_started_ = 0;
   std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
   std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   std::map<std::string, Target> targets_;                   // by peer id

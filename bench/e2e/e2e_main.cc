@@ -33,6 +33,16 @@
 //   submit s       until `shoalctl submit` of all W answered (the one figure its user
 //                  times: the wait at the prompt)
 //
+// --queue N measures the other scale (issue 14): one agent whose own
+// cluster (4 nodes x 8 cpu) runs 100 ms workloads, N of them submitted in
+// manifests of 20,000 (a manifest is at most 4 MiB). While they drain it
+// reports each submit's wait, the latency of a status request and of one
+// `get workloads` page of 500 (sent on the control socket as shoalctl sends
+// them, timed to the microsecond: the agent's answer, without starting a
+// process; shoalctl adds about a millisecond), the drain rate against the cluster's (32 cpus /
+// 100 ms = 320/s, from the agent's own counts), RSS, and how long SIGTERM
+// takes to stop the agent.
+//
 // The bench reports; it never passes or fails on a time.
 #include <unistd.h>
 
@@ -49,6 +59,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include "common/time.h"
 #include "crypto/identity.h"
@@ -68,6 +79,8 @@ struct Options {
   int runs = 3;
   int timeout_seconds = 600;
   double rate = 0;  // workloads submitted per second (open loop); 0: all at once
+  int queue = 0;    // > 0: the one-agent queue bench with this many workloads
+  int queue_seconds = 20;  // how long the queue bench samples while draining
 };
 
 // This machine's speed at what the protocol pays per message and batch,
@@ -325,6 +338,115 @@ RunResult run_once(const Options& options, int workloads) {
   return result;
 }
 
+// A control-socket client, as shoalctl is (DEALER to the agent's ROUTER).
+class ControlClient {
+ public:
+  explicit ControlClient(const std::string& data_dir) : socket_(context_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvtimeo, 30000);
+    socket_.connect("ipc://" + data_dir + "/control.sock");
+  }
+  // The reply's text, or "" when none came within 30 s. Timed without
+  // parsing it: that is the client's cost, not the agent's.
+  std::string ask(const json& request) {
+    std::string body = request.dump();
+    socket_.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(body), zmq::send_flags::none);
+    zmq::message_t empty, reply;
+    if (!socket_.recv(empty) || !socket_.recv(reply)) return "";
+    return reply.to_string();
+  }
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point began) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
+int run_queue(const Options& options) {
+  shoal::testing::TempDir dir;
+  std::string cluster = dir.path() + "/cluster.yaml";
+  std::ofstream(cluster) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: solo}\n"
+                            "spec:\n  nodes:\n  - {name: n, count: 4, capacity: {cpu: \"8\", "
+                            "memory: 64Gi}}\n";
+  AgentProcess agent("solo", dir.path());
+  agent.init({"--cluster-config", cluster});
+  if (!agent.start()) {
+    std::fprintf(stderr, "the agent did not start:\n%s\n", agent.log().c_str());
+    return 1;
+  }
+  const double cluster_rate = 32 / 0.1;
+  std::printf("1 agent, %d workloads of 100 ms queued on 4 x 8 cpu (cluster rate %.0f/s)\n",
+              options.queue, cluster_rate);
+  constexpr int kPerManifest = 20000;
+  for (int first = 0, part = 0; first < options.queue; first += kPerManifest, ++part) {
+    std::string path = dir.path() + "/part-" + std::to_string(part) + ".yaml";
+    {
+      std::ofstream out(path);
+      for (int i = first; i < std::min(options.queue, first + kPerManifest); ++i) {
+        out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w" << i
+            << ", namespace: default}\nspec: {resources: {cpu: \"1\"}, duration: 100ms}\n";
+      }
+    }
+    auto began = std::chrono::steady_clock::now();
+    auto submitted = agent.ctl({"submit", "-f", path});
+    if (submitted.exit_code != 0) {
+      std::fprintf(stderr, "submit failed: %s\n", submitted.err.c_str());
+      return 1;
+    }
+    std::printf("  submit of workloads %d-%d: %.2f s\n", first,
+                std::min(options.queue, first + kPerManifest) - 1, seconds_since(began));
+  }
+  auto succeeded = [&]() -> int64_t {
+    json status = agent.ctl_json({"status"});
+    if (status.is_null()) return -1;
+    return status["workloads"]["byPhase"].value("Succeeded", int64_t{0});
+  };
+  // Samples until the time is up: each control request's wait, alternating
+  // the counts and one page of the list, ten times a second, the way an
+  // operator's dashboard would watch.
+  std::vector<int64_t> status_us, page_us;
+  int64_t done_before = succeeded();
+  ControlClient control(agent.data_dir());
+  auto window_began = std::chrono::steady_clock::now();
+  for (int sample = 0; seconds_since(window_began) < options.queue_seconds; ++sample) {
+    std::this_thread::sleep_until(window_began + std::chrono::milliseconds(100) * sample);
+    auto began = std::chrono::steady_clock::now();
+    std::string status_text = control.ask({{"command", "status"}});
+    status_us.push_back(static_cast<int64_t>(seconds_since(began) * 1e6));
+    began = std::chrono::steady_clock::now();
+    std::string page_text = control.ask({{"command", "get-workloads"}, {"limit", 500}});
+    page_us.push_back(static_cast<int64_t>(seconds_since(began) * 1e6));
+    json status = json::parse(status_text, nullptr, false);
+    json page = json::parse(page_text, nullptr, false);
+    if (!status.value("ok", false) || !page.value("ok", false) || page["items"].size() != 500) {
+      std::fprintf(stderr, "a control request failed while the queue drained\n");
+      return 1;
+    }
+  }
+  int64_t done_after = succeeded();
+  double window = seconds_since(window_began);
+  double drained = static_cast<double>(done_after - done_before) / window;
+  ProcessUse use = use_of(agent.pid());
+  std::printf("  drain: %.0f/s over %.0f s (%.2f of the cluster's rate); %lld finished, %lld queued\n",
+              drained, window, drained / cluster_rate, static_cast<long long>(done_after),
+              static_cast<long long>(options.queue - done_after));
+  std::printf("  status:                  p50 %.1f ms, p99 %.1f ms, max %.1f ms (%zu asked)\n",
+              percentile(status_us, 0.5) / 1000, percentile(status_us, 0.99) / 1000,
+              percentile(status_us, 1.0) / 1000, status_us.size());
+  std::printf("  get workloads, 500 of them: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+              percentile(page_us, 0.5) / 1000, percentile(page_us, 0.99) / 1000,
+              percentile(page_us, 1.0) / 1000);
+  std::printf("  RSS %.0f MB (peak %.0f MB)\n", use.rss_mb, use.peak_rss_mb);
+  auto stop_began = std::chrono::steady_clock::now();
+  agent.stop();
+  std::printf("  SIGTERM -> exit: %.2f s (polled every 50 ms)\n", seconds_since(stop_began));
+  return 0;
+}
+
 }  // namespace
 }  // namespace shoal::bench
 
@@ -348,7 +470,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--timeout", options.timeout_seconds,
                  "Seconds a run may take to start every workload");
+  app.add_option("--queue", options.queue,
+                 "Instead: one agent with this many 100 ms workloads queued on its own 32 cpus "
+                 "(control latency, drain rate, SIGTERM)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--queue-seconds", options.queue_seconds,
+                 "How long --queue samples while the queue drains")
+      ->check(CLI::Range(1, 3600));
   CLI11_PARSE(app, argc, argv);
+  if (options.queue > 0) return run_queue(options);
   shoal::testing::TempDir scratch;
   MachineSpeed speed = measure_machine(scratch.path());
   long cores = sysconf(_SC_NPROCESSORS_ONLN);

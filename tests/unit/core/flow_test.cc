@@ -74,6 +74,48 @@ TEST(FlowTest, WorkWaitingInItsClustersQueueIsParkedAndStillRunsInOrder) {
   EXPECT_EQ(solo.agent->workload_counts().parked, 0u);
 }
 
+// Issue 14: work parked in its target's queue is kept in line by sending
+// the same epoch's CANDIDATE again (the target restarts its queueHold), not
+// by a new round each time: no new epoch, no write, no window slot. 100,000
+// queued workloads renewed by rounds kept one agent busy doing only that.
+TEST(FlowTest, ParkedWorkKeepsItsPlaceWithTheSameEpochLongPastTheQueueHold) {
+  World world;
+  Node& source = world.add("source", 1, 1000);  // one job at a time, at each
+  Node& target = world.add("target", 1, 1000);
+  world.invite(target, source);
+  world.run_for(3s);
+  model::WorkloadSpec blocker_here = workload("blocker-here", 1000, 400s);
+  model::WorkloadSpec blocker_there = workload("blocker-there", 1000, 400s);
+  blocker_here.placement.clusters = {"source"};
+  blocker_there.placement.clusters = {"target"};
+  ASSERT_TRUE(source.agent->submit({blocker_here, blocker_there}).is_ok());
+  world.run_for(2s);
+  ASSERT_EQ(phase_of(source, "blocker-here"), model::Phase::kRunning);
+  ASSERT_EQ(phase_of(source, "blocker-there"), model::Phase::kRunning);
+  // Waits in both clusters' queues: parked.
+  ASSERT_TRUE(source.agent->submit({workload("next", 1000, 1s)}).is_ok());
+  auto next = source.agent->find_workload("default", "next");
+  ASSERT_TRUE(next.has_value());
+  int candidates_for_next = 0;
+  world.run_for(300s, 250ms, [&](const Wire& w) {
+    if (w.type != protocol::MessageType::kCandidate) return true;
+    protocol::DropReason reason;
+    auto body = protocol::decode_body(w.type, protocol::open(w.bytes, &reason)->body);
+    candidates_for_next += std::get<protocol::Candidate>(*body).uid == next->uid;
+    return true;
+  });
+  ASSERT_EQ(phase_of(source, "next"), model::Phase::kPending);
+  EXPECT_GE(candidates_for_next, 4) << "renewed while it waits (queueHold is 2 min)";
+  next = source.agent->find_workload("default", "next");
+  EXPECT_EQ(next->epoch, 1u) << "kept in line by renewals, not new rounds";
+  EXPECT_TRUE(source.agent->check_invariants());
+  world.run_for(120s);
+  EXPECT_EQ(phase_of(source, "next"), model::Phase::kSucceeded);
+  EXPECT_EQ(source.agent->workload_counts().parked, 0u);
+  next = source.agent->find_workload("default", "next");
+  EXPECT_EQ(next->epoch, 1u);
+}
+
 TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
   World world;
   world.configure = [](AgentConfig& config) { config.placement_window = 2; };
