@@ -316,7 +316,9 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     core::WorkloadPage page = agent.workloads_page(ns, after, static_cast<size_t>(limit));
     json items = json::array();
     for (const auto& record : page.items) items.push_back(workload_to_json(record));
-    json out{{"ok", true}, {"items", items}};
+    json out = json::object();  // not from an initializer list, which copies every item
+    out["ok"] = true;
+    out["items"] = std::move(items);
     if (!page.next.empty()) out["continue"] = page.next;
     return out;
   }

@@ -26,6 +26,13 @@
 //                  machine, not the protocol, is the limit)
 //   own-core bound 1 / the busiest agent's CPU per placement: the rate if each agent
 //                  had a core of its own, as it does beside a real cluster
+//                  (CPU is counted over the whole run, the rate only until the last
+//                  start: a short run leaves most CANCEL/RELEASED work after its
+//                  window, so its rate can exceed the CPU bound; compare long runs)
+//
+// --mesh: targets + 1 agents that all invite each other, each submitting its
+// share with every other agent allowed (issue 14's "9 agents, all submit");
+// the "source" figures are then the busiest agent's.
 //   src RSS MB     the source's VmRSS once every workload started: what holding W
 //                  workloads costs (before the bench lists them)
 //   peak MB        VmHWM of the source (listing W workloads as JSON included) and of
@@ -71,6 +78,7 @@ namespace {
 
 using nlohmann::json;
 using shoal::testing::AgentProcess;
+using shoal::testing::invite_full_mesh;
 using namespace std::chrono_literals;
 
 struct Options {
@@ -79,6 +87,7 @@ struct Options {
   int runs = 3;
   int timeout_seconds = 600;
   double rate = 0;  // workloads submitted per second (open loop); 0: all at once
+  bool mesh = false;  // every agent invites every other and submits a share
   int queue = 0;    // > 0: the one-agent queue bench with this many workloads
   int queue_seconds = 20;  // how long the queue bench samples while draining
 };
@@ -209,95 +218,136 @@ RunResult run_once(const Options& options, int workloads) {
   for (int i = 0; i < options.targets; ++i) {
     agents.push_back(std::make_unique<AgentProcess>("t" + std::to_string(i), dir.path()));
   }
-  std::string allow;
-  for (size_t i = 0; i < agents.size(); ++i) {
-    agents[i]->init({"--cluster-config", cluster_file(agents[i]->name())});
-    if (!agents[i]->start()) {
-      std::fprintf(stderr, "%s did not start:\n%s\n", agents[i]->name().c_str(),
-                   agents[i]->log().c_str());
-      return result;
-    }
-    if (i > 0) allow += (allow.empty() ? "" : ", ") + agents[i]->name();
-  }
-  AgentProcess& source = *agents[0];
-  for (size_t i = 1; i < agents.size(); ++i) {
-    // Only the targets invite the source.
-    auto token =
-        agents[i]->ctl({"invite", "create", "--to", source.identity(), "--namespace", "default"});
-    if (token.exit_code != 0 ||
-        source.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code !=
-            0) {
-      std::fprintf(stderr, "invitation %s -> source failed: %s\n", agents[i]->name().c_str(),
-                   token.err.c_str());
+  for (auto& agent : agents) {
+    agent->init({"--cluster-config", cluster_file(agent->name())});
+    if (!agent->start()) {
+      std::fprintf(stderr, "%s did not start:\n%s\n", agent->name().c_str(), agent->log().c_str());
       return result;
     }
   }
-  // Every target Active at the source before the clock starts.
+  // Who submits: the one source, or (--mesh) every agent, each its share.
+  std::vector<AgentProcess*> sources = {agents[0].get()};
+  if (options.mesh) {
+    std::vector<AgentProcess*> all;
+    for (auto& agent : agents) all.push_back(agent.get());
+    sources = all;
+    invite_full_mesh(all, "default");
+  } else {
+    for (size_t i = 1; i < agents.size(); ++i) {
+      // Only the targets invite the source.
+      auto token = agents[i]->ctl(
+          {"invite", "create", "--to", agents[0]->identity(), "--namespace", "default"});
+      if (token.exit_code != 0 ||
+          agents[0]->ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))})
+                  .exit_code != 0) {
+        std::fprintf(stderr, "invitation %s -> source failed: %s\n", agents[i]->name().c_str(),
+                     token.err.c_str());
+        return result;
+      }
+    }
+  }
+  // Every target Active, with capacity, at each source before the clock starts.
+  int peers_each = options.targets;  // with --mesh, every other agent
   bool connected = shoal::testing::wait_until(
       [&] {
-        json peers = source.ctl_json({"peers"});
-        if (peers.is_null()) return false;
-        int active = 0;
-        for (const auto& p : peers["items"])
-          active += p.value("state", "") == "Active" && !p["capacity"].empty();
-        return active == options.targets;
+        for (AgentProcess* source : sources) {
+          json peers = source->ctl_json({"peers"});
+          if (peers.is_null()) return false;
+          int active = 0;
+          for (const auto& p : peers["items"])
+            active += p.value("state", "") == "Active" && !p["capacity"].empty();
+          if (active < peers_each) return false;
+        }
+        return true;
       },
       60s);
   if (!connected) {
     std::fprintf(stderr, "targets did not all connect\n");
     return result;
   }
-  // Closed loop: one manifest of every workload. Open loop: a manifest per
-  // tenth of a second, each submitted when its time comes.
-  int per_manifest = options.rate > 0 ? std::max(1, static_cast<int>(options.rate / 10)) : workloads;
-  std::vector<std::string> manifests;
-  for (int first = 0; first < workloads; first += per_manifest) {
-    manifests.push_back(dir.path() + "/load-" + std::to_string(manifests.size()) + ".yaml");
-    std::ofstream out(manifests.back());
-    for (int i = first; i < std::min(workloads, first + per_manifest); ++i) {
-      out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w" << i
-          << ", namespace: default}\nspec: {resources: {cpu: \"1\"}, duration: 0s, placement: "
-             "{clusters: ["
-          << allow << "]}}\n";
+  // Closed loop: one manifest of every workload per source. Open loop: a
+  // manifest per tenth of a second, each submitted when its time comes.
+  // A source's allow list is every agent but itself.
+  std::vector<std::vector<std::string>> manifests(sources.size());
+  std::vector<int> shares(sources.size(), workloads / static_cast<int>(sources.size()));
+  shares[0] += workloads % static_cast<int>(sources.size());
+  for (size_t s = 0; s < sources.size(); ++s) {
+    std::string allow;
+    for (auto& agent : agents) {
+      if (agent.get() != sources[s]) allow += (allow.empty() ? "" : ", ") + agent->name();
+    }
+    double rate = options.rate / static_cast<double>(sources.size());
+    int per_manifest = rate > 0 ? std::max(1, static_cast<int>(rate / 10)) : shares[s];
+    for (int first = 0; first < shares[s]; first += per_manifest) {
+      manifests[s].push_back(dir.path() + "/load-" + sources[s]->name() + "-" +
+                             std::to_string(manifests[s].size()) + ".yaml");
+      std::ofstream out(manifests[s].back());
+      for (int i = first; i < std::min(shares[s], first + per_manifest); ++i) {
+        out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w" << i
+            << ", namespace: default}\nspec: {resources: {cpu: \"1\"}, duration: 0s, placement: "
+               "{clusters: ["
+            << allow << "]}}\n";
+      }
     }
   }
   auto submit_began = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < manifests.size(); ++i) {
-    if (options.rate > 0) {
-      std::this_thread::sleep_until(submit_began + std::chrono::milliseconds(100 * i));
-    }
-    auto submitted = source.ctl({"submit", "-f", manifests[i]});
-    if (submitted.exit_code != 0) {
-      std::fprintf(stderr, "submit failed: %s\n", submitted.err.c_str());
+  std::vector<std::thread> submitters;
+  std::vector<std::string> submit_errors(sources.size());
+  for (size_t s = 0; s < sources.size(); ++s) {
+    submitters.emplace_back([&, s] {
+      for (size_t i = 0; i < manifests[s].size(); ++i) {
+        if (options.rate > 0) {
+          std::this_thread::sleep_until(submit_began + std::chrono::milliseconds(100 * i));
+        }
+        auto submitted = sources[s]->ctl({"submit", "-f", manifests[s][i]});
+        if (submitted.exit_code != 0) {
+          submit_errors[s] = submitted.err;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& submitter : submitters) submitter.join();
+  result.submit_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - submit_began).count();
+  for (const auto& error : submit_errors) {
+    if (!error.empty()) {
+      std::fprintf(stderr, "submit failed: %s\n", error.c_str());
       return result;
     }
   }
-  result.submit_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - submit_began).count();
   // Polls the counts (cheap), not the list: listing 20,000 workloads costs
   // the source more than placing them, and would be measured with them.
   bool done = shoal::testing::wait_until(
       [&] {
-        json status = source.ctl_json({"status"});
-        return !status.is_null() &&
-               status["workloads"]["started"].get<size_t>() == static_cast<size_t>(workloads);
+        size_t started = 0;
+        for (AgentProcess* source : sources) {
+          json status = source->ctl_json({"status"});
+          if (status.is_null()) return false;
+          started += status["workloads"]["started"].get<size_t>();
+        }
+        return started == static_cast<size_t>(workloads);
       },
       std::chrono::seconds(options.timeout_seconds));
   if (!done) {
     std::fprintf(stderr, "not every workload started within %d s\n", options.timeout_seconds);
     return result;
   }
-  result.source_rss_mb = use_of(source.pid()).rss_mb;
-  json list = source.ctl_json({"get", "workloads"});
+  for (AgentProcess* source : sources) {
+    result.source_rss_mb = std::max(result.source_rss_mb, use_of(source->pid()).rss_mb);
+  }
   std::vector<int64_t> latencies;
   int64_t first_created = INT64_MAX, last_started = 0;
-  for (const auto& w : list["items"]) {
-    int64_t created = millis_of(w["metadata"]["creationTimestamp"]);
-    int64_t started = millis_of(w["status"]["startedAt"]);
-    first_created = std::min(first_created, created);
-    last_started = std::max(last_started, started);
-    latencies.push_back(started - created);
-    ++result.placed_at[w["status"]["cluster"].get<std::string>()];
+  for (AgentProcess* source : sources) {
+    json list = source->ctl_json({"get", "workloads"});
+    for (const auto& w : list["items"]) {
+      int64_t created = millis_of(w["metadata"]["creationTimestamp"]);
+      int64_t started = millis_of(w["status"]["startedAt"]);
+      first_created = std::min(first_created, created);
+      last_started = std::max(last_started, started);
+      latencies.push_back(started - created);
+      ++result.placed_at[w["status"]["cluster"].get<std::string>()];
+    }
   }
   double seconds = static_cast<double>(std::max<int64_t>(1, last_started - first_created)) / 1000.0;
   result.placements_per_second = workloads / seconds;
@@ -320,19 +370,22 @@ RunResult run_once(const Options& options, int workloads) {
   result.signatures_per_placement = static_cast<double>(signed_envelopes) / workloads;
   result.verifies_per_placement = static_cast<double>(verified_envelopes) / workloads;
   result.commits_per_placement = static_cast<double>(commits) / workloads;
-  ProcessUse source_use = use_of(source.pid());
-  result.source_cpu_ms_per_placement = source_use.cpu_seconds * 1000.0 / workloads;
-  result.source_peak_mb = source_use.peak_rss_mb;
-  result.all_cpu_ms_per_placement = result.source_cpu_ms_per_placement;
-  result.busiest_cpu_ms_per_placement = result.source_cpu_ms_per_placement;
-  for (size_t i = 1; i < agents.size(); ++i) {
+  // Per agent; with --mesh every agent is a source, and the "source"
+  // figures are the busiest agent's.
+  for (size_t i = 0; i < agents.size(); ++i) {
     ProcessUse use = use_of(agents[i]->pid());
-    result.all_cpu_ms_per_placement += use.cpu_seconds * 1000.0 / workloads;
-    result.busiest_cpu_ms_per_placement =
-        std::max(result.busiest_cpu_ms_per_placement, use.cpu_seconds * 1000.0 / workloads);
-    result.target_cpu_ms_per_placement =
-        std::max(result.target_cpu_ms_per_placement, use.cpu_seconds * 1000.0 / workloads);
-    result.target_rss_mb = std::max(result.target_rss_mb, use.peak_rss_mb);
+    double cpu_ms = use.cpu_seconds * 1000.0 / workloads;
+    result.all_cpu_ms_per_placement += cpu_ms;
+    result.busiest_cpu_ms_per_placement = std::max(result.busiest_cpu_ms_per_placement, cpu_ms);
+    bool submits = i == 0 || options.mesh;
+    if (submits) {
+      result.source_cpu_ms_per_placement = std::max(result.source_cpu_ms_per_placement, cpu_ms);
+      result.source_peak_mb = std::max(result.source_peak_mb, use.peak_rss_mb);
+    }
+    if (i > 0 || options.mesh) {
+      result.target_cpu_ms_per_placement = std::max(result.target_cpu_ms_per_placement, cpu_ms);
+      result.target_rss_mb = std::max(result.target_rss_mb, use.peak_rss_mb);
+    }
   }
   result.complete = true;
   return result;
@@ -470,6 +523,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--timeout", options.timeout_seconds,
                  "Seconds a run may take to start every workload");
+  app.add_flag("--mesh", options.mesh,
+               "Targets + 1 agents that all invite each other and all submit (9 x 8: --targets 8)");
   app.add_option("--queue", options.queue,
                  "Instead: one agent with this many 100 ms workloads queued on its own 32 cpus "
                  "(control latency, drain rate, SIGTERM)")
@@ -486,7 +541,9 @@ int main(int argc, char** argv) {
               cores, speed.signs_per_second, speed.verifies_per_second, speed.commits_per_second);
   std::vector<double> medians;
   for (int workloads : options.workloads) {
-    std::printf("1 source x %d targets, %d workloads, %s, %d runs\n", options.targets, workloads,
+    std::printf("%s x %d targets, %d workloads, %s, %d runs\n",
+                options.mesh ? std::to_string(options.targets + 1).c_str() : "1 source",
+                options.targets, workloads,
                 options.rate > 0 ? ("open loop at " + std::to_string(static_cast<int>(options.rate)) +
                                     "/s")
                                        .c_str()
@@ -524,15 +581,16 @@ int main(int argc, char** argv) {
         fewest = std::min(fewest, count);
         most = std::max(most, count);
       }
-      if (static_cast<int>(r.placed_at.size()) < options.targets) fewest = 0;
+      int clusters = options.targets + (options.mesh ? 1 : 0);
+      if (static_cast<int>(r.placed_at.size()) < clusters) fewest = 0;
       double cpu_bound = static_cast<double>(cores) * 1000.0 / r.all_cpu_ms_per_placement;
       double own_core_bound = 1000.0 / r.busiest_cpu_ms_per_placement;
       std::printf(
           "       bounds (placements/s): sign/verify/commit %.0f, CPU %.0f (rate at %.2f of it), "
           "own-core %.0f\n",
           bound, cpu_bound, r.placements_per_second / cpu_bound, own_core_bound);
-      std::printf("       placements per target: fewest %d, most %d (of %d over %d targets)\n",
-                  fewest, most, workloads, options.targets);
+      std::printf("       placements per cluster: fewest %d, most %d (of %d over %d clusters)\n",
+                  fewest, most, workloads, clusters);
       std::printf("       messages per placement by type:");
       for (const auto& [type, count] : r.sent_by_type) {
         std::printf(" %s %.1f", type.c_str(), static_cast<double>(count) / workloads);
