@@ -298,25 +298,19 @@ Result<std::vector<InvitationRecord>> SqliteStore::load_invitations() {
   return out;
 }
 
-Status SqliteStore::put_workload(const WorkloadRecord& w) {
-  SHOAL_ASSIGN_OR_RETURN(
-      Statement s,
-      db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
-                   "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
-                   "finished_at, exit_code, status_generation, deleting, nominations, restarts, parent, "
-                   "copy_index, restart_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                   "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"));
+namespace {
+
+// The status columns, numbered as in put_workload's INSERT: its UPDATE
+// (update_workload_status) uses the same numbers, so one binding serves
+// both and the two cannot drift apart.
+Statement& bind_status(Statement& s, const WorkloadRecord& w) {
   return s.bind(1, w.uid)
-      .bind(2, w.spec.namespace_name)
-      .bind(3, w.spec.name)
-      .bind(4, json_text(model::to_json(w.spec)))
       .bind(5, model::phase_name(w.phase))
       .bind(6, static_cast<int64_t>(w.epoch))
       .bind(7, w.winner)
       .bind(8, w.cluster)
       .bind(9, nodes_to_text(w.nodes))
       .bind(10, w.reason)
-      .bind(11, to_millis(w.created_at))
       .bind(12, to_millis(w.updated_at))
       .bind(13, w.started_at_ms)
       .bind(14, w.finished_at_ms)
@@ -325,36 +319,37 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       .bind(17, int64_t{w.deleting ? 1 : 0})
       .bind(18, w.nominations ? nodes_to_text(*w.nominations) : std::string())
       .bind(19, int64_t{w.restarts})
+      .bind(22, to_millis(w.restart_at));
+}
+
+}  // namespace
+
+Status SqliteStore::put_workload(const WorkloadRecord& w) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
+                   "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
+                   "finished_at, exit_code, status_generation, deleting, nominations, restarts, parent, "
+                   "copy_index, restart_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                   "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"));
+  return bind_status(s, w)
+      .bind(2, w.spec.namespace_name)
+      .bind(3, w.spec.name)
+      .bind(4, json_text(model::to_json(w.spec)))
+      .bind(11, to_millis(w.created_at))
       .bind(20, w.parent)
       .bind(21, int64_t{w.copy_index})
-      .bind(22, to_millis(w.restart_at))
       .run();
 }
 
 Status SqliteStore::update_workload_status(const WorkloadRecord& w) {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
-      db_->prepare("UPDATE workloads SET phase = ?2, epoch = ?3, winner = ?4, cluster = ?5, "
-                   "nodes = ?6, reason = ?7, updated_at = ?8, started_at = ?9, finished_at = ?10, "
-                   "exit_code = ?11, status_generation = ?12, deleting = ?13, nominations = ?14, "
-                   "restarts = ?15, restart_at = ?16 WHERE uid = ?1"));
-  SHOAL_RETURN_IF_ERROR(s.bind(1, w.uid)
-                            .bind(2, model::phase_name(w.phase))
-                            .bind(3, static_cast<int64_t>(w.epoch))
-                            .bind(4, w.winner)
-                            .bind(5, w.cluster)
-                            .bind(6, nodes_to_text(w.nodes))
-                            .bind(7, w.reason)
-                            .bind(8, to_millis(w.updated_at))
-                            .bind(9, w.started_at_ms)
-                            .bind(10, w.finished_at_ms)
-                            .bind(11, int64_t{w.exit_code})
-                            .bind(12, static_cast<int64_t>(w.status_generation))
-                            .bind(13, int64_t{w.deleting ? 1 : 0})
-                            .bind(14, w.nominations ? nodes_to_text(*w.nominations) : std::string())
-                            .bind(15, int64_t{w.restarts})
-                            .bind(16, to_millis(w.restart_at))
-                            .run());
+      db_->prepare("UPDATE workloads SET phase = ?5, epoch = ?6, winner = ?7, cluster = ?8, "
+                   "nodes = ?9, reason = ?10, updated_at = ?12, started_at = ?13, "
+                   "finished_at = ?14, exit_code = ?15, status_generation = ?16, deleting = ?17, "
+                   "nominations = ?18, restarts = ?19, restart_at = ?22 WHERE uid = ?1"));
+  SHOAL_RETURN_IF_ERROR(bind_status(s, w).run());
   if (db_->changes() == 0) return not_found("workload " + w.uid + " is not stored");
   return Status::ok();
 }
