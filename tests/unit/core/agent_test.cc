@@ -213,13 +213,11 @@ TEST(AgentTest, DuplicatedDeliveryIsDroppedAsReplay) {
 // Signatures are amortized (issue 14): what one step sends to a peer leaves
 // in one envelope, whatever the number of messages.
 TEST(AgentTest, OneStepSendsOneEnvelopePerPeer) {
-  World world;
-  Node& source = world.add("source", 1, 1000);
-  Node& b = world.add("b");
-  Node& c = world.add("c");
-  world.invite(b, source);
-  world.invite(c, source);
-  world.run_for(3s);
+  SourceAndTwoTargets t("b", "c", 1000);
+  World& world = t.world;
+  Node& source = t.source;
+  Node& b = t.a;
+  Node& c = t.b;
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 20; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 1s));
   ASSERT_TRUE(source.agent->submit(specs).is_ok());
@@ -290,13 +288,11 @@ TEST(AgentTest, ABatchIsCheckedMessageByMessage) {
 }
 
 TEST(AgentTest, SourceRestartedAfterChoosingWinnerApprovesTheSameWinner) {
-  World world;
-  Node& source = world.add("source", 1, 1000);
-  Node& b = world.add("b");
-  Node& c = world.add("c");
-  world.invite(b, source);
-  world.invite(c, source);
-  world.run_for(3s);
+  SourceAndTwoTargets t("b", "c", 1000);
+  World& world = t.world;
+  Node& source = t.source;
+  Node& b = t.a;
+  Node& c = t.b;
   auto uids = source.agent->submit({workload("job", 4000, 2s)});
   // The source "crashes" after persisting a winner, before APPROVE leaves.
   world.deliver([&](const Wire& w) { return w.type != MessageType::kApprove; });

@@ -23,20 +23,6 @@ int placing_without_winner(Node& node) {
   return count;
 }
 
-// A source too small for any of the work, and two targets that invited it.
-struct SourceAndTwoTargets {
-  SourceAndTwoTargets(const std::string& first, const std::string& second)
-      : source(world.add("source", 1, 100)), a(world.add(first)), b(world.add(second)) {
-    world.invite(a, source);
-    world.invite(b, source);
-    world.run_for(3s);
-  }
-  World world;
-  Node& source;
-  Node& a;
-  Node& b;
-};
-
 // Delivers until quiet, keeping back every READY (returned, in order).
 std::vector<Wire> deliver_holding_readies(World& world) {
   std::vector<Wire> readies;

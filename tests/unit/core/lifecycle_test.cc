@@ -398,15 +398,10 @@ TEST(LifecycleTest, MinReadyStopsCollectingEarlyAndTiesGoByName) {
   s.world.run_for(500ms, 250ms, silent_b);
   EXPECT_EQ(s.source->agent->find_workload("default", "job")->cluster, "c");
 
-  World tie;
-  Node& source = tie.add("source", 1, 500);
-  Node& zeta = tie.add("zeta");
-  Node& alpha = tie.add("alpha");
-  tie.invite(zeta, source);
-  tie.invite(alpha, source);
-  tie.run_for(2s);
+  SourceAndTwoTargets tie("zeta", "alpha", 500);
+  Node& source = tie.source;
   ASSERT_TRUE(source.agent->submit({s.job(5s)}).is_ok());
-  tie.run_for(1s);
+  tie.world.run_for(1s);
   EXPECT_EQ(source.agent->find_workload("default", "job")->cluster, "alpha");
 }
 

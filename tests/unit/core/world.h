@@ -443,4 +443,22 @@ inline model::WorkloadSpec workload(const std::string& name, int64_t cpu_milli,
   return spec;
 }
 
+// A source of one node of `source_cpu_milli` (by default too small for any
+// of the work) and two default targets that invited it, peered.
+struct SourceAndTwoTargets {
+  SourceAndTwoTargets(const std::string& first, const std::string& second,
+                      int64_t source_cpu_milli = 100)
+      : source(world.add("source", 1, source_cpu_milli)),
+        a(world.add(first)),
+        b(world.add(second)) {
+    world.invite(a, source);
+    world.invite(b, source);
+    world.run_for(std::chrono::seconds(3));
+  }
+  World world;
+  Node& source;
+  Node& a;
+  Node& b;
+};
+
 }  // namespace shoal::core::testing
