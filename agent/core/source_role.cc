@@ -678,7 +678,14 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
     return;
   }
   auto progress = workload->candidates.find(from);
-  if (progress == workload->candidates.end() || progress->second.state == CandidateState::kRejected) {
+  if (progress == workload->candidates.end()) return;
+  // A repeated answer changes nothing; but a target that queued this epoch
+  // may refuse it for good when a renewal asks again (renew_queued): that
+  // refusal replaces "queued there".
+  bool was_queued = progress->second.state == CandidateState::kRejected &&
+                    progress->second.code == protocol::RejectCode::kNoCapacity;
+  if (progress->second.state == CandidateState::kRejected &&
+      !(was_queued && message.code != protocol::RejectCode::kNoCapacity)) {
     return;
   }
   if (message.code == protocol::RejectCode::kAlreadyBound && record.winner.empty() &&

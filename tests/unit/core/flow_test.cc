@@ -102,6 +102,42 @@ TEST(FlowTest, ParkedWorkKeepsItsPlaceWithTheSameEpochLongPastTheQueueHold) {
   EXPECT_EQ(next->epoch, 1u);
 }
 
+// A renewal answered with a final refusal (here: the target revoked the
+// invitation, and the source did not hear of it) takes the workload out of
+// that queue's line like any refusal: it is not kept parked on a target
+// that no longer queues it.
+TEST(FlowTest, ParkedWorkThatItsTargetNowRefusesIsNoLongerParkedThere) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target", 1, 1000);
+  InvitationOptions options;
+  options.namespaces = {"default"};
+  std::string invitation = world.invite(target, source, options);
+  world.run_for(3s);
+  model::WorkloadSpec blocker_here = workload("blocker-here", 1000, 900s);
+  model::WorkloadSpec blocker_there = workload("blocker-there", 1000, 900s);
+  blocker_here.placement.clusters = {"source"};
+  blocker_there.placement.clusters = {"target"};
+  ASSERT_TRUE(source.agent->submit({blocker_here, blocker_there}).is_ok());
+  world.run_for(2s);
+  ASSERT_TRUE(source.agent->submit({workload("next", 1000, 1s)}).is_ok());
+  world.run_for(10s);
+  ASSERT_EQ(source.agent->workload_counts().parked, 1u);
+  ASSERT_TRUE(target.agent->revoke_invitation(invitation, /*evict=*/false).is_ok());
+  // Lost: the REVOKE and every CAPACITY after it. Only the renewal's answer
+  // can tell the source.
+  auto unheard = [&](const Wire& w) {
+    return !(w.from == target.id && (w.type == protocol::MessageType::kRevoke ||
+                                     w.type == protocol::MessageType::kCapacity));
+  };
+  world.run_for(200s, 250ms, unheard);
+  auto next = source.agent->find_workload("default", "next");
+  ASSERT_TRUE(next.has_value());
+  EXPECT_NE(next->reason.find("target=Revoked"), std::string::npos) << next->reason;
+  EXPECT_EQ(source.agent->workload_counts().parked, 0u);
+  EXPECT_TRUE(source.agent->check_invariants());
+}
+
 TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
   World world;
   world.configure = [](AgentConfig& config) { config.placement_window = 2; };
