@@ -60,6 +60,20 @@ TEST(FlowTest, WorkWaitingInItsClustersQueueIsParkedAndStillRunsInOrder) {
   EXPECT_EQ(solo.agent->workload_counts().parked, 0u);
 }
 
+// Fills the one cpu of `source` and of the cluster "target" for `hold`
+// with work that may run only there, so that what is submitted next waits
+// in both clusters' queues (and is parked at the source).
+void fill_source_and_target(World& world, Node& source, Duration hold) {
+  model::WorkloadSpec blocker_here = workload("blocker-here", 1000, hold);
+  model::WorkloadSpec blocker_there = workload("blocker-there", 1000, hold);
+  blocker_here.placement.clusters = {"source"};
+  blocker_there.placement.clusters = {"target"};
+  ASSERT_TRUE(source.agent->submit({blocker_here, blocker_there}).is_ok());
+  world.run_for(2s);
+  ASSERT_EQ(phase_of(source, "blocker-here"), model::Phase::kRunning);
+  ASSERT_EQ(phase_of(source, "blocker-there"), model::Phase::kRunning);
+}
+
 // Issue 14: work parked in its target's queue is kept in line by sending
 // the same epoch's CANDIDATE again (the target restarts its queueHold), not
 // by a new round each time: no new epoch, no write, no window slot. 100,000
@@ -70,14 +84,7 @@ TEST(FlowTest, ParkedWorkKeepsItsPlaceWithTheSameEpochLongPastTheQueueHold) {
   Node& target = world.add("target", 1, 1000);
   world.invite(target, source);
   world.run_for(3s);
-  model::WorkloadSpec blocker_here = workload("blocker-here", 1000, 400s);
-  model::WorkloadSpec blocker_there = workload("blocker-there", 1000, 400s);
-  blocker_here.placement.clusters = {"source"};
-  blocker_there.placement.clusters = {"target"};
-  ASSERT_TRUE(source.agent->submit({blocker_here, blocker_there}).is_ok());
-  world.run_for(2s);
-  ASSERT_EQ(phase_of(source, "blocker-here"), model::Phase::kRunning);
-  ASSERT_EQ(phase_of(source, "blocker-there"), model::Phase::kRunning);
+  ASSERT_NO_FATAL_FAILURE(fill_source_and_target(world, source, 400s));
   // Waits in both clusters' queues: parked.
   ASSERT_TRUE(source.agent->submit({workload("next", 1000, 1s)}).is_ok());
   auto next = source.agent->find_workload("default", "next");
@@ -114,12 +121,7 @@ TEST(FlowTest, ParkedWorkThatItsTargetNowRefusesIsNoLongerParkedThere) {
   options.namespaces = {"default"};
   std::string invitation = world.invite(target, source, options);
   world.run_for(3s);
-  model::WorkloadSpec blocker_here = workload("blocker-here", 1000, 900s);
-  model::WorkloadSpec blocker_there = workload("blocker-there", 1000, 900s);
-  blocker_here.placement.clusters = {"source"};
-  blocker_there.placement.clusters = {"target"};
-  ASSERT_TRUE(source.agent->submit({blocker_here, blocker_there}).is_ok());
-  world.run_for(2s);
+  ASSERT_NO_FATAL_FAILURE(fill_source_and_target(world, source, 900s));
   ASSERT_TRUE(source.agent->submit({workload("next", 1000, 1s)}).is_ok());
   world.run_for(10s);
   ASSERT_EQ(source.agent->workload_counts().parked, 1u);
