@@ -66,7 +66,6 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <zmq.hpp>
 
 #include "common/time.h"
 #include "crypto/identity.h"
@@ -78,6 +77,7 @@ namespace {
 
 using nlohmann::json;
 using shoal::testing::AgentProcess;
+using shoal::testing::ControlClient;
 using shoal::testing::invite_full_mesh;
 using namespace std::chrono_literals;
 
@@ -200,30 +200,6 @@ struct RunResult {
   std::map<std::string, uint64_t> sent_by_type;  // every agent's, by message type
 };
 
-// A control-socket client, as shoalctl is (DEALER to the agent's ROUTER).
-class ControlClient {
- public:
-  explicit ControlClient(const std::string& data_dir) : socket_(context_, zmq::socket_type::dealer) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.set(zmq::sockopt::rcvtimeo, 30000);
-    socket_.connect("ipc://" + data_dir + "/control.sock");
-  }
-  // The reply's text, or "" when none came within 30 s. Timed without
-  // parsing it: that is the client's cost, not the agent's.
-  std::string ask(const json& request) {
-    std::string body = request.dump();
-    socket_.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-    socket_.send(zmq::buffer(body), zmq::send_flags::none);
-    zmq::message_t empty, reply;
-    if (!socket_.recv(empty) || !socket_.recv(reply)) return "";
-    return reply.to_string();
-  }
-
- private:
-  zmq::context_t context_;
-  zmq::socket_t socket_;
-};
-
 RunResult run_once(const Options& options, int workloads) {
   RunResult result;
   result.workloads = workloads;
@@ -331,8 +307,8 @@ RunResult run_once(const Options& options, int workloads) {
         std::this_thread::sleep_until(submit_began + std::chrono::milliseconds(10 * i));
         std::ifstream in(manifests[s][i]);
         std::string text((std::istreambuf_iterator<char>(in)), {});
-        json reply = json::parse(control.ask({{"command", "submit"}, {"manifest", text}}),
-                                 nullptr, false);
+        json request{{"command", "submit"}, {"manifest", text}};
+        json reply = json::parse(control.ask(request.dump()), nullptr, false);
         if (!reply.is_object() || !reply.value("ok", false)) {
           submit_errors[s] = reply.is_object() ? reply.value("error", "?") : "no answer";
           return;
@@ -477,10 +453,11 @@ int run_queue(const Options& options) {
   for (int sample = 0; seconds_since(window_began) < options.queue_seconds; ++sample) {
     std::this_thread::sleep_until(window_began + std::chrono::milliseconds(100) * sample);
     auto began = std::chrono::steady_clock::now();
-    std::string status_text = control.ask({{"command", "status"}});
+    std::string status_text = control.ask(json{{"command", "status"}}.dump());
     status_us.push_back(static_cast<int64_t>(seconds_since(began) * 1e6));
     began = std::chrono::steady_clock::now();
-    std::string page_text = control.ask({{"command", "get-workloads"}, {"limit", 500}});
+    std::string page_text =
+        control.ask(json{{"command", "get-workloads"}, {"limit", 500}}.dump());
     page_us.push_back(static_cast<int64_t>(seconds_since(began) * 1e6));
     json status = json::parse(status_text, nullptr, false);
     json page = json::parse(page_text, nullptr, false);

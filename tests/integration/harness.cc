@@ -276,4 +276,19 @@ void make_curve_client(zmq::socket_t& socket, const crypto::Identity& identity,
   socket.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(keys.secret_key.data(), keys.secret_key.size()));
 }
 
+ControlClient::ControlClient(const std::string& data_dir, std::chrono::milliseconds timeout)
+    : socket_(context_, zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
+  socket_.connect("ipc://" + data_dir + "/control.sock");
+}
+
+std::string ControlClient::ask(const std::string& body) {
+  socket_.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+  socket_.send(zmq::buffer(body), zmq::send_flags::none);
+  zmq::message_t empty, reply;
+  if (!socket_.recv(empty) || !socket_.recv(reply)) return "";
+  return reply.to_string();
+}
+
 }  // namespace shoal::testing

@@ -92,6 +92,21 @@ class AgentProcess {
   unsigned descriptor_limit_ = 0;
 };
 
+// A client of an agent's control socket, speaking as shoalctl does (DEALER
+// to the agent's ROUTER), without starting a process: for requests shoalctl
+// would never send, and for timing the agent's answer alone.
+class ControlClient {
+ public:
+  explicit ControlClient(const std::string& data_dir,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // The reply's text, or "" when none came within the timeout.
+  std::string ask(const std::string& body);
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+};
+
 // Full mesh: every agent invites every other into `namespace_name`, with
 // `limits` (invite create flags such as {"--cpu", "6"}) on every invitation.
 void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name,

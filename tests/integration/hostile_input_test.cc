@@ -109,18 +109,11 @@ TEST_F(HostileInput, ShoalctlRefusesBadFilesWithoutCrashingOrEatingMemory) {
 }
 
 TEST_F(HostileInput, ControlRequestsWithWrongTypesNameTheField) {
-  zmq::context_t context;
-  zmq::socket_t socket(context, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.set(zmq::sockopt::rcvtimeo, 10000);
-  socket.connect("ipc://" + agent_.data_dir() + "/control.sock");
+  ControlClient control(agent_.data_dir(), 10s);
   auto ask = [&](const std::string& body) {
-    socket.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-    socket.send(zmq::buffer(body), zmq::send_flags::none);
-    zmq::message_t empty, reply;
-    EXPECT_TRUE(socket.recv(empty).has_value());
-    EXPECT_TRUE(socket.recv(reply).has_value());
-    return json::parse(reply.to_string(), nullptr, false);
+    std::string reply = control.ask(body);
+    EXPECT_FALSE(reply.empty()) << "no answer to " << body;
+    return json::parse(reply, nullptr, false);
   };
   json wrong = ask(R"({"command": "invite-revoke", "id": 42})");
   EXPECT_EQ(wrong["error"], "control request field \"id\": expected a string") << wrong.dump();
