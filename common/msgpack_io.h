@@ -187,6 +187,12 @@ class ArrayReader {
     if (ok() && !inner.ok()) status_ = inner.status();
   }
   bool at_end() const { return index_ >= items_.size(); }
+  // Takes the next item if it is nil (an optional field left unset).
+  bool skip_nil() {
+    if (!ok() || at_end() || items_[index_].type != msgpack::type::NIL) return false;
+    ++index_;
+    return true;
+  }
 
   void fail(std::string_view field, const std::string& expectation) {
     if (!ok()) return;

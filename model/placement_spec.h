@@ -56,7 +56,8 @@ struct SpreadConstraint {
 };
 
 struct PrioritizerConfig {
-  std::string name;  // Spread, Balance, Steady, ResourceAllocatableCPU, ResourceAllocatableMemory, or a named score
+  // Spread, Balance, Steady, ResourceAllocatableCPU/Memory, ResourceFreeCPU/Memory, or a named score
+  std::string name;
   int64_t weight = 1;
   friend bool operator==(const PrioritizerConfig&, const PrioritizerConfig&) = default;
 };
@@ -93,9 +94,18 @@ struct PlacementSpec {
 // What the engine knows about one cluster: advertised aggregates and counts,
 // never nodes.
 struct UsageCounts {
-  int64_t workloads = 0;
-  int64_t cpu_milli = 0;
+  int64_t workloads = 0;     // bound or running
+  int64_t cpu_milli = 0;     // what those hold
   int64_t memory_bytes = 0;
+  int64_t queued = 0;        // waiting in the cluster's queue
+  UsageCounts& operator+=(const UsageCounts& o) {
+    workloads += o.workloads;
+    cpu_milli += o.cpu_milli;
+    memory_bytes += o.memory_bytes;
+    queued += o.queued;
+    return *this;
+  }
+  friend bool operator==(const UsageCounts&, const UsageCounts&) = default;
 };
 
 struct ClusterCandidate {
@@ -103,6 +113,7 @@ struct ClusterCandidate {
   Labels labels;
   Labels claims;
   std::optional<std::vector<std::string>> namespaces;  // invited namespaces; nullopt = all
+  Resources allocatable;  // the whole cluster's; zero when not known (ranks by free instead)
   Resources free;
   Resources largest_free_node;
   UsageCounts cluster_counts;
@@ -110,6 +121,10 @@ struct ClusterCandidate {
   std::map<std::string, int64_t> queue_counts;  // workloads per queue
   int64_t source_workloads = 0;                 // workloads of the deciding source there (Balance)
   bool previously_selected = false;             // Steady
+  // Another copy of this workload is (or is being) placed here: not
+  // selectable, but it counts as selected in the spread (a group's copies
+  // are placed one at a time, each seeing where its siblings went).
+  bool placed = false;
   std::map<std::string, double> scores;         // named prioritizer scores
 };
 

@@ -74,6 +74,33 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
   return s;
 }
 
+void pack_counts(Packer& p, const model::UsageCounts& c) {
+  p.pack_array(4);
+  p.pack(c.workloads);
+  p.pack(c.cpu_milli);
+  p.pack(c.memory_bytes);
+  p.pack(c.queued);
+}
+
+model::UsageCounts read_counts(ArrayReader& outer, std::string_view field) {
+  ArrayReader r = outer.nested(field);
+  model::UsageCounts out;
+  out.workloads = r.integer<int64_t>("workloads");
+  out.cpu_milli = r.integer<int64_t>("cpu");
+  out.memory_bytes = r.integer<int64_t>("memory");
+  out.queued = r.integer<int64_t>("queued");
+  if (r.ok() && (out.workloads < 0 || out.cpu_milli < 0 || out.memory_bytes < 0 || out.queued < 0)) {
+    r.fail("", "negative counts");
+  }
+  outer.adopt(r);
+  return out;
+}
+
+void pack_optional_map(Packer& p, const std::optional<model::Labels>& map) {
+  if (map) p.pack(*map);
+  else p.pack_nil();
+}
+
 struct Encoder {
   Packer& p;
   void operator()(const Hello& m) {
@@ -83,21 +110,30 @@ struct Encoder {
     p.pack(m.endpoint);
   }
   void operator()(const Capacity& m) {
-    p.pack_array(1);
+    p.pack_array(m.cluster ? 2 : 1);
     p.pack_array(static_cast<uint32_t>(m.namespaces.size()));
     for (const auto& n : m.namespaces) {
-      p.pack_array(4);
+      p.pack_array(5);
       p.pack(n.namespace_name);
       pack_resources(p, n.free);
       pack_resources(p, n.largest_free_node);
       p.pack_array(static_cast<uint32_t>(n.queues.size()));
       for (const auto& q : n.queues) {
-        p.pack_array(3);
+        p.pack_array(4);
         p.pack(q.queue);
         pack_resources(p, q.free);
         pack_resources(p, q.largest_free_node);
+        p.pack(q.workloads);
       }
+      pack_counts(p, n.counts);
     }
+    if (!m.cluster) return;
+    p.pack_array(4);
+    pack_optional_map(p, m.cluster->labels);
+    pack_optional_map(p, m.cluster->claims);
+    pack_resources(p, m.cluster->allocatable);
+    if (m.cluster->counts) pack_counts(p, *m.cluster->counts);
+    else p.pack_nil();
   }
   void operator()(const Candidate& m) {
     p.pack_array(3);
@@ -225,11 +261,24 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
             q.queue = entry.string("name");
             q.free = read_resources(entry, "free");
             q.largest_free_node = read_resources(entry, "largestFreeNode");
+            if (entry.has_more()) q.workloads = entry.integer<int64_t>("workloads");
+            if (entry.ok() && q.workloads < 0) entry.fail("workloads", "expected a count >= 0");
             return q;
           });
         }
+        if (item.has_more()) n.counts = read_counts(item, "counts");  // field 5, newer still
         return n;
       });
+      if (r.has_more()) {  // field 2: labels, claims, allocatable, cluster counts
+        ArrayReader facts = r.nested("cluster");
+        ClusterFacts cluster;
+        if (!facts.skip_nil()) cluster.labels = facts.string_map("labels");
+        if (!facts.skip_nil()) cluster.claims = facts.string_map("claims");
+        cluster.allocatable = read_resources(facts, "allocatable");
+        if (!facts.skip_nil()) cluster.counts = read_counts(facts, "counts");
+        r.adopt(facts);
+        m.cluster = std::move(cluster);
+      }
       return finish(r, std::move(m));
     }
     case MessageType::kCandidate: {

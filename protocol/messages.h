@@ -12,6 +12,7 @@
 #include <span>
 
 #include "common/status.h"
+#include "model/placement_spec.h"
 #include "model/resources.h"
 #include "model/workload.h"
 
@@ -63,6 +64,7 @@ struct QueueCapacity {
   std::string queue;
   model::Resources free;
   model::Resources largest_free_node;
+  int64_t workloads = 0;  // of this queue and namespace here: bound, running or queued
   friend bool operator==(const QueueCapacity&, const QueueCapacity&) = default;
 };
 
@@ -72,10 +74,23 @@ struct NamespaceCapacity {
   model::Resources free;               // sum over nodes, capped by the namespace's quota
   model::Resources largest_free_node;  // per resource, the largest free amount on one node
   std::vector<QueueCapacity> queues;   // every queue the target has; empty from older agents
+  model::UsageCounts counts;           // the namespace's work here (weighted routing)
   friend bool operator==(const NamespaceCapacity&, const NamespaceCapacity&) = default;
+};
+// What a target says of itself as a whole (CAPACITY field 2), under its
+// `disclose` rules. Absent from older agents.
+struct ClusterFacts {
+  // Labels and claims go out when they change, on a source's first HELLO of
+  // a boot and once a minute; nullopt: as last sent.
+  std::optional<model::Labels> labels;
+  std::optional<model::Labels> claims;
+  model::Resources allocatable;               // the sum over the cluster's nodes
+  std::optional<model::UsageCounts> counts;   // cluster-wide, only if disclosed
+  friend bool operator==(const ClusterFacts&, const ClusterFacts&) = default;
 };
 struct Capacity {
   std::vector<NamespaceCapacity> namespaces;
+  std::optional<ClusterFacts> cluster;
 };
 
 // "Could you run this?" from a source to a target.

@@ -2,7 +2,9 @@
 // core's timers and defaults are. Shared by every part of the core.
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/time.h"
 #include "model/workload.h"
@@ -10,6 +12,19 @@
 namespace shoal::core {
 
 using namespace std::chrono_literals;
+
+// What a target tells the sources it invited about itself, beyond room
+// (agent.yaml `disclose`, docs/invitations.md). Node and pod lists never
+// leave, whatever this says.
+struct Disclosure {
+  std::vector<std::string> labels{"*"};  // label keys sent; "*": all
+  std::vector<std::string> claims{"*"};  // claim names sent; "*": all
+  bool cluster_counts = false;           // cluster-wide counts (routing domain cluster)
+  static bool lists(const std::vector<std::string>& allowed, const std::string& key) {
+    return std::find(allowed.begin(), allowed.end(), "*") != allowed.end() ||
+           std::find(allowed.begin(), allowed.end(), key) != allowed.end();
+  }
+};
 
 struct AgentConfig {
   std::string cluster;
@@ -39,6 +54,12 @@ struct AgentConfig {
   // candidates, so a burst of submissions is placed at a steady rate instead
   // of timing out rounds (issue 14).
   int64_t placement_window = 1000;
+  // At the source, with no readyWindow: how long READYs from other targets
+  // wait for the round's first-ranked target to answer, so that the target
+  // the policy prefers is not beaten by whoever answers fastest. 0: the
+  // first READYs win.
+  Duration preferred_wait = 1s;
+  Disclosure disclose;
 };
 
 // The contract between lease, skew, heartbeats and the worker-lost timeout

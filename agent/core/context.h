@@ -88,6 +88,8 @@ class Context {
   }
   // 32 hex digits from the injected randomness.
   std::string new_uid();
+  // Uniform in [0, 1), from the injected randomness.
+  double random_unit() { return static_cast<double>(rng_.next() >> 11) * 0x1.0p-53; }
 
   // How long after the last send an unanswered message goes again:
   // retryInterval, doubling with each resend up to 8x. A peer slow to answer

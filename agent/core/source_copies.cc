@@ -110,6 +110,13 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
                   [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
     due = std::min(due, workload.round_started + placement.ready_window);
   }
+  if (placement.ready_window.count() == 0 &&
+      std::any_of(workload.candidates.begin(), workload.candidates.end(),
+                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
+    // READYs wait for the first-ranked target (waits_for_preferred), no longer.
+    due = std::min(due, waits_for_preferred(workload, now) ? workload.round_started + config_.preferred_wait
+                                                           : now);
+  }
   if (!workload.untried.empty()) {
     due = std::min(due, workload.wave_started + placement.round_timeout);
   } else if (workload.candidates.empty()) {
@@ -416,6 +423,18 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
                   [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
     choose_best_ready(
         workload, "readyWindow " + format_duration(record.spec.placement.ready_window) + " closed");
+    return;
+  }
+  if (record.spec.placement.ready_window.count() == 0 && !waits_for_preferred(workload, now) &&
+      std::any_of(workload.candidates.begin(), workload.candidates.end(),
+                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
+    auto preferred = workload.candidates.find(workload.preferred);
+    bool answered = preferred == workload.candidates.end() || preferred->second.state != CandidateState::kSent;
+    choose_best_ready(workload, answered ? "first READY of epoch " + std::to_string(record.epoch)
+                                         : "first-ranked " + cluster_name_of(workload.preferred) +
+                                               " did not answer within preferredWait " +
+                                               format_duration(config_.preferred_wait),
+                      /*spread_ties=*/true);
     return;
   }
   if (!workload.untried.empty()) {

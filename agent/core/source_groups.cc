@@ -59,6 +59,7 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   if (it != workloads_.end()) {
     unpark(it->second);
     count(it->second);
+    follow_expectation(it->second);
   }
   bool waits_for_slot = it != workloads_.end() && it->second.waiting_ticket != 0;
   if (record.phase == model::Phase::kPending && !record.deleting && !waits_for_slot) {
@@ -319,6 +320,8 @@ void SourceRole::forget_workload(const std::string& uid) {
   placing_.erase(uid);
   unpark(it->second);
   uncount(it->second);
+  expect_at(it->second, "");
+  if (!it->second.counted_at.empty()) targets_[it->second.counted_at].ours -= 1;
   workloads_.erase(it);
   awake_.erase(uid);
 }

@@ -13,23 +13,6 @@ namespace shoal::core {
 
 namespace {
 
-// The agent honors the allow list today; the rest of spec.placement is
-// evaluated by `shoalctl place` and reaches the agent with the dispatchers.
-// Refusing beats silently ignoring a policy the user asked for.
-Status check_supported_placement(const model::WorkloadSpec& spec) {
-  const model::PlacementSpec& p = spec.placement;
-  std::string field;
-  if (!p.cluster_selector.empty()) field = "clusterSelector";
-  else if (!p.claim_selector.empty()) field = "claimSelector";
-  else if (p.routing) field = "routing";
-  else if (!p.spread_constraints.empty()) field = "spreadPolicy";
-  else if (!p.prioritizers.empty() || p.exact_mode) field = "prioritizerPolicy";
-  if (field.empty()) return Status::ok();
-  return invalid_argument("workload " + spec.key() + " spec.placement." + field +
-                          ": not supported by shoald yet (only spec.placement.clusters is); "
-                          "`shoalctl place` evaluates it offline");
-}
-
 // The room a target advertised for a workload of `queue` in one namespace:
 // the queue's own numbers when the target lists queues, the namespace's
 // otherwise; nullopt when the target lists queues but not this one.
@@ -52,7 +35,6 @@ bool SourceRole::may_hold_something(const CandidateProgress& progress) {
 
 Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::WorkloadSpec>& specs) {
   for (const auto& spec : specs) {
-    SHOAL_RETURN_IF_ERROR(check_supported_placement(spec));
     const model::PlacementSpec& p = spec.placement;
     if (p.ready_window >= config_.reservation_ttl) {
       return invalid_argument("workload " + spec.key() + " spec.placement.readyWindow: expected less than "
@@ -122,91 +104,253 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
   return uids;
 }
 
-SourceRole::RankedTargets SourceRole::rank_targets(const model::WorkloadSpec& spec,
-                                                   const std::set<std::string>& exclude) const {
-  // The placement engine decides over what we know of each target: our own
-  // cluster directly, peers from their invitations and CAPACITY messages.
-  RankedTargets out;
-  std::vector<model::ClusterCandidate> candidates;
-  std::map<std::string, std::string> peer_by_name;
-  auto add = [&](const std::string& peer_id, std::string name, model::ClusterCandidate candidate) {
-    if (peer_by_name.count(name)) name += "#" + peer_id.substr(0, 6);  // two peers, one name
-    candidate.name = name;
-    peer_by_name[name] = peer_id;
-    candidates.push_back(std::move(candidate));
+std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace_name,
+                                                    const std::string& queue) const {
+  std::vector<LiveCluster> out;
+  std::set<std::string> names;
+  auto unique_name = [&](const std::string& peer_id, std::string name) {
+    if (!names.insert(name).second) {
+      name += "#" + peer_id.substr(0, 6);  // two peers, one name
+      names.insert(name);
+    }
+    return name;
   };
-  std::string unadvertised;
-  if (exclude.count(self_id_)) {
-    unadvertised += " " + config_.cluster + "=HoldsAnotherCopy";
-  } else if (auto own = cluster_.capacity_for(spec.namespace_name, spec.queue)) {
-    model::ClusterCandidate self;
-    self.labels = cluster_.spec().labels;
-    self.claims = cluster_.spec().claims;
-    self.free = own->free;
-    self.largest_free_node = own->largest_free_node;
-    add(self_id_, config_.cluster, std::move(self));
-  } else {
-    unadvertised += " " + config_.cluster + "=NoSuchQueue:" + spec.queue;
+  // Our own cluster, read directly.
+  {
+    LiveCluster self;
+    self.peer_id = self_id_;
+    self.org = config_.org;
+    self.state = "Self";
+    model::ClusterCandidate& c = self.candidate;
+    c.name = unique_name(self_id_, config_.cluster);
+    c.labels = cluster_.spec().labels;
+    c.claims = cluster_.spec().claims;
+    for (const auto& node : cluster_.nodes()) c.allocatable += node.capacity;
+    if (auto own = cluster_.capacity_for(namespace_name, queue)) {
+      c.free = own->free;
+      c.largest_free_node = own->largest_free_node;
+    } else {
+      self.unavailable = "NoSuchQueue:" + queue;
+    }
+    if (local_facts_) {
+      protocol::Capacity facts = local_facts_(namespace_name);
+      for (const auto& ns : facts.namespaces) {
+        c.namespace_counts[ns.namespace_name] = ns.counts;
+        for (const auto& q : ns.queues) c.queue_counts[q.queue] = q.workloads;
+      }
+      if (facts.cluster && facts.cluster->counts) c.cluster_counts = *facts.cluster->counts;
+    }
+    auto us = targets_.find(self_id_);
+    if (us != targets_.end()) c.source_workloads = us->second.ours;
+    out.push_back(std::move(self));
   }
   TimePoint now = clock_.now();
+  static const Target kNothingHeard;
   for (const auto& [id, peer] : peers_.all()) {
     auto accepted = invitations_.valid_accepted(id, now);
     if (accepted.empty()) continue;  // not a target of ours
-    if (lost(id)) {
-      unadvertised += " " + peer.cluster + "=Unreachable";
-      continue;
-    }
-    if (exclude.count(id)) {
-      unadvertised += " " + peer.cluster + "=HoldsAnotherCopy";
-      continue;
-    }
-    model::ClusterCandidate candidate;
+    LiveCluster live;
+    live.peer_id = id;
+    live.org = peer.org;
+    live.state = lost(id) ? "Unreachable" : "Active";
+    model::ClusterCandidate& c = live.candidate;
+    c.name = unique_name(id, peer.cluster);
     std::vector<std::string> namespaces;
     for (const auto* invitation : accepted) {
       namespaces.insert(namespaces.end(), invitation->namespaces.begin(), invitation->namespaces.end());
     }
-    candidate.namespaces = std::move(namespaces);
-    static const std::map<std::string, protocol::NamespaceCapacity> kNothingAdvertised;
-    auto target = targets_.find(id);
-    const auto& advertised =
-        target == targets_.end() ? kNothingAdvertised : target->second.capacity;
-    auto capacity = advertised.find(spec.namespace_name);
-    if (capacity == advertised.end() &&
-        candidate.namespaces->end() != std::find(candidate.namespaces->begin(),
-                                                 candidate.namespaces->end(),
-                                                 spec.namespace_name)) {
-      unadvertised += " " + peer.cluster + "=NoCapacityAdvertised";
+    bool invited = std::find(namespaces.begin(), namespaces.end(), namespace_name) != namespaces.end();
+    c.namespaces = std::move(namespaces);
+    auto found = targets_.find(id);
+    const Target& target = found == targets_.end() ? kNothingHeard : found->second;
+    c.labels = target.facts.labels.value_or(model::Labels{});
+    c.claims = target.facts.claims.value_or(model::Labels{});
+    c.allocatable = target.facts.allocatable;
+    c.source_workloads = target.ours;
+    // What the target counted when it last advertised, plus what we sent
+    // there since: a burst does not all go to whoever looked emptiest.
+    if (target.facts.counts) c.cluster_counts = *target.facts.counts;
+    c.cluster_counts += target.unadvertised;
+    for (const auto& [ns, capacity] : target.capacity) c.namespace_counts[ns] = capacity.counts;
+    for (const auto& [ns, counts] : target.unadvertised_by_namespace) c.namespace_counts[ns] += counts;
+    auto capacity = target.capacity.find(namespace_name);
+    if (capacity != target.capacity.end()) {
+      for (const auto& q : capacity->second.queues) c.queue_counts[q.queue] = q.workloads;
+    }
+    for (const auto& [key, workloads] : target.unadvertised_by_queue) {
+      if (key.first == namespace_name) c.queue_counts[key.second] += workloads;
+    }
+    if (lost(id)) {
+      live.unavailable = "Unreachable";
+    } else if (capacity == target.capacity.end()) {
+      if (invited) live.unavailable = "NoCapacityAdvertised";
+    } else if (auto room = advertised_room(capacity->second, queue)) {
+      auto less = [](model::Resources room, const model::Resources& taken) {
+        room -= taken;
+        room.cpu_milli = std::max<int64_t>(0, room.cpu_milli);
+        room.memory_bytes = std::max<int64_t>(0, room.memory_bytes);
+        room.gpu = std::max<int64_t>(0, room.gpu);
+        return room;
+      };
+      c.free = less(room->first, target.unadvertised_room);
+      c.largest_free_node = room->second;
+    } else {
+      live.unavailable = "NoSuchQueue:" + queue;
+    }
+    out.push_back(std::move(live));
+  }
+  return out;
+}
+
+std::set<std::string> SourceRole::sibling_places(const store::WorkloadRecord& record) const {
+  std::set<std::string> places = sibling_winners(record);
+  if (record.parent.empty()) return places;
+  auto copies = copies_.find(record.parent);
+  if (copies == copies_.end()) return places;
+  for (const auto& copy_uid : copies->second) {
+    const SourceWorkload& sibling = workloads_.at(copy_uid);
+    if (copy_uid != record.uid && !sibling.preferred.empty() && sibling.record.winner.empty() &&
+        sibling.record.phase == model::Phase::kPlacing) {
+      places.insert(sibling.preferred);
+    }
+  }
+  return places;
+}
+
+namespace {
+
+// "c5 250, c4 200; left out c2 (zone maxSkew 1 would be exceeded)": what an
+// event says of a decision.
+std::string abbreviate(const placement::Ranking& ranking) {
+  char number[32];
+  std::string text;
+  size_t shown = 0;
+  for (const auto& r : ranking.ranked) {
+    if (shown++ == 4) {
+      text += ", ...";
+      break;
+    }
+    std::snprintf(number, sizeof number, "%.0f", r.score);
+    text += (text.empty() ? "" : ", ") + r.cluster + " " + number;
+  }
+  const placement::PlacementOutcome& outcome = ranking.outcome;
+  if (!outcome.steps.empty() && !outcome.steps.front().excluded.empty()) {
+    text += "; left out";
+    for (const auto& e : outcome.steps.front().excluded) text += " " + e.cluster + " (" + e.reason + ")";
+  }
+  if (outcome.draw) {
+    std::snprintf(number, sizeof number, "%.6f", *outcome.draw);
+    text += "; routing draw " + std::string(number);
+  }
+  return text;
+}
+
+}  // namespace
+
+SourceRole::RankedTargets SourceRole::rank_targets(const store::WorkloadRecord& record) {
+  const model::WorkloadSpec& spec = record.spec;
+  RankedTargets out;
+  std::vector<LiveCluster> inventory = live_inventory(spec.namespace_name, spec.queue);
+  std::set<std::string> siblings = sibling_places(record);
+  std::vector<model::ClusterCandidate> candidates;
+  std::map<std::string, std::string> peer_by_name;
+  for (LiveCluster& live : inventory) {
+    if (!live.unavailable.empty()) {
+      out.reason += " " + live.candidate.name + "=" + live.unavailable;
       continue;
     }
-    if (capacity != advertised.end()) {
-      auto room = advertised_room(capacity->second, spec.queue);
-      if (!room) {
-        unadvertised += " " + peer.cluster + "=NoSuchQueue:" + spec.queue;
-        continue;
-      }
-      std::tie(candidate.free, candidate.largest_free_node) = *room;
-    }
-    add(id, peer.cluster, std::move(candidate));
+    live.candidate.placed = siblings.count(live.peer_id) > 0;
+    peer_by_name[live.candidate.name] = live.peer_id;
+    candidates.push_back(std::move(live.candidate));
   }
-  // Rank every eligible target: AllAtOnce sends to all of them, best first.
-  model::PlacementSpec policy = spec.placement;
-  policy.number_of_clusters = static_cast<int32_t>(candidates.size());
-  if (policy.prioritizers.empty()) policy.prioritizers.push_back({"ResourceAllocatableCPU", 1});
-  placement::PlacementOutcome outcome = placement::place(spec, policy, candidates, {});
-  for (const auto& name : outcome.decisions) out.ranked.emplace_back(peer_by_name.at(name), name);
+  // The workload's whole policy decides, through the same engine and input
+  // as `shoalctl place --live` (docs/placement.md).
+  model::PlacementSpec policy = placement::live_policy(spec.placement);
+  placement::PlaceOptions options;
+  if (policy.routing && policy.routing->metric == model::RoutingMetric::kRandom) {
+    options.draw = context_.random_unit() * placement::routing_weight_sum(spec, policy, candidates);
+  }
+  placement::Ranking ranking = placement::rank(spec, policy, candidates, options);
   // Nobody has room now? Targets that lack only free room still get the
-  // candidate: they queue it and serve it in their fair-share order when
-  // room frees, instead of whoever retries first getting it.
-  bool queue_at_full_targets = out.ranked.empty();
-  for (const auto& filtered : outcome.filtered) {
-    if (queue_at_full_targets && filtered.lacks_only_room) {
-      out.ranked.emplace_back(peer_by_name.at(filtered.cluster), filtered.cluster);
-    } else {
-      out.reason += " " + filtered.cluster + "=" + filtered.reason;
+  // candidate, ranked by the same policy: they queue it and serve it in
+  // their fair-share order when room frees, instead of whoever retries
+  // first getting it.
+  std::set<std::string> full;
+  if (ranking.ranked.empty()) {
+    for (const auto& filtered : ranking.outcome.filtered) {
+      if (filtered.lacks_only_room) full.insert(filtered.cluster);
     }
   }
-  out.reason += unadvertised;
+  if (!full.empty()) {
+    std::vector<model::ClusterCandidate> queueing;
+    for (model::ClusterCandidate c : candidates) {
+      if (!full.count(c.name) && !c.placed) continue;
+      if (full.count(c.name)) c.free = c.largest_free_node = spec.total();
+      queueing.push_back(std::move(c));
+    }
+    placement::Ranking queued = placement::rank(spec, policy, queueing, options);
+    ranking.ranked = std::move(queued.ranked);
+  }
+  for (const auto& r : ranking.ranked) {
+    const std::string& peer_id = peer_by_name.at(r.cluster);
+    out.ranked.emplace_back(peer_id, r.cluster);
+    out.engine_score[peer_id] = r.score;
+  }
+  std::set<std::string> ranked_names;
+  for (const auto& r : ranking.ranked) ranked_names.insert(r.cluster);
+  for (const auto& filtered : ranking.outcome.filtered) {
+    if (!ranked_names.count(filtered.cluster)) out.reason += " " + filtered.cluster + "=" + filtered.reason;
+  }
+  if (ranking.ranked.empty() && !ranking.outcome.reason.empty()) out.reason += " (" + ranking.outcome.reason + ")";
+  out.decision = abbreviate(ranking);
   return out;
+}
+
+void SourceRole::expect_at(SourceWorkload& workload, const std::string& peer_id) {
+  if (workload.expected_at == peer_id) return;
+  const model::WorkloadSpec& spec = workload.record.spec;
+  model::Resources total = spec.total();
+  auto apply = [&](const std::string& at, int64_t sign) {
+    Target& target = targets_[at];
+    model::UsageCounts delta{sign, sign * total.cpu_milli, sign * total.memory_bytes, 0};
+    target.unadvertised += delta;
+    target.unadvertised_by_namespace[spec.namespace_name] += delta;
+    target.unadvertised_by_queue[{spec.namespace_name, spec.queue}] += sign;
+    if (sign > 0) target.unadvertised_room += total;
+    else target.unadvertised_room -= total;
+  };
+  if (!workload.expected_at.empty()) apply(workload.expected_at, -1);
+  workload.expected_at = peer_id;
+  workload.acknowledged = false;
+  if (!peer_id.empty()) apply(peer_id, 1);
+}
+
+void SourceRole::follow_expectation(SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  bool over = record.deleting || model::is_finished(record.phase);
+  bool placing = record.phase == model::Phase::kPlacing && !is_group(workload);
+  if (over || record.phase == model::Phase::kPending) {
+    expect_at(workload, "");
+  } else if (!record.winner.empty()) {
+    expect_at(workload, record.winner);
+  } else if (placing && !workload.preferred.empty()) {
+    expect_at(workload, workload.preferred);
+  }
+  std::string counted;
+  if (!over && !record.winner.empty()) counted = record.winner;
+  else if (!over && placing) counted = workload.preferred;
+  if (counted != workload.counted_at) {
+    if (!workload.counted_at.empty()) targets_[workload.counted_at].ours -= 1;
+    if (!counted.empty()) targets_[counted].ours += 1;
+    workload.counted_at = counted;
+  }
+}
+
+bool SourceRole::waits_for_preferred(const SourceWorkload& workload, TimePoint now) const {
+  if (config_.preferred_wait.count() <= 0 || workload.preferred.empty()) return false;
+  auto preferred = workload.candidates.find(workload.preferred);
+  return preferred != workload.candidates.end() && preferred->second.state == CandidateState::kSent &&
+         now < workload.round_started + config_.preferred_wait;
 }
 
 bool SourceRole::holds_slot(const store::WorkloadRecord& record) {
@@ -273,6 +417,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
   }
   workload.candidates.clear();
   workload.unasked = targets.reason;
+  workload.preferred.clear();
   if (targets.ranked.empty()) {
     make_pending(workload, "Unschedulable: no cluster can take it now:" + targets.reason);
     return;
@@ -292,10 +437,16 @@ void SourceRole::start_round(SourceWorkload& workload) {
     names += (names.empty() ? "" : ", ") + name;
     workload.candidates[peer_id] = {CandidateState::kSent, protocol::RejectCode::kOther, "", now};
   }
+  workload.engine_scores = std::move(targets.engine_score);  // Incremental's later batches too
+  // The first-ranked is where this workload counts until its target says
+  // otherwise, and whose READY the others wait for (preferredWait).
+  workload.preferred = targets.ranked.front().first;
+  follow_expectation(workload);
   record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
                                (workload.untried.empty()
                                     ? ""
-                                    : " (" + std::to_string(workload.untried.size()) + " more later)"));
+                                    : " (" + std::to_string(workload.untried.size()) + " more later)") +
+                               "; ranked " + targets.decision);
   for (const auto& [peer_id, name] : targets.ranked) {
     send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
@@ -304,7 +455,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
 SourceRole::RankedTargets SourceRole::round_targets(
     const SourceWorkload& workload, std::vector<std::pair<std::string, std::string>>* untried) {
   const store::WorkloadRecord& record = workload.record;
-  RankedTargets targets = rank_targets(record.spec, sibling_winners(record));
+  RankedTargets targets = rank_targets(record);
   // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
   // d*N best (Sample), or the best k with k more per round (Incremental).
   const model::PlacementSpec& placement = record.spec.placement;
@@ -469,6 +620,24 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
   Target& peer = targets_[from];
   peer.capacity.clear();
   for (const auto& ns : message.namespaces) peer.capacity[ns.namespace_name] = ns;
+  if (message.cluster) {
+    // Labels and claims left out mean "as last sent".
+    std::optional<model::Labels> labels = message.cluster->labels ? message.cluster->labels : peer.facts.labels;
+    std::optional<model::Labels> claims = message.cluster->claims ? message.cluster->claims : peer.facts.claims;
+    peer.facts = *message.cluster;
+    peer.facts.labels = std::move(labels);
+    peer.facts.claims = std::move(claims);
+    peer.heard_facts = true;
+  }
+  // What it said BOUND to before this CAPACITY, it now counts itself.
+  std::vector<std::string> acknowledged = std::move(peer.acknowledged);
+  peer.acknowledged.clear();
+  for (const std::string& uid : acknowledged) {
+    auto found = workloads_.find(uid);
+    if (found != workloads_.end() && found->second.expected_at == from && found->second.acknowledged) {
+      expect_at(found->second, "");
+    }
+  }
   // Pending work that this peer now has room for is tried again at once
   // rather than after the backoff. Such work is awake (is_quiet); what waits
   // for a slot of the window is not, and need not be.
@@ -528,8 +697,10 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     return;
   }
   CandidateProgress& progress = workload->candidates[from];
+  // A repeated READY (answering a re-sent CANDIDATE) says nothing new: the
+  // score is the one the reservation was made with.
+  if (progress.state != CandidateState::kReady) progress.score = message.score;
   progress.state = CandidateState::kReady;
-  progress.score = message.score;
   const model::PlacementSpec& placement = record.spec.placement;
   if (placement.ready_window.count() > 0 && !served_from_queue) {
     // Scoring window: hold the reservations until the window closes, minReady
@@ -548,9 +719,10 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     return;
   }
   // The first READYs win: those read in the same batch compete by score at
-  // its end (decide_readied), so the target that answers fastest does not
-  // take everything. (A READY while Pending comes from a target that queued
-  // this epoch's candidate and now has room.)
+  // its end (decide_readied), and wait up to preferredWait for the round's
+  // first-ranked target, so the target that answers fastest does not take
+  // everything. (A READY while Pending comes from a target that queued this
+  // epoch's candidate and now has room.)
   readied_.insert(record.uid);
 }
 
@@ -590,6 +762,9 @@ bool SourceRole::decide_readied() {
     uint64_t epoch = record.epoch;
     for (const std::string& peer_id : refused) refuse_for_sibling(workload, peer_id, epoch);
     if (readies == 0 || !record.winner.empty() || record.epoch != epoch) continue;
+    // The first-ranked target has not answered yet: its READY may still
+    // come (the timers decide once preferredWait is over).
+    if (record.phase == model::Phase::kPlacing && waits_for_preferred(workload, clock_.now())) continue;
     std::string why = "first READY of epoch " + std::to_string(record.epoch);
     if (readies > 1) why += " (" + std::to_string(readies) + " read together)";
     if (record.phase == model::Phase::kPending) why += ", served from its queue";
@@ -640,25 +815,37 @@ uint64_t tie_hash(const std::string& uid, const std::string& cluster) {
 void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& why,
                                    bool spread_ties) {
   const std::string* best = nullptr;
-  double best_score = 0;
+  double best_score = 0, best_rank = 0, best_fit = 0;
   std::string best_name;
   uint64_t best_hash = 0;
   std::set<std::string> taken = sibling_winners(workload.record);
   for (const auto& [peer_id, progress] : workload.candidates) {
     if (progress.state != CandidateState::kReady || taken.count(peer_id)) continue;
     std::string name = cluster_name_of(peer_id);
+    // The engine's score of the target (its rank by the workload's policy)
+    // plus the target's own fit from its READY.
+    auto ranked = workload.engine_scores.find(peer_id);
+    double rank = ranked == workload.engine_scores.end() ? 0 : ranked->second;
+    double score = rank + progress.score;
+    // A tie goes to the round's first-ranked target, else by a hash of
+    // (uid, cluster) when asked (spread_ties), else by name.
+    bool tie_won;
     uint64_t hash = spread_ties ? tie_hash(workload.record.uid, name) : 0;
-    bool tie_won = hash < best_hash || (hash == best_hash && name < best_name);
-    if (!best || progress.score > best_score || (progress.score == best_score && tie_won)) {
+    if (best && *best == workload.preferred) tie_won = false;
+    else if (peer_id == workload.preferred) tie_won = true;
+    else tie_won = hash < best_hash || (hash == best_hash && name < best_name);
+    if (!best || score > best_score || (score == best_score && tie_won)) {
       best = &peer_id;
-      best_score = progress.score;
+      best_score = score;
+      best_rank = rank;
+      best_fit = progress.score;
       best_name = name;
       best_hash = hash;
     }
   }
   if (!best) return;
-  char score[32];
-  std::snprintf(score, sizeof score, "%.1f", best_score);
+  char score[96];
+  std::snprintf(score, sizeof score, "%.1f (rank %.1f + READY %.1f)", best_score, best_rank, best_fit);
   choose_winner(workload, *best, "best score " + std::string(score) + " of the READYs; " + why);
 }
 
@@ -698,6 +885,8 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
   progress->second.code = message.code;
   progress->second.reason = message.reason;
   record_event(record.uid, cluster + " rejected: " + message.reason);
+  // READYs that waited for this target (the first-ranked) need wait no more.
+  if (record.winner.empty() && from == workload->preferred) readied_.insert(record.uid);
   if (record.winner.empty() && record.spec.placement.ready_window.count() > 0 &&
       workload->untried.empty()) {
     bool any_ready = false, all_answered = true;
@@ -762,6 +951,16 @@ void SourceRole::on_bound(const std::string& from, const protocol::Bound& messag
   record.updated_at = clock_.now();
   persist(record);
   record_event(record.uid, "bound at " + record.cluster);
+  // Its next CAPACITY counts this workload (our own cluster's counts are
+  // read live): then we stop counting it ourselves.
+  if (workload->expected_at == from) {
+    if (from == self_id_) {
+      expect_at(*workload, "");
+    } else {
+      workload->acknowledged = true;
+      targets_[from].acknowledged.push_back(record.uid);
+    }
+  }
 }
 
 }  // namespace shoal::core

@@ -12,6 +12,7 @@
 // nominations, deletion).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -82,6 +83,15 @@ class SourceRole {
   // Our unfinished workloads placed at `target`: how many, and what they hold.
   InvitationUsage usage_at_target(const std::string& target) const;
   std::vector<protocol::NamespaceCapacity> capacity_of(const std::string& target) const;
+  // What this source knows of every cluster it may place on, for a
+  // workload of `namespace_name` and `queue`: its own cluster and each
+  // target, as the placement engine reads them (free room less what this
+  // source sent there since the target last advertised, counts plus it).
+  std::vector<LiveCluster> live_inventory(const std::string& namespace_name,
+                                          const std::string& queue) const;
+  // Our own cluster's counts (the target role keeps them): set by the agent.
+  using LocalFacts = std::function<protocol::Capacity(const std::string& namespace_name)>;
+  void set_local_facts(LocalFacts facts) { local_facts_ = std::move(facts); }
 
   // A source workload with a winner is past Pending; every workload with
   // anything left to do is visited by the timers; a group's copies sit on
@@ -95,7 +105,7 @@ class SourceRole {
     protocol::RejectCode code = protocol::RejectCode::kOther;  // when kRejected
     std::string reason;                                        // for people
     TimePoint last_sent{};
-    double score = 0;  // from READY
+    double score = 0;  // from the first READY of this epoch
     int resends = 0;   // CANDIDATE re-sent this often so far (Context::resend_at)
   };
   struct PendingCancel {
@@ -133,6 +143,17 @@ class SourceRole {
     // Non-zero while it waits for a slot in the placement window: its place
     // in line (waiting_), after priority.
     uint64_t waiting_ticket = 0;
+    // The target this workload is counted at while its target's CAPACITY
+    // does not count it yet (expect_at): the round's first-ranked, then its
+    // winner. `acknowledged`: the winner said BOUND, so the next CAPACITY
+    // from it counts the workload. "" when not counted anywhere.
+    std::string expected_at;
+    bool acknowledged = false;
+    // Where it counts in Target::ours ("" nowhere): its winner until it
+    // finishes, or while placing, the round's first-ranked target.
+    std::string counted_at;
+    std::string preferred;  // this round's first-ranked target ("" none)
+    std::map<std::string, double> engine_scores;  // this round's, by target peer id
     // (target, epoch) of each copy given up as lost without an outcome. If
     // one's outcome arrives while no other copy runs, it is kept (in memory
     // only; after a restart a late outcome is ignored and the work re-placed).
@@ -141,11 +162,26 @@ class SourceRole {
   // What we know of one target.
   struct Target {
     std::map<std::string, protocol::NamespaceCapacity> capacity;  // advertised, by namespace
+    protocol::ClusterFacts facts;  // advertised; labels and claims as last sent
+    bool heard_facts = false;      // from an agent that sends them at all
     TimePoint last_digest_sent{};  // our last DIGEST (lease renewal) to it
+    // Our own workloads headed or bound there that its last CAPACITY does
+    // not count yet (SourceWorkload::expected_at): what they hold, counted
+    // cluster-wide, per namespace and per (namespace, queue).
+    model::UsageCounts unadvertised;
+    std::map<std::string, model::UsageCounts> unadvertised_by_namespace;
+    std::map<std::pair<std::string, std::string>, int64_t> unadvertised_by_queue;
+    model::Resources unadvertised_room;  // taken from its advertised free room
+    std::vector<std::string> acknowledged;  // uids BOUND since its last CAPACITY
+    // Our unfinished workloads there or headed there (Balance): their
+    // winner, or, still placing, their first-ranked target.
+    int64_t ours = 0;
   };
   struct RankedTargets {
     std::vector<std::pair<std::string, std::string>> ranked;  // (peer id, cluster), best first
+    std::map<std::string, double> engine_score;               // by peer id
     std::string reason;  // " cluster=Reason" for each target left out
+    std::string decision;  // the engine's steps, abbreviated, for the events
   };
   // Whom a round of `workload` would ask now, as its dispatcher picks them;
   // Incremental's later batches go to `untried`.
@@ -179,10 +215,21 @@ class SourceRole {
   // `target` answered READY, but a sibling copy runs there: cancel it and
   // count the answer as a HoldsAnotherCopy refusal.
   void refuse_for_sibling(SourceWorkload& workload, const std::string& target, uint64_t epoch);
-  // `exclude`: peers that hold another copy of the workload (left out, with
-  // reason HoldsAnotherCopy, before the full-target fallback is decided).
-  RankedTargets rank_targets(const model::WorkloadSpec& spec,
-                             const std::set<std::string>& exclude = {}) const;
+  // Every target of `record` by its placement policy, through the
+  // placement engine over live_inventory(); the other copies of its group
+  // count as placed (never candidates, but counted by the spread).
+  RankedTargets rank_targets(const store::WorkloadRecord& record);
+  // The peers where the other copies of `record`'s group are placed or
+  // headed (their winners and first-ranked targets).
+  std::set<std::string> sibling_places(const store::WorkloadRecord& record) const;
+  // Counts `workload` at `peer_id` until that target's CAPACITY does ("":
+  // nowhere), so that a burst of submissions sees what it already sent.
+  void expect_at(SourceWorkload& workload, const std::string& peer_id);
+  // Keeps expected_at and Target::ours in step with the record (persist).
+  void follow_expectation(SourceWorkload& workload);
+  // Whether READYs of this round still wait for its first-ranked target
+  // (AgentConfig::preferred_wait): it has not answered, and the wait is on.
+  bool waits_for_preferred(const SourceWorkload& workload, TimePoint now) const;
   void start_round(SourceWorkload& workload);
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);
@@ -271,6 +318,7 @@ class SourceRole {
   const std::string& self_id_;
   const Clock& clock_;
   cluster::Cluster& cluster_;
+  LocalFacts local_facts_;
 
   std::map<std::string, SourceWorkload> workloads_;  // by uid
   // The uids of workloads_ the timers must visit: every one that is not

@@ -335,33 +335,86 @@ std::vector<protocol::NamespaceCapacity> TargetRole::capacity_for(
   std::vector<protocol::NamespaceCapacity> out;
   for (const auto& ns : namespaces) {
     cluster::CapacitySummary summary = cluster_.capacity_for(ns);
-    protocol::NamespaceCapacity entry{ns, cap(summary.free), cap(summary.largest_free_node), {}};
+    protocol::NamespaceCapacity entry{ns, cap(summary.free), cap(summary.largest_free_node), {}, {}};
     for (const auto& queue : cluster_.queue_names()) {
       if (auto per_queue = cluster_.capacity_for(ns, queue)) {
-        entry.queues.push_back({queue, cap(per_queue->free), cap(per_queue->largest_free_node)});
+        auto workloads = queue_workloads_.find({ns, queue});
+        entry.queues.push_back({queue, cap(per_queue->free), cap(per_queue->largest_free_node),
+                                workloads == queue_workloads_.end() ? 0 : workloads->second});
       }
+    }
+    if (auto counts = counts_by_namespace_.find(ns); counts != counts_by_namespace_.end()) {
+      entry.counts = counts->second;
     }
     out.push_back(std::move(entry));
   }
   return out;
 }
 
+protocol::Capacity TargetRole::own_counts(const std::string& namespace_name) const {
+  protocol::Capacity out;
+  protocol::NamespaceCapacity entry;
+  entry.namespace_name = namespace_name;
+  if (auto counts = counts_by_namespace_.find(namespace_name); counts != counts_by_namespace_.end()) {
+    entry.counts = counts->second;
+  }
+  for (auto it = queue_workloads_.lower_bound({namespace_name, ""});
+       it != queue_workloads_.end() && it->first.first == namespace_name; ++it) {
+    entry.queues.push_back({it->first.second, {}, {}, it->second});
+  }
+  out.namespaces.push_back(std::move(entry));
+  out.cluster = protocol::ClusterFacts{};
+  out.cluster->counts = cluster_counts_;
+  return out;
+}
+
+protocol::ClusterFacts TargetRole::cluster_facts() const {
+  protocol::ClusterFacts facts;
+  const Disclosure& disclose = config_.disclose;
+  auto disclosed = [](const model::Labels& all, const std::vector<std::string>& allowed) {
+    model::Labels out;
+    for (const auto& [key, value] : all) {
+      if (Disclosure::lists(allowed, key)) out.emplace(key, value);
+    }
+    return out;
+  };
+  facts.labels = disclosed(cluster_.spec().labels, disclose.labels);
+  facts.claims = disclosed(cluster_.spec().claims, disclose.claims);
+  for (const auto& node : cluster_.nodes()) facts.allocatable += node.capacity;
+  if (disclose.cluster_counts) facts.counts = cluster_counts_;
+  return facts;
+}
+
 void TargetRole::advertise_capacity(bool force) {
   TimePoint now = clock_.now();
+  std::optional<protocol::ClusterFacts> facts;
   for (const auto& [id, peer] : peers_.all()) {
     if (!invitations_.is_source(id, now)) continue;
+    if (!facts) facts = cluster_facts();
     std::vector<protocol::NamespaceCapacity> capacity = capacity_for(id);
     Advertised& last = advertised_[id];
-    bool changed = capacity != last.capacity;
-    if (!force && !changed && last.at) continue;
+    bool changed = capacity != last.capacity || facts->allocatable != last.facts.allocatable ||
+                   facts->counts != last.facts.counts;
+    bool labels_due = !last.labels_at || now - *last.labels_at >= kLabelRefresh ||
+                      facts->labels != last.facts.labels || facts->claims != last.facts.claims;
+    if (!force && !changed && !labels_due && last.at) continue;
     last.at = now;
     last.capacity = capacity;
-    send(id, protocol::Capacity{std::move(capacity)});
+    last.facts = *facts;
+    protocol::ClusterFacts sent = *facts;
+    if (labels_due) {
+      last.labels_at = now;
+    } else {
+      sent.labels.reset();  // as last sent: not on every heartbeat
+      sent.claims.reset();
+    }
+    send(id, protocol::Capacity{std::move(capacity), std::move(sent)});
   }
 }
 
 void TargetRole::greet_source(const std::string& source_id) {
   advertised_[source_id].at.reset();
+  advertised_[source_id].labels_at.reset();  // a new boot knows none of our labels
   advertise_capacity(/*force=*/false);
 }
 

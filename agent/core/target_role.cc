@@ -181,13 +181,15 @@ void TargetRole::queue_candidate(const ReservationKey& key, QueuedCandidate cand
   std::string cluster_name = cluster_key(key.first, key.second);
   cluster_.enqueue(cluster_name, candidate.spec);
   queued_by_cluster_key_[cluster_name] = key;
-  queued_[key] = std::move(candidate);
+  auto [it, inserted] = queued_.insert_or_assign(key, std::move(candidate));
+  if (inserted) count_usage({it->second.spec.namespace_name, it->second.spec.queue, {}}, 1, /*queued=*/true);
 }
 
 void TargetRole::unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it) {
   std::string cluster_name = cluster_key(it->first.first, it->first.second);
   cluster_.withdraw(cluster_name);
   queued_by_cluster_key_.erase(cluster_name);
+  count_usage({it->second.spec.namespace_name, it->second.spec.queue, {}}, -1, /*queued=*/true);
   queued_.erase(it);
 }
 
@@ -203,6 +205,7 @@ void TargetRole::serve_queue() {
     auto it = queued_.find(key);
     QueuedCandidate entry = std::move(it->second);
     queued_by_cluster_key_.erase(named);
+    count_usage({entry.spec.namespace_name, entry.spec.queue, {}}, -1, /*queued=*/true);
     queued_.erase(it);
     // The invitation may have expired while it waited, and several
     // candidates of one source admitted together could overrun its limits:
@@ -403,8 +406,34 @@ InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
   return held == held_by_source_.end() ? InvitationUsage{} : held->second;
 }
 
+void TargetRole::count_usage(const Usage& usage, int sign, bool queued) {
+  model::UsageCounts delta;
+  if (queued) {
+    delta.queued = sign;
+  } else {
+    delta.workloads = sign;
+    delta.cpu_milli = sign * usage.total.cpu_milli;
+    delta.memory_bytes = sign * usage.total.memory_bytes;
+  }
+  counts_by_namespace_[usage.namespace_name] += delta;
+  cluster_counts_ += delta;
+  queue_workloads_[{usage.namespace_name, usage.queue}] += sign;
+  capacity_changed_ = true;  // the routing counts changed: sources hear of it
+}
+
 void TargetRole::account(const store::ReservationRecord& record) {
   ReservationKey key{record.source, record.uid};
+  bool in_use = record.phase == store::ReservationPhase::kBound ||
+                record.phase == store::ReservationPhase::kRunning;
+  auto counted_in_use = in_use_.find(key);
+  if (in_use && counted_in_use == in_use_.end()) {
+    Usage usage{record.spec.namespace_name, record.spec.queue, record.spec.total()};
+    count_usage(usage, 1, /*queued=*/false);
+    in_use_.emplace(key, std::move(usage));
+  } else if (!in_use && counted_in_use != in_use_.end()) {
+    count_usage(counted_in_use->second, -1, /*queued=*/false);
+    in_use_.erase(counted_in_use);
+  }
   bool counted = counted_.count(key) > 0;
   if (store::holds_resources(record.phase) == counted) return;
   if (counted) return unaccount(key);
@@ -416,6 +445,10 @@ void TargetRole::account(const store::ReservationRecord& record) {
 }
 
 void TargetRole::unaccount(const ReservationKey& key) {
+  if (auto counted_in_use = in_use_.find(key); counted_in_use != in_use_.end()) {
+    count_usage(counted_in_use->second, -1, /*queued=*/false);
+    in_use_.erase(counted_in_use);
+  }
   auto it = counted_.find(key);
   if (it == counted_.end()) return;
   InvitationUsage& held = held_by_source_[key.first];

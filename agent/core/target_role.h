@@ -56,6 +56,9 @@ class TargetRole {
   // CAPACITY to every invited source: all of them with `force`, else those
   // whose numbers changed since the last one.
   void advertise_capacity(bool force);
+  // Our own work's counts, as a source of ours would read them: the
+  // namespace's (with its queues' workloads) and the whole cluster's.
+  protocol::Capacity own_counts(const std::string& namespace_name) const;
   // Every source hears our capacity at the next tick (an invitation changed).
   void note_capacity_changed() { capacity_changed_ = true; }
   // Starts on the cluster every copy bound (or restored) since the last
@@ -104,7 +107,12 @@ class TargetRole {
   struct Advertised {
     std::optional<TimePoint> at;
     std::vector<protocol::NamespaceCapacity> capacity;
+    protocol::ClusterFacts facts;           // labels and claims: as last sent
+    std::optional<TimePoint> labels_at;     // when labels and claims last went out
   };
+  // Labels and claims go out again this often even unchanged, in case the
+  // CAPACITY that carried them was lost with a connection.
+  static constexpr Duration kLabelRefresh = std::chrono::minutes(1);
   struct FailedLaunch {
     ReservationKey key;
     uint64_t epoch = 0;
@@ -153,6 +161,24 @@ class TargetRole {
   // reservation of the source was half a busy target's CPU (issue 14).
   std::map<std::string, InvitationUsage> held_by_source_;
   std::map<ReservationKey, model::Resources> counted_;  // what held_by_source_ counts, by key
+  // The counts weighted routing reads (CAPACITY), kept as work binds, ends
+  // and queues: bound or running copies and what they hold, and queued
+  // candidates, per namespace and cluster-wide; workloads per (namespace, queue).
+  std::map<std::string, model::UsageCounts> counts_by_namespace_;
+  model::UsageCounts cluster_counts_;
+  std::map<std::pair<std::string, std::string>, int64_t> queue_workloads_;
+  struct Usage {
+    std::string namespace_name;
+    std::string queue;
+    model::Resources total;
+  };
+  std::map<ReservationKey, Usage> in_use_;  // what the counts count as bound or running
+  // Adds (sign 1) or takes away (-1) one workload: bound or running and
+  // holding `total`, or (`queued`) waiting in line.
+  void count_usage(const Usage& usage, int sign, bool queued);
+  // Labels, claims (under config_.disclose), allocatable and, if disclosed,
+  // cluster-wide counts.
+  protocol::ClusterFacts cluster_facts() const;
 
   // target_role.cc: admission and binding.
   Refusal reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;

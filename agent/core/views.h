@@ -12,6 +12,7 @@
 
 #include "common/time.h"
 #include "crypto/invitation.h"
+#include "model/placement_spec.h"
 #include "model/resources.h"
 #include "protocol/envelope.h"
 #include "protocol/messages.h"
@@ -78,6 +79,16 @@ struct PeerView {
   std::vector<std::string> namespaces_accepted;       // they invited us into these
   std::vector<protocol::NamespaceCapacity> capacity;  // what they advertise to us
   int workloads_placed = 0;                           // our workloads bound there now
+};
+
+// One cluster as this agent's source role sees it (shoalctl get clusters,
+// place --live): what the placement engine reads, and who it is.
+struct LiveCluster {
+  std::string peer_id;
+  std::string org;
+  std::string state;        // Self, or the peer's state (Active, Unreachable, ...)
+  std::string unavailable;  // why it is no candidate now ("" when it is)
+  model::ClusterCandidate candidate;  // its name is unique here
 };
 
 // How many top-level workloads this source holds, without listing them.

@@ -20,13 +20,20 @@ const std::string* topology_value(const ClusterCandidate& c, const model::Spread
 }
 
 // Rule 1: every predicate a cluster must pass, with the first failure kept.
+// Clusters marked `placed` go to `placed` (when given) instead.
 std::vector<const ClusterCandidate*> filter(const WorkloadSpec& workload, const PlacementSpec& policy,
                                             const std::vector<ClusterCandidate>& clusters,
-                                            std::vector<FilteredCluster>* filtered) {
+                                            std::vector<FilteredCluster>* filtered,
+                                            std::vector<const ClusterCandidate*>* placed = nullptr) {
   std::vector<const ClusterCandidate*> eligible;
   for (const auto& c : clusters) {
     std::string reason;
     bool lacks_only_room = false;
+    if (c.placed) {
+      if (placed) placed->push_back(&c);
+      filtered->push_back({c.name, "HoldsAnotherCopy", false});
+      continue;
+    }
     if (!policy.clusters.empty() &&
         std::find(policy.clusters.begin(), policy.clusters.end(), c.name) == policy.clusters.end()) {
       reason = "NotInAllowList";
@@ -195,12 +202,34 @@ std::vector<double> static_scores(const Weights& weights, const std::vector<cons
     } else if (name == "Steady") {
       for (size_t i = 0; i < eligible.size(); ++i) score[i] = eligible[i]->previously_selected ? 100 : 0;
     } else if (name == "ResourceAllocatableCPU" || name == "ResourceAllocatableMemory") {
-      std::vector<double> free;
+      // The cluster's size (its free room where it does not say), scaled
+      // over the candidates.
+      bool cpu = name.ends_with("CPU");
+      std::vector<double> amount;
       for (const auto* c : eligible) {
-        free.push_back(static_cast<double>(name == "ResourceAllocatableCPU" ? c->free.cpu_milli
-                                                                            : c->free.memory_bytes));
+        const model::Resources& r = (cpu ? c->allocatable.cpu_milli : c->allocatable.memory_bytes) > 0
+                                        ? c->allocatable
+                                        : c->free;
+        amount.push_back(static_cast<double>(cpu ? r.cpu_milli : r.memory_bytes));
       }
-      score = normalize(free);
+      score = normalize(amount);
+    } else if (name == "ResourceFreeCPU" || name == "ResourceFreeMemory") {
+      // The share of the cluster left free (-100 full .. 100 idle), like
+      // Kubernetes' LeastAllocated: a cluster's own load, not its rank
+      // among the others, so a few millicores' difference between two
+      // roomy clusters changes nothing. Scaled over the candidates when
+      // their sizes are not known (offline inventories).
+      bool cpu = name.ends_with("CPU");
+      bool sizes_known = std::all_of(eligible.begin(), eligible.end(), [&](const ClusterCandidate* c) {
+        return (cpu ? c->allocatable.cpu_milli : c->allocatable.memory_bytes) > 0;
+      });
+      std::vector<double> amount;
+      for (const auto* c : eligible) {
+        double free = static_cast<double>(cpu ? c->free.cpu_milli : c->free.memory_bytes);
+        double size = static_cast<double>(cpu ? c->allocatable.cpu_milli : c->allocatable.memory_bytes);
+        amount.push_back(sizes_known ? std::clamp(200 * free / size - 100, -100.0, 100.0) : free);
+      }
+      score = sizes_known ? amount : normalize(amount);
     } else {
       for (size_t i = 0; i < eligible.size(); ++i) {
         auto it = eligible[i]->scores.find(name);
@@ -215,8 +244,9 @@ std::vector<double> static_scores(const Weights& weights, const std::vector<cons
 }  // namespace
 
 // Rule 3 lives in spread.cc.
-void select_spread(const PlacementSpec& policy, const std::vector<const ClusterCandidate*>& eligible,
-                   const std::vector<double>& prioritizer_scores, double spread_weight,
+void select_spread(const PlacementSpec& policy, const std::vector<const ClusterCandidate*>& selectable,
+                   const std::vector<const ClusterCandidate*>& placed,
+                   const std::vector<double>& selectable_scores, double spread_weight,
                    const PlaceOptions& options, PlacementOutcome* out);
 
 double routing_weight_sum(const WorkloadSpec& workload, const PlacementSpec& policy,
@@ -234,17 +264,66 @@ double routing_weight_sum(const WorkloadSpec& workload, const PlacementSpec& pol
 PlacementOutcome place(const WorkloadSpec& workload, const PlacementSpec& policy,
                        const std::vector<ClusterCandidate>& clusters, const PlaceOptions& options) {
   PlacementOutcome out;
-  std::vector<const ClusterCandidate*> eligible = filter(workload, policy, clusters, &out.filtered);
+  std::vector<const ClusterCandidate*> placed;
+  std::vector<const ClusterCandidate*> eligible = filter(workload, policy, clusters, &out.filtered, &placed);
   if (policy.routing) {
     route(workload, *policy.routing, eligible, options, &out);
     return out;
   }
   Weights weights = prioritizer_weights(policy, eligible);
   std::vector<double> scores = static_scores(weights, eligible);
-  select_spread(policy, eligible, scores, weights.spread, options, &out);
+  select_spread(policy, eligible, placed, scores, weights.spread, options, &out);
   if (out.decisions.size() < static_cast<size_t>(policy.number_of_clusters) && out.reason.empty()) {
     out.reason = "only " + std::to_string(out.decisions.size()) + " of " +
                  std::to_string(policy.number_of_clusters) + " clusters are eligible";
+  }
+  return out;
+}
+
+model::PlacementSpec live_policy(const model::PlacementSpec& placement) {
+  model::PlacementSpec policy = placement;
+  policy.number_of_clusters = 1;
+  if (policy.prioritizers.empty() && !policy.exact_mode) {
+    policy.prioritizers = {{"ResourceFreeCPU", 1}, {"Balance", 1}};
+  }
+  return policy;
+}
+
+Ranking rank(const WorkloadSpec& workload, const PlacementSpec& policy,
+             const std::vector<ClusterCandidate>& clusters, const PlaceOptions& options) {
+  Ranking out;
+  PlacementSpec one = policy;
+  one.number_of_clusters = 1;
+  PlaceOptions explained = options;
+  explained.explain = true;
+  out.outcome = place(workload, one, clusters, explained);
+  if (out.outcome.decisions.empty()) return out;
+  if (!one.routing) {
+    std::vector<StepCandidate> candidates = out.outcome.steps.front().candidates;
+    std::sort(candidates.begin(), candidates.end(), [](const StepCandidate& a, const StepCandidate& b) {
+      if (std::abs(a.final_score - b.final_score) > 1e-9) return a.final_score > b.final_score;
+      return a.cluster < b.cluster;
+    });
+    for (const auto& c : candidates) out.ranked.push_back({c.cluster, c.final_score});
+    return out;
+  }
+  // Routing picks one; the next-best is what it picks without those before.
+  std::vector<ClusterCandidate> left = clusters;
+  PlaceOptions quiet = options;
+  quiet.explain = false;
+  std::string pick = out.outcome.decisions.front();
+  std::vector<std::string> order;
+  while (!pick.empty()) {
+    order.push_back(pick);
+    double before = routing_weight_sum(workload, one, left);
+    std::erase_if(left, [&](const ClusterCandidate& c) { return c.name == pick; });
+    double after = routing_weight_sum(workload, one, left);
+    if (quiet.draw && before > 0) quiet.draw = *quiet.draw * after / before;  // the same place in the rest
+    PlacementOutcome next = place(workload, one, left, quiet);
+    pick = next.decisions.empty() ? "" : next.decisions.front();
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    out.ranked.push_back({order[i], 1000.0 * static_cast<double>(order.size() - i)});
   }
   return out;
 }

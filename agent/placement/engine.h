@@ -59,6 +59,31 @@ PlacementOutcome place(const model::WorkloadSpec& workload, const model::Placeme
                        const std::vector<model::ClusterCandidate>& clusters,
                        const PlaceOptions& options);
 
+// One copy's choice in a running federation: every cluster it may go to
+// now, best first, by the rules of place() for one copy: the predicates,
+// then routing (the routed cluster, then the next-best by the same policy
+// with the ones before it left out), or one selectOne step of the spread
+// with clusters marked `placed` counted as selected (so no cluster in the
+// list breaks a DoNotSchedule term). `score` orders the list: the step's
+// final score, or for routing 1000 per place from the end.
+struct RankedCluster {
+  std::string cluster;
+  double score = 0;
+};
+struct Ranking {
+  std::vector<RankedCluster> ranked;
+  PlacementOutcome outcome;  // place() for one copy, with its steps
+};
+Ranking rank(const model::WorkloadSpec& workload, const model::PlacementSpec& policy,
+             const std::vector<model::ClusterCandidate>& clusters, const PlaceOptions& options);
+
+// The policy a running agent decides by: `spec.placement` as written, for
+// one copy, with the default ranking when it names no prioritizer:
+// ResourceFreeCPU (the least loaded) plus Balance (where this source has
+// the least of its own work, counting what it just sent). `shoalctl place
+// --live` uses it too.
+model::PlacementSpec live_policy(const model::PlacementSpec& placement);
+
 // Sum of the routing weights of the clusters that pass the predicates: the
 // upper bound for a random draw.
 double routing_weight_sum(const model::WorkloadSpec& workload, const model::PlacementSpec& policy,

@@ -34,9 +34,17 @@ struct Group {
 }  // namespace
 
 void select_spread(const model::PlacementSpec& policy,
-                   const std::vector<const ClusterCandidate*>& eligible,
-                   const std::vector<double>& prioritizer_scores, double spread_weight,
+                   const std::vector<const ClusterCandidate*>& selectable,
+                   const std::vector<const ClusterCandidate*>& placed,
+                   const std::vector<double>& selectable_scores, double spread_weight,
                    const PlaceOptions& options, PlacementOutcome* out) {
+  // Clusters where other copies already are take part as members selected
+  // before the first step: they count in their domains and are never picked.
+  std::vector<const ClusterCandidate*> eligible = selectable;
+  eligible.insert(eligible.end(), placed.begin(), placed.end());
+  std::vector<double> prioritizer_scores = selectable_scores;
+  prioritizer_scores.resize(eligible.size(), 0);
+  auto is_placed = [&](size_t index) { return index >= selectable.size(); };
   const auto& terms = policy.spread_constraints;
   const size_t term_count = terms.size();
 
@@ -82,9 +90,14 @@ void select_spread(const model::PlacementSpec& policy,
   if (term_count == 0 && !everything.members.empty()) groups.push_back(std::move(everything));
   for (auto& group : groups) {
     std::sort(group.members.begin(), group.members.end(), [&](size_t a, size_t b) {
+      if (is_placed(a) != is_placed(b)) return is_placed(a);
       if (prioritizer_scores[a] != prioritizer_scores[b]) return prioritizer_scores[a] > prioritizer_scores[b];
       return eligible[a]->name < eligible[b]->name;
     });
+    while (group.next < group.members.size() && is_placed(group.members[group.next])) {
+      ++group.next;
+      for (int d : group.domains) ++domains[static_cast<size_t>(d)].selected;
+    }
   }
 
   const size_t wanted = static_cast<size_t>(policy.number_of_clusters);
@@ -145,8 +158,8 @@ void select_spread(const model::PlacementSpec& policy,
       packed.push_back(score);
     }
     if (live.empty()) {
-      if (eligible.empty()) out->reason = "no cluster passed the predicates";
-      else if (eligible.size() == out->decisions.size()) out->reason = "every eligible cluster is selected";
+      if (selectable.empty()) out->reason = "no cluster passed the predicates";
+      else if (selectable.size() == out->decisions.size()) out->reason = "every eligible cluster is selected";
       else out->reason = "no further cluster can be selected without exceeding a DoNotSchedule maxSkew";
       if (options.explain && !step.excluded.empty()) out->steps.push_back(std::move(step));
       return;

@@ -18,6 +18,36 @@ Status read_duration(const YAML::Node& node, const char* key, Duration* out) {
   return Status::ok();
 }
 
+Result<core::Disclosure> read_disclosure(const YAML::Node& node) {
+  if (!node.IsMap()) {
+    return invalid_argument("agent.yaml disclose: expected a mapping with labels, claims, clusterCounts");
+  }
+  core::Disclosure out;
+  for (const auto& item : node) {
+    std::string key = item.first.as<std::string>();
+    if (key == "labels" || key == "claims") {
+      if (!item.second.IsSequence()) {
+        return invalid_argument("agent.yaml disclose." + key + ": expected a list of keys (\"*\": all, []: none)");
+      }
+      std::vector<std::string> keys;
+      for (const auto& entry : item.second) {
+        if (!entry.IsScalar()) return invalid_argument("agent.yaml disclose." + key + ": expected a list of keys");
+        keys.push_back(entry.Scalar());
+      }
+      (key == "labels" ? out.labels : out.claims) = std::move(keys);
+    } else if (key == "clusterCounts") {
+      bool value = false;
+      if (!item.second.IsScalar() || !YAML::convert<bool>::decode(item.second, value)) {
+        return invalid_argument("agent.yaml disclose.clusterCounts: expected true or false");
+      }
+      out.cluster_counts = value;
+    } else {
+      return invalid_argument("agent.yaml disclose." + key + ": unknown field (expected labels, claims, clusterCounts)");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<AgentFile> load_agent_file(const std::string& data_dir) {
@@ -74,6 +104,10 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
       }
       file.timing.placement_window = value;
     }
+    if (const YAML::Node disclose = node["disclose"]) {
+      SHOAL_ASSIGN_OR_RETURN(file.timing.disclose, read_disclosure(disclose));
+    }
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "preferredWait", &file.timing.preferred_wait));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "reservationTTL", &file.timing.reservation_ttl));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "pendingRetryMax", &file.timing.pending_retry_max));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "queueHold", &file.timing.queue_hold));
@@ -138,6 +172,12 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
       << format_duration(file.timing.worker_lost_timeout);
   out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
   out << YAML::Key << "placementWindow" << YAML::Value << file.timing.placement_window;
+  out << YAML::Key << "preferredWait" << YAML::Value << format_duration(file.timing.preferred_wait);
+  out << YAML::Key << "disclose" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "labels" << YAML::Value << YAML::Flow << file.timing.disclose.labels;
+  out << YAML::Key << "claims" << YAML::Value << YAML::Flow << file.timing.disclose.claims;
+  out << YAML::Key << "clusterCounts" << YAML::Value << file.timing.disclose.cluster_counts;
+  out << YAML::EndMap;
   out << YAML::EndMap;
   std::ofstream stream(config_path(data_dir));
   stream << "# shoal agent configuration, written by `shoald init`.\n" << out.c_str() << "\n";

@@ -26,8 +26,9 @@ class Lifecycle : public ::testing::Test {
     std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
                            "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
     source_.init({"--cluster-config", tiny});
-    // East has the default 4 x 8 cpu, so it ranks first; west is smaller and
-    // alone has nodes labelled pool=special.
+    // East has the default 4 x 8 cpu, west is smaller and alone has nodes
+    // labelled pool=special. Both idle, they score the same (the share left
+    // free), and east ranks first by name.
     std::string special = dir_.path() + "/west.yaml";
     std::ofstream(special) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: west}\nspec:\n"
                               "  nodes:\n  - {name: n, count: 2, capacity: {cpu: \"8\", memory: 32Gi}, "
@@ -232,8 +233,9 @@ TEST_F(Lifecycle, IncrementalAsksTheNextBatchWhenTheFirstAllRejects) {
 TEST_F(Lifecycle, SampleContactsOnlyTheBestDTimesN) {
   submit("sampled", "duration: 10m, placement: {dispatcher: Sample, sampleFactor: 1}");
   ASSERT_TRUE(wait_until([&] { return status_is("sampled", "Running", "east"); }, 20s));
-  EXPECT_TRUE(has_event("sampled", "epoch 1: candidates east"));
-  EXPECT_FALSE(has_event("sampled", "west")) << describe("sampled").dump(2);
+  EXPECT_TRUE(has_event("sampled", "epoch 1: candidates east; ranked east 100, west 100"))
+      << "west is ranked, but the sample of 1 asks only east";
+  EXPECT_FALSE(has_event("sampled", "west rejected")) << describe("sampled").dump(2);
 }
 
 TEST_F(Lifecycle, TargetRestartedWhileRunningACopyFinishesItOnce) {

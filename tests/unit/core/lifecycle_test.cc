@@ -372,7 +372,7 @@ TEST(LifecycleTest, ReadyWindowApprovesTheBestScoreNotTheFirstAnswer) {
   s.world.run_for(1s);
   auto record = s.source->agent->find_workload("default", "job");
   EXPECT_EQ(record->cluster, "b") << "every candidate answered: no need to wait the window out";
-  EXPECT_TRUE(event_contains(*s.source, record->uid, "best score 96.9"));
+  EXPECT_TRUE(event_contains(*s.source, record->uid, "READY 96.9)"));
   s.world.run_for(1s);
   EXPECT_EQ(phase_of(*s.source, "job"), model::Phase::kRunning);
   EXPECT_TRUE(s.a->agent->reservations().empty()) << "the others were cancelled";
