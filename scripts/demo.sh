@@ -24,10 +24,21 @@ free_port() {
 
 ctl() { local name=$1; shift; "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
 
-echo "== starting agents in $WORK"
+declare -A REGION=([east]=us-east [north]=us-east [west]=us-west)
+echo "== starting agents in $WORK (east and north in region us-east, west in us-west)"
 for name in "${CLUSTERS[@]}"; do
+  cat >"$WORK/$name-cluster.yaml" <<YAML
+apiVersion: shoal.dev/v1
+kind: Cluster
+metadata:
+  name: $name
+  labels: {region: ${REGION[$name]}}
+spec:
+  nodes:
+  - {name: node, count: 4, capacity: {cpu: "8", memory: 32Gi}}
+YAML
   "$BIN/shoald" init --data "$WORK/$name" --cluster "$name" --org "org-$name" \
-    --listen "tcp://127.0.0.1:$(free_port)" >/dev/null
+    --listen "tcp://127.0.0.1:$(free_port)" --cluster-config "$WORK/$name-cluster.yaml" >/dev/null
   "$BIN/shoald" run --data "$WORK/$name" 2>"$WORK/$name.log" &
   PIDS+=($!)
 done
@@ -53,7 +64,7 @@ for _ in $(seq 100); do
 done
 ctl east peers
 
-echo "== submitting 10 workloads of 6 cpu to east (the federation runs 15 at once)"
+echo "== submitting 10 workloads of 6 cpu to east (the federation runs 12 at once)"
 MANIFEST="$WORK/workloads.yaml"
 for i in $(seq 1 10); do
   cat >>"$MANIFEST" <<YAML
@@ -77,12 +88,33 @@ spec:
   duration: 2s
   placement: {numberOfClusters: 3}
 YAML
+SPREAD="$WORK/spread.yaml"
+cat >"$SPREAD" <<YAML
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: one-per-region, namespace: default}
+spec:
+  resources: {cpu: "1", memory: 1Gi}
+  duration: 2s
+  placement:
+    numberOfClusters: 2
+    spreadPolicy:
+      spreadConstraints:
+      - {topologyKey: region, maxSkew: 1, whenUnsatisfiable: DoNotSchedule}
+YAML
+
+echo "== the clusters east places on, as its placement engine sees them"
+ctl east get clusters
+echo
+echo "== what east would decide now for a workload spread over regions (place --live)"
+ctl east place --live -f "$SPREAD"
+{ echo "---"; cat "$SPREAD"; } >>"$MANIFEST"
 ctl east submit -f "$MANIFEST"
 
-echo "== waiting for all 11 to finish"
+echo "== waiting for all 12 to finish"
 for _ in $(seq 300); do
   done_count=$(ctl east get workloads -o json | python3 -c 'import json,sys; print(sum(w["status"]["phase"] in ("Succeeded","Failed") for w in json.load(sys.stdin)["items"]))')
-  [ "$done_count" = 11 ] && break
+  [ "$done_count" = 12 ] && break
   sleep 0.2
 done
 ctl east get workloads -o wide
@@ -90,10 +122,18 @@ ctl east describe workload default/job-8 | tail -12
 echo
 ctl east describe workload default/everywhere | sed -n '/^Status:/,/^Events:/p'
 echo
+ctl east describe workload default/one-per-region | sed -n '/^Copies:/,/^Events:/p'
+echo
 ctl east get workloads -o json | python3 -c '
 import json, sys, collections
 items = json.load(sys.stdin)["items"]
 where = collections.Counter(w["status"]["cluster"] for w in items)
 ok = sum(w["status"]["phase"] == "Succeeded" for w in items)
 print(f"{ok}/{len(items)} Succeeded; placed per cluster: {dict(sorted(where.items()))}")
-sys.exit(0 if ok == len(items) else 1)'
+regions = {"east": "us-east", "north": "us-east", "west": "us-west"}
+spread = next(w for w in items if w["metadata"]["name"] == "one-per-region")
+spread_regions = sorted(regions[c] for c in spread["status"]["cluster"].split(","))
+print(f"one-per-region ran in {spread_regions}")
+singles = [w for w in items if "," not in w["status"]["cluster"]]
+sys.exit(0 if ok == len(items) and spread_regions == ["us-east", "us-west"] and
+         len({w["status"]["cluster"] for w in singles}) == 3 else 1)'

@@ -10,6 +10,8 @@
 
 #include "agent/cli/read_file.h"
 #include "agent/cli/table.h"
+#include "agent/control/client.h"
+#include "agent/control/inventory_json.h"
 #include "agent/placement/engine.h"
 #include "model/manifest.h"
 #include "model/placement_parse.h"
@@ -91,20 +93,43 @@ void print_text(const placement::PlacementOutcome& outcome, bool explain) {
   }
 }
 
+// The clusters a running agent would place `workload` on now, as its own
+// engine reads them: those it cannot use now are listed as filtered.
+Result<std::vector<model::ClusterCandidate>> live_inventory(const std::string& data_dir,
+                                                            const model::WorkloadSpec& workload,
+                                                            std::vector<placement::FilteredCluster>* unavailable) {
+  if (data_dir.empty()) return invalid_argument("--live: expected the agent's data directory (--data or SHOAL_DATA)");
+  SHOAL_ASSIGN_OR_RETURN(json reply, control::call_agent(data_dir, {{"command", "get-clusters"},
+                                                                    {"namespace", workload.namespace_name},
+                                                                    {"queue", workload.queue}}));
+  std::vector<model::ClusterCandidate> out;
+  for (const auto& item : reply["items"]) {
+    SHOAL_ASSIGN_OR_RETURN(model::ClusterCandidate candidate, control::candidate_from_json(item));
+    std::string why = item.value("unavailable", "");
+    if (!why.empty()) {
+      unavailable->push_back({candidate.name, why, false});
+      continue;
+    }
+    out.push_back(std::move(candidate));
+  }
+  return out;
+}
+
+Result<std::vector<model::ClusterCandidate>> offline_inventory(const PlaceArguments& arguments) {
+  SHOAL_ASSIGN_OR_RETURN(std::string text, read_input_file(arguments.inventory_path, "--inventory"));
+  return model::parse_inventory(text);
+}
+
 }  // namespace
 
 int run_place(const PlaceArguments& arguments) {
-  auto inventory_text = read_input_file(arguments.inventory_path, "--inventory");
-  auto workload_text = read_input_file(arguments.workload_path, "-f");
-  for (const auto* text : {&inventory_text, &workload_text}) {
-    if (!text->is_ok()) {
-      std::cerr << "shoalctl: " << text->status().message() << "\n";
-      return 2;
-    }
+  if (arguments.live == !arguments.inventory_path.empty()) {
+    std::cerr << "shoalctl: place: expected --inventory FILE or --live\n";
+    return 2;
   }
-  auto clusters = model::parse_inventory(*inventory_text);
-  if (!clusters.is_ok()) {
-    std::cerr << "shoalctl: " << clusters.status().message() << "\n";
+  auto workload_text = read_input_file(arguments.workload_path, "-f");
+  if (!workload_text.is_ok()) {
+    std::cerr << "shoalctl: " << workload_text.status().message() << "\n";
     return 2;
   }
   auto workloads = model::parse_workloads(*workload_text);
@@ -117,17 +142,27 @@ int run_place(const PlaceArguments& arguments) {
     return 2;
   }
   const model::WorkloadSpec& workload = workloads->front();
+  std::vector<placement::FilteredCluster> unavailable;
+  Result<std::vector<model::ClusterCandidate>> clusters =
+      arguments.live ? live_inventory(arguments.data_dir, workload, &unavailable) : offline_inventory(arguments);
+  if (!clusters.is_ok()) {
+    std::cerr << "shoalctl: " << clusters.status().message() << "\n";
+    return clusters.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  // Live: the policy the agent decides by (its default ranking included).
+  model::PlacementSpec policy = arguments.live ? placement::live_policy(workload.placement) : workload.placement;
+  if (arguments.live) policy.number_of_clusters = workload.placement.number_of_clusters;
   placement::PlaceOptions options;
   options.explain = arguments.explain || arguments.output == "json";
   options.draw = arguments.draw;
-  if (workload.placement.routing && workload.placement.routing->metric == model::RoutingMetric::kRandom &&
-      !options.draw) {
-    double sum = placement::routing_weight_sum(workload, workload.placement, *clusters);
+  if (policy.routing && policy.routing->metric == model::RoutingMetric::kRandom && !options.draw) {
+    double sum = placement::routing_weight_sum(workload, policy, *clusters);
     std::random_device device;
     std::uniform_real_distribution<double> uniform(0, sum > 0 ? sum : 1);
     options.draw = uniform(device);
   }
-  placement::PlacementOutcome outcome = placement::place(workload, workload.placement, *clusters, options);
+  placement::PlacementOutcome outcome = placement::place(workload, policy, *clusters, options);
+  outcome.filtered.insert(outcome.filtered.end(), unavailable.begin(), unavailable.end());
   if (arguments.output == "json") {
     std::cout << to_json(outcome, arguments.explain).dump(2) << "\n";
   } else {

@@ -7,7 +7,9 @@
 namespace shoal::cli {
 
 struct PlaceArguments {
-  std::string inventory_path;
+  std::string inventory_path;  // offline, or:
+  bool live = false;           // the agent's live inventory (get-clusters)
+  std::string data_dir;        // with live
   std::string workload_path;
   std::optional<double> draw;
   std::string output;  // "" or "json"

@@ -289,6 +289,52 @@ int cmd_get_reservations(const Options& o) {
   return 0;
 }
 
+std::string labels_text(const json& labels) {
+  std::string out;
+  for (const auto& [key, value] : labels.items()) out += (out.empty() ? "" : ",") + key + "=" + value.get<std::string>();
+  return out.empty() ? "-" : out;
+}
+
+int cmd_get_clusters(const Options& o, const std::string& namespace_name, const std::string& queue) {
+  auto reply = call_agent(o.data_dir, {{"command", "get-clusters"}, {"namespace", namespace_name}, {"queue", queue}});
+  if (!reply.is_ok()) return fail(reply.status());
+  if (o.output == "json") {
+    std::cout << json{{"namespace", (*reply)["namespace"]}, {"queue", (*reply)["queue"]},
+                      {"items", (*reply)["items"]}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  bool wide = o.output == "wide";
+  std::vector<std::string> columns = {"CLUSTER", "ORG", "STATE", "FREE CPU", "ALLOCATABLE CPU",
+                                      "WORKLOADS", "QUEUED", "LABELS"};
+  if (wide) {
+    for (const char* extra : {"CLAIMS", "LARGEST NODE CPU", "CLUSTER WORKLOADS", "OURS", "NOT A CANDIDATE"}) {
+      columns.push_back(extra);
+    }
+  }
+  Table table(columns);
+  for (const auto& c : (*reply)["items"]) {
+    const json& in_namespace = c["counts"]["namespace"];
+    std::string state = c["state"].get<std::string>();
+    std::vector<std::string> row = {c["cluster"], c["org"], state, c["free"]["cpu"], c["allocatable"]["cpu"],
+                                    std::to_string(in_namespace["workloads"].get<int64_t>()),
+                                    std::to_string(in_namespace["queued"].get<int64_t>()),
+                                    labels_text(c["labels"])};
+    if (wide) {
+      std::string unavailable = c.value("unavailable", "");
+      row.push_back(labels_text(c["claims"]));
+      row.push_back(c["largestFreeNode"]["cpu"]);
+      row.push_back(std::to_string(c["counts"]["cluster"]["workloads"].get<int64_t>()));
+      row.push_back(std::to_string(c["sourceWorkloads"].get<int64_t>()));
+      row.push_back(unavailable.empty() ? "-" : unavailable);
+    }
+    table.add(row);
+  }
+  table.print(std::cout);
+  return 0;
+}
+
 // {"namespace", "name"} from NS/NAME, or the one-line usage error.
 Result<json> workload_request(const std::string& target) {
   size_t slash = target.find('/');
@@ -488,6 +534,15 @@ int main(int argc, char** argv) {
                    "Workloads fetched per request to the agent (each request is short, so "
                    "the agent stays responsive while a long list is read)")
       ->check(CLI::Range(1, 5000));
+  std::string clusters_namespace = "default", clusters_queue = "default";
+  auto* get_clusters = get->add_subcommand(
+      "clusters", "The clusters this agent may place on, as its placement engine sees them now");
+  get_clusters->alias("cluster");
+  get_clusters->add_option("-n,--namespace", clusters_namespace,
+                           "The namespace whose room and counts to show (default \"default\")");
+  get_clusters->add_option("--queue", clusters_queue, "The queue whose room to show (default \"default\")");
+  get_clusters->add_option("-o,--output", options.output, "json or wide")
+      ->check(CLI::IsMember({"json", "wide"}));
   auto* get_reservations =
       get->add_subcommand("reservations", "What this cluster holds or runs for sources");
   get_reservations->add_option("-o,--output", options.output, "json")
@@ -532,9 +587,14 @@ int main(int argc, char** argv) {
 
   PlaceArguments place_arguments;
   auto* place = app.add_subcommand(
-      "place", "Offline what-if placement of one workload over an Inventory (no agent needed)");
-  place->add_option("--inventory", place_arguments.inventory_path, "Inventory file (kind: Inventory)")
-      ->required();
+      "place", "What-if placement of one workload: over an Inventory file (offline), or over the "
+               "clusters a running agent sees (--live)");
+  auto* place_inventory =
+      place->add_option("--inventory", place_arguments.inventory_path, "Inventory file (kind: Inventory)");
+  auto* place_live = place->add_flag("--live", place_arguments.live,
+                                     "Over the agent's live inventory (shoalctl get clusters), as it "
+                                     "would decide now; needs --data");
+  place_inventory->excludes(place_live);
   place->add_option("-f,--filename", place_arguments.workload_path, "Workload manifest (one document)")
       ->required();
   place->add_option("--draw", place_arguments.draw,
@@ -560,7 +620,10 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
-  if (*place) return run_place(place_arguments);
+  if (*place) {
+    place_arguments.data_dir = options.data_dir;
+    return run_place(place_arguments);
+  }
   if (*schedule) return run_schedule(schedule_arguments);
   if (options.data_dir.empty()) {
     std::cerr << "shoalctl: --data: expected the agent's data directory (or set SHOAL_DATA)\n";
@@ -578,6 +641,7 @@ int main(int argc, char** argv) {
   if (*submit) return cmd_submit(options, submit_file);
   if (*get_workloads) return cmd_get_workloads(options, get_namespace, all_namespaces, paging);
   if (*get_reservations) return cmd_get_reservations(options);
+  if (*get_clusters) return cmd_get_clusters(options, clusters_namespace, clusters_queue);
   if (*describe_workload) return cmd_describe_workload(options, describe_target);
   if (*status) return cmd_status(options);
   return 2;

@@ -10,7 +10,8 @@ using nlohmann::json;
 bool is_read_only_command(const json& request) {
   static const std::set<std::string> kReads = {
       "identity",      "invite-list",      "describe-peer",     "peers",
-      "get-workloads", "get-reservations", "describe-workload", "status"};
+      "get-workloads", "get-reservations", "describe-workload", "status",
+      "get-clusters"};
   if (!request.is_object()) return false;
   auto command = request.find("command");
   return command != request.end() && command->is_string() &&

@@ -115,6 +115,12 @@ class Agent {
   std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
   // Counts by phase, cheap at any size (status, benchmarks).
   WorkloadCounts workload_counts() const { return source_.workload_counts(); }
+  // Every cluster this agent may place a workload of `namespace_name` and
+  // `queue` on, as its placement engine sees them now (get clusters).
+  std::vector<LiveCluster> live_inventory(const std::string& namespace_name,
+                                          const std::string& queue) const {
+    return source_.live_inventory(namespace_name, queue);
+  }
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
                                                      const std::string& name) const;
   Result<std::vector<store::EventRecord>> events(const std::string& subject);

@@ -217,7 +217,12 @@ std::vector<PeerView> Agent::peers() const {
       view.state = PeerState::kConnecting;
       view.reason = "not heard from since this agent started";
     } else if (now - *peer.last_seen <= 3 * context_.config().heartbeat_interval) {
-      view.state = PeerState::kActive;
+      // Active only when messages flow both ways: it also acknowledges
+      // reading ours (of this boot), at least once a few heartbeats.
+      bool hears_us = peer.read_progress_at != TimePoint{} &&
+                      now - peer.read_progress_at <= 3 * context_.config().heartbeat_interval;
+      view.state = hears_us ? PeerState::kActive : PeerState::kConnecting;
+      if (!hears_us) view.reason = "we hear it, but it has not acknowledged our messages yet";
     } else {
       view.state = PeerState::kUnreachable;
       view.reason = "no message for " + format_duration(now - *peer.last_seen);

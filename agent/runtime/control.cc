@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "agent/control/inventory_json.h"
 #include "common/text.h"
 #include "model/manifest.h"
 
@@ -323,6 +324,20 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     return out;
   }
   if (command == "get-reservations") return reservations_json(agent);
+  if (command == "get-clusters") {
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text_or("namespace", "default"));
+    SHOAL_ASSIGN_OR_RETURN(std::string queue, request.text_or("queue", "default"));
+    json items = json::array();
+    for (const core::LiveCluster& live : agent.live_inventory(ns, queue)) {
+      json item = control::candidate_to_json(live.candidate, ns);
+      item["peerId"] = live.peer_id;
+      item["org"] = live.org;
+      item["state"] = live.state;
+      item["unavailable"] = live.unavailable;
+      items.push_back(std::move(item));
+    }
+    return json{{"ok", true}, {"namespace", ns}, {"queue", queue}, {"items", items}};
+  }
   if (command == "nominate") {
     SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
     SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));

@@ -298,6 +298,7 @@ class Loop {
         continue;
       }
       handled += agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
+      transport_.heard_from(sender);
     }
     std::vector<ControlRequest> requests = receive_control();
     std::vector<std::string> replies;

@@ -32,10 +32,25 @@ zmq::socket_t* ZmqTransport::connection_for(const std::string& peer_id,
     }
     socket->connect(endpoint);
     auto* raw = socket.get();
-    connections_[peer_id] = {endpoint, std::move(socket), std::nullopt};
+    bool redialed = redialing_.erase(peer_id) > 0;
+    connections_[peer_id] = {endpoint, std::move(socket), std::nullopt, std::chrono::steady_clock::now(),
+                             false, redialed};
     return raw;
   } catch (const zmq::error_t&) {
     return nullptr;
+  }
+}
+
+void ZmqTransport::heard_from(const std::string& peer_id) {
+  auto it = connections_.find(peer_id);
+  if (it == connections_.end()) return;
+  const Connection& connection = it->second;
+  bool stuck = connection.failing_since.has_value() || !connection.delivered;
+  auto grace = connection.redialed ? std::chrono::duration_cast<std::chrono::milliseconds>(kRedialGrace)
+                                   : kHandshakeGrace;
+  if (stuck && std::chrono::steady_clock::now() - connection.dialed_at >= grace) {
+    connections_.erase(it);  // the next message dials afresh
+    redialing_.insert(peer_id);
   }
 }
 
@@ -55,6 +70,7 @@ void ZmqTransport::flush() {
     Connection& connection = connections_.at(message.peer_id);
     if (sent) {
       connection.failing_since.reset();
+      connection.delivered = true;
       continue;
     }
     ++dropped_unconnected_;
