@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <set>
 
 #include "model/yaml_document.h"
@@ -45,7 +46,8 @@ Result<LabelSelector> parse_selector(const Fields& f, const YAML::Node& node,
   return selector;
 }
 
-Result<RoutingPolicy> parse_routing(const Fields& f, const YAML::Node& node, const std::string& path) {
+Result<RoutingPolicy> parse_routing(const Fields& f, const YAML::Node& node, const std::string& path,
+                                    std::vector<std::string>* spellings) {
   SHOAL_RETURN_IF_ERROR(f.only_known(node, path, {"weights", "metric", "domain"}));
   RoutingPolicy routing;
   const YAML::Node weights = node["weights"];
@@ -59,12 +61,19 @@ Result<RoutingPolicy> parse_routing(const Fields& f, const YAML::Node& node, con
     routing.weights[cluster] = weight;
   }
   std::string metric = node["metric"] ? node["metric"].as<std::string>() : "";
+  // The Spark gateway's names for the same metrics.
+  static const std::map<std::string, std::string> kSparkGateway = {
+      {"None", ""}, {"SparkApp", "workloads"}, {"CPU", "cpu"}, {"Memory", "memory"}, {"Queue_Name", "queue"}};
+  if (auto spark = kSparkGateway.find(metric); spark != kSparkGateway.end()) {
+    spellings->push_back(".routing.metric " + metric + " (Spark gateway) -> \"" + spark->second + "\"");
+    metric = spark->second;
+  }
   if (metric == "") routing.metric = RoutingMetric::kRandom;
   else if (metric == "workloads") routing.metric = RoutingMetric::kWorkloads;
   else if (metric == "cpu") routing.metric = RoutingMetric::kCpu;
   else if (metric == "memory") routing.metric = RoutingMetric::kMemory;
   else if (metric == "queue") routing.metric = RoutingMetric::kQueue;
-  else return f.fail(path + ".metric", "expected \"\", workloads, cpu, memory or queue, got \"" + metric + "\"");
+  else return f.fail(path + ".metric", "expected \"\", workloads, cpu, memory or queue (or the Spark gateway's None, SparkApp, CPU, Memory, Queue_Name), got \"" + metric + "\"");
   std::string domain = node["domain"] ? node["domain"].as<std::string>() : "namespace";
   if (domain == "namespace") routing.domain = RoutingDomain::kNamespace;
   else if (domain == "cluster") routing.domain = RoutingDomain::kCluster;
@@ -118,10 +127,33 @@ Status parse_prioritizers(const Fields& f, const YAML::Node& node, const std::st
   if (!configurations.IsSequence()) return f.fail(path + ".configurations", "expected a list");
   for (size_t i = 0; i < configurations.size(); ++i) {
     std::string item = path + ".configurations[" + std::to_string(i) + "]";
-    SHOAL_RETURN_IF_ERROR(f.only_known(configurations[i], item, {"name", "weight"}));
+    SHOAL_RETURN_IF_ERROR(f.only_known(configurations[i], item, {"name", "weight", "scoreCoordinate"}));
     PrioritizerConfig config;
-    if (!configurations[i]["name"]) return f.fail(item + ".name", "expected a prioritizer name");
-    SHOAL_ASSIGN_OR_RETURN(config.name, f.scalar(configurations[i]["name"], item + ".name"));
+    if (const YAML::Node coordinate = configurations[i]["scoreCoordinate"]) {
+      // OCM's spelling: {type: BuiltIn, builtIn: NAME} or {type: AddOn,
+      // addOn: {resourceName, scoreName}} (a named score of the inventory).
+      std::string at = item + ".scoreCoordinate";
+      if (configurations[i]["name"]) return f.fail(at, "expected either name or scoreCoordinate, not both");
+      SHOAL_RETURN_IF_ERROR(f.only_known(coordinate, at, {"type", "builtIn", "addOn"}));
+      std::string type = coordinate["type"] ? coordinate["type"].as<std::string>() : "BuiltIn";
+      if (type == "BuiltIn") {
+        if (!coordinate["builtIn"]) return f.fail(at + ".builtIn", "expected a prioritizer name");
+        SHOAL_ASSIGN_OR_RETURN(config.name, f.scalar(coordinate["builtIn"], at + ".builtIn"));
+      } else if (type == "AddOn") {
+        const YAML::Node addon = coordinate["addOn"];
+        if (!addon) return f.fail(at + ".addOn", "expected {resourceName, scoreName}");
+        SHOAL_RETURN_IF_ERROR(f.only_known(addon, at + ".addOn", {"resourceName", "scoreName"}));
+        if (!addon["scoreName"]) return f.fail(at + ".addOn.scoreName", "expected a score name");
+        SHOAL_ASSIGN_OR_RETURN(config.name, f.scalar(addon["scoreName"], at + ".addOn.scoreName"));
+      } else {
+        return f.fail(at + ".type", "expected BuiltIn or AddOn, got \"" + type + "\"");
+      }
+      spec->spellings.push_back(".prioritizerPolicy.configurations[" + std::to_string(i) +
+                                "].scoreCoordinate (OCM) -> name: " + config.name);
+    } else {
+      if (!configurations[i]["name"]) return f.fail(item + ".name", "expected a prioritizer name");
+      SHOAL_ASSIGN_OR_RETURN(config.name, f.scalar(configurations[i]["name"], item + ".name"));
+    }
     if (configurations[i]["weight"]) {
       SHOAL_ASSIGN_OR_RETURN(config.weight, f.integer(configurations[i]["weight"], item + ".weight", -10, 10));
     }
@@ -160,7 +192,7 @@ Result<PlacementSpec> parse_placement(const YAML::Node& node, const std::string&
                                                 "claimSelector", "routing", "spreadPolicy",
                                                 "prioritizerPolicy", "dispatcher", "incrementalBatch",
                                                 "roundTimeout", "sampleFactor", "readyWindow",
-                                                "minReady"}));
+                                                "minReady", "predicates"}));
   if (node["dispatcher"]) {
     SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(node["dispatcher"], ".dispatcher"));
     for (size_t i = 0; i < std::size(kDispatcherNames); ++i) {
@@ -200,8 +232,28 @@ Result<PlacementSpec> parse_placement(const YAML::Node& node, const std::string&
   SHOAL_ASSIGN_OR_RETURN(spec.clusters, f.strings(node["clusters"], ".clusters"));
   SHOAL_ASSIGN_OR_RETURN(spec.cluster_selector, parse_selector(f, node["clusterSelector"], ".clusterSelector"));
   SHOAL_ASSIGN_OR_RETURN(spec.claim_selector, parse_selector(f, node["claimSelector"], ".claimSelector"));
+  if (const YAML::Node predicates = node["predicates"]) {
+    // OCM's spelling of the two selectors. OCM ORs several predicates;
+    // shoal has one of each selector, all of which must match.
+    if (!predicates.IsSequence() || predicates.size() != 1) {
+      return f.fail(".predicates", "expected a list of exactly one {requiredClusterSelector: {labelSelector, "
+                                   "claimSelector}} (several predicates, which OCM ORs, are not supported)");
+    }
+    if (node["clusterSelector"] || node["claimSelector"]) {
+      return f.fail(".predicates", "expected either predicates (OCM) or clusterSelector/claimSelector, not both");
+    }
+    SHOAL_RETURN_IF_ERROR(f.only_known(predicates[0], ".predicates[0]", {"requiredClusterSelector"}));
+    const YAML::Node required = predicates[0]["requiredClusterSelector"];
+    if (!required) return f.fail(".predicates[0].requiredClusterSelector", "expected {labelSelector, claimSelector}");
+    const std::string at = ".predicates[0].requiredClusterSelector";
+    SHOAL_RETURN_IF_ERROR(f.only_known(required, at, {"labelSelector", "claimSelector"}));
+    SHOAL_ASSIGN_OR_RETURN(spec.cluster_selector, parse_selector(f, required["labelSelector"], at + ".labelSelector"));
+    SHOAL_ASSIGN_OR_RETURN(spec.claim_selector, parse_selector(f, required["claimSelector"], at + ".claimSelector"));
+    if (required["labelSelector"]) spec.spellings.push_back(at + ".labelSelector (OCM) -> clusterSelector");
+    if (required["claimSelector"]) spec.spellings.push_back(at + ".claimSelector (OCM) -> claimSelector");
+  }
   if (node["routing"]) {
-    SHOAL_ASSIGN_OR_RETURN(spec.routing, parse_routing(f, node["routing"], ".routing"));
+    SHOAL_ASSIGN_OR_RETURN(spec.routing, parse_routing(f, node["routing"], ".routing", &spec.spellings));
   }
   if (node["spreadPolicy"]) {
     SHOAL_RETURN_IF_ERROR(parse_spread(f, node["spreadPolicy"], ".spreadPolicy", &spec));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -81,6 +82,9 @@ struct PlacementSpec {
   std::vector<SpreadConstraint> spread_constraints;  // at most 8
   bool exact_mode = false;                           // prioritizerPolicy.mode Exact
   std::vector<PrioritizerConfig> prioritizers;
+  // Fields read in another system's spelling (OCM, the Spark gateway), each
+  // as "theirs -> ours", for `shoalctl place --explain`. Not persisted.
+  std::vector<std::string> spellings;
 
   bool is_default() const {
     return number_of_clusters == 1 && !dispatcher && ready_window.count() == 0 && min_ready == 0 &&
@@ -88,7 +92,14 @@ struct PlacementSpec {
            claim_selector.empty() && !routing && spread_constraints.empty() &&
            prioritizers.empty() && !exact_mode;
   }
-  friend bool operator==(const PlacementSpec&, const PlacementSpec&) = default;
+  friend bool operator==(const PlacementSpec& a, const PlacementSpec& b) {
+    auto key = [](const PlacementSpec& p) {
+      return std::tie(p.number_of_clusters, p.dispatcher, p.incremental_batch, p.round_timeout, p.sample_factor,
+                      p.ready_window, p.min_ready, p.clusters, p.cluster_selector, p.claim_selector, p.routing,
+                      p.spread_constraints, p.exact_mode, p.prioritizers);
+    };
+    return key(a) == key(b);  // how a policy was spelled does not change it
+  }
 };
 
 // What the engine knows about one cluster: advertised aggregates and counts,

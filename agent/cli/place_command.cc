@@ -28,7 +28,8 @@ std::string number(double value) {
   return buffer;
 }
 
-json to_json(const placement::PlacementOutcome& outcome, bool explain) {
+json to_json(const placement::PlacementOutcome& outcome, bool explain,
+             const std::vector<std::string>& spellings) {
   json decisions = json::array();
   for (const auto& name : outcome.decisions) decisions.push_back({{"cluster", name}});
   json filtered = json::array();
@@ -57,15 +58,18 @@ json to_json(const placement::PlacementOutcome& outcome, bool explain) {
     out["steps"] = steps;
   }
   if (!outcome.reason.empty()) out["reason"] = outcome.reason;
+  if (explain && !spellings.empty()) out["spellings"] = spellings;
   return out;
 }
 
-void print_text(const placement::PlacementOutcome& outcome, bool explain) {
+void print_text(const placement::PlacementOutcome& outcome, bool explain,
+                const std::vector<std::string>& spellings) {
   std::string picks;
   for (const auto& name : outcome.decisions) picks += (picks.empty() ? "" : ", ") + name;
   std::cout << "decisions: " << (picks.empty() ? "(none)" : picks) << "\n";
   if (!outcome.reason.empty()) std::cout << "reason: " << outcome.reason << "\n";
   if (!explain) return;
+  for (const auto& spelling : spellings) std::cout << "read spec.placement" << spelling << "\n";
   if (!outcome.filtered.empty()) {
     std::cout << "\nfiltered:\n";
     Table table({"CLUSTER", "REASON"});
@@ -164,9 +168,9 @@ int run_place(const PlaceArguments& arguments) {
   placement::PlacementOutcome outcome = placement::place(workload, policy, *clusters, options);
   outcome.filtered.insert(outcome.filtered.end(), unavailable.begin(), unavailable.end());
   if (arguments.output == "json") {
-    std::cout << to_json(outcome, arguments.explain).dump(2) << "\n";
+    std::cout << to_json(outcome, arguments.explain, workload.placement.spellings).dump(2) << "\n";
   } else {
-    print_text(outcome, arguments.explain);
+    print_text(outcome, arguments.explain, workload.placement.spellings);
   }
   return 0;
 }
