@@ -82,6 +82,12 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
         {due, cancel.give_up_at, context_.resend_at(peer_id, cancel.last_sent, cancel.resends)});
   }
   if (workload.waiting_ticket) return due;  // for a slot (admit_waiting), not a time
+  if (record.winner.empty() && record.spec.placement.ready_window.count() == 0 &&
+      workload.first_ready_at != TimePoint{} && has_ready(workload)) {
+    // READYs wait for the first-ranked target (waits_for_preferred), no longer.
+    due = std::min(due, waits_for_preferred(workload, now) ? workload.first_ready_at + config_.preferred_wait
+                                                           : now);
+  }
   if (record.phase == model::Phase::kPending) {
     return std::min(due, std::max(workload.next_round_at, record.restart_at));
   }
@@ -110,13 +116,7 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
                   [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
     due = std::min(due, workload.round_started + placement.ready_window);
   }
-  if (placement.ready_window.count() == 0 &&
-      std::any_of(workload.candidates.begin(), workload.candidates.end(),
-                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
-    // READYs wait for the first-ranked target (waits_for_preferred), no longer.
-    due = std::min(due, waits_for_preferred(workload, now) ? workload.round_started + config_.preferred_wait
-                                                           : now);
-  }
+
   if (!workload.untried.empty()) {
     due = std::min(due, workload.wave_started + placement.round_timeout);
   } else if (workload.candidates.empty()) {
@@ -347,6 +347,29 @@ void SourceRole::drive_source_workloads(TimePoint now) {
   for (const auto& uid : deleted) forget_workload(uid);
 }
 
+bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint now) {
+  const store::WorkloadRecord& record = workload.record;
+  // first_ready_at: a READY came for this round and was not decided on yet
+  // (a winner whose copy ended leaves its candidate READY behind).
+  if (record.spec.placement.ready_window.count() > 0 || !record.winner.empty() ||
+      workload.first_ready_at == TimePoint{} || waits_for_preferred(workload, now) || !has_ready(workload)) {
+    return false;
+  }
+  auto preferred = workload.candidates.find(workload.preferred);
+  bool answered = preferred == workload.candidates.end() || preferred->second.state == CandidateState::kReady;
+  choose_best_ready(workload,
+                    answered ? "first READY of epoch " + std::to_string(record.epoch)
+                             : "first-ranked " + cluster_name_of(workload.preferred) +
+                                   " not READY within preferredWait " + format_duration(config_.preferred_wait),
+                    /*spread_ties=*/true);
+  return true;
+}
+
+bool SourceRole::has_ready(const SourceWorkload& workload) {
+  return std::any_of(workload.candidates.begin(), workload.candidates.end(),
+                     [](const auto& entry) { return entry.second.state == CandidateState::kReady; });
+}
+
 bool SourceRole::is_quiet(const SourceWorkload& workload) {
   const store::WorkloadRecord& record = workload.record;
   if (record.deleting) return false;
@@ -385,6 +408,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
   }
   if (workload.waiting_ticket) return;  // for a slot: admit_waiting() starts its round
   if (record.phase == model::Phase::kPending) {
+    if (decide_after_preferred_wait(workload, now)) return;
     if (now >= workload.next_round_at && now >= record.restart_at && !renew_queued(workload)) {
       start_round(workload);
     }
@@ -425,18 +449,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
         workload, "readyWindow " + format_duration(record.spec.placement.ready_window) + " closed");
     return;
   }
-  if (record.spec.placement.ready_window.count() == 0 && !waits_for_preferred(workload, now) &&
-      std::any_of(workload.candidates.begin(), workload.candidates.end(),
-                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
-    auto preferred = workload.candidates.find(workload.preferred);
-    bool answered = preferred == workload.candidates.end() || preferred->second.state != CandidateState::kSent;
-    choose_best_ready(workload, answered ? "first READY of epoch " + std::to_string(record.epoch)
-                                         : "first-ranked " + cluster_name_of(workload.preferred) +
-                                               " did not answer within preferredWait " +
-                                               format_duration(config_.preferred_wait),
-                      /*spread_ties=*/true);
-    return;
-  }
+  if (decide_after_preferred_wait(workload, now)) return;
   if (!workload.untried.empty()) {
     if (now - workload.wave_started >= record.spec.placement.round_timeout)
       ask_next_batch(workload);

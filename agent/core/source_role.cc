@@ -347,10 +347,17 @@ void SourceRole::follow_expectation(SourceWorkload& workload) {
 }
 
 bool SourceRole::waits_for_preferred(const SourceWorkload& workload, TimePoint now) const {
-  if (config_.preferred_wait.count() <= 0 || workload.preferred.empty()) return false;
+  if (config_.preferred_wait.count() <= 0 || workload.preferred.empty() ||
+      workload.first_ready_at == TimePoint{}) {
+    return false;
+  }
   auto preferred = workload.candidates.find(workload.preferred);
-  return preferred != workload.candidates.end() && preferred->second.state == CandidateState::kSent &&
-         now < workload.round_started + config_.preferred_wait;
+  if (preferred == workload.candidates.end()) return false;
+  const CandidateProgress& progress = preferred->second;
+  bool may_answer = progress.state == CandidateState::kSent ||
+                    (progress.state == CandidateState::kRejected &&
+                     progress.code == protocol::RejectCode::kNoCapacity);
+  return may_answer && now < workload.first_ready_at + config_.preferred_wait;
 }
 
 bool SourceRole::holds_slot(const store::WorkloadRecord& record) {
@@ -418,6 +425,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
   workload.candidates.clear();
   workload.unasked = targets.reason;
   workload.preferred.clear();
+  workload.first_ready_at = TimePoint{};
   if (targets.ranked.empty()) {
     make_pending(workload, "Unschedulable: no cluster can take it now:" + targets.reason);
     return;
@@ -697,6 +705,7 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     return;
   }
   CandidateProgress& progress = workload->candidates[from];
+  if (workload->first_ready_at == TimePoint{}) workload->first_ready_at = clock_.now();
   // A repeated READY (answering a re-sent CANDIDATE) says nothing new: the
   // score is the one the reservation was made with.
   if (progress.state != CandidateState::kReady) progress.score = message.score;
@@ -762,9 +771,15 @@ bool SourceRole::decide_readied() {
     uint64_t epoch = record.epoch;
     for (const std::string& peer_id : refused) refuse_for_sibling(workload, peer_id, epoch);
     if (readies == 0 || !record.winner.empty() || record.epoch != epoch) continue;
-    // The first-ranked target has not answered yet: its READY may still
-    // come (the timers decide once preferredWait is over).
-    if (record.phase == model::Phase::kPlacing && waits_for_preferred(workload, clock_.now())) continue;
+    // The first-ranked target has not answered READY yet but still may:
+    // the timers decide once preferredWait is over (a parked workload is
+    // woken for it).
+    if (waits_for_preferred(workload, clock_.now())) {
+      unpark(workload);
+      awake_.insert(uid);
+      touched_since_tick_.insert(uid);
+      continue;
+    }
     std::string why = "first READY of epoch " + std::to_string(record.epoch);
     if (readies > 1) why += " (" + std::to_string(readies) + " read together)";
     if (record.phase == model::Phase::kPending) why += ", served from its queue";
@@ -789,6 +804,7 @@ void SourceRole::choose_winner(SourceWorkload& workload, const std::string& targ
   workload.untried.clear();
   workload.last_approve_sent = clock_.now();
   workload.approve_resends = 0;
+  workload.first_ready_at = TimePoint{};  // decided: READYs of this round wait no more
   workload.pending_attempts = 0;
   workload.round_started = clock_.now();
   record_event(record.uid, "winner " + record.cluster + " (" + why + ")");

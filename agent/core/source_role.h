@@ -153,6 +153,7 @@ class SourceRole {
     // finishes, or while placing, the round's first-ranked target.
     std::string counted_at;
     std::string preferred;  // this round's first-ranked target ("" none)
+    TimePoint first_ready_at{};  // of this round, not yet decided on; {} when none
     std::map<std::string, double> engine_scores;  // this round's, by target peer id
     // (target, epoch) of each copy given up as lost without an outcome. If
     // one's outcome arrives while no other copy runs, it is kept (in memory
@@ -228,7 +229,9 @@ class SourceRole {
   // Keeps expected_at and Target::ours in step with the record (persist).
   void follow_expectation(SourceWorkload& workload);
   // Whether READYs of this round still wait for its first-ranked target
-  // (AgentConfig::preferred_wait): it has not answered, and the wait is on.
+  // (AgentConfig::preferred_wait): it has not answered READY but still may
+  // (not asked back yet, or queued), and the first READY came less than
+  // preferredWait ago.
   bool waits_for_preferred(const SourceWorkload& workload, TimePoint now) const;
   void start_round(SourceWorkload& workload);
   // Incremental: sends CANDIDATE to the next batch of untried targets.
@@ -286,6 +289,10 @@ class SourceRole {
   // One workload's timers: retries, rounds, deletes, a lost winner.
   void drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,
                              std::vector<std::string>& deleted);
+  // No winner, READYs in, and no longer waiting for the first-ranked
+  // target: takes the best READY and returns true.
+  bool decide_after_preferred_wait(SourceWorkload& workload, TimePoint now);
+  static bool has_ready(const SourceWorkload& workload);
   // When drive_source_workload next has something to do for it.
   TimePoint due_at(const SourceWorkload& workload) const;
   // Nothing for drive_source_workload to do until the workload changes

@@ -90,7 +90,9 @@ TEST(DispatcherTest, IncrementalAsksMoreAfterTheRoundTimeoutWhenNobodyAnswers) {
   auto lossy = [&](const Wire& w) { return fleet.name_of(w.to) != "t1" && fleet.name_of(w.to) != "t2"; };
   fleet.world.run_for(1500ms, 250ms, lossy);
   EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kPlacing);
-  fleet.world.run_for(1500ms, 250ms, lossy);
+  // The next batch answers; its READYs wait preferredWait (1s) for t1, the
+  // first-ranked, which never answers.
+  fleet.world.run_for(2500ms, 250ms, lossy);
   auto record = fleet.source->agent->find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4") << record->cluster;
