@@ -329,10 +329,12 @@ void SourceRole::follow_expectation(SourceWorkload& workload) {
   const store::WorkloadRecord& record = workload.record;
   bool over = record.deleting || model::is_finished(record.phase);
   bool placing = record.phase == model::Phase::kPlacing && !is_group(workload);
+  if (record.winner.empty()) workload.advertised_by.clear();
   if (over || record.phase == model::Phase::kPending) {
     expect_at(workload, "");
   } else if (!record.winner.empty()) {
-    expect_at(workload, record.winner);
+    // Until its winner's CAPACITY counts it (then never again).
+    if (workload.advertised_by != record.winner) expect_at(workload, record.winner);
   } else if (placing && !workload.preferred.empty()) {
     expect_at(workload, workload.preferred);
   }
@@ -644,6 +646,7 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
     auto found = workloads_.find(uid);
     if (found != workloads_.end() && found->second.expected_at == from && found->second.acknowledged) {
       expect_at(found->second, "");
+      found->second.advertised_by = from;
     }
   }
   // Pending work that this peer now has room for is tried again at once
@@ -835,6 +838,16 @@ void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& 
   std::string best_name;
   uint64_t best_hash = 0;
   std::set<std::string> taken = sibling_winners(workload.record);
+  // Without a readyWindow the engine's own pick wins whenever it is READY:
+  // the live decision is the one `place --live` shows. The rest compete by
+  // score only when it is not.
+  bool window = workload.record.spec.placement.ready_window.count() > 0;
+  auto first_ranked = workload.candidates.find(workload.preferred);
+  if (!window && first_ranked != workload.candidates.end() &&
+      first_ranked->second.state == CandidateState::kReady && !taken.count(workload.preferred)) {
+    choose_winner(workload, workload.preferred, "first-ranked; " + why);
+    return;
+  }
   for (const auto& [peer_id, progress] : workload.candidates) {
     if (progress.state != CandidateState::kReady || taken.count(peer_id)) continue;
     std::string name = cluster_name_of(peer_id);
@@ -972,6 +985,7 @@ void SourceRole::on_bound(const std::string& from, const protocol::Bound& messag
   if (workload->expected_at == from) {
     if (from == self_id_) {
       expect_at(*workload, "");
+      workload->advertised_by = from;
     } else {
       workload->acknowledged = true;
       targets_[from].acknowledged.push_back(record.uid);

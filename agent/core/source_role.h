@@ -149,6 +149,7 @@ class SourceRole {
     // from it counts the workload. "" when not counted anywhere.
     std::string expected_at;
     bool acknowledged = false;
+    std::string advertised_by;  // the winner whose CAPACITY counts it now ("" none yet)
     // Where it counts in Target::ours ("" nowhere): its winner until it
     // finishes, or while placing, the round's first-ranked target.
     std::string counted_at;

@@ -395,15 +395,22 @@ void TargetRole::advertise_capacity(bool force) {
     Advertised& last = advertised_[id];
     bool changed = capacity != last.capacity || facts->allocatable != last.facts.allocatable ||
                    facts->counts != last.facts.counts;
-    bool labels_due = !last.labels_at || now - *last.labels_at >= kLabelRefresh ||
-                      facts->labels != last.facts.labels || facts->claims != last.facts.claims;
+    // Labels go again until the source has read an envelope that carried
+    // them: the first CAPACITY to a peer often leaves on a connection that
+    // is still being set up, and is lost.
+    const PeerTable::Peer* known = peers_.find(id);
+    bool labels_read = last.labels_at && known && known->read_until >= *last.labels_at;
+    bool labels_changed = facts->labels != last.facts.labels || facts->claims != last.facts.claims;
+    bool labels_due = !labels_read || labels_changed || now - *last.labels_at >= kLabelRefresh;
     if (!force && !changed && !labels_due && last.at) continue;
     last.at = now;
     last.capacity = capacity;
     last.facts = *facts;
     protocol::ClusterFacts sent = *facts;
     if (labels_due) {
-      last.labels_at = now;
+      // Until one is read, the first send of these labels is the mark: a
+      // read of any later envelope reads past it.
+      if (labels_read || labels_changed || !last.labels_at) last.labels_at = now;
     } else {
       sent.labels.reset();  // as last sent: not on every heartbeat
       sent.claims.reset();

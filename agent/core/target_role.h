@@ -108,7 +108,10 @@ class TargetRole {
     std::optional<TimePoint> at;
     std::vector<protocol::NamespaceCapacity> capacity;
     protocol::ClusterFacts facts;           // labels and claims: as last sent
-    std::optional<TimePoint> labels_at;     // when labels and claims last went out
+    // When these labels and claims first went out unread (then the last
+    // time they were re-sent after being read); sent again until the source
+    // acknowledges an envelope at or after it.
+    std::optional<TimePoint> labels_at;
   };
   // Labels and claims go out again this often even unchanged, in case the
   // CAPACITY that carried them was lost with a connection.

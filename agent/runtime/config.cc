@@ -173,7 +173,7 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
   out << YAML::Key << "placementWindow" << YAML::Value << file.timing.placement_window;
   out << YAML::Key << "preferredWait" << YAML::Value << format_duration(file.timing.preferred_wait);
-  out << YAML::Key << "disclose" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "disclose" << YAML::Value << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "labels" << YAML::Value << YAML::Flow << file.timing.disclose.labels;
   out << YAML::Key << "claims" << YAML::Value << YAML::Flow << file.timing.disclose.claims;
   out << YAML::Key << "clusterCounts" << YAML::Value << file.timing.disclose.cluster_counts;
