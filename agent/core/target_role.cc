@@ -98,8 +98,10 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
       return;
     }
     if (message.epoch == existing.epoch) {
-      // A retry: answer the same again.
-      send(from, protocol::Ready{message.uid, message.epoch, 0});
+      // A retry: answer the same again, score included (after a restart we
+      // no longer know it, and say what we would say now).
+      double score = it->second.ready_score >= 0 ? it->second.ready_score : free_cpu_score();
+      send(from, protocol::Ready{message.uid, message.epoch, score});
       return;
     }
     if (existing.phase == store::ReservationPhase::kBound ||
@@ -118,7 +120,8 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
       existing.expires_at = clock_.now() + config_.reservation_ttl;
       next_reservation_expiry_ = std::min(next_reservation_expiry_, existing.expires_at);
       persist(existing);
-      send(from, protocol::Ready{message.uid, message.epoch, free_cpu_score()});
+      it->second.ready_score = free_cpu_score();
+      send(from, protocol::Ready{message.uid, message.epoch, it->second.ready_score});
       return;
     }
     // An older epoch that has finished: superseded.
@@ -233,8 +236,10 @@ void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
   next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
   persist(record);
   capacity_changed_ = true;
+  reservation.ready_score = free_cpu_score();
+  double score = reservation.ready_score;
   reservations_[key] = std::move(reservation);
-  send(key.first, protocol::Ready{key.second, epoch, free_cpu_score()});
+  send(key.first, protocol::Ready{key.second, epoch, score});
 }
 
 double TargetRole::free_cpu_score() const {

@@ -92,6 +92,7 @@ class TargetRole {
     TimePoint last_status_sent{};
     uint64_t generation_sent = 0;  // of the last STATUS sent
     int status_resends = 0;        // of that generation (Context::resend_at)
+    double ready_score = -1;       // what our READY said; repeated as it was (-1: not known)
   };
   // A candidate that fits this cluster but not its free room now. It waits
   // in memory (a restart forgets it; the source's retry re-queues it) and is

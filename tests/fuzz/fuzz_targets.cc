@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "agent/control/inventory_json.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
 #include "crypto/invitation.h"
@@ -73,6 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)shoal::model::parse_workloads(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_cluster(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_inventory(as_text(bytes.data(), bytes.size()));
+      // The live inventory `shoalctl place --live` reads from an agent.
+      if (auto json = nlohmann::json::parse(as_text(bytes.data(), bytes.size()), nullptr, false);
+          !json.is_discarded()) {
+        (void)shoal::control::candidate_from_json(json);
+        if (json.is_object() && json.contains("items") && json["items"].is_array()) {
+          for (const auto& item : json["items"]) (void)shoal::control::candidate_from_json(item);
+        }
+      }
       break;
     case 5: {
       // Operator flags that reach the agent as text (invite create, agent.yaml).

@@ -42,6 +42,12 @@ std::vector<std::vector<uint8_t>> seeds() {
       protocol::Candidate{"u", 1, spec},
       protocol::WorkloadStatus{"u", 1, 2, model::Phase::kRunning, {"n"}, 1, 0, 0, ""},
       protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}}}}}},
+      // With what issue 15 appended: queue and namespace counts, labels,
+      // claims, allocatable and cluster-wide counts (and labels left out).
+      protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}, 4}}, {5, 6, 7, 8}}},
+                         protocol::ClusterFacts{model::Labels{{"region", "r"}}, model::Labels{{"tier", "t"}},
+                                                {9, 9, 0}, model::UsageCounts{1, 2, 3, 4}}},
+      protocol::Capacity{{}, protocol::ClusterFacts{std::nullopt, std::nullopt, {9, 9, 0}, std::nullopt}},
       protocol::Digest{120000, {{"u", 1}, {"v", 2}}},
       protocol::Holdings{{{"u", 1, model::Phase::kRunning}}}};
   for (const auto& body : bodies) {
@@ -90,6 +96,17 @@ std::vector<std::vector<uint8_t>> seeds() {
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n"
                                       "  resources: {cpu: 1}\n  restartPolicy: OnFailure\n"
                                       "  placement: {readyWindow: 2s, minReady: 2, dispatcher: Sample}\n")));
+  out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n"
+                                      "  resources: {cpu: 1}\n  placement:\n    predicates: [{requiredClusterSelector: "
+                                      "{labelSelector: {matchLabels: {a: b}}}}]\n    routing: {weights: {a: 1}, "
+                                      "metric: SparkApp}\n    prioritizerPolicy: {configurations: [{scoreCoordinate: "
+                                      "{type: BuiltIn, builtIn: Balance}}]}\n")));
+  out.push_back(tagged(4, std::string("{\"items\": [{\"cluster\": \"a\", \"labels\": {\"zone\": \"z\"}, "
+                                      "\"allocatable\": {\"cpu\": \"4\", \"memory\": \"1Gi\", \"gpu\": 0}, "
+                                      "\"free\": {\"cpu\": \"2\"}, \"namespaces\": [\"default\"], \"counts\": "
+                                      "{\"cluster\": {\"workloads\": 3, \"cpu\": \"1\", \"queued\": 1}, "
+                                      "\"namespaces\": {\"default\": {\"workloads\": 1}}, \"queues\": {\"q\": 2}}, "
+                                      "\"sourceWorkloads\": 1}]}")));
   return out;
 }
 

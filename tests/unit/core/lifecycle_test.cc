@@ -391,6 +391,27 @@ TEST(LifecycleTest, ReadyWindowClosesOnTimeWhenATargetStaysSilent) {
   EXPECT_TRUE(event_contains(*s.source, record->uid, "readyWindow 2s closed"));
 }
 
+// A READY repeated for a re-sent CANDIDATE says nothing new: the score is
+// the one the reservation was made with (issue 15: a repeat carried score 0,
+// and a target whose first READY came early was ranked last).
+TEST(LifecycleTest, ARepeatedReadyKeepsTheScoreOfTheFirst) {
+  ScoringWorld s;
+  auto silent_a = [&](const Wire& w) { return w.from != s.a->id; };  // keeps the window open
+  ASSERT_TRUE(s.source->agent->submit({s.job(2s)}).is_ok());
+  s.world.run_for(500ms, 250ms, silent_a);
+  auto record = s.source->agent->find_workload("default", "job");
+  ASSERT_TRUE(record->winner.empty()) << "window still open";
+  // b (96.9) answered; the same READY again, as a target's repeat path sends it.
+  s.world.step(*s.source, [&] {
+    s.source->agent->handle_wire(forge(*s.b, *s.source, protocol::Ready{record->uid, record->epoch, 0},
+                                       1, s.world.clock().now()));
+  });
+  s.world.run_for(2s, 250ms, silent_a);
+  record = s.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "b") << "b's first READY scored best; its repeat must not lower it";
+  EXPECT_TRUE(event_contains(*s.source, record->uid, "READY 96.9)"));
+}
+
 TEST(LifecycleTest, MinReadyStopsCollectingEarlyAndTiesGoByName) {
   ScoringWorld s;
   auto silent_b = [&](const Wire& w) { return w.from != s.b->id; };

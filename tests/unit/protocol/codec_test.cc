@@ -29,6 +29,11 @@ std::vector<Body> every_message() {
       Capacity{
           {{"default", {8000, 1024, 0}, {4000, 512, 0}, {{"q1", {8000, 1024, 0}, {4000, 512, 0}}}},
            {"ml", {1, 2, 3}, {1, 1, 1}, {}}}},
+      Capacity{{{"default", {8000, 1024, 0}, {4000, 512, 0}, {{"q1", {8000, 1024, 0}, {4000, 512, 0}, 3}},
+                 {2, 500, 1024, 1}}},
+               ClusterFacts{model::Labels{{"region", "us-east"}}, model::Labels{{"tier", "gold"}},
+                            {32000, 1 << 30, 0}, model::UsageCounts{5, 2000, 4096, 2}}},
+      Capacity{{}, ClusterFacts{std::nullopt, std::nullopt, {32000, 1 << 30, 0}, std::nullopt}},
       Candidate{"uid-1", 3, sample_spec()},
       Ready{"uid-1", 3, 87.5},
       Reject{"uid-1", 3, "NoCapacity:NoNodeFits", RejectCode::kNoCapacity},
@@ -65,6 +70,50 @@ TEST(CodecTest, EveryMessageRoundTrips) {
     EXPECT_EQ(encode_body(*decoded), encode_body(body)) << message_type_name(type);
     EXPECT_EQ(type_of(*decoded), type);
   }
+}
+
+// CAPACITY grew by appending (issue 15): what an older agent sends reads
+// with no labels or counts, and what a newer one may append is skipped.
+TEST(CodecTest, CapacityReadsOlderAndNewerSenders) {
+  msgpack::sbuffer older;
+  msgpack::packer<msgpack::sbuffer> p(older);
+  p.pack_array(1);
+  p.pack_array(1);
+  p.pack_array(3);
+  p.pack(std::string("default"));
+  for (int i = 0; i < 2; ++i) p.pack(std::vector<int64_t>{1000, 1024, 0});
+  auto decoded = decode_body(MessageType::kCapacity, to_bytes(older));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().message();
+  const Capacity& old_capacity = std::get<Capacity>(*decoded);
+  EXPECT_FALSE(old_capacity.cluster.has_value());
+  EXPECT_EQ(old_capacity.namespaces.at(0).counts, model::UsageCounts{});
+
+  msgpack::sbuffer newer;
+  msgpack::packer<msgpack::sbuffer> q(newer);
+  q.pack_array(3);  // a field 3 this build does not know
+  q.pack_array(1);
+  q.pack_array(6);  // namespace field 6, likewise
+  q.pack(std::string("default"));
+  for (int i = 0; i < 2; ++i) q.pack(std::vector<int64_t>{1000, 1024, 0});
+  q.pack_array(0);
+  q.pack(std::vector<int64_t>{1, 2, 3, 4});
+  q.pack(std::string("from the future"));
+  q.pack_array(5);
+  q.pack(std::map<std::string, std::string>{{"zone", "z"}});
+  q.pack_nil();
+  q.pack(std::vector<int64_t>{8000, 1024, 0});
+  q.pack_nil();
+  q.pack(42);
+  q.pack(true);
+  decoded = decode_body(MessageType::kCapacity, to_bytes(newer));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().message();
+  const Capacity& new_capacity = std::get<Capacity>(*decoded);
+  EXPECT_EQ(new_capacity.namespaces.at(0).counts, (model::UsageCounts{1, 2, 3, 4}));
+  ASSERT_TRUE(new_capacity.cluster.has_value());
+  EXPECT_EQ(new_capacity.cluster->labels, (model::Labels{{"zone", "z"}}));
+  EXPECT_FALSE(new_capacity.cluster->claims.has_value()) << "nil: as last sent";
+  EXPECT_FALSE(new_capacity.cluster->counts.has_value());
+  EXPECT_EQ(new_capacity.cluster->allocatable.cpu_milli, 8000);
 }
 
 TEST(CodecTest, CandidateKeepsTheWholeSpec) {
