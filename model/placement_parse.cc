@@ -276,7 +276,10 @@ namespace {
 Result<UsageCounts> parse_counts(const Fields& f, const YAML::Node& node, const std::string& path) {
   UsageCounts counts;
   if (!node) return counts;
-  SHOAL_RETURN_IF_ERROR(f.only_known(node, path, {"workloads", "cpu", "memory"}));
+  SHOAL_RETURN_IF_ERROR(f.only_known(node, path, {"workloads", "cpu", "memory", "queued"}));
+  if (node["queued"]) {
+    SHOAL_ASSIGN_OR_RETURN(counts.queued, f.integer(node["queued"], path + ".queued", 0, INT64_MAX / 2));
+  }
   if (node["workloads"]) {
     SHOAL_ASSIGN_OR_RETURN(counts.workloads, f.integer(node["workloads"], path + ".workloads", 0, INT64_MAX / 2));
   }
@@ -305,7 +308,8 @@ Result<ClusterCandidate> parse_inventory_cluster(const Fields& f, const YAML::No
     SHOAL_ASSIGN_OR_RETURN(c.namespaces, f.strings(node["namespaces"], path + ".namespaces"));
   }
   if (const YAML::Node capacity = node["capacity"]) {
-    SHOAL_RETURN_IF_ERROR(f.only_known(capacity, path + ".capacity", {"free", "largestFreeNode"}));
+    SHOAL_RETURN_IF_ERROR(f.only_known(capacity, path + ".capacity", {"free", "largestFreeNode", "allocatable"}));
+    SHOAL_ASSIGN_OR_RETURN(c.allocatable, f.resources(capacity["allocatable"], path + ".capacity.allocatable"));
     SHOAL_ASSIGN_OR_RETURN(c.free, f.resources(capacity["free"], path + ".capacity.free"));
     SHOAL_ASSIGN_OR_RETURN(c.largest_free_node,
                            f.resources(capacity["largestFreeNode"], path + ".capacity.largestFreeNode"));
