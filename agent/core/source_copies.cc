@@ -85,8 +85,7 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
   if (record.winner.empty() && record.spec.placement.ready_window.count() == 0 &&
       workload.first_ready_at != TimePoint{} && has_ready(workload)) {
     // READYs wait for the first-ranked target (waits_for_preferred), no longer.
-    due = std::min(due, waits_for_preferred(workload, now) ? workload.first_ready_at + config_.preferred_wait
-                                                           : now);
+    due = std::min(due, waits_for_preferred(workload, now) ? hold_until(workload) : now);
   }
   if (record.phase == model::Phase::kPending) {
     return std::min(due, std::max(workload.next_round_at, record.restart_at));

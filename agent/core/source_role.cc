@@ -359,7 +359,16 @@ bool SourceRole::waits_for_preferred(const SourceWorkload& workload, TimePoint n
   bool may_answer = progress.state == CandidateState::kSent ||
                     (progress.state == CandidateState::kRejected &&
                      progress.code == protocol::RejectCode::kNoCapacity);
-  return may_answer && now < workload.first_ready_at + config_.preferred_wait;
+  return may_answer && now < hold_until(workload);
+}
+
+TimePoint SourceRole::hold_until(const SourceWorkload& workload) const {
+  // Rounded up to a tick of kHoldGranularity, so that the holds that end
+  // close together end in one step and their APPROVEs and CANCELs share
+  // envelopes (one signature, one commit).
+  TimePoint end = workload.first_ready_at + config_.preferred_wait;
+  auto ticks = (end.time_since_epoch() + kHoldGranularity - Duration(1)) / kHoldGranularity;
+  return TimePoint(ticks * kHoldGranularity);
 }
 
 bool SourceRole::holds_slot(const store::WorkloadRecord& record) {

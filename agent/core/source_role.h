@@ -234,6 +234,9 @@ class SourceRole {
   // (not asked back yet, or queued), and the first READY came less than
   // preferredWait ago.
   bool waits_for_preferred(const SourceWorkload& workload, TimePoint now) const;
+  // When that wait ends (unless the first-ranked answers first).
+  TimePoint hold_until(const SourceWorkload& workload) const;
+  static constexpr Duration kHoldGranularity = std::chrono::milliseconds(50);
   void start_round(SourceWorkload& workload);
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);

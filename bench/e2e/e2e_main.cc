@@ -90,6 +90,7 @@ struct Options {
   bool mesh = false;  // every agent invites every other and submits a share
   int queue = 0;    // > 0: the one-agent queue bench with this many workloads
   int queue_seconds = 20;  // how long the queue bench samples while draining
+  std::vector<std::pair<std::string, std::string>> settings;  // agent.yaml KEY=VALUE for every agent
 };
 
 // This machine's speed at what the protocol pays per message and batch,
@@ -220,6 +221,7 @@ RunResult run_once(const Options& options, int workloads) {
   }
   for (auto& agent : agents) {
     agent->init({"--cluster-config", cluster_file(agent->name())});
+    for (const auto& [key, value] : options.settings) agent->set_config(key, value);
     if (!agent->start()) {
       std::fprintf(stderr, "%s did not start:\n%s\n", agent->name().c_str(), agent->log().c_str());
       return result;
@@ -518,7 +520,18 @@ int main(int argc, char** argv) {
   app.add_option("--queue-seconds", options.queue_seconds,
                  "How long --queue samples while the queue drains")
       ->check(CLI::Range(1, 3600));
+  std::vector<std::string> settings;
+  app.add_option("--set", settings, "agent.yaml KEY=VALUE for every agent of the federation (repeatable), "
+                                    "e.g. preferredWait=0s");
   CLI11_PARSE(app, argc, argv);
+  for (const auto& setting : settings) {
+    size_t equals = setting.find('=');
+    if (equals == std::string::npos) {
+      std::fprintf(stderr, "--set: expected KEY=VALUE, got \"%s\"\n", setting.c_str());
+      return 2;
+    }
+    options.settings.emplace_back(setting.substr(0, equals), setting.substr(equals + 1));
+  }
   if (options.queue > 0) return run_queue(options);
   shoal::testing::TempDir scratch;
   MachineSpeed speed = measure_machine(scratch.path());
