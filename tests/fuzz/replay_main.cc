@@ -41,7 +41,7 @@ std::vector<std::vector<uint8_t>> seeds() {
       protocol::Hello{"c", "o", "tcp://h:1"},
       protocol::Candidate{"u", 1, spec},
       protocol::WorkloadStatus{"u", 1, 2, model::Phase::kRunning, {"n"}, 1, 0, 0, ""},
-      protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}}}}}},
+      protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}, 0}}, {}}}, std::nullopt},
       // With what issue 15 appended: queue and namespace counts, labels,
       // claims, allocatable and cluster-wide counts (and labels left out).
       protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}, 4}}, {5, 6, 7, 8}}},
