@@ -25,20 +25,28 @@ Status wrong(const std::string& field, const std::string& expected) {
   return invalid_argument("live inventory item field \"" + field + "\": expected " + expected);
 }
 
+// `cpu` and `memory` of `value` as quantity strings ("1500m", "4Gi"), each
+// left as it is when absent.
+Status read_cpu_and_memory(const json& value, const std::string& field, int64_t* cpu_milli,
+                           int64_t* memory_bytes) {
+  if (value.contains("cpu")) {
+    if (!value["cpu"].is_string()) return wrong(field + ".cpu", "a quantity string");
+    SHOAL_ASSIGN_OR_RETURN(*cpu_milli, model::parse_cpu_milli(value["cpu"].get<std::string>(), field + ".cpu"));
+  }
+  if (value.contains("memory")) {
+    if (!value["memory"].is_string()) return wrong(field + ".memory", "a quantity string");
+    SHOAL_ASSIGN_OR_RETURN(*memory_bytes,
+                           model::parse_memory_bytes(value["memory"].get<std::string>(), field + ".memory"));
+  }
+  return Status::ok();
+}
+
 Result<model::Resources> read_resources(const json& item, const std::string& field) {
   model::Resources r;
   if (!item.contains(field)) return r;
   const json& value = item.at(field);
   if (!value.is_object()) return wrong(field, "an object with cpu, memory, gpu");
-  if (value.contains("cpu")) {
-    if (!value["cpu"].is_string()) return wrong(field + ".cpu", "a quantity string");
-    SHOAL_ASSIGN_OR_RETURN(r.cpu_milli, model::parse_cpu_milli(value["cpu"].get<std::string>(), field + ".cpu"));
-  }
-  if (value.contains("memory")) {
-    if (!value["memory"].is_string()) return wrong(field + ".memory", "a quantity string");
-    SHOAL_ASSIGN_OR_RETURN(r.memory_bytes,
-                           model::parse_memory_bytes(value["memory"].get<std::string>(), field + ".memory"));
-  }
+  SHOAL_RETURN_IF_ERROR(read_cpu_and_memory(value, field, &r.cpu_milli, &r.memory_bytes));
   if (value.contains("gpu")) {
     if (!value["gpu"].is_number_integer()) return wrong(field + ".gpu", "a whole number");
     r.gpu = value["gpu"].get<int64_t>();
@@ -54,15 +62,7 @@ Result<model::UsageCounts> read_counts(const json& value, const std::string& fie
     if (!value[key].is_number_integer()) return wrong(field + "." + key, "a whole number");
     *out = value[key].get<int64_t>();
   }
-  if (value.contains("cpu")) {
-    if (!value["cpu"].is_string()) return wrong(field + ".cpu", "a quantity string");
-    SHOAL_ASSIGN_OR_RETURN(c.cpu_milli, model::parse_cpu_milli(value["cpu"].get<std::string>(), field + ".cpu"));
-  }
-  if (value.contains("memory")) {
-    if (!value["memory"].is_string()) return wrong(field + ".memory", "a quantity string");
-    SHOAL_ASSIGN_OR_RETURN(c.memory_bytes,
-                           model::parse_memory_bytes(value["memory"].get<std::string>(), field + ".memory"));
-  }
+  SHOAL_RETURN_IF_ERROR(read_cpu_and_memory(value, field, &c.cpu_milli, &c.memory_bytes));
   return c;
 }
 

@@ -6,7 +6,9 @@
 // lost or fenced target no longer runs, reconcile with DIGEST/HOLDINGS
 // (which renew the targets' leases), and delete everywhere on request.
 //
-// Files: source_role.cc (submit, ranking, rounds, READY/REJECT),
+// Files: source_role.cc (submit, rounds, READY/REJECT), source_placement.cc
+// (the live inventory, ranking by the placement engine, what was sent but
+// not yet advertised, the wait for the first-ranked target),
 // source_copies.cc (the winner's copy: status, restarts, worker-lost,
 // reconciliation, timers), source_groups.cc (multi-cluster groups,
 // nominations, deletion).
@@ -217,6 +219,12 @@ class SourceRole {
   // `target` answered READY, but a sibling copy runs there: cancel it and
   // count the answer as a HoldsAnotherCopy refusal.
   void refuse_for_sibling(SourceWorkload& workload, const std::string& target, uint64_t epoch);
+  // source_placement.cc: where work can go.
+  // The room a target advertised for a workload of `queue` in one
+  // namespace: the queue's own numbers when the target lists queues, the
+  // namespace's otherwise; nullopt when it lists queues but not this one.
+  static std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
+      const protocol::NamespaceCapacity& advertised, const std::string& queue);
   // Every target of `record` by its placement policy, through the
   // placement engine over live_inventory(); the other copies of its group
   // count as placed (never candidates, but counted by the spread).

@@ -435,7 +435,8 @@ bool TargetRole::tick(TimePoint now, bool heartbeat) {
   retry_status_reports();
   // Something was released or finished: say so even if the totals look the
   // same as last time, since a source may have been refused in between.
-  if (heartbeat || capacity_changed_) advertise_capacity(/*force=*/true);
+  if (heartbeat || capacity_changed_ || counts_changed_) advertise_capacity(/*force=*/true);
+  counts_changed_ = false;
   if (now - last_gc_ >= config_.gc_interval) {
     last_gc_ = now;
     collect_local_garbage();

@@ -256,6 +256,7 @@ class TargetRole {
   TimePoint next_queue_expiry_ = TimePoint::max();
   TimePoint last_gc_{};
   bool capacity_changed_ = false;
+  bool counts_changed_ = false;  // the routing counts moved since the last tick (count_usage)
 };
 
 }  // namespace shoal::core

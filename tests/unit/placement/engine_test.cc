@@ -170,6 +170,44 @@ TEST(PrioritizerTest, ConfiguredBuiltinsRankClusters) {
   EXPECT_EQ(place(w, p, clusters, {}).decisions, std::vector<std::string>{"c"});
 }
 
+// Live placement (issue 15): one copy at a time, the others counted.
+TEST(RankTest, ACopyPlacedElsewhereCountsInTheSpreadAndIsNoCandidate) {
+  // Seed 001's worked example, step 2: c1 already holds a copy.
+  Example e = load("seed001-worked-example");
+  e.clusters[0].placed = true;
+  Ranking ranking = rank(e.workload, e.workload.placement, e.clusters, {});
+  std::vector<std::string> order;
+  for (const auto& r : ranking.ranked) order.push_back(r.cluster);
+  EXPECT_EQ(order, (std::vector<std::string>{"c5", "c4", "c3"})) << "c2 would make zone skew 2";
+  EXPECT_EQ(ranking.ranked.front().score, 250);
+  EXPECT_EQ(ranking.outcome.decisions, std::vector<std::string>{"c5"}) << "what place() decides second";
+}
+
+TEST(RankTest, RoutingRanksTheRoutedClusterThenTheNextBestBySamePolicy) {
+  Example e = load("seed000-cluster-domain");
+  Ranking ranking = rank(e.workload, e.workload.placement, e.clusters, {});
+  std::vector<std::string> order;
+  for (const auto& r : ranking.ranked) order.push_back(r.cluster);
+  // A +0.0397 first; without A, C (w10, 25) beats B (w10, 30).
+  EXPECT_EQ(order, (std::vector<std::string>{"A", "C", "B"}));
+}
+
+TEST(PrioritizerTest, FreeShareIsEachClustersOwnAndAllocatableIsItsSize) {
+  model::WorkloadSpec w;
+  w.name = "w";
+  w.resources = {1000, 1, 0};
+  std::vector<model::ClusterCandidate> clusters = {cluster("a", 30000), cluster("b", 60000)};
+  clusters[0].allocatable = {32000, int64_t{256} << 30, 0};   // nearly idle
+  clusters[1].allocatable = {240000, int64_t{256} << 30, 0};  // big, a quarter free
+  model::PlacementSpec p;
+  p.number_of_clusters = 2;
+  p.exact_mode = true;
+  p.prioritizers = {{"ResourceFreeCPU", 1}};
+  EXPECT_EQ(place(w, p, clusters, {}).decisions, (std::vector<std::string>{"a", "b"}));
+  p.prioritizers = {{"ResourceAllocatableCPU", 1}};
+  EXPECT_EQ(place(w, p, clusters, {}).decisions, (std::vector<std::string>{"b", "a"}));
+}
+
 TEST(PolicyTest, RoutingWithSpreadIsAValidationError) {
   auto parsed = model::parse_workloads(R"(apiVersion: shoal.dev/v1
 kind: Workload
