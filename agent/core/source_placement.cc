@@ -19,7 +19,6 @@ std::optional<std::pair<model::Resources, model::Resources>> SourceRole::adverti
   return std::nullopt;
 }
 
-
 std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace_name,
                                                     const std::string& queue) const {
   std::vector<LiveCluster> out;
@@ -56,8 +55,17 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
       }
       if (facts.cluster && facts.cluster->counts) c.cluster_counts = *facts.cluster->counts;
     }
-    auto us = targets_.find(self_id_);
-    if (us != targets_.end()) c.source_workloads = us->second.ours;
+    // What we just sent ourselves counts too until it binds (our room is
+    // read live, so it needs no such correction).
+    if (auto us = targets_.find(self_id_); us != targets_.end()) {
+      const Target& own = us->second;
+      c.source_workloads = own.ours;
+      c.cluster_counts += own.unadvertised;
+      for (const auto& [ns, counts] : own.unadvertised_by_namespace) c.namespace_counts[ns] += counts;
+      for (const auto& [key, workloads] : own.unadvertised_by_queue) {
+        if (key.first == namespace_name) c.queue_counts[key.second] += workloads;
+      }
+    }
     out.push_back(std::move(self));
   }
   TimePoint now = clock_.now();

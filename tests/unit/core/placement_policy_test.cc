@@ -70,6 +70,26 @@ TEST(PlacementPolicyTest, ABurstRoutedByWorkloadsFollowsTheWeights) {
   EXPECT_NEAR(placed["c"], 25, 2);
 }
 
+TEST(PlacementPolicyTest, ABurstRoutedToItsOwnClusterCountsWhatItSentThereToo) {
+  World world;
+  Node& source = world.add("source", 4, 64000);
+  Node& a = world.add("a", 4, 64000);
+  world.invite(a, source);
+  world.run_for(2s);
+  std::vector<model::WorkloadSpec> specs;
+  for (int i = 0; i < 40; ++i) {
+    model::WorkloadSpec spec = workload("job-" + std::to_string(i), 100, 3600s);
+    spec.placement.routing = model::RoutingPolicy{{{"source", 1}, {"a", 1}}, model::RoutingMetric::kWorkloads,
+                                                  model::RoutingDomain::kNamespace};
+    specs.push_back(spec);
+  }
+  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  world.run_for(10s);
+  std::map<std::string, int> placed = placements_by_cluster(source);
+  EXPECT_NEAR(placed["source"], 20, 2);
+  EXPECT_NEAR(placed["a"], 20, 2);
+}
+
 TEST(PlacementPolicyTest, ASelectorMatchesTheAdvertisedLabelsOnly) {
   Federation f(3, [](int i, model::ClusterSpec& spec) {
     spec.labels = {{"region", i == 1 ? "us-west" : "us-east"}};
