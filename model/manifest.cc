@@ -37,8 +37,9 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   if (!body) return f.fail("spec", "expected a mapping with resources");
   SHOAL_RETURN_IF_ERROR(f.only_known(
       body, "spec",
-      {"queue", "priority", "replicas", "resources", "duration", "exitCode", "placement",
-       "nodeSelector", "minAvailable", "restartPolicy"}));
+      {"queue", "priority", "replicas", "resources", "duration", "exitCode", "sim", "command",
+       "args", "env", "workingDir", "terminationGracePeriod", "placement", "nodeSelector",
+       "minAvailable", "restartPolicy"}));
   if (body["queue"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
     SHOAL_RETURN_IF_ERROR(
@@ -58,15 +59,72 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   if (spec.resources.is_zero()) {
     return f.fail("spec.resources", "expected at least one of cpu, memory, gpu above zero");
   }
-  if (body["duration"]) {
-    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(body["duration"], "spec.duration"));
-    SHOAL_ASSIGN_OR_RETURN(
-        spec.duration,
-        parse_duration(text, "manifest document " + std::to_string(index) + " spec.duration"));
+  // Sim settings: spec.sim {duration, exitCode}; the top-level spellings
+  // are the older form of the same two settings.
+  const std::string where = "manifest document " + std::to_string(index) + " ";
+  auto read_sim = [&](const YAML::Node& holder, const std::string& path) -> Status {
+    if (holder["duration"]) {
+      SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(holder["duration"], path + "duration"));
+      SHOAL_ASSIGN_OR_RETURN(spec.sim.duration, parse_duration(text, where + path + "duration"));
+    }
+    if (holder["exitCode"]) {
+      SHOAL_ASSIGN_OR_RETURN(int64_t code, f.integer(holder["exitCode"], path + "exitCode", 0, 255));
+      spec.sim.exit_code = static_cast<int32_t>(code);
+    }
+    return Status::ok();
+  };
+  SHOAL_RETURN_IF_ERROR(read_sim(body, "spec."));
+  if (const YAML::Node sim = body["sim"]) {
+    SHOAL_RETURN_IF_ERROR(f.only_known(sim, "spec.sim", {"duration", "exitCode"}));
+    SHOAL_RETURN_IF_ERROR(read_sim(sim, "spec.sim."));
   }
-  if (body["exitCode"]) {
-    SHOAL_ASSIGN_OR_RETURN(int64_t code, f.integer(body["exitCode"], "spec.exitCode", 0, 255));
-    spec.exit_code = static_cast<int32_t>(code);
+  // What a real backend runs. Like a Kubernetes container: command and args
+  // are lists; a single string is a one-word command.
+  auto words = [&](const char* key) -> Result<std::vector<std::string>> {
+    const YAML::Node node = body[key];
+    if (!node) return std::vector<std::string>{};
+    if (node.IsScalar()) return std::vector<std::string>{node.Scalar()};
+    return f.strings(node, std::string("spec.") + key);
+  };
+  SHOAL_ASSIGN_OR_RETURN(spec.command, words("command"));
+  SHOAL_ASSIGN_OR_RETURN(spec.args, words("args"));
+  if (!spec.args.empty() && spec.command.empty()) {
+    return f.fail("spec.args", "expected spec.command too (args are appended to it)");
+  }
+  if (!spec.command.empty() && spec.command.front().empty()) {
+    return f.fail("spec.command", "expected a program name first, got \"\"");
+  }
+  if (const YAML::Node env = body["env"]) {
+    if (env.IsSequence()) {  // Kubernetes' form: [{name, value}]
+      for (size_t i = 0; i < env.size(); ++i) {
+        std::string path = "spec.env[" + std::to_string(i) + "]";
+        SHOAL_RETURN_IF_ERROR(f.only_known(env[i], path, {"name", "value"}));
+        if (!env[i]["name"]) return f.fail(path + ".name", "expected a variable name");
+        SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(env[i]["name"], path + ".name"));
+        std::string value;
+        if (env[i]["value"]) {
+          SHOAL_ASSIGN_OR_RETURN(value, f.scalar(env[i]["value"], path + ".value"));
+        }
+        spec.env[name] = value;
+      }
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(spec.env, f.labels(env, "spec.env"));
+    }
+    for (const auto& [name, value] : spec.env) {
+      if (name.empty() || name.find_first_of("=\0") != std::string::npos ||
+          value.find('\0') != std::string::npos) {
+        return f.fail("spec.env", "expected variable names without '=' or NUL, got \"" + name + "\"");
+      }
+    }
+  }
+  if (body["workingDir"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.working_dir, f.scalar(body["workingDir"], "spec.workingDir"));
+  }
+  if (body["terminationGracePeriod"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(body["terminationGracePeriod"],
+                                                      "spec.terminationGracePeriod"));
+    SHOAL_ASSIGN_OR_RETURN(spec.termination_grace,
+                           parse_duration(text, where + "spec.terminationGracePeriod"));
   }
   SHOAL_ASSIGN_OR_RETURN(spec.node_selector, f.labels(body["nodeSelector"], "spec.nodeSelector"));
   if (body["minAvailable"]) {

@@ -23,8 +23,13 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
        {{"cpu", format_cpu(spec.resources.cpu_milli)},
         {"memory", format_memory(spec.resources.memory_bytes)},
         {"gpu", spec.resources.gpu}}},
-      {"durationMs", spec.duration.count()},
-      {"exitCode", spec.exit_code},
+      {"durationMs", spec.sim.duration.count()},
+      {"exitCode", spec.sim.exit_code},
+      {"command", spec.command},
+      {"args", spec.args},
+      {"env", spec.env},
+      {"workingDir", spec.working_dir},
+      {"terminationGracePeriodMs", spec.termination_grace.count()},
       // What the agent honors so far (see Agent::submit).
       {"placement",
        {{"clusters", spec.placement.clusters},
@@ -59,8 +64,14 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
         spec.resources.memory_bytes,
         parse_memory_bytes(resources.at("memory").get<std::string>(), "memory"));
     spec.resources.gpu = resources.at("gpu").get<int64_t>();
-    spec.duration = Duration(json.at("durationMs").get<int64_t>());
-    spec.exit_code = json.at("exitCode").get<int32_t>();
+    spec.sim.duration = Duration(json.at("durationMs").get<int64_t>());
+    spec.sim.exit_code = json.at("exitCode").get<int32_t>();
+    spec.command = json.value("command", std::vector<std::string>{});
+    spec.args = json.value("args", std::vector<std::string>{});
+    spec.env = json.value("env", Labels{});
+    spec.working_dir = json.value("workingDir", std::string());
+    spec.termination_grace = Duration(
+        json.value("terminationGracePeriodMs", int64_t{kDefaultTerminationGrace.count()}));
     spec.node_selector = json.value("nodeSelector", Labels{});
     spec.min_available = json.value("minAvailable", 0);
     if (json.contains("placement")) {

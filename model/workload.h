@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -24,6 +25,18 @@ namespace shoal::model {
 enum class RestartPolicy : uint8_t { kNever = 0, kOnFailure };
 constexpr std::string_view kRestartPolicyNames[] = {"Never", "OnFailure"};
 
+// Settings only the `sim` backend reads (spec.sim in a manifest): how long a
+// simulated workload "runs" and how it ends. Real backends ignore them.
+struct SimSpec {
+  Duration duration{0};
+  int32_t exit_code = 0;
+  friend bool operator==(const SimSpec&, const SimSpec&) = default;
+};
+
+// How long a stopped workload has between SIGTERM (or its backend's
+// equivalent) and SIGKILL, unless the workload says otherwise.
+inline constexpr Duration kDefaultTerminationGrace = std::chrono::seconds(30);
+
 struct WorkloadSpec {
   std::string namespace_name = "default";
   std::string name;
@@ -32,8 +45,13 @@ struct WorkloadSpec {
   int32_t priority = 0;
   int32_t replicas = 1;           // pods, all placed in the same cluster
   Resources resources;            // per replica
-  Duration duration{0};           // sim backend: how long it runs
-  int32_t exit_code = 0;          // sim backend: how it ends
+  SimSpec sim;                    // sim backend only
+  // What real backends run, per replica (exec: a process; see docs/backends.md).
+  std::vector<std::string> command;  // argv[0] and on; empty: nothing to run
+  std::vector<std::string> args;     // appended to command
+  Labels env;                        // extra environment variables
+  std::string working_dir;           // relative to the replica's own directory
+  Duration termination_grace = kDefaultTerminationGrace;  // SIGTERM → SIGKILL
   PlacementSpec placement;        // cross-cluster policy (spec.placement)
   Labels node_selector;           // target-side: nodes must carry these labels
   int32_t min_available = 0;      // gang: bind when this many tasks fit; 0 = all replicas

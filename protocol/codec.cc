@@ -30,7 +30,7 @@ model::Resources read_resources(ArrayReader& outer, std::string_view field) {
 }
 
 void pack_spec(Packer& p, const model::WorkloadSpec& s) {
-  p.pack_array(12);
+  p.pack_array(17);
   p.pack(s.namespace_name);
   p.pack(s.name);
   p.pack(s.labels);
@@ -38,11 +38,17 @@ void pack_spec(Packer& p, const model::WorkloadSpec& s) {
   p.pack(s.priority);
   p.pack(s.replicas);
   pack_resources(p, s.resources);
-  p.pack(static_cast<int64_t>(s.duration.count()));
-  p.pack(s.exit_code);
+  p.pack(static_cast<int64_t>(s.sim.duration.count()));  // sim backend only
+  p.pack(s.sim.exit_code);                               // sim backend only
   p.pack_array(0);  // reserved for the placement spec
   p.pack(s.node_selector);
   p.pack(s.min_available);
+  // Appended for real backends (protocol/README.md).
+  p.pack(s.command);
+  p.pack(s.args);
+  p.pack(s.env);
+  p.pack(s.working_dir);
+  p.pack(static_cast<int64_t>(s.termination_grace.count()));
 }
 
 model::WorkloadSpec read_spec(ArrayReader& outer) {
@@ -55,17 +61,25 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
   s.priority = r.integer<int32_t>("priority");
   s.replicas = r.integer<int32_t>("replicas");
   s.resources = read_resources(r, "resources");
-  s.duration = Duration(r.integer<int64_t>("duration"));
-  s.exit_code = r.integer<int32_t>("exitCode");
+  s.sim.duration = Duration(r.integer<int64_t>("duration"));
+  s.sim.exit_code = r.integer<int32_t>("exitCode");
   r.next("placement");
   if (r.ok() && !r.at_end()) {
     s.node_selector = r.string_map("nodeSelector");
     s.min_available = r.integer<int32_t>("minAvailable");
   }
+  if (r.has_more()) {
+    s.command = r.strings("command");
+    s.args = r.strings("args");
+    s.env = r.string_map("env");
+    s.working_dir = r.string("workingDir");
+    s.termination_grace = Duration(r.integer<int64_t>("terminationGracePeriod"));
+  }
   if (r.ok()) {
     if (s.replicas < 1) r.fail("replicas", "expected at least 1");
     else if (s.min_available < 0 || s.min_available > s.replicas) r.fail("minAvailable", "expected 0..replicas");
-    else if (s.duration.count() < 0) r.fail("duration", "expected a non-negative duration");
+    else if (s.sim.duration.count() < 0) r.fail("duration", "expected a non-negative duration");
+    else if (s.termination_grace.count() < 0) r.fail("terminationGracePeriod", "expected a non-negative duration");
     else if (!model::validate_name(s.namespace_name, "namespace").is_ok()) r.fail("namespace", "invalid name");
     else if (!model::validate_name(s.name, "name").is_ok()) r.fail("name", "invalid name");
     else if (!model::validate_name(s.queue, "queue").is_ok()) r.fail("queue", "invalid name");

@@ -1,6 +1,8 @@
-// The cluster backend interface: how the agent core reserves, starts and
-// releases work on the cluster it runs beside. Implementations: sim (below);
-// later exec and kubernetes.
+// The cluster backend interface: how the agent core reserves, launches,
+// stops and observes work on the cluster it runs beside. Implementations:
+// NodeCluster (node_cluster.h: the local fair-share scheduler over declared
+// nodes) with a sim or exec runner; docs/backends.md maps the same calls onto
+// Kubernetes and Slurm.
 #pragma once
 
 #include <optional>
@@ -28,7 +30,13 @@ struct CapacitySummary {
   model::Resources largest_free_node;  // per resource, the most free on any one node
 };
 
-enum class WorkloadEventKind { kStarted, kSucceeded, kFailed };
+// What a backend observed of launched work. kSucceeded is exit 0; kFailed
+// carries the exit code and a reason; kLost is work the backend can no longer
+// account for (its processes vanished without an exit status, e.g. while the
+// agent was down: reason AgentRestart). kStopped says work stopped after
+// release() or stop() is gone and its room free again (no key reservation
+// remains; the core only advertises the room).
+enum class WorkloadEventKind { kStarted, kSucceeded, kFailed, kLost, kStopped };
 
 struct WorkloadEvent {
   std::string key;
@@ -36,6 +44,19 @@ struct WorkloadEvent {
   TimePoint at;
   int32_t exit_code = 0;
   std::string message;
+};
+
+// One launch of a reserved workload. Launching the same (uid, epoch) again —
+// after an agent restart, say — re-attaches to what already runs or reports
+// how it ended: a backend never runs one (uid, epoch) twice.
+struct LaunchRequest {
+  std::string key;   // the reservation's key
+  std::string uid;   // the workload's, as its source named it
+  uint64_t epoch = 0;
+  std::string source_cluster;  // for the workload's environment
+  model::WorkloadSpec spec;
+  std::vector<std::string> nodes;  // one per replica, as reserved
+  TimePoint started_at;  // the first start of this epoch (a re-attach keeps it)
 };
 
 class Cluster {
@@ -75,16 +96,29 @@ class Cluster {
   // Re-establishes a reservation on the given nodes (after a restart).
   virtual Status restore(const std::string& key, const model::WorkloadSpec& spec,
                          const std::vector<std::string>& nodes) = 0;
-  // Frees whatever `key` holds; a no-op for an unknown key.
+  // Gives up `key`: a reservation is freed; launched work is stopped as
+  // stop() does with the workload's own terminationGracePeriod. A no-op for
+  // an unknown key. The key may be reserved again at once.
   virtual void release(const std::string& key) = 0;
-  // Starts the reserved workload `key` as of `started_at`.
-  virtual Status start(const std::string& key, TimePoint started_at, Duration duration,
-                       int32_t exit_code) = 0;
-  // Everything that happened up to `now`, oldest first.
-  virtual std::vector<WorkloadEvent> drain_events(TimePoint now) = 0;
-  // When drain_events next has something (TimePoint::min(): now; max():
-  // nothing foreseen). The agent sleeps no longer than this.
+  // Releases `key`, stopping launched work with `grace` between the polite
+  // signal and the forced one. Its room stays held until the work is gone
+  // (a kStopped event), so a node is never over-committed by work stopping.
+  virtual void stop(const std::string& key, Duration grace) = 0;
+  // Runs the reserved workload (see LaunchRequest); an error is a launch
+  // that could not begin (StartFailed), not a workload that failed.
+  virtual Status launch(const LaunchRequest& request) = 0;
+  // Everything observed up to `now`, oldest first.
+  virtual std::vector<WorkloadEvent> observe(TimePoint now) = 0;
+  // When observe next has something (TimePoint::min(): now; max(): nothing
+  // foreseen). The agent sleeps no longer than this.
   virtual TimePoint next_event_at() const = 0;
+  // The core no longer keeps any record of `key` (its copy was collected):
+  // whatever the backend kept for it after it ended (work directories,
+  // logs) may go.
+  virtual void forget(const std::string& key) = 0;
+  // What the backend can say about `key`'s work for `describe` (how limits
+  // are enforced, where it runs); empty when nothing.
+  virtual std::string describe(const std::string& key) const = 0;
 
   virtual CapacitySummary capacity() const = 0;
   // What a workload of `namespace_name` could get: capacity() capped by the

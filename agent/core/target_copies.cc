@@ -32,7 +32,18 @@ model::Phase to_phase(store::ReservationPhase phase) {
 void TargetRole::fail_copy(TargetReservation& reservation, protocol::CopyCondition condition,
                            const std::string& why, TimePoint at) {
   store::ReservationRecord& record = reservation.record;
-  cluster_.release(cluster_key(record.source, record.uid));
+  std::string ckey = cluster_key(record.source, record.uid);
+  if (condition == protocol::CopyCondition::kLeaseExpired) {
+    // The source may place this work again once workerLostTimeout has
+    // passed since it last heard from us, which the fencing contract keeps
+    // longer than lease + skew: the grace fits in what is left, so the copy
+    // is gone before another can start.
+    Duration slack = config_.worker_lost_timeout - config_.lease - 2 * config_.max_clock_skew;
+    cluster_.stop(ckey, std::clamp(record.spec.termination_grace, Duration(0),
+                                   std::max(slack, Duration(0))));
+  } else {
+    cluster_.release(ckey);
+  }
   record.phase = store::ReservationPhase::kFailed;
   record.message = why;
   record.condition = static_cast<uint8_t>(condition);
@@ -182,7 +193,11 @@ void TargetRole::apply_cluster_events() {
   // Changes that land in one tick are coalesced: one STATUS per copy, with
   // its newest state and generation.
   std::set<ReservationKey> changed;
-  for (const auto& event : cluster_.drain_events(clock_.now())) {
+  for (const auto& event : cluster_.observe(clock_.now())) {
+    if (event.kind == cluster::WorkloadEventKind::kStopped) {
+      capacity_changed_ = true;  // work stopped earlier is gone: its room is free
+      continue;
+    }
     size_t slash = event.key.find('/');
     if (slash == std::string::npos) continue;
     ReservationKey key{event.key.substr(0, slash), event.key.substr(slash + 1)};
@@ -201,6 +216,17 @@ void TargetRole::apply_cluster_events() {
       case cluster::WorkloadEventKind::kStarted:
         if (record.phase != store::ReservationPhase::kBound) continue;
         record.phase = store::ReservationPhase::kRunning;
+        break;
+      case cluster::WorkloadEventKind::kStopped:
+        continue;  // handled above
+      case cluster::WorkloadEventKind::kLost:
+        if (!store::holds_resources(record.phase)) continue;
+        record.phase = store::ReservationPhase::kFailed;
+        record.finished_at_ms = to_millis(event.at);
+        record.exit_code = -1;
+        record.message = "LostOnRestart: " + event.message;
+        record.condition = static_cast<uint8_t>(protocol::CopyCondition::kLostOnRestart);
+        capacity_changed_ = true;
         break;
       case cluster::WorkloadEventKind::kSucceeded:
       case cluster::WorkloadEventKind::kFailed:
@@ -458,9 +484,15 @@ void TargetRole::launch_bound() {
         record.phase != store::ReservationPhase::kRunning) {
       continue;
     }
-    TimePoint started = record.started_at_ms ? from_millis(record.started_at_ms) : clock_.now();
-    Status launched = cluster_.start(cluster_key(key.first, key.second), started,
-                                     record.spec.duration, record.spec.exit_code);
+    cluster::LaunchRequest request;
+    request.key = cluster_key(key.first, key.second);
+    request.uid = record.uid;
+    request.epoch = record.epoch;
+    request.source_cluster = context_.cluster_name_of(record.source);
+    request.spec = record.spec;
+    request.nodes = record.nodes;
+    request.started_at = record.started_at_ms ? from_millis(record.started_at_ms) : clock_.now();
+    Status launched = cluster_.launch(request);
     if (!launched.is_ok()) failed_launches_.push_back({key, epoch, launched.message()});
   }
 }

@@ -342,6 +342,7 @@ void TargetRole::on_delete(const std::string& from, const protocol::Delete& mess
 
 void TargetRole::forget_reservation(const ReservationKey& key) {
   context_.note_store(context_.store().delete_reservation(key.first, key.second));
+  cluster_.forget(cluster_key(key.first, key.second));
   reservations_.erase(key);
   unaccount(key);
 }

@@ -21,7 +21,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "agent/cluster/sim_cluster.h"
+#include "agent/cluster/node_cluster.h"
 #include "agent/control/commands.h"
 #include "agent/core/agent.h"
 #include "agent/runtime/config.h"
@@ -139,7 +139,7 @@ std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file) {
 
 // The agent and the cluster it drives, built from what the store holds.
 struct AgentInstance {
-  std::unique_ptr<cluster::SimCluster> cluster;
+  std::unique_ptr<cluster::NodeCluster> cluster;
   std::unique_ptr<core::Agent> agent;
 };
 
@@ -161,8 +161,8 @@ class AgentFactory {
         logger_(std::move(logger)) {}
 
   Result<AgentInstance> make() const {
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::SimCluster> cluster,
-                           cluster::SimCluster::create(cluster_spec_));
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::NodeCluster> cluster,
+                           cluster::make_sim_cluster(cluster_spec_));
     auto agent = std::make_unique<core::Agent>(config_, identity_, clock_, transport_, store_,
                                                *cluster, rng_, logger_);
     return AgentInstance{std::move(cluster), std::move(agent)};

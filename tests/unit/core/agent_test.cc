@@ -46,7 +46,7 @@ TEST(AgentTest, NonZeroExitCodeIsMirroredAsFailed) {
   World world;
   Node& a = world.add("a");
   model::WorkloadSpec spec = workload("crash", 1000, 1s);
-  spec.exit_code = 3;
+  spec.sim.exit_code = 3;
   ASSERT_TRUE(a.agent->submit({spec}).is_ok());
   world.run_for(2s);
   auto record = a.agent->find_workload("default", "crash");

@@ -181,7 +181,7 @@ TEST(LifecycleTest, OperatorDeleteUnderRestartPolicyNeverLeavesItFailed) {
 TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
   Federation f(2s);
   model::WorkloadSpec spec = workload("crashy", 4000, 1s);
-  spec.exit_code = 3;
+  spec.sim.exit_code = 3;
   spec.restart_policy = model::RestartPolicy::kOnFailure;
   ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
   f.world.run_for(1500ms);
@@ -196,7 +196,7 @@ TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
   EXPECT_TRUE(event_contains(*f.source, uid, "restart 3 in 4s")) << "1s, 2s, 4s: doubling to the cap";
 
   model::WorkloadSpec once = workload("once", 4000, 1s);
-  once.exit_code = 7;
+  once.sim.exit_code = 7;
   ASSERT_TRUE(f.source->agent->submit({once}).is_ok());
   f.world.run_for(4s);
   record = f.source->agent->find_workload("default", "once");
@@ -325,7 +325,7 @@ TEST(LifecycleTest, RestartBackoffSurvivesASourceRestart) {
   world.invite(east, source);
   world.run_for(2s);
   model::WorkloadSpec spec = workload("crashy", 4000, 1s);
-  spec.exit_code = 3;
+  spec.sim.exit_code = 3;
   spec.restart_policy = model::RestartPolicy::kOnFailure;
   ASSERT_TRUE(source.agent->submit({spec}).is_ok());
   world.run_for(2s);

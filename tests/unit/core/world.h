@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/cluster/sim_cluster.h"
+#include "agent/cluster/node_cluster.h"
 #include "agent/core/agent.h"
 #include "store/sqlite_store.h"
 
@@ -122,7 +122,7 @@ struct Node {
   crypto::Identity identity;
   std::string id;
   std::unique_ptr<store::SqliteStore> store;
-  std::unique_ptr<cluster::SimCluster> cluster;
+  std::unique_ptr<cluster::NodeCluster> cluster;
   std::unique_ptr<QueueTransport> transport;
   std::unique_ptr<Agent> agent;
   std::unique_ptr<SkewedClock> clock;
@@ -367,7 +367,7 @@ class World {
     auto store = store::SqliteStore::open(node.db_path);
     ASSERT_TRUE(store.is_ok()) << store.status().message();
     node.store = std::move(store).value();
-    auto cluster = cluster::SimCluster::create(cluster_specs_[node.name]);
+    auto cluster = cluster::make_sim_cluster(cluster_specs_[node.name]);
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().message();
     node.cluster = std::move(cluster).value();
     node.transport = std::make_unique<QueueTransport>(node.id, node.identity);
@@ -439,7 +439,7 @@ inline model::WorkloadSpec workload(const std::string& name, int64_t cpu_milli,
   spec.name = name;
   spec.namespace_name = namespace_name;
   spec.resources = {cpu_milli, int64_t{1} << 30, 0};
-  spec.duration = duration;
+  spec.sim.duration = duration;
   return spec;
 }
 

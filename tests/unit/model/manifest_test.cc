@@ -36,8 +36,45 @@ spec:
   EXPECT_EQ(spec.replicas, 3);
   EXPECT_EQ(spec.resources, (Resources{2000, int64_t{4} << 30, 1}));
   EXPECT_EQ(spec.total().cpu_milli, 6000);
-  EXPECT_EQ(spec.duration.count(), 5000);
-  EXPECT_EQ(spec.exit_code, 1);
+  EXPECT_EQ(spec.sim.duration.count(), 5000);
+  EXPECT_EQ(spec.sim.exit_code, 1);
+}
+
+TEST(ManifestTest, ReadsWhatAnExecWorkloadRunsInEitherSpelling) {
+  const std::string text = R"(apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: job}
+spec:
+  resources: {cpu: 1}
+  command: [sh, -c]
+  args: ["echo $GREETING"]
+  env: [{name: GREETING, value: hello}, {name: EMPTY}]
+  workingDir: out
+  terminationGracePeriod: 5s
+  sim: {duration: 2s, exitCode: 4}
+)";
+  auto parsed = parse_workloads(text);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
+  const WorkloadSpec& spec = parsed->front();
+  EXPECT_EQ(spec.command, (std::vector<std::string>{"sh", "-c"}));
+  EXPECT_EQ(spec.args, (std::vector<std::string>{"echo $GREETING"}));
+  EXPECT_EQ(spec.env, (Labels{{"EMPTY", ""}, {"GREETING", "hello"}}));
+  EXPECT_EQ(spec.working_dir, "out");
+  EXPECT_EQ(spec.termination_grace, std::chrono::seconds(5));
+  EXPECT_EQ(spec.sim.duration, std::chrono::seconds(2));
+  EXPECT_EQ(spec.sim.exit_code, 4);
+  // The JSON the store keeps round-trips every field.
+  auto back = workload_spec_from_json(to_json(spec));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(*back, spec);
+  // A mapping is the short form of env; a plain string a one-word command.
+  auto short_form = parse_workloads(
+      "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: j}\n"
+      "spec: {resources: {cpu: 1}, command: true, env: {A: b}}\n");
+  ASSERT_TRUE(short_form.is_ok()) << short_form.status().message();
+  EXPECT_EQ(short_form->front().command, (std::vector<std::string>{"true"}));
+  EXPECT_EQ(short_form->front().env, (Labels{{"A", "b"}}));
+  EXPECT_EQ(short_form->front().termination_grace, kDefaultTerminationGrace);
 }
 
 TEST(ManifestTest, DefaultsMatchTheDocumentedOnes) {
@@ -59,6 +96,20 @@ TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
   EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, duraton: 5s}").find("spec.duraton: unknown field"),
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, duration: soon}").find("spec.duration"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, sim: {duration: soon}}").find("spec.sim.duration"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, sim: {exitcode: 3}}").find("spec.sim.exitcode: unknown field"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, args: [x]}").find("spec.args: expected spec.command too"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, command: [sh], env: [{name: A, valu: b}]}")
+                .find("spec.env[0].valu: unknown field"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, command: [sh], env: {\"A=B\": c}}").find("spec.env"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, terminationGracePeriod: later}")
+                .find("spec.terminationGracePeriod"),
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {}}").find("spec.resources"), std::string::npos);
   EXPECT_NE(error_of("apiVersion: v2\nkind: Workload\n").find("apiVersion"), std::string::npos);

@@ -18,8 +18,8 @@ model::WorkloadSpec sample_spec() {
   spec.priority = -3;
   spec.replicas = 2;
   spec.resources = {2500, int64_t{4} << 30, 1};
-  spec.duration = Duration(5000);
-  spec.exit_code = 7;
+  spec.sim.duration = Duration(5000);
+  spec.sim.exit_code = 7;
   return spec;
 }
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "agent/cluster/sim_cluster.h"
+#include "agent/cluster/node_cluster.h"
 
 #include <memory>
 
@@ -15,8 +15,8 @@ model::ClusterSpec two_nodes() {
   return spec;
 }
 
-std::unique_ptr<SimCluster> make(model::ClusterSpec spec = two_nodes()) {
-  auto cluster = SimCluster::create(std::move(spec));
+std::unique_ptr<NodeCluster> make(model::ClusterSpec spec = two_nodes()) {
+  auto cluster = make_sim_cluster(std::move(spec));
   EXPECT_TRUE(cluster.is_ok());
   return std::move(cluster).value();
 }
@@ -31,7 +31,7 @@ model::WorkloadSpec work(int64_t cpu, int64_t memory, int32_t replicas = 1) {
 
 TEST(SimClusterTest, ReservationIsAllOrNothingOnTheLeastAllocatedNodes) {
   auto owned = make();
-  SimCluster& cluster = *owned;
+  NodeCluster& cluster = *owned;
   auto nodes = cluster.reserve("a", work(3000, 100, 2));
   ASSERT_TRUE(nodes.is_ok());
   EXPECT_EQ(*nodes, (std::vector<std::string>{"n0", "n1"}));
@@ -44,7 +44,7 @@ TEST(SimClusterTest, ReservationIsAllOrNothingOnTheLeastAllocatedNodes) {
 
 TEST(SimClusterTest, NeverOverCommitsANode) {
   auto owned = make();
-  SimCluster& cluster = *owned;
+  NodeCluster& cluster = *owned;
   int placed = 0;
   for (int i = 0; i < 20; ++i) placed += cluster.reserve("w" + std::to_string(i), work(1000, 10)).is_ok();
   EXPECT_EQ(placed, 12);
@@ -54,15 +54,17 @@ TEST(SimClusterTest, NeverOverCommitsANode) {
 
 TEST(SimClusterTest, StartedWorkRunsForItsDurationThenFreesItsNodes) {
   auto owned = make();
-  SimCluster& cluster = *owned;
+  NodeCluster& cluster = *owned;
   TimePoint t0 = from_millis(1000);
   ASSERT_TRUE(cluster.reserve("a", work(4000, 10)).is_ok());
-  ASSERT_TRUE(cluster.start("a", t0, Duration(500), 0).is_ok());
-  auto events = cluster.drain_events(t0);
+  LaunchRequest request{"a", "uid-a", 1, "src", work(4000, 10), {"n1"}, t0};
+  request.spec.sim.duration = Duration(500);
+  ASSERT_TRUE(cluster.launch(request).is_ok());
+  auto events = cluster.observe(t0);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, WorkloadEventKind::kStarted);
-  EXPECT_TRUE(cluster.drain_events(t0 + Duration(499)).empty());
-  events = cluster.drain_events(t0 + Duration(500));
+  EXPECT_TRUE(cluster.observe(t0 + Duration(499)).empty());
+  events = cluster.observe(t0 + Duration(500));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, WorkloadEventKind::kSucceeded);
   EXPECT_EQ(cluster.capacity().free.cpu_milli, 12000);
@@ -70,7 +72,7 @@ TEST(SimClusterTest, StartedWorkRunsForItsDurationThenFreesItsNodes) {
 
 TEST(SimClusterTest, RestoreRefusesWhatNoLongerFits) {
   auto owned = make();
-  SimCluster& cluster = *owned;
+  NodeCluster& cluster = *owned;
   EXPECT_TRUE(cluster.restore("a", work(4000, 10), {"n0"}).is_ok());
   EXPECT_FALSE(cluster.restore("b", work(1000, 10), {"n0"}).is_ok());
   EXPECT_FALSE(cluster.restore("c", work(1000, 10), {"gone"}).is_ok());
@@ -87,7 +89,7 @@ TEST(SimClusterTest, QuotaAndQueueDecideAdmissionAndCapAdvertisedCapacity) {
   model::ClusterSpec spec = two_nodes();
   spec.resource_quotas = {{"default", {{"cpu", "5"}}}};
   auto owned = make(spec);
-  SimCluster& cluster = *owned;
+  NodeCluster& cluster = *owned;
   EXPECT_EQ(cluster.capacity_for("default").free.cpu_milli, 5000);
   EXPECT_EQ(cluster.capacity_for("other").free.cpu_milli, 12000);
   ASSERT_TRUE(cluster.reserve("a", work(4000, 10)).is_ok());

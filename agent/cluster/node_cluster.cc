@@ -1,0 +1,251 @@
+#include "agent/cluster/node_cluster.h"
+
+#include <algorithm>
+
+namespace shoal::cluster {
+
+Status SimRunner::launch(const LaunchRequest& request) {
+  if (runs_.count(request.key)) return Status::ok();  // re-attached: it runs on
+  runs_[request.key] = {false, request.started_at + request.spec.sim.duration,
+                        request.spec.sim.exit_code};
+  return Status::ok();
+}
+
+bool SimRunner::stop(const std::string& key, Duration) {
+  runs_.erase(key);
+  return true;
+}
+
+std::vector<WorkloadEvent> SimRunner::observe(TimePoint now) {
+  std::vector<WorkloadEvent> events;
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    Run& run = it->second;
+    if (!run.start_reported) {
+      run.start_reported = true;
+      events.push_back({it->first, WorkloadEventKind::kStarted, now, 0, ""});
+    }
+    if (run.finish_at > now) {
+      ++it;
+      continue;
+    }
+    bool ok = run.exit_code == 0;
+    events.push_back({it->first, ok ? WorkloadEventKind::kSucceeded : WorkloadEventKind::kFailed,
+                      run.finish_at, run.exit_code,
+                      ok ? "" : "exited with code " + std::to_string(run.exit_code)});
+    it = runs_.erase(it);
+  }
+  return events;
+}
+
+TimePoint SimRunner::next_event_at() const {
+  TimePoint next = TimePoint::max();
+  for (const auto& [key, run] : runs_) {
+    if (!run.start_reported) return TimePoint::min();
+    next = std::min(next, run.finish_at);
+  }
+  return next;
+}
+
+Result<std::unique_ptr<NodeCluster>> NodeCluster::create(model::ClusterSpec spec,
+                                                         std::unique_ptr<Runner> runner) {
+  SHOAL_ASSIGN_OR_RETURN(FairShareScheduler scheduler, FairShareScheduler::create(spec));
+  return std::unique_ptr<NodeCluster>(
+      new NodeCluster(std::move(spec), std::move(scheduler), std::move(runner)));
+}
+
+Result<std::unique_ptr<NodeCluster>> make_sim_cluster(model::ClusterSpec spec) {
+  return NodeCluster::create(std::move(spec), std::make_unique<SimRunner>());
+}
+
+NodeCluster::NodeCluster(model::ClusterSpec spec, FairShareScheduler scheduler,
+                         std::unique_ptr<Runner> runner)
+    : spec_(std::move(spec)),
+      scheduler_(scheduler),
+      idle_scheduler_(std::move(scheduler)),
+      runner_(std::move(runner)) {
+  for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}});
+}
+
+void NodeCluster::allocate(size_t node, const model::Resources& amount) {
+  usage_[node].allocated += amount;
+  usage_[node].peak_allocated =
+      model::Resources::max(usage_[node].peak_allocated, usage_[node].allocated);
+}
+
+Result<std::vector<std::string>> NodeCluster::reserve(const std::string& key,
+                                                     const model::WorkloadSpec& spec) {
+  if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> nodes, scheduler_.admit(key, spec));
+  hold(key, spec, nodes);
+  return nodes;
+}
+
+bool NodeCluster::enqueue(const std::string& key, const model::WorkloadSpec& spec) {
+  if (holdings_.count(key)) return false;
+  return queue_.push(key, spec);
+}
+
+void NodeCluster::withdraw(const std::string& key) { queue_.erase(key); }
+
+std::vector<Cluster::Reserved> NodeCluster::serve_queue() {
+  std::vector<Reserved> reserved;
+  if (queue_.empty()) return reserved;
+  std::vector<FairShareScheduler::Served> served = scheduler_.serve(queue_, /*whole=*/true);
+  reserved.reserve(served.size());
+  for (FairShareScheduler::Served& one : served) {
+    hold(one.key, one.spec, one.nodes);
+    reserved.push_back({std::move(one.key), std::move(one.nodes)});
+  }
+  return reserved;
+}
+
+std::string NodeCluster::queued_reason(const std::string& key) const {
+  return std::string(queue_.reason(key));
+}
+
+Status NodeCluster::fits_when_idle(const model::WorkloadSpec& spec) const {
+  FairShareScheduler idle = idle_scheduler_;
+  return idle.admit("idle-check", spec).status();
+}
+
+Status NodeCluster::restore(const std::string& key, const model::WorkloadSpec& spec,
+                           const std::vector<std::string>& nodes) {
+  if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  SHOAL_RETURN_IF_ERROR(scheduler_.restore(spec, nodes));
+  hold(key, spec, nodes);
+  return Status::ok();
+}
+
+void NodeCluster::hold(const std::string& key, const model::WorkloadSpec& spec,
+                      const std::vector<std::string>& nodes) {
+  // The scheduler chose (or re-checked) `nodes`; mirror them for usage and peaks.
+  Holding holding{spec, {}, false};
+  for (const auto& name : nodes) {
+    auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
+    size_t index = static_cast<size_t>(it - usage_.begin());
+    allocate(index, spec.resources);
+    holding.node_indexes.push_back(index);
+  }
+  holdings_.emplace(key, std::move(holding));
+}
+
+void NodeCluster::free_room(const Holding& holding) {
+  std::vector<std::string> names;
+  for (size_t index : holding.node_indexes) {
+    usage_[index].allocated -= holding.spec.resources;
+    names.push_back(usage_[index].name);
+  }
+  scheduler_.release(holding.spec, names);
+}
+
+void NodeCluster::release(const std::string& key) {
+  auto it = holdings_.find(key);
+  if (it == holdings_.end()) return;
+  stop(key, it->second.spec.termination_grace);
+}
+
+void NodeCluster::stop(const std::string& key, Duration grace) {
+  auto it = holdings_.find(key);
+  if (it == holdings_.end()) return;
+  Holding holding = std::move(it->second);
+  holdings_.erase(it);
+  if (holding.launched && !runner_->stop(key, grace)) {
+    stopping_[key].push_back(std::move(holding));
+    return;
+  }
+  free_room(holding);
+}
+
+Status NodeCluster::launch(const LaunchRequest& request) {
+  auto it = holdings_.find(request.key);
+  if (it == holdings_.end()) return not_found("no reservation for " + request.key);
+  SHOAL_RETURN_IF_ERROR(runner_->launch(request));
+  it->second.launched = true;
+  return Status::ok();
+}
+
+std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
+  std::vector<WorkloadEvent> events = runner_->observe(now);
+  for (const WorkloadEvent& event : events) {
+    if (event.kind == WorkloadEventKind::kStopped) {
+      auto it = stopping_.find(event.key);
+      if (it == stopping_.end()) continue;
+      free_room(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) stopping_.erase(it);
+    } else if (event.kind != WorkloadEventKind::kStarted) {
+      // Work that ended on its own frees its room at once; the core's later
+      // release() of the finished key is a no-op.
+      auto it = holdings_.find(event.key);
+      if (it == holdings_.end()) continue;
+      free_room(it->second);
+      holdings_.erase(it);
+    }
+  }
+  return events;
+}
+
+TimePoint NodeCluster::next_event_at() const { return runner_->next_event_at(); }
+
+CapacitySummary NodeCluster::capacity() const {
+  CapacitySummary summary;
+  for (const auto& node : usage_) {
+    model::Resources free = node.capacity - node.allocated;
+    summary.free += free;
+    summary.largest_free_node = model::Resources::max(summary.largest_free_node, free);
+  }
+  return summary;
+}
+
+CapacitySummary NodeCluster::capacity_for(const std::string& namespace_name) const {
+  CapacitySummary summary = capacity();
+  model::Resources headroom = scheduler_.quota_headroom(namespace_name);
+  auto cap = [&](model::Resources r) {
+    return model::Resources{std::min(r.cpu_milli, headroom.cpu_milli),
+                            std::min(r.memory_bytes, headroom.memory_bytes), std::min(r.gpu, headroom.gpu)};
+  };
+  return {cap(summary.free), cap(summary.largest_free_node)};
+}
+
+std::optional<CapacitySummary> NodeCluster::capacity_for(const std::string& namespace_name,
+                                                        const std::string& queue) const {
+  std::optional<model::Resources> headroom = scheduler_.queue_headroom(queue);
+  if (!headroom) return std::nullopt;
+  CapacitySummary summary = capacity_for(namespace_name);
+  auto cap = [&](model::Resources r) {
+    return model::Resources{std::min(r.cpu_milli, headroom->cpu_milli),
+                            std::min(r.memory_bytes, headroom->memory_bytes), std::min(r.gpu, headroom->gpu)};
+  };
+  return CapacitySummary{cap(summary.free), cap(summary.largest_free_node)};
+}
+
+std::vector<std::string> NodeCluster::queue_names() const {
+  std::vector<std::string> names;
+  for (const auto& queue : spec_.queues) names.push_back(queue.name);
+  return names;
+}
+
+std::vector<NodeUsage> NodeCluster::nodes() const { return usage_; }
+
+bool NodeCluster::check_invariants() const {
+  std::vector<model::Resources> expected(usage_.size());
+  for (const auto& [key, holding] : holdings_) {
+    for (size_t index : holding.node_indexes) expected[index] += holding.spec.resources;
+    if (queue_.contains(key)) return false;  // reserved work has left the queue
+  }
+  for (const auto& [key, holdings] : stopping_) {
+    for (const Holding& holding : holdings) {
+      for (size_t index : holding.node_indexes) expected[index] += holding.spec.resources;
+    }
+  }
+  if (!queue_.check_invariants()) return false;
+  for (size_t i = 0; i < usage_.size(); ++i) {
+    if (!(expected[i] == usage_[i].allocated)) return false;
+    if (!(scheduler_.node_allocated()[i] == usage_[i].allocated)) return false;
+    if (!usage_[i].capacity.fits(usage_[i].allocated)) return false;
+    if (!usage_[i].capacity.fits(usage_[i].peak_allocated)) return false;
+  }
+  return true;
+}
+
+}  // namespace shoal::cluster

@@ -1,0 +1,122 @@
+// A cluster of declared nodes (the Cluster manifest's `nodes`) scheduled by
+// the local fair-share scheduler, whose work a Runner carries out: the sim
+// runner "runs" a workload for spec.sim.duration on the injected clock; the
+// exec runner (exec_runner.h) runs processes on this host. The scheduler's
+// accounting lives here once, whatever runs the work.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/cluster/cluster.h"
+#include "agent/cluster/fair_share.h"
+
+namespace shoal::cluster {
+
+// What carries out reserved work. Keys are the Cluster's reservation keys.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  // As Cluster::launch: the same (uid, epoch) twice re-attaches.
+  virtual Status launch(const LaunchRequest& request) = 0;
+  // Ends `key`'s work, SIGKILL-equivalent after `grace`. True when nothing of
+  // it runs any more (its room may be freed now); false when the runner will
+  // report a kStopped event for `key` once it is gone. After stop() the key
+  // may be launched again (a new epoch) while the old work still stops.
+  virtual bool stop(const std::string& key, Duration grace) = 0;
+  // Started / Succeeded / Failed / Lost for launched keys, kStopped for
+  // stopped ones, oldest first.
+  virtual std::vector<WorkloadEvent> observe(TimePoint now) = 0;
+  virtual TimePoint next_event_at() const = 0;
+  virtual void forget(const std::string& key) = 0;
+  virtual std::string describe(const std::string& key) const = 0;
+};
+
+// Runs a workload for spec.sim.duration of the injected clock, then ends it
+// with spec.sim.exitCode. A restarted agent launches it again as of its
+// first start, so it ends when it would have.
+class SimRunner final : public Runner {
+ public:
+  Status launch(const LaunchRequest& request) override;
+  bool stop(const std::string& key, Duration grace) override;
+  std::vector<WorkloadEvent> observe(TimePoint now) override;
+  TimePoint next_event_at() const override;
+  void forget(const std::string&) override {}
+  std::string describe(const std::string&) const override { return ""; }
+
+ private:
+  struct Run {
+    bool start_reported = false;
+    TimePoint finish_at{};
+    int32_t exit_code = 0;
+  };
+  std::map<std::string, Run> runs_;
+};
+
+class NodeCluster final : public Cluster {
+ public:
+  // Refuses a manifest the scheduler cannot use (e.g. an unknown quota key).
+  static Result<std::unique_ptr<NodeCluster>> create(model::ClusterSpec spec,
+                                                     std::unique_ptr<Runner> runner);
+
+  const model::ClusterSpec& spec() const override { return spec_; }
+  Result<std::vector<std::string>> reserve(const std::string& key,
+                                           const model::WorkloadSpec& spec) override;
+  bool enqueue(const std::string& key, const model::WorkloadSpec& spec) override;
+  void withdraw(const std::string& key) override;
+  std::vector<Reserved> serve_queue() override;
+  std::string queued_reason(const std::string& key) const override;
+  Status fits_when_idle(const model::WorkloadSpec& spec) const override;
+  Status restore(const std::string& key, const model::WorkloadSpec& spec,
+                 const std::vector<std::string>& nodes) override;
+  void release(const std::string& key) override;
+  void stop(const std::string& key, Duration grace) override;
+  Status launch(const LaunchRequest& request) override;
+  std::vector<WorkloadEvent> observe(TimePoint now) override;
+  TimePoint next_event_at() const override;
+  void forget(const std::string& key) override { runner_->forget(key); }
+  std::string describe(const std::string& key) const override { return runner_->describe(key); }
+  CapacitySummary capacity() const override;
+  CapacitySummary capacity_for(const std::string& namespace_name) const override;
+  std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,
+                                              const std::string& queue) const override;
+  std::vector<std::string> queue_names() const override;
+  std::vector<NodeUsage> nodes() const override;
+
+  // Asserts the bookkeeping: allocations match holdings (stopping ones
+  // included), nothing over capacity, the queue consistent and holding
+  // nothing reserved.
+  bool check_invariants() const;
+
+ private:
+  NodeCluster(model::ClusterSpec spec, FairShareScheduler scheduler, std::unique_ptr<Runner> runner);
+
+  struct Holding {
+    model::WorkloadSpec spec;
+    std::vector<size_t> node_indexes;
+    bool launched = false;
+  };
+  void allocate(size_t node, const model::Resources& amount);
+  void hold(const std::string& key, const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
+  void free_room(const Holding& holding);
+
+  model::ClusterSpec spec_;
+  FairShareScheduler scheduler_;
+  FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
+  std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
+  std::map<std::string, Holding> holdings_;
+  // Work released while it ran, still stopping: its room stays held until
+  // the runner reports it gone (oldest first per key).
+  std::map<std::string, std::deque<Holding>> stopping_;
+  ScheduleQueue queue_;
+  std::unique_ptr<Runner> runner_;
+};
+
+// The sim backend: a NodeCluster with a SimRunner.
+Result<std::unique_ptr<NodeCluster>> make_sim_cluster(model::ClusterSpec spec);
+
+}  // namespace shoal::cluster
