@@ -246,9 +246,8 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   SHOAL_ASSIGN_OR_RETURN(spec.claims, f.labels(body["claims"], "spec.claims"));
   if (body["backend"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.backend, f.scalar(body["backend"], "spec.backend"));
-    if (spec.backend != "sim") {
-      return f.fail("spec.backend", "expected \"sim\" (the only backend so far), got \"" +
-                                        spec.backend + "\"");
+    if (spec.backend != "sim" && spec.backend != "exec") {
+      return f.fail("spec.backend", "expected \"sim\" or \"exec\", got \"" + spec.backend + "\"");
     }
   }
   const YAML::Node nodes = body["nodes"];

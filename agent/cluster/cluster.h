@@ -50,7 +50,7 @@ struct WorkloadEvent {
 // after an agent restart, say — re-attaches to what already runs or reports
 // how it ended: a backend never runs one (uid, epoch) twice.
 struct LaunchRequest {
-  std::string key;   // the reservation's key
+  std::string key;   // the reservation's key, "<source>/<uid>"
   std::string uid;   // the workload's, as its source named it
   uint64_t epoch = 0;
   std::string source_cluster;  // for the workload's environment

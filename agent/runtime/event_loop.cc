@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "agent/cluster/exec/exec_runner.h"
 #include "agent/cluster/node_cluster.h"
 #include "agent/control/commands.h"
 #include "agent/core/agent.h"
@@ -148,10 +149,12 @@ struct AgentInstance {
 // could not be committed, the only trustworthy state is the committed one.
 class AgentFactory {
  public:
-  AgentFactory(core::AgentConfig config, crypto::Identity identity, model::ClusterSpec cluster_spec,
+  AgentFactory(std::string data_dir, core::AgentConfig config, crypto::Identity identity,
+               model::ClusterSpec cluster_spec,
                const Clock& clock, ZmqTransport& transport, store::Store& store, core::Rng& rng,
                std::shared_ptr<spdlog::logger> logger)
-      : config_(std::move(config)),
+      : data_dir_(std::move(data_dir)),
+        config_(std::move(config)),
         identity_(std::move(identity)),
         cluster_spec_(std::move(cluster_spec)),
         clock_(clock),
@@ -161,14 +164,28 @@ class AgentFactory {
         logger_(std::move(logger)) {}
 
   Result<AgentInstance> make() const {
+    std::unique_ptr<cluster::Runner> runner;
+    if (cluster_spec_.backend == "exec") {
+      // A fresh runner re-adopts from the work directories what still runs:
+      // the core launches every bound copy again after a restore.
+      cluster::ExecOptions options;
+      options.work_root = data_dir_ + "/work";
+      options.monitor_path = cluster::default_monitor_path();
+      options.cluster_name = config_.cluster;
+      options.cgroup_root = cluster::find_writable_cgroup();
+      runner = std::make_unique<cluster::ExecRunner>(std::move(options));
+    } else {
+      runner = std::make_unique<cluster::SimRunner>();
+    }
     SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::NodeCluster> cluster,
-                           cluster::make_sim_cluster(cluster_spec_));
+                           cluster::NodeCluster::create(cluster_spec_, std::move(runner)));
     auto agent = std::make_unique<core::Agent>(config_, identity_, clock_, transport_, store_,
                                                *cluster, rng_, logger_);
     return AgentInstance{std::move(cluster), std::move(agent)};
   }
 
  private:
+  std::string data_dir_;
   core::AgentConfig config_;
   crypto::Identity identity_;
   model::ClusterSpec cluster_spec_;
@@ -672,7 +689,7 @@ Status run_agent(const std::string& data_dir) {
   SystemClock clock;
   SodiumRng rng;
   ZmqTransport transport(context, curve_keys);
-  AgentFactory factory(file.timing, std::move(identity), std::move(cluster_spec), clock, transport,
+  AgentFactory factory(data_dir, file.timing, std::move(identity), std::move(cluster_spec), clock, transport,
                        *store, rng, logger);
   Loop loop(factory, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd,
             PeerRateLimiter(static_cast<double>(file.peer_message_rate),
