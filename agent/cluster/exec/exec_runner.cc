@@ -352,6 +352,10 @@ WorkloadEvent ExecRunner::outcome(const std::string& key, const Run& run, TimePo
 std::vector<WorkloadEvent> ExecRunner::observe(TimePoint now) {
   launched_since_observe_ = false;
   last_observe_ = now;
+  if (now >= next_sweep_) {
+    next_sweep_ = now + std::chrono::minutes(1);
+    sweep_forgotten();
+  }
   std::vector<WorkloadEvent> events;
   for (auto it = runs_.begin(); it != runs_.end();) {
     Run& run = it->second;
@@ -394,21 +398,40 @@ std::vector<WorkloadEvent> ExecRunner::observe(TimePoint now) {
 
 TimePoint ExecRunner::next_event_at() const {
   if (launched_since_observe_) return TimePoint::min();
-  if (runs_.empty() && stopping_.empty()) return TimePoint::max();
-  return last_observe_ + kPollInterval;
+  if (runs_.empty() && stopping_.empty()) return next_sweep_;
+  return std::min(next_sweep_, last_observe_ + kPollInterval);
 }
 
 void ExecRunner::forget(const std::string& key) {
   if (runs_.count(key) || stopping_.count(key)) return;
   std::string uid = uid_of(key);
   if (uid.empty() || uid[0] == '.') return;
-  std::error_code error;
-  fs::remove_all(options_.work_root + "/" + uid, error);
+  // Its output stays readable for a while (shoalctl logs of finished work):
+  // the marker dates the forgetting, and a later sweep removes the directory.
+  std::string dir = options_.work_root + "/" + uid;
+  if (fs::exists(dir)) (void)write_file(dir + "/forgotten", "");
   if (options_.cgroup_root.empty()) return;
+  std::error_code error;
   for (int index = 0;; ++index) {
     std::string cgroup = options_.cgroup_root + "/shoal-" + uid + "-" + std::to_string(index);
     if (!fs::exists(cgroup, error)) break;
     fs::remove(cgroup, error);
+  }
+}
+
+void ExecRunner::sweep_forgotten() {
+  std::error_code error;
+  auto now = fs::file_time_type::clock::now();
+  for (fs::directory_iterator it(options_.work_root, error), end; !error && it != end;
+       it.increment(error)) {
+    fs::path marker = it->path() / "forgotten";
+    auto when = fs::last_write_time(marker, error);
+    if (error) {
+      error.clear();
+      continue;
+    }
+    if (now - when >= options_.keep_finished) fs::remove_all(it->path(), error);
+    error.clear();
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct ExecOptions {
   // A directory under which this agent may create cgroups (cgroup v2,
   // writable); "" when there is none and limits are only accounted.
   std::string cgroup_root;
+  // How long a finished workload's directory (its output) outlives the
+  // agent's record of it.
+  std::chrono::seconds keep_finished = std::chrono::hours(1);
 };
 
 // Where the agent may create cgroups: its own cgroup v2 directory if the
@@ -71,6 +75,7 @@ class ExecRunner final : public Runner {
   Status start_replica(const LaunchRequest& request, int index, Replica& replica);
   bool refresh(Replica& replica);   // true when it has ended
   void signal_stop(Replica& replica, Duration grace);
+  void sweep_forgotten();
   WorkloadEvent outcome(const std::string& key, const Run& run, TimePoint now) const;
 
   ExecOptions options_;
@@ -78,6 +83,7 @@ class ExecRunner final : public Runner {
   std::map<std::string, std::vector<Run>> stopping_;  // released, not yet gone
   bool launched_since_observe_ = false;
   TimePoint last_observe_{};
+  TimePoint next_sweep_{};
 };
 
 }  // namespace shoal::cluster
