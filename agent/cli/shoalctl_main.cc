@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -372,6 +373,54 @@ int cmd_delete_workload(const Options& o, const std::string& target, const std::
   return 0;
 }
 
+struct LogsArguments {
+  std::string target;
+  int copy = 0;
+  int replica = 0;
+  bool follow = false;
+  int64_t tail_lines = -1;  // -1: everything kept
+};
+
+// Prints a replica's output in chunks the agent bounds; with -f, goes on
+// reading as the replica writes until it ends (the agent says when).
+int cmd_logs(const Options& o, const LogsArguments& a) {
+  auto request = workload_request(a.target);
+  if (!request.is_ok()) return fail(request.status());
+  json body = *request;
+  body["command"] = "logs";
+  body["copy"] = a.copy;
+  body["replica"] = a.replica;
+  // Everything kept, or the last --tail lines (out of the last MiB).
+  constexpr int64_t kTailWindow = 1 << 20;
+  int64_t offset = a.tail_lines >= 0 ? -kTailWindow : 0;
+  bool first = true;
+  for (;;) {
+    body["offset"] = offset;
+    auto reply = call_agent(o.data_dir, body);
+    if (!reply.is_ok()) return fail(reply.status());
+    std::string data = (*reply)["data"].get<std::string>();
+    if (first && a.tail_lines >= 0) {
+      // The last N lines: back from the end (past the final newline) to the
+      // N-th newline before it.
+      size_t start = 0;
+      int64_t seen = 0;
+      for (size_t i = data.size() > 0 ? data.size() - 1 : 0; i-- > 0;) {
+        if (data[i] == '\n' && ++seen == a.tail_lines) {
+          start = i + 1;
+          break;
+        }
+      }
+      data = a.tail_lines == 0 ? "" : data.substr(start);
+    }
+    first = false;
+    std::cout << data << std::flush;
+    offset = (*reply)["nextOffset"].get<int64_t>();
+    if (!data.empty()) continue;  // more may be there already
+    if (!a.follow || (*reply)["finished"].get<bool>()) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // TODO: the agent pushes (issue 17's watch)
+  }
+}
+
 int cmd_describe_workload(const Options& o, const std::string& target) {
   auto request = workload_request(target);
   if (!request.is_ok()) return fail(request.status());
@@ -556,6 +605,19 @@ int main(int argc, char** argv) {
   describe_workload->add_option("-o,--output", options.output, "json")
       ->check(CLI::IsMember({"json"}));
 
+  LogsArguments logs_arguments;
+  auto* logs = app.add_subcommand(
+      "logs", "A workload's output (stdout and stderr) as its cluster keeps it: work run on this "
+              "agent's cluster, or, at a target, a copy it runs for another cluster");
+  logs->add_option("NS/NAME", logs_arguments.target, "namespace/name")->required();
+  logs->add_option("--copy", logs_arguments.copy, "Which copy of a multi-cluster workload (1..N)")
+      ->check(CLI::Range(0, 1000));
+  logs->add_option("--replica", logs_arguments.replica, "Which replica (default 0)")
+      ->check(CLI::Range(0, 10000));
+  logs->add_flag("-f,--follow", logs_arguments.follow, "Keep printing until the replica ends");
+  logs->add_option("--tail", logs_arguments.tail_lines, "Only the last N lines")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+
   auto* del = app.add_subcommand("delete", "Delete a resource");
   del->require_subcommand(1);
   std::string delete_target;
@@ -643,6 +705,7 @@ int main(int argc, char** argv) {
   if (*get_reservations) return cmd_get_reservations(options);
   if (*get_clusters) return cmd_get_clusters(options, clusters_namespace, clusters_queue);
   if (*describe_workload) return cmd_describe_workload(options, describe_target);
+  if (*logs) return cmd_logs(options, logs_arguments);
   if (*status) return cmd_status(options);
   return 2;
 }

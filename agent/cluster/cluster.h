@@ -59,6 +59,14 @@ struct LaunchRequest {
   TimePoint started_at;  // the first start of this epoch (a re-attach keeps it)
 };
 
+// A piece of one replica's output (stdout and stderr, interleaved).
+struct LogChunk {
+  std::string data;
+  int64_t offset = 0;       // where `data` starts in the replica's current log file
+  int64_t next_offset = 0;  // where the next read goes on
+  bool finished = false;    // the replica has ended: nothing follows next_offset
+};
+
 class Cluster {
  public:
   virtual ~Cluster() = default;
@@ -116,6 +124,11 @@ class Cluster {
   // whatever the backend kept for it after it ended (work directories,
   // logs) may go.
   virtual void forget(const std::string& key) = 0;
+  // Up to `max_bytes` of replica `replica`'s output from `offset` (< 0: the
+  // last -offset bytes). NotFound when the backend keeps no output for it
+  // (the sim backend never does).
+  virtual Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
+                                    size_t max_bytes) const = 0;
   // What the backend can say about `key`'s work for `describe` (how limits
   // are enforced, where it runs); empty when nothing.
   virtual std::string describe(const std::string& key) const = 0;

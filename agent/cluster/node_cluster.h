@@ -34,6 +34,8 @@ class Runner {
   virtual TimePoint next_event_at() const = 0;
   virtual void forget(const std::string& key) = 0;
   virtual std::string describe(const std::string& key) const = 0;
+  virtual Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
+                                    size_t max_bytes) const = 0;
 };
 
 // Runs a workload for spec.sim.duration of the injected clock, then ends it
@@ -47,6 +49,9 @@ class SimRunner final : public Runner {
   TimePoint next_event_at() const override;
   void forget(const std::string&) override {}
   std::string describe(const std::string&) const override { return ""; }
+  Result<LogChunk> read_log(const std::string&, int, int64_t, size_t) const override {
+    return not_found("the sim backend runs nothing, so it keeps no output");
+  }
 
  private:
   struct Run {
@@ -80,6 +85,10 @@ class NodeCluster final : public Cluster {
   TimePoint next_event_at() const override;
   void forget(const std::string& key) override { runner_->forget(key); }
   std::string describe(const std::string& key) const override { return runner_->describe(key); }
+  Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
+                            size_t max_bytes) const override {
+    return runner_->read_log(key, replica, offset, max_bytes);
+  }
   CapacitySummary capacity() const override;
   CapacitySummary capacity_for(const std::string& namespace_name) const override;
   std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,

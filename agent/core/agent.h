@@ -124,6 +124,16 @@ class Agent {
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
                                                      const std::string& name) const;
   Result<std::vector<store::EventRecord>> events(const std::string& subject);
+  // Output of one replica of `record` (a workload or one of its copies) as
+  // its cluster keeps it. Only work that ran on this agent's own cluster is
+  // read here so far; a copy at a peer answers Unavailable, saying so.
+  Result<cluster::LogChunk> read_log(const store::WorkloadRecord& record, int replica,
+                                     int64_t offset, size_t max_bytes) const;
+  // The same for a copy this cluster runs for another source (the target
+  // operator's view): the one hosted copy named namespace/name.
+  Result<cluster::LogChunk> read_hosted_log(const std::string& namespace_name,
+                                            const std::string& name, int replica, int64_t offset,
+                                            size_t max_bytes) const;
   std::vector<store::ReservationRecord> reservations() const;
   std::vector<PeerView> peers() const;
   // Every known peer's id, without building views (for the handshake check).

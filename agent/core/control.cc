@@ -273,6 +273,45 @@ Status Agent::stop_hosted(const std::string& namespace_name, const std::string& 
   return end_control();
 }
 
+Result<cluster::LogChunk> Agent::read_log(const store::WorkloadRecord& record, int replica,
+                                          int64_t offset, size_t max_bytes) const {
+  if (record.cluster.empty()) {
+    return Status(ErrorCode::kUnavailable, record.spec.key() + " has not run anywhere yet");
+  }
+  if (replica < 0 || replica >= record.spec.replicas) {
+    return invalid_argument("--replica: expected 0.." + std::to_string(record.spec.replicas - 1));
+  }
+  if (record.cluster != context_.config().cluster) {
+    // TODO(issue 16): LOG_REQUEST / LOG_CHUNK over the peer link, answered
+    // only to the copy's own source.
+    return Status(ErrorCode::kUnavailable,
+                  "it ran at " + record.cluster +
+                      "; reading a peer's output over the peer link is not done yet (run shoalctl "
+                      "logs on that cluster's agent)");
+  }
+  return context_.cluster().read_log(TargetRole::cluster_key(context_.self_id(), record.uid),
+                                     replica, offset, max_bytes);
+}
+
+Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_name,
+                                                 const std::string& name, int replica,
+                                                 int64_t offset, size_t max_bytes) const {
+  std::string key = namespace_name + "/" + name;
+  const store::ReservationRecord* found = nullptr;
+  std::vector<store::ReservationRecord> hosted = reservations();
+  for (const auto& record : hosted) {
+    if (record.source == context_.self_id() || record.spec.key() != key) continue;
+    if (found) return invalid_argument(key + ": several sources run work by that name here");
+    found = &record;
+  }
+  if (!found) return not_found("workload " + key + " not found");
+  if (replica < 0 || replica >= found->spec.replicas) {
+    return invalid_argument("--replica: expected 0.." + std::to_string(found->spec.replicas - 1));
+  }
+  return context_.cluster().read_log(TargetRole::cluster_key(found->source, found->uid), replica,
+                                     offset, max_bytes);
+}
+
 std::vector<store::WorkloadRecord> Agent::workloads() const { return source_.workloads(); }
 
 std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) const {

@@ -26,6 +26,10 @@ namespace shoal::core {
 
 class TargetRole {
  public:
+  // The cluster's key for a copy: "<source>/<uid>" (cluster::LaunchRequest).
+  static std::string cluster_key(const std::string& source, const std::string& uid) {
+    return source + "/" + uid;
+  }
   using ReservationKey = std::pair<std::string, std::string>;  // (source id, uid)
 
   TargetRole(Context& context, PeerTable& peers, const InvitationBook& invitations);
@@ -154,10 +158,6 @@ class TargetRole {
       if (visit(it->second.record)) return true;
     }
     return false;
-  }
-  // The cluster's key for a copy.
-  static std::string cluster_key(const std::string& source, const std::string& uid) {
-    return source + "/" + uid;
   }
 
   // What each source holds here (reservations that hold resources), kept

@@ -358,6 +358,36 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     SHOAL_RETURN_IF_ERROR(agent.stop_hosted(ns, name, from));
     return json{{"ok", true}, {"hosted", true}};
   }
+  if (command == "logs") {
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
+    SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));
+    SHOAL_ASSIGN_OR_RETURN(int64_t copy, request.count_or("copy", 0, 0, 1000));
+    SHOAL_ASSIGN_OR_RETURN(int64_t replica, request.count_or("replica", 0, 0, 10000));
+    SHOAL_ASSIGN_OR_RETURN(int64_t offset, request.count_or("offset", -(int64_t{1} << 40), -(int64_t{1} << 40),
+                                                            int64_t{1} << 50));
+    SHOAL_ASSIGN_OR_RETURN(int64_t limit, request.count_or("limit", 256 << 10, 1, 1 << 20));
+    Result<cluster::LogChunk> chunk = not_found("");
+    if (auto record = agent.find_workload(ns, name)) {
+      // A group's copies are records of their own; --copy N picks one.
+      std::optional<store::WorkloadRecord> target = record;
+      if (copy > 0) {
+        target.reset();
+        for (auto& one : agent.copies_of(record->uid)) {
+          if (one.copy_index == copy) target = std::move(one);
+        }
+        if (!target) return not_found("--copy " + std::to_string(copy) + ": " + ns + "/" + name + " has no such copy");
+      }
+      chunk = agent.read_log(*target, static_cast<int>(replica), offset, static_cast<size_t>(limit));
+    } else {
+      chunk = agent.read_hosted_log(ns, name, static_cast<int>(replica), offset, static_cast<size_t>(limit));
+    }
+    if (!chunk.is_ok()) return chunk.status();
+    return json{{"ok", true},
+                {"data", chunk->data},
+                {"offset", chunk->offset},
+                {"nextOffset", chunk->next_offset},
+                {"finished", chunk->finished}};
+  }
   if (command == "describe-workload") {
     SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
     SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));

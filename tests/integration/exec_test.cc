@@ -146,6 +146,14 @@ TEST_F(Exec, AWorkloadRunsAtAPeerAndItsExitCodeIsMirroredAtTheSource) {
   EXPECT_EQ(status["exitCode"], 3);
   EXPECT_NE(status["reason"].get<std::string>().find("exited with code 3"), std::string::npos) << status.dump();
   EXPECT_EQ(read_file(replica_dir(uid) + "/output.log"), "ran on east for source\n");
+  // The target's operator reads it with shoalctl logs (the copy it runs for
+  // the source); a replica that does not exist is named.
+  CommandResult logs = east_.ctl({"logs", "default/hello"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "ran on east for source\n");
+  CommandResult missing = east_.ctl({"logs", "default/hello", "--replica", "2"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("--replica"), std::string::npos) << missing.err;
 }
 
 TEST_F(Exec, DeleteKillsTheWholeProcessGroupAndWhatIgnoresSigtermAfterTheGrace) {

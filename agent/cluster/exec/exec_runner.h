@@ -53,6 +53,8 @@ class ExecRunner final : public Runner {
   TimePoint next_event_at() const override;
   void forget(const std::string& key) override;
   std::string describe(const std::string& key) const override;
+  Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
+                            size_t max_bytes) const override;
 
   // The replica's directory (its output.log is the workload's log).
   std::string replica_dir(const std::string& uid, int replica) const;

@@ -20,6 +20,11 @@ model::WorkloadSpec sample_spec() {
   spec.resources = {2500, int64_t{4} << 30, 1};
   spec.sim.duration = Duration(5000);
   spec.sim.exit_code = 7;
+  spec.command = {"python3", "train.py"};
+  spec.args = {"--epochs", "3"};
+  spec.env = {{"SEED", "1"}};
+  spec.working_dir = "out";
+  spec.termination_grace = Duration(1500);
   return spec;
 }
 
@@ -115,6 +120,33 @@ TEST(CodecTest, CapacityReadsOlderAndNewerSenders) {
   EXPECT_FALSE(new_capacity.cluster->claims.has_value()) << "nil: as last sent";
   EXPECT_FALSE(new_capacity.cluster->counts.has_value());
   EXPECT_EQ(new_capacity.cluster->allocatable.cpu_milli, 8000);
+}
+
+TEST(CodecTest, ASpecFromASenderBeforeExecFieldsReadsWithTheirDefaults) {
+  msgpack::sbuffer older;
+  msgpack::packer<msgpack::sbuffer> p(older);
+  p.pack_array(3);  // CANDIDATE: uid, epoch, spec
+  p.pack(std::string("u"));
+  p.pack(1);
+  p.pack_array(12);  // the spec's first twelve fields
+  p.pack(std::string("default"));
+  p.pack(std::string("w"));
+  p.pack(std::map<std::string, std::string>{});
+  p.pack(std::string("default"));
+  p.pack(0);
+  p.pack(1);
+  p.pack(std::vector<int64_t>{1000, 1024, 0});
+  p.pack(2000);
+  p.pack(0);
+  p.pack_array(0);
+  p.pack(std::map<std::string, std::string>{});
+  p.pack(0);
+  auto decoded = decode_body(MessageType::kCandidate, to_bytes(older));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().message();
+  const model::WorkloadSpec& spec = std::get<Candidate>(*decoded).spec;
+  EXPECT_EQ(spec.sim.duration, Duration(2000));
+  EXPECT_TRUE(spec.command.empty());
+  EXPECT_EQ(spec.termination_grace, model::kDefaultTerminationGrace);
 }
 
 TEST(CodecTest, CandidateKeepsTheWholeSpec) {
