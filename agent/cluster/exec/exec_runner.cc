@@ -225,7 +225,7 @@ Status ExecRunner::start_replica(const LaunchRequest& request, int index, Replic
   env["SHOAL_UID"] = request.uid;
   env["SHOAL_EPOCH"] = std::to_string(request.epoch);
   env["SHOAL_REPLICA"] = std::to_string(index);
-  env["SHOAL_NODE"] = static_cast<size_t>(index) < request.nodes.size() ? request.nodes[index] : "";
+  env["SHOAL_NODE"] = static_cast<size_t>(index) < request.nodes.size() ? request.nodes[static_cast<size_t>(index)] : "";
   for (const auto& [name, value] : spec.env) env[name] = value;
 
   int lock = ::open((replica.dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
