@@ -18,4 +18,12 @@ const char* error_code_name(ErrorCode code) {
   return "Unknown";
 }
 
+ErrorCode error_code_from_name(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(ErrorCode::kInternal); ++i) {
+    auto code = static_cast<ErrorCode>(i);
+    if (name == error_code_name(code)) return code;
+  }
+  return ErrorCode::kInternal;
+}
+
 }  // namespace shoal

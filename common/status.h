@@ -6,6 +6,7 @@
 #include <cassert>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -24,6 +25,8 @@ enum class ErrorCode {
 };
 
 const char* error_code_name(ErrorCode code);
+// The code error_code_name gives `name`; kInternal for a name it never gives.
+ErrorCode error_code_from_name(std::string_view name);
 
 class [[nodiscard]] Status {
  public:

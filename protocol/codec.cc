@@ -224,6 +224,25 @@ struct Encoder {
       p.pack(static_cast<uint8_t>(copy.phase));
     }
   }
+  void operator()(const LogRequest& m) {
+    p.pack_array(6);
+    p.pack(m.request_id);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    p.pack(m.replica);
+    p.pack(m.offset);
+    p.pack(m.max_bytes);
+  }
+  void operator()(const LogChunk& m) {
+    p.pack_array(7);
+    p.pack(m.request_id);
+    p.pack(m.error_code);
+    p.pack(m.error);
+    pack_binary(p, m.data);
+    p.pack(m.offset);
+    p.pack(m.next_offset);
+    p.pack(m.finished);
+  }
 };
 
 // A nested array of `item` arrays, each read by `read_item`; any failure
@@ -410,6 +429,33 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       });
       return finish(r, std::move(m));
     }
+    case MessageType::kLogRequest: {
+      LogRequest m;
+      m.request_id = r.integer<uint64_t>("requestId");
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.replica = r.integer<int32_t>("replica");
+      m.offset = r.integer<int64_t>("offset");
+      m.max_bytes = r.integer<uint32_t>("maxBytes");
+      if (r.ok() && m.replica < 0) r.fail("replica", "expected a replica index >= 0");
+      return finish(r, std::move(m));
+    }
+    case MessageType::kLogChunk: {
+      LogChunk m;
+      m.request_id = r.integer<uint64_t>("requestId");
+      m.error_code = r.string("errorCode");
+      m.error = r.string("error");
+      m.data = r.binary("data");
+      m.offset = r.integer<int64_t>("offset");
+      m.next_offset = r.integer<int64_t>("nextOffset");
+      m.finished = r.boolean("finished");
+      if (r.ok() && m.data.size() > kMaxLogChunkBytes) {
+        r.fail("data", "expected at most " + std::to_string(kMaxLogChunkBytes) + " bytes");
+      } else if (r.ok() && (m.offset < 0 || m.next_offset < m.offset)) {
+        r.fail("nextOffset", "expected 0 <= offset <= nextOffset");
+      }
+      return finish(r, std::move(m));
+    }
     case MessageType::kBatch:
       break;  // refused by decode_body
   }
@@ -419,7 +465,10 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
 }  // namespace
 
 MessageType type_of(const Body& body) {
-  return static_cast<MessageType>(body.index() + 1);
+  // Body's alternatives follow the wire numbers, less BATCH's.
+  auto number = static_cast<uint8_t>(body.index() + 1);
+  if (number >= static_cast<uint8_t>(MessageType::kBatch)) ++number;
+  return static_cast<MessageType>(number);
 }
 
 std::vector<uint8_t> encode_body(const Body& body) {

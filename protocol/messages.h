@@ -40,13 +40,15 @@ enum class MessageType : uint8_t {
   // Framing, not a message: several messages to one peer under one
   // signature (protocol/envelope.h). Never a Body.
   kBatch = 16,
+  kLogRequest = 17,
+  kLogChunk = 18,
 };
-inline constexpr uint8_t kMaxMessageType = 16;
+inline constexpr uint8_t kMaxMessageType = 18;
 
 constexpr std::string_view kMessageTypeNames[] = {
-    "?",       "HELLO",  "CAPACITY", "CANDIDATE", "READY",  "REJECT",
-    "APPROVE", "CANCEL", "RELEASED", "BOUND",     "STATUS", "STATUS_ACK",
-    "REVOKE",  "DELETE", "DIGEST",   "HOLDINGS",  "BATCH"};
+    "?",        "HELLO",    "CAPACITY",    "CANDIDATE", "READY",  "REJECT", "APPROVE",
+    "CANCEL",   "RELEASED", "BOUND",       "STATUS",    "STATUS_ACK", "REVOKE", "DELETE",
+    "DIGEST",   "HOLDINGS", "BATCH",       "LOG_REQUEST", "LOG_CHUNK"};
 inline std::string_view message_type_name(MessageType type) {
   return kMessageTypeNames[static_cast<uint8_t>(type)];
 }
@@ -246,8 +248,36 @@ struct Holdings {
   std::vector<HeldCopy> copies;
 };
 
+// The most output one LOG_CHUNK carries: a follower asks again for more.
+inline constexpr uint32_t kMaxLogChunkBytes = 64 << 10;
+
+// Source to target: a piece of one replica's output of a copy the target
+// runs (or ran) for the sender, and for no one else. Answered with
+// LOG_CHUNK; neither side stores anything, and a lost one is asked again.
+struct LogRequest {
+  uint64_t request_id = 0;  // the sender's, echoed in the answer
+  std::string uid;
+  uint64_t epoch = 0;
+  int32_t replica = 0;
+  int64_t offset = 0;  // bytes into the output; < 0: that many before its end
+  uint32_t max_bytes = kMaxLogChunkBytes;  // the target sends at most kMaxLogChunkBytes
+};
+
+// Target to source, in answer to LOG_REQUEST: the bytes, or why there are none.
+struct LogChunk {
+  uint64_t request_id = 0;
+  std::string error_code;  // "" on success, else an ErrorCode name (common/status.h)
+  std::string error;       // for people
+  std::string data;        // raw bytes (MessagePack bin)
+  int64_t offset = 0;      // where `data` starts in the output
+  int64_t next_offset = 0; // where to ask next
+  bool finished = false;   // the replica has ended and `data` reaches its end
+};
+
+// Alternatives in wire-number order, BATCH (framing) skipped: type_of maps.
 using Body = std::variant<Hello, Capacity, Candidate, Ready, Reject, Approve, Cancel, Released,
-                          Bound, WorkloadStatus, StatusAck, Revoke, Delete, Digest, Holdings>;
+                          Bound, WorkloadStatus, StatusAck, Revoke, Delete, Digest, Holdings,
+                          LogRequest, LogChunk>;
 
 MessageType type_of(const Body& body);
 

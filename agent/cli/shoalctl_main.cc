@@ -390,12 +390,14 @@ int cmd_logs(const Options& o, const LogsArguments& a) {
   body["command"] = "logs";
   body["copy"] = a.copy;
   body["replica"] = a.replica;
-  // Everything kept, or the last --tail lines (out of the last MiB).
-  constexpr int64_t kTailWindow = 1 << 20;
+  // Everything kept, or the last --tail lines out of the last 64 KiB: one
+  // chunk, whether read here or over the peer link.
+  constexpr int64_t kTailWindow = 64 << 10;
   int64_t offset = a.tail_lines >= 0 ? -kTailWindow : 0;
   bool first = true;
   for (;;) {
     body["offset"] = offset;
+    body["limit"] = kTailWindow;
     auto reply = call_agent(o.data_dir, body);
     if (!reply.is_ok()) return fail(reply.status());
     std::string data = (*reply)["data"].get<std::string>();
@@ -607,15 +609,16 @@ int main(int argc, char** argv) {
 
   LogsArguments logs_arguments;
   auto* logs = app.add_subcommand(
-      "logs", "A workload's output (stdout and stderr) as its cluster keeps it: work run on this "
-              "agent's cluster, or, at a target, a copy it runs for another cluster");
+      "logs", "A workload's output (stdout and stderr) as its cluster keeps it: at the source, "
+              "wherever it runs (a peer's is read over the peer link); at a target, a copy it "
+              "runs for another cluster");
   logs->add_option("NS/NAME", logs_arguments.target, "namespace/name")->required();
   logs->add_option("--copy", logs_arguments.copy, "Which copy of a multi-cluster workload (1..N)")
       ->check(CLI::Range(0, 1000));
   logs->add_option("--replica", logs_arguments.replica, "Which replica (default 0)")
       ->check(CLI::Range(0, 10000));
   logs->add_flag("-f,--follow", logs_arguments.follow, "Keep printing until the replica ends");
-  logs->add_option("--tail", logs_arguments.tail_lines, "Only the last N lines")
+  logs->add_option("--tail", logs_arguments.tail_lines, "Only the last N lines (of the last 64 KiB)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
 
   auto* del = app.add_subcommand("delete", "Delete a resource");

@@ -119,7 +119,7 @@ Status NodeCluster::restore(const std::string& key, const model::WorkloadSpec& s
 void NodeCluster::hold(const std::string& key, const model::WorkloadSpec& spec,
                       const std::vector<std::string>& nodes) {
   // The scheduler chose (or re-checked) `nodes`; mirror them for usage and peaks.
-  Holding holding{spec, {}, false};
+  Holding holding{spec, {}};
   for (const auto& name : nodes) {
     auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
     size_t index = static_cast<size_t>(it - usage_.begin());
@@ -149,7 +149,10 @@ void NodeCluster::stop(const std::string& key, Duration grace) {
   if (it == holdings_.end()) return;
   Holding holding = std::move(it->second);
   holdings_.erase(it);
-  if (holding.launched && !runner_->stop(key, grace)) {
+  // Also when this agent never launched it: a copy restored after a
+  // restart may still run from before, and its room is free only once that
+  // is gone.
+  if (!runner_->stop(key, grace)) {
     stopping_[key].push_back(std::move(holding));
     return;
   }
@@ -159,9 +162,7 @@ void NodeCluster::stop(const std::string& key, Duration grace) {
 Status NodeCluster::launch(const LaunchRequest& request) {
   auto it = holdings_.find(request.key);
   if (it == holdings_.end()) return not_found("no reservation for " + request.key);
-  SHOAL_RETURN_IF_ERROR(runner_->launch(request));
-  it->second.launched = true;
-  return Status::ok();
+  return runner_->launch(request);
 }
 
 std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {

@@ -107,7 +107,6 @@ class NodeCluster final : public Cluster {
   struct Holding {
     model::WorkloadSpec spec;
     std::vector<size_t> node_indexes;
-    bool launched = false;
   };
   void allocate(size_t node, const model::Resources& amount);
   void hold(const std::string& key, const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);

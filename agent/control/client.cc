@@ -8,18 +8,6 @@
 #include "common/text.h"
 
 namespace shoal::control {
-namespace {
-
-ErrorCode code_from_name(const std::string& name) {
-  for (int i = 0; i <= static_cast<int>(ErrorCode::kInternal); ++i) {
-    auto code = static_cast<ErrorCode>(i);
-    if (name == error_code_name(code)) return code;
-  }
-  return ErrorCode::kInternal;
-}
-
-}  // namespace
-
 Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::json& request,
                                   std::chrono::milliseconds timeout) {
   std::string socket_path = control_socket_path(data_dir);
@@ -57,7 +45,7 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
     auto json = nlohmann::json::parse(reply.to_string(), nullptr, false);
     if (json.is_discarded() || !json.is_object()) return internal_error("agent reply is not JSON");
     if (!json.value("ok", false)) {
-      return Status(code_from_name(json.value("code", "Internal")), json.value("error", "failed"));
+      return Status(error_code_from_name(json.value("code", "Internal")), json.value("error", "failed"));
     }
     return json;
   } catch (const zmq::error_t& e) {

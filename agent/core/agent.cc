@@ -113,7 +113,8 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
 
 bool Agent::handle_message(const std::string& from, uint8_t type_number,
                            std::span<const uint8_t> bytes) {
-  if (type_number == 0 || type_number >= static_cast<uint8_t>(MessageType::kBatch)) {
+  if (type_number == 0 || type_number > protocol::kMaxMessageType ||
+      type_number == static_cast<uint8_t>(MessageType::kBatch)) {
     drop(DropReason::kUnknownType, from,
          "message type " + std::to_string(type_number) + " inside a BATCH");
     return false;
@@ -140,6 +141,7 @@ bool Agent::handle_message(const std::string& from, uint8_t type_number,
     case MessageType::kDelete:
     case MessageType::kStatusAck:
     case MessageType::kDigest:
+    case MessageType::kLogRequest:
       permitted = invitations_.ever_issued_to(from);
       break;
     case MessageType::kCapacity:
@@ -152,6 +154,7 @@ bool Agent::handle_message(const std::string& from, uint8_t type_number,
     case MessageType::kStatus:
     case MessageType::kRevoke:
     case MessageType::kHoldings:
+    case MessageType::kLogChunk:
       permitted = invitations_.ever_accepted_from(from);
       break;
     case MessageType::kBatch:
@@ -202,6 +205,10 @@ void Agent::dispatch(const std::string& from, const protocol::Body& body) {
           target_.on_digest(from, message);
         else if constexpr (std::is_same_v<T, protocol::Holdings>)
           source_.on_holdings(from, message);
+        else if constexpr (std::is_same_v<T, protocol::LogRequest>)
+          target_.on_log_request(from, message);
+        else if constexpr (std::is_same_v<T, protocol::LogChunk>)
+          remote_logs_.on_chunk(from, message);
       },
       body);
 }

@@ -27,6 +27,7 @@
 #include "agent/core/interfaces.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
+#include "agent/core/remote_logs.h"
 #include "agent/core/source_role.h"
 #include "agent/core/target_role.h"
 #include "agent/core/views.h"
@@ -125,10 +126,20 @@ class Agent {
                                                      const std::string& name) const;
   Result<std::vector<store::EventRecord>> events(const std::string& subject);
   // Output of one replica of `record` (a workload or one of its copies) as
-  // its cluster keeps it. Only work that ran on this agent's own cluster is
-  // read here so far; a copy at a peer answers Unavailable, saying so.
-  Result<cluster::LogChunk> read_log(const store::WorkloadRecord& record, int replica,
-                                     int64_t offset, size_t max_bytes) const;
+  // its cluster keeps it: read at once from this agent's own cluster, or
+  // asked of the peer that runs it (LOG_REQUEST, sent once the batch
+  // commits) — then `pending` names the request, whose answer arrives in a
+  // later batch: take_peer_log(pending), or abandon_peer_log.
+  struct LogRead {
+    cluster::LogChunk chunk;
+    uint64_t pending = 0;
+  };
+  Result<LogRead> read_log(const store::WorkloadRecord& record, int replica, int64_t offset,
+                           size_t max_bytes);
+  std::optional<Result<cluster::LogChunk>> take_peer_log(uint64_t id) {
+    return remote_logs_.take(id);
+  }
+  void abandon_peer_log(uint64_t id) { remote_logs_.abandon(id); }
   // The same for a copy this cluster runs for another source (the target
   // operator's view): the one hosted copy named namespace/name.
   Result<cluster::LogChunk> read_hosted_log(const std::string& namespace_name,
@@ -188,6 +199,7 @@ class Agent {
   InvitationBook invitations_;
   TargetRole target_;
   SourceRole source_;
+  RemoteLogs remote_logs_;
   TimePoint last_heartbeat_{};
   TimePoint last_tick_{};
   std::map<std::string, TimePoint> last_drop_log_;

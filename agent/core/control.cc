@@ -273,24 +273,30 @@ Status Agent::stop_hosted(const std::string& namespace_name, const std::string& 
   return end_control();
 }
 
-Result<cluster::LogChunk> Agent::read_log(const store::WorkloadRecord& record, int replica,
-                                          int64_t offset, size_t max_bytes) const {
-  if (record.cluster.empty()) {
-    return Status(ErrorCode::kUnavailable, record.spec.key() + " has not run anywhere yet");
+Result<Agent::LogRead> Agent::read_log(const store::WorkloadRecord& record, int replica,
+                                       int64_t offset, size_t max_bytes) {
+  if (record.winner.empty()) {
+    return Status(ErrorCode::kUnavailable, record.spec.key() + " is not placed on any cluster now");
   }
   if (replica < 0 || replica >= record.spec.replicas) {
     return invalid_argument("--replica: expected 0.." + std::to_string(record.spec.replicas - 1));
   }
-  if (record.cluster != context_.config().cluster) {
-    // TODO(issue 16): LOG_REQUEST / LOG_CHUNK over the peer link, answered
-    // only to the copy's own source.
-    return Status(ErrorCode::kUnavailable,
-                  "it ran at " + record.cluster +
-                      "; reading a peer's output over the peer link is not done yet (run shoalctl "
-                      "logs on that cluster's agent)");
+  LogRead read;
+  if (record.winner == context_.self_id()) {
+    SHOAL_ASSIGN_OR_RETURN(read.chunk, context_.cluster().read_log(
+                                           TargetRole::cluster_key(context_.self_id(), record.uid),
+                                           replica, offset, max_bytes));
+    return read;
   }
-  return context_.cluster().read_log(TargetRole::cluster_key(context_.self_id(), record.uid),
-                                     replica, offset, max_bytes);
+  protocol::LogRequest request;
+  request.uid = record.uid;
+  request.epoch = record.epoch;
+  request.replica = replica;
+  request.offset = offset;
+  request.max_bytes = static_cast<uint32_t>(std::min<size_t>(max_bytes, protocol::kMaxLogChunkBytes));
+  SHOAL_ASSIGN_OR_RETURN(read.pending, remote_logs_.start(record.winner, request));
+  context_.send(record.winner, std::move(request));
+  return read;
 }
 
 Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_name,

@@ -92,6 +92,39 @@ void TargetRole::on_digest(const std::string& from, const protocol::Digest& mess
   send(from, std::move(holdings));
 }
 
+void TargetRole::on_log_request(const std::string& from, const protocol::LogRequest& message) {
+  protocol::LogChunk answer;
+  answer.request_id = message.request_id;
+  auto fail = [&](const Status& why) {
+    answer.error_code = error_code_name(why.code());
+    answer.error = why.message();
+    send(from, std::move(answer));
+  };
+  auto it = reservations_.find({from, message.uid});
+  if (it != reservations_.end()) {
+    const store::ReservationRecord& record = it->second.record;
+    if (record.epoch != message.epoch) {
+      return fail(not_found("copy " + message.uid + " runs here at epoch " +
+                            std::to_string(record.epoch) + ", not " + std::to_string(message.epoch)));
+    }
+    if (record.phase == store::ReservationPhase::kReserved) {
+      return fail(Status(ErrorCode::kUnavailable,
+                         record.spec.key() + " is reserved at " + config_.cluster + ", not started yet"));
+    }
+  }
+  // A finished copy the source has let go of may still have its output here
+  // (the cluster keeps it a while): the cluster answers for it by key.
+  size_t limit = std::min<size_t>(message.max_bytes, protocol::kMaxLogChunkBytes);
+  Result<cluster::LogChunk> chunk =
+      cluster_.read_log(cluster_key(from, message.uid), message.replica, message.offset, limit);
+  if (!chunk.is_ok()) return fail(chunk.status().with_context("at " + config_.cluster));
+  answer.data = std::move(chunk->data);
+  answer.offset = chunk->offset;
+  answer.next_offset = chunk->next_offset;
+  answer.finished = chunk->finished;
+  send(from, std::move(answer));
+}
+
 void TargetRole::renew_lease(const std::string& source_id) {
   const PeerTable::Peer* source = peers_.find(source_id);
   if (!source || source->lease_ms <= 0) return;

@@ -44,6 +44,10 @@ class TargetRole {
   void on_status_ack(const std::string& from, const protocol::StatusAck& message);
   void on_delete(const std::string& from, const protocol::Delete& message);
   void on_digest(const std::string& from, const protocol::Digest& message);
+  // A piece of the output of a copy this cluster runs or ran for `from`,
+  // and only for `from`: the cluster keys its work by source, so another
+  // source's uid reads as not found.
+  void on_log_request(const std::string& from, const protocol::LogRequest& message);
   // Serves the queue once for every CANDIDATE queued or asked again since
   // the last call: READY to what is admitted, REJECT NoCapacity to those
   // of them still waiting. False when nothing was asked. The router calls

@@ -366,27 +366,27 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     SHOAL_ASSIGN_OR_RETURN(int64_t offset, request.count_or("offset", -(int64_t{1} << 40), -(int64_t{1} << 40),
                                                             int64_t{1} << 50));
     SHOAL_ASSIGN_OR_RETURN(int64_t limit, request.count_or("limit", 256 << 10, 1, 1 << 20));
-    Result<cluster::LogChunk> chunk = not_found("");
     if (auto record = agent.find_workload(ns, name)) {
-      // A group's copies are records of their own; --copy N picks one.
+      // A group's copies are records of their own; --copy N picks one, and
+      // without it the first.
       std::optional<store::WorkloadRecord> target = record;
-      if (copy > 0) {
+      std::vector<store::WorkloadRecord> copies = agent.copies_of(record->uid);
+      if (copy > 0 || !copies.empty()) {
         target.reset();
-        for (auto& one : agent.copies_of(record->uid)) {
-          if (one.copy_index == copy) target = std::move(one);
+        for (auto& one : copies) {
+          if (one.copy_index == std::max<int64_t>(copy, 1)) target = std::move(one);
         }
         if (!target) return not_found("--copy " + std::to_string(copy) + ": " + ns + "/" + name + " has no such copy");
       }
-      chunk = agent.read_log(*target, static_cast<int>(replica), offset, static_cast<size_t>(limit));
-    } else {
-      chunk = agent.read_hosted_log(ns, name, static_cast<int>(replica), offset, static_cast<size_t>(limit));
+      SHOAL_ASSIGN_OR_RETURN(core::Agent::LogRead read,
+                             agent.read_log(*target, static_cast<int>(replica), offset,
+                                            static_cast<size_t>(limit)));
+      // At a peer: the loop answers once its LOG_CHUNK arrives (log_reply).
+      if (read.pending) return json{{"ok", true}, {kPendingPeerLog, read.pending}};
+      return log_reply(read.chunk);
     }
-    if (!chunk.is_ok()) return chunk.status();
-    return json{{"ok", true},
-                {"data", chunk->data},
-                {"offset", chunk->offset},
-                {"nextOffset", chunk->next_offset},
-                {"finished", chunk->finished}};
+    return log_reply(agent.read_hosted_log(ns, name, static_cast<int>(replica), offset,
+                                           static_cast<size_t>(limit)));
   }
   if (command == "describe-workload") {
     SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
@@ -438,6 +438,15 @@ json workload_to_json(const store::WorkloadRecord& record) {
             {"finishedAt", optional_time(record.finished_at_ms)},
             {"exitCode", record.exit_code},
             {"restarts", record.restarts}}}};
+}
+
+json log_reply(const Result<cluster::LogChunk>& chunk) {
+  if (!chunk.is_ok()) return error_response(chunk.status());
+  return json{{"ok", true},
+              {"data", chunk->data},
+              {"offset", chunk->offset},
+              {"nextOffset", chunk->next_offset},
+              {"finished", chunk->finished}};
 }
 
 json handle_control(const ControlContext& context, const json& request) {

@@ -2,6 +2,8 @@
 // the agent's ipc:// control socket. See protocol/README.md ("Control API").
 #pragma once
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "agent/core/agent.h"
@@ -23,5 +25,13 @@ struct ControlContext {
 nlohmann::json handle_control(const ControlContext& context, const nlohmann::json& request);
 
 nlohmann::json workload_to_json(const store::WorkloadRecord& record);
+
+// A "logs" request for a copy at a peer cannot be answered in its batch:
+// handle_control replies {"ok": true, kPendingPeerLog: id}, and the loop
+// holds the client's request until take_peer_log(id) has the answer (then
+// log_reply) or kPeerLogTimeout has passed.
+inline constexpr const char* kPendingPeerLog = "pendingPeerLog";
+inline constexpr std::chrono::seconds kPeerLogTimeout{5};
+nlohmann::json log_reply(const Result<cluster::LogChunk>& chunk);
 
 }  // namespace shoal::runtime

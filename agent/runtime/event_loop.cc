@@ -262,6 +262,12 @@ class Loop {
     std::string routing_id;
     std::string text;
   };
+  // A "logs" request held for a peer's answer (answer_awaited_logs).
+  struct AwaitedLog {
+    std::string routing_id;
+    uint64_t request_id = 0;
+    TimePoint deadline;
+  };
 
   // Until the agent's next timer, within [0, kMaxPollWait]. Right after a
   // tick at least 1 ms: a timer that stays due after its tick (a bug) costs
@@ -270,6 +276,7 @@ class Loop {
     if (read_only()) return kReadOnlyPollWait;
     std::chrono::milliseconds floor{ticked_ ? 1 : 0};
     TimePoint next = instance_.agent->next_deadline();
+    for (const AwaitedLog& awaited : awaiting_logs_) next = std::min(next, awaited.deadline);
     TimePoint now = clock_.now();
     if (next <= now) return floor;  // (TimePoint::min() must not be subtracted from)
     auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now);
@@ -318,8 +325,8 @@ class Loop {
       transport_.heard_from(sender);
     }
     std::vector<ControlRequest> requests = receive_control();
-    std::vector<std::string> replies;
-    for (const auto& request : requests) replies.push_back(answer_control(request.text));
+    std::vector<nlohmann::json> replies;
+    for (const auto& request : requests) replies.push_back(answer_control_json(request.text));
     // Timers fire once what already arrived is read: a retry of a message
     // whose answer waits unread in the socket is pure waste (under load it
     // was most of the traffic). Behind a long backlog they still run every
@@ -353,9 +360,15 @@ class Loop {
     agent.batch_committed();
     size_t reply_bytes = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
-      send_reply(requests[i].routing_id, replies[i]);
-      reply_bytes += requests[i].text.size() + replies[i].size();
+      if (uint64_t id = replies[i].value(kPendingPeerLog, uint64_t{0})) {
+        awaiting_logs_.push_back({requests[i].routing_id, id, clock_.now() + kPeerLogTimeout});
+        continue;
+      }
+      std::string reply = dump(replies[i]);
+      send_reply(requests[i].routing_id, reply);
+      reply_bytes += requests[i].text.size() + reply.size();
     }
+    answer_awaited_logs();
     // A large submit or listing leaves its transient memory (parse trees,
     // JSON) fragmented on the heap; give it back rather than keep the peak.
     if (reply_bytes > kLargeControlBytes) ::malloc_trim(0);
@@ -363,6 +376,7 @@ class Loop {
   }
 
   Status enter_read_only(const Status& fault) {
+    fail_awaited_logs("the agent cannot write its state database; try again once it can");
     if (!storage_fault_) {
       logger_.error(
           "state database cannot be written ({}); refusing new work and answering reads "
@@ -446,7 +460,43 @@ class Loop {
   // answered and the rest refused with the reason. Nothing here may throw
   // out of the loop: bytes that are not UTF-8 (stored before names were
   // checked, say) are replaced in the reply rather than failing it.
-  std::string answer_control(const std::string& text) {
+  std::string answer_control(const std::string& text) { return dump(answer_control_json(text)); }
+
+  static std::string dump(const nlohmann::json& reply) {
+    return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+
+  // Replies to the "logs" requests held for a peer's LOG_CHUNK that has
+  // come, or that has not come within kPeerLogTimeout.
+  void answer_awaited_logs() {
+    TimePoint now = clock_.now();
+    std::erase_if(awaiting_logs_, [&](const AwaitedLog& awaited) {
+      if (auto answer = instance_.agent->take_peer_log(awaited.request_id)) {
+        send_reply(awaited.routing_id, dump(log_reply(*answer)));
+        return true;
+      }
+      if (now < awaited.deadline) return false;
+      instance_.agent->abandon_peer_log(awaited.request_id);
+      send_reply(awaited.routing_id,
+                 dump(log_reply(Status(ErrorCode::kUnavailable,
+                                       "the cluster running it did not answer within " +
+                                           std::to_string(kPeerLogTimeout.count()) +
+                                           " s (unreachable, or its agent predates shoalctl logs "
+                                           "over the peer link)"))));
+      return true;
+    });
+  }
+
+  // The agent that sent the requests is being replaced: their answers
+  // would go to it.
+  void fail_awaited_logs(const std::string& why) {
+    for (const AwaitedLog& awaited : awaiting_logs_) {
+      send_reply(awaited.routing_id, dump(log_reply(Status(ErrorCode::kUnavailable, why))));
+    }
+    awaiting_logs_.clear();
+  }
+
+  nlohmann::json answer_control_json(const std::string& text) {
     try {
       auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (storage_fault_ && !request.is_discarded() && !control::is_read_only_command(request)) {
@@ -455,8 +505,7 @@ class Loop {
             {"code", error_code_name(ErrorCode::kStorage)},
             {"error", "the agent cannot write its state database (" + storage_fault_->message() +
                           "), so it takes no new work; reads still answer, and it "
-                          "resumes by itself once a write succeeds"}}
-            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+                          "resumes by itself once a write succeeds"}};
       }
       ControlContext context{*instance_.agent,
                              *instance_.cluster,
@@ -470,11 +519,17 @@ class Loop {
                                                      {"code", "InvalidArgument"},
                                                      {"error", "control request: not JSON"}}
                                     : handle_control(context, request);
-      return response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (uint64_t id = response.value(kPendingPeerLog, uint64_t{0}); id && storage_fault_) {
+        // Read-only, nothing reaches the wire: the request was never sent.
+        instance_.agent->abandon_peer_log(id);
+        return log_reply(Status(ErrorCode::kUnavailable,
+                                "the agent cannot write its state database, so it sends nothing "
+                                "to its peers now; output kept at a peer cannot be read"));
+      }
+      return response;
     } catch (const std::exception& e) {
       logger_.error("control request failed: {}", e.what());
-      return nlohmann::json{{"ok", false}, {"code", "Internal"}, {"error", std::string("control request failed: ") + e.what()}}
-          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      return nlohmann::json{{"ok", false}, {"code", "Internal"}, {"error", std::string("control request failed: ") + e.what()}};
     }
   }
 
@@ -562,6 +617,7 @@ class Loop {
   std::chrono::steady_clock::time_point last_tick_{};
   bool ticked_ = false;  // in the last iteration
   SystemClock clock_;    // the agent's clock, to read its deadlines by
+  std::vector<AwaitedLog> awaiting_logs_;
   std::chrono::steady_clock::time_point next_probe_{};
 };
 

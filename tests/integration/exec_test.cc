@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "harness.h"
 
@@ -146,6 +147,10 @@ TEST_F(Exec, AWorkloadRunsAtAPeerAndItsExitCodeIsMirroredAtTheSource) {
   EXPECT_EQ(status["exitCode"], 3);
   EXPECT_NE(status["reason"].get<std::string>().find("exited with code 3"), std::string::npos) << status.dump();
   EXPECT_EQ(read_file(replica_dir(uid) + "/output.log"), "ran on east for source\n");
+  // The source reads it over the peer link.
+  CommandResult at_source = source_.ctl({"logs", "default/hello"});
+  EXPECT_EQ(at_source.exit_code, 0) << at_source.err;
+  EXPECT_EQ(at_source.out, "ran on east for source\n");
   // The target's operator reads it with shoalctl logs (the copy it runs for
   // the source); a replica that does not exist is named.
   CommandResult logs = east_.ctl({"logs", "default/hello"});
@@ -154,6 +159,41 @@ TEST_F(Exec, AWorkloadRunsAtAPeerAndItsExitCodeIsMirroredAtTheSource) {
   CommandResult missing = east_.ctl({"logs", "default/hello", "--replica", "2"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("--replica"), std::string::npos) << missing.err;
+}
+
+TEST_F(Exec, TheSourceFollowsTheOutputOfAPeersCopyInBoundedChunksUntilItEnds) {
+  // 200 KiB of numbered lines, more than three LOG_CHUNKs, then a pause
+  // and a last line: -f must carry on past the pause and stop at the end.
+  std::string uid = submit("chatty",
+                           "command: [sh, -c, 'seq 1 30000; while [ ! -e \"$HOME/go\" ]; do sleep 0.05; done; "
+                           "echo last']");
+  ASSERT_TRUE(wait_until([&] { return phase("chatty") == "Running"; }, 20s));
+  ASSERT_TRUE(wait_until([&] { return read_file(replica_dir(uid) + "/output.log").size() > 160000; }, 20s));
+  std::string expected;
+  for (int i = 1; i <= 30000; ++i) expected += std::to_string(i) + "\n";
+  CommandResult tail = source_.ctl({"logs", "default/chatty", "--tail", "2"});
+  EXPECT_EQ(tail.exit_code, 0) << tail.err;
+  EXPECT_EQ(tail.out, "29999\n30000\n");
+  auto chunks_received = [&]() -> int64_t {
+    json status = source_.ctl_json({"status"});
+    return status.is_null() ? 0 : status["messages"]["receivedByType"].value("LOG_CHUNK", int64_t{0});
+  };
+  int64_t before = chunks_received();
+  std::thread release([&] {
+    // The work ends once the follower has read its three chunks of output
+    // and asked at least twice more, finding nothing new (the pause).
+    wait_until([&] { return chunks_received() >= before + 5; }, 20s);
+    std::ofstream(replica_dir(uid) + "/go") << "";
+  });
+  CommandResult followed = source_.ctl({"logs", "default/chatty", "-f"});
+  release.join();
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_EQ(followed.out, expected + "last\n");
+  // Not to anyone else: the copy is the source's; east's own operator reads
+  // it as the host, and a workload the source never had is not found.
+  CommandResult unknown = source_.ctl({"logs", "default/nobody"});
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("not found"), std::string::npos) << unknown.err;
 }
 
 TEST_F(Exec, DeleteKillsTheWholeProcessGroupAndWhatIgnoresSigtermAfterTheGrace) {

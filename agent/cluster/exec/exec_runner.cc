@@ -148,6 +148,20 @@ Status ExecRunner::launch(const LaunchRequest& request) {
   if (request.uid.empty() || request.uid.find('/') != std::string::npos || request.uid[0] == '.') {
     return invalid_argument("uid \"" + request.uid + "\" cannot name a directory");
   }
+  // One uid, one owner: the directory is the source's (its key), and
+  // another source naming the same uid (by accident or on purpose) must
+  // neither replace that work nor read its output.
+  std::string owner_file = options_.work_root + "/" + request.uid + "/owner";
+  if (std::string owner = read_text(owner_file); !owner.empty() && owner != request.key + "\n") {
+    return Status(ErrorCode::kAlreadyExists,
+                  "uid " + request.uid + " is already used here by another source's workload");
+  }
+  {
+    std::error_code error;
+    fs::create_directories(options_.work_root + "/" + request.uid, error);
+    if (error) return internal_error("cannot create the work directory of " + request.uid + ": " + error.message());
+  }
+  SHOAL_RETURN_IF_ERROR(write_file_atomically(owner_file, request.key + "\n"));
   Run run;
   run.uid = request.uid;
   run.epoch = request.epoch;
@@ -299,9 +313,43 @@ void ExecRunner::signal_stop(Replica& replica, Duration grace) {
   ::sigqueue(monitor, SIGTERM, value);
 }
 
+bool ExecRunner::owns(const std::string& key) const {
+  std::string uid = uid_of(key);
+  if (uid.empty() || uid[0] == '.') return false;
+  return read_text(options_.work_root + "/" + uid + "/owner") == key + "\n";
+}
+
+// Replicas of `key` whose monitors still run though this runner never
+// launched or adopted them (a copy released after a restart, before the
+// agent re-launched it): found by their directories.
+std::optional<ExecRunner::Run> ExecRunner::find_unadopted(const std::string& key) const {
+  if (!owns(key)) return std::nullopt;
+  Run run;
+  run.uid = uid_of(key);
+  std::error_code error;
+  for (int index = 0;; ++index) {
+    std::string dir = replica_dir(run.uid, index);
+    if (!fs::exists(dir, error)) break;
+    if (!lock_held(dir)) continue;
+    Replica replica;
+    replica.dir = dir;
+    replica.monitor = verified_monitor(dir);
+    run.replicas.push_back(std::move(replica));
+  }
+  if (run.replicas.empty()) return std::nullopt;
+  return run;
+}
+
 bool ExecRunner::stop(const std::string& key, Duration grace) {
   auto it = runs_.find(key);
-  if (it == runs_.end()) return true;
+  if (it == runs_.end()) {
+    // Already stopping: its kStopped is owed to the holding stopped first.
+    if (stopping_.count(key)) return true;
+    std::optional<Run> unadopted = find_unadopted(key);
+    if (!unadopted) return true;
+    runs_[key] = std::move(*unadopted);
+    it = runs_.find(key);
+  }
   Run run = std::move(it->second);
   runs_.erase(it);
   bool all_ended = true;
@@ -440,7 +488,7 @@ Result<LogChunk> ExecRunner::read_log(const std::string& key, int replica, int64
   std::string uid = uid_of(key);
   if (uid.empty() || uid[0] == '.' || replica < 0) return not_found("no output for " + key);
   std::string dir = replica_dir(uid, replica);
-  if (!fs::exists(dir + "/epoch")) {
+  if (!owns(key) || !fs::exists(dir + "/epoch")) {
     return not_found("no output for replica " + std::to_string(replica) + " of " + uid + " here");
   }
   LogChunk chunk;

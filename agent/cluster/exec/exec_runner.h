@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,8 @@ class ExecRunner final : public Runner {
     bool stopping_rest = false;  // a replica failed: the others are being stopped
     Duration grace{};
   };
+  bool owns(const std::string& key) const;  // <work>/<uid>/owner names `key`
+  std::optional<Run> find_unadopted(const std::string& key) const;
   Status start_replica(const LaunchRequest& request, int index, Replica& replica);
   bool refresh(Replica& replica);   // true when it has ended
   void signal_stop(Replica& replica, Duration grace);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "world.h"
+#include "agent/core/remote_logs.h"
 
 namespace shoal::core::testing {
 namespace {
@@ -533,3 +534,46 @@ TEST(AgentTest, InvitationForAnotherKeyIsRefused) {
 
 }  // namespace
 }  // namespace shoal::core::testing
+
+namespace shoal::core {
+namespace {
+
+// Answers to LOG_REQUESTs (RemoteLogs): only from the peer asked, once, and
+// a peer's error code cannot pass for one of ours.
+TEST(RemoteLogsTest, AnAnswerCountsOnlyFromThePeerAskedAndOnlyOnce) {
+  RemoteLogs logs;
+  protocol::LogRequest request;
+  auto id = logs.start("east", request);
+  ASSERT_TRUE(id.is_ok());
+  EXPECT_EQ(request.request_id, *id);
+  EXPECT_FALSE(logs.take(*id).has_value()) << "nothing has come yet";
+  logs.on_chunk("mallory", protocol::LogChunk{*id, "", "", "forged", 0, 6, true});
+  EXPECT_FALSE(logs.take(*id).has_value()) << "an answer from a peer not asked is ignored";
+  logs.on_chunk("east", protocol::LogChunk{*id, "", "", "real", 0, 4, false});
+  logs.on_chunk("east", protocol::LogChunk{*id, "", "", "again", 4, 9, false});
+  auto answer = logs.take(*id);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(answer->is_ok());
+  EXPECT_EQ((*answer)->data, "real");
+  EXPECT_FALSE(logs.take(*id).has_value()) << "taken once";
+
+  auto second = logs.start("east", request);
+  ASSERT_TRUE(second.is_ok());
+  logs.on_chunk("east", protocol::LogChunk{*second, "Internal", "boom", "", 0, 0, false});
+  answer = logs.take(*second);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(answer->status().message(), "boom");
+
+  // Abandoned, a late answer is ignored; and no more than kMaxInFlight wait.
+  auto third = logs.start("east", request);
+  ASSERT_TRUE(third.is_ok());
+  logs.abandon(*third);
+  logs.on_chunk("east", protocol::LogChunk{*third, "", "", "late", 0, 4, true});
+  EXPECT_FALSE(logs.take(*third).has_value());
+  for (size_t i = 0; i < RemoteLogs::kMaxInFlight; ++i) ASSERT_TRUE(logs.start("east", request).is_ok());
+  EXPECT_EQ(logs.start("east", request).status().code(), ErrorCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace shoal::core

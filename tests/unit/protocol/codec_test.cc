@@ -64,7 +64,32 @@ std::vector<Body> every_message() {
       Digest{120000, {{"uid-1", 3}, {"uid-2", 9}}},
       Digest{0, {}},
       Holdings{{{"uid-1", 3, model::Phase::kRunning}, {"uid-9", 1, model::Phase::kSucceeded}}},
+      LogRequest{7, "uid-1", 3, 2, -4096, 65536},
+      LogChunk{7, "", "", std::string("out\0\xff put\n", 10), 100, 110, true},
+      LogChunk{8, "NotFound", "no output for replica 2", "", 0, 0, false},
   };
+}
+
+TEST(CodecTest, WireNumbersOfTheMessagesAfterBatchSkipIt) {
+  EXPECT_EQ(type_of(Holdings{}), MessageType::kHoldings);
+  EXPECT_EQ(type_of(LogRequest{}), MessageType::kLogRequest);
+  EXPECT_EQ(static_cast<int>(type_of(LogChunk{})), 18);
+  EXPECT_EQ(message_type_name(MessageType::kLogChunk), "LOG_CHUNK");
+}
+
+TEST(CodecTest, ALogChunkBeyondItsBoundOrWithOffsetsBackwardsIsRefusedNamingTheField) {
+  LogChunk big{1, "", "", std::string(kMaxLogChunkBytes + 1, 'x'), 0, kMaxLogChunkBytes + 1, false};
+  auto decoded = decode_body(MessageType::kLogChunk, encode_body(big));
+  ASSERT_FALSE(decoded.is_ok());
+  EXPECT_NE(decoded.status().message().find("data"), std::string::npos) << decoded.status().message();
+  LogChunk backwards{1, "", "", "abc", 10, 5, false};
+  decoded = decode_body(MessageType::kLogChunk, encode_body(backwards));
+  ASSERT_FALSE(decoded.is_ok());
+  EXPECT_NE(decoded.status().message().find("nextOffset"), std::string::npos) << decoded.status().message();
+  LogRequest negative{1, "uid", 1, -1, 0, 10};
+  decoded = decode_body(MessageType::kLogRequest, encode_body(negative));
+  ASSERT_FALSE(decoded.is_ok());
+  EXPECT_NE(decoded.status().message().find("replica"), std::string::npos) << decoded.status().message();
 }
 
 TEST(CodecTest, EveryMessageRoundTrips) {
