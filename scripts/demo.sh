@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job: builds shoal, starts a three-agent federation on loopback
-# (east, west, north), sets up full-mesh invitations for namespace "default",
-# submits 10 workloads (and one with a copy on every cluster) to east, waits for them to finish and shows where each
-# ran. Leaves no process behind.
+# (east, west, north) whose clusters run work as processes on this host
+# (backend: exec), sets up full-mesh invitations for namespace "default",
+# submits 10 jobs (and one with a copy on every cluster, and one spread over
+# regions) to east, waits for them to finish, shows where each ran and what
+# it printed there (shoalctl logs at east, read over the peer link). Leaves
+# no process behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
@@ -34,6 +37,7 @@ metadata:
   name: $name
   labels: {region: ${REGION[$name]}}
 spec:
+  backend: exec
   nodes:
   - {name: node, count: 4, capacity: {cpu: "8", memory: 32Gi}}
 YAML
@@ -64,8 +68,11 @@ for _ in $(seq 100); do
 done
 ctl east peers
 
-echo "== submitting 10 workloads of 6 cpu to east (the federation runs 12 at once)"
+echo "== submitting 10 jobs of 6 cpu to east (the federation runs 12 at once); each prints where it ran"
 MANIFEST="$WORK/workloads.yaml"
+# Each job is a real process: it says which cluster ran it (the exec
+# backend sets SHOAL_CLUSTER, SHOAL_NODE, SHOAL_SOURCE_CLUSTER) and works 2 s.
+JOB='["sh", "-c", "echo \"$SHOAL_WORKLOAD ran on $SHOAL_CLUSTER ($SHOAL_NODE) for $SHOAL_SOURCE_CLUSTER\"; sleep 2"]'
 for i in $(seq 1 10); do
   cat >>"$MANIFEST" <<YAML
 ---
@@ -74,7 +81,7 @@ kind: Workload
 metadata: {name: job-$i, namespace: default, labels: {demo: "true"}}
 spec:
   resources: {cpu: "6", memory: 8Gi}
-  duration: 2s
+  command: $JOB
 YAML
 done
 # One more, with a copy on each of the three clusters.
@@ -85,7 +92,7 @@ kind: Workload
 metadata: {name: everywhere, namespace: default}
 spec:
   resources: {cpu: "1", memory: 1Gi}
-  duration: 2s
+  command: $JOB
   placement: {numberOfClusters: 3}
 YAML
 SPREAD="$WORK/spread.yaml"
@@ -95,7 +102,7 @@ kind: Workload
 metadata: {name: one-per-region, namespace: default}
 spec:
   resources: {cpu: "1", memory: 1Gi}
-  duration: 2s
+  command: $JOB
   placement:
     numberOfClusters: 2
     spreadPolicy:
@@ -124,6 +131,11 @@ ctl east describe workload default/everywhere | sed -n '/^Status:/,/^Events:/p'
 echo
 ctl east describe workload default/one-per-region | sed -n '/^Copies:/,/^Events:/p'
 echo
+echo "== what the jobs printed, read at east wherever they ran (shoalctl logs)"
+LOGS="$WORK/logs.txt"
+for i in $(seq 1 10); do ctl east logs "default/job-$i" | tee -a "$LOGS"; done
+for copy in 1 2 3; do ctl east logs default/everywhere --copy "$copy" | tee -a "$LOGS"; done
+echo
 ctl east get workloads -o json | python3 -c '
 import json, sys, collections
 items = json.load(sys.stdin)["items"]
@@ -135,5 +147,15 @@ spread = next(w for w in items if w["metadata"]["name"] == "one-per-region")
 spread_regions = sorted(regions[c] for c in spread["status"]["cluster"].split(","))
 print(f"one-per-region ran in {spread_regions}")
 singles = [w for w in items if "," not in w["status"]["cluster"]]
-sys.exit(0 if ok == len(items) and spread_regions == ["us-east", "us-west"] and
-         len({w["status"]["cluster"] for w in singles}) == 3 else 1)'
+# Every job said, in its own output, that it ran where east says it did.
+lines = open(sys.argv[1]).read().splitlines()
+told = {}
+for line in lines:
+    name, _, rest = line.partition(" ran on ")
+    told.setdefault(name, []).append(rest.split(" ")[0])
+logs_agree = all(told.get(w["metadata"]["name"]) == [w["status"]["cluster"]] for w in singles)
+everywhere = sorted(told.get("everywhere", []))
+print(f"logs read at east agree with where each job ran: {logs_agree}; everywhere printed on {everywhere}")
+sys.exit(0 if ok == len(items) and spread_regions == ["us-east", "us-west"] and logs_agree and
+         everywhere == ["east", "north", "west"] and
+         len({w["status"]["cluster"] for w in singles}) == 3 else 1)' "$LOGS"

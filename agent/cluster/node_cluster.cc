@@ -6,8 +6,7 @@ namespace shoal::cluster {
 
 Status SimRunner::launch(const LaunchRequest& request) {
   if (runs_.count(request.key)) return Status::ok();  // re-attached: it runs on
-  runs_[request.key] = {false, request.started_at + request.spec.sim.duration,
-                        request.spec.sim.exit_code};
+  runs_[request.key] = {request.started_at + request.spec.sim.duration, request.spec.sim.exit_code};
   return Status::ok();
 }
 
@@ -20,10 +19,6 @@ std::vector<WorkloadEvent> SimRunner::observe(TimePoint now) {
   std::vector<WorkloadEvent> events;
   for (auto it = runs_.begin(); it != runs_.end();) {
     Run& run = it->second;
-    if (!run.start_reported) {
-      run.start_reported = true;
-      events.push_back({it->first, WorkloadEventKind::kStarted, now, 0, ""});
-    }
     if (run.finish_at > now) {
       ++it;
       continue;
@@ -39,10 +34,7 @@ std::vector<WorkloadEvent> SimRunner::observe(TimePoint now) {
 
 TimePoint SimRunner::next_event_at() const {
   TimePoint next = TimePoint::max();
-  for (const auto& [key, run] : runs_) {
-    if (!run.start_reported) return TimePoint::min();
-    next = std::min(next, run.finish_at);
-  }
+  for (const auto& [key, run] : runs_) next = std::min(next, run.finish_at);
   return next;
 }
 
@@ -149,6 +141,7 @@ void NodeCluster::stop(const std::string& key, Duration grace) {
   if (it == holdings_.end()) return;
   Holding holding = std::move(it->second);
   holdings_.erase(it);
+  unreported_starts_.erase(key);
   // Also when this agent never launched it: a copy restored after a
   // restart may still run from before, and its room is free only once that
   // is gone.
@@ -162,11 +155,22 @@ void NodeCluster::stop(const std::string& key, Duration grace) {
 Status NodeCluster::launch(const LaunchRequest& request) {
   auto it = holdings_.find(request.key);
   if (it == holdings_.end()) return not_found("no reservation for " + request.key);
-  return runner_->launch(request);
+  SHOAL_RETURN_IF_ERROR(runner_->launch(request));
+  unreported_starts_.insert(request.key);
+  return Status::ok();
 }
 
 std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
-  std::vector<WorkloadEvent> events = runner_->observe(now);
+  // Every launch is reported Started once, before how it ended (a re-attach
+  // after a restart again: the core takes the first).
+  std::vector<WorkloadEvent> events;
+  for (const std::string& key : unreported_starts_) {
+    events.push_back({key, WorkloadEventKind::kStarted, now, 0, runner_->describe(key)});
+  }
+  unreported_starts_.clear();
+  std::vector<WorkloadEvent> observed = runner_->observe(now);
+  events.insert(events.end(), std::make_move_iterator(observed.begin()),
+                std::make_move_iterator(observed.end()));
   for (const WorkloadEvent& event : events) {
     if (event.kind == WorkloadEventKind::kStopped) {
       auto it = stopping_.find(event.key);
@@ -186,7 +190,9 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   return events;
 }
 
-TimePoint NodeCluster::next_event_at() const { return runner_->next_event_at(); }
+TimePoint NodeCluster::next_event_at() const {
+  return unreported_starts_.empty() ? runner_->next_event_at() : TimePoint::min();
+}
 
 CapacitySummary NodeCluster::capacity() const {
   CapacitySummary summary;

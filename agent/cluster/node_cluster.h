@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,13 @@ class Runner {
   // report a kStopped event for `key` once it is gone. After stop() the key
   // may be launched again (a new epoch) while the old work still stops.
   virtual bool stop(const std::string& key, Duration grace) = 0;
-  // Started / Succeeded / Failed / Lost for launched keys, kStopped for
-  // stopped ones, oldest first.
+  // Succeeded / Failed / Lost for launched keys, kStopped for stopped ones,
+  // oldest first (NodeCluster reports each launch Started).
   virtual std::vector<WorkloadEvent> observe(TimePoint now) = 0;
   virtual TimePoint next_event_at() const = 0;
   virtual void forget(const std::string& key) = 0;
+  // How it runs `key`'s work, for people: the message of its Started event
+  // (e.g. whether resource limits are enforced); "" when nothing is worth saying.
   virtual std::string describe(const std::string& key) const = 0;
   virtual Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                                     size_t max_bytes) const = 0;
@@ -55,7 +58,6 @@ class SimRunner final : public Runner {
 
  private:
   struct Run {
-    bool start_reported = false;
     TimePoint finish_at{};
     int32_t exit_code = 0;
   };
@@ -117,6 +119,7 @@ class NodeCluster final : public Cluster {
   FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
   std::map<std::string, Holding> holdings_;
+  std::set<std::string> unreported_starts_;  // launched, not yet reported Started
   // Work released while it ran, still stopping: its room stays held until
   // the runner reports it gone (oldest first per key).
   std::map<std::string, std::deque<Holding>> stopping_;

@@ -249,6 +249,7 @@ void TargetRole::apply_cluster_events() {
       case cluster::WorkloadEventKind::kStarted:
         if (record.phase != store::ReservationPhase::kBound) continue;
         record.phase = store::ReservationPhase::kRunning;
+        record.message = event.message;  // how the backend runs it, e.g. its limits
         break;
       case cluster::WorkloadEventKind::kStopped:
         continue;  // handled above

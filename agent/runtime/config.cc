@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "model/quantity.h"
 #include "model/workload.h"
 #include "model/yaml_document.h"
 
@@ -46,6 +47,24 @@ Result<core::Disclosure> read_disclosure(const YAML::Node& node) {
     }
   }
   return out;
+}
+
+Status read_exec(const YAML::Node& node, AgentFile* file) {
+  if (!node.IsMap()) return invalid_argument("agent.yaml exec: expected a mapping with logCap, keepFinished");
+  for (const auto& item : node) {
+    std::string key = item.first.as<std::string>();
+    std::string field = "agent.yaml exec." + key;
+    if (!item.second.IsScalar()) return invalid_argument(field + ": expected a single value");
+    if (key == "logCap") {
+      SHOAL_ASSIGN_OR_RETURN(file->exec_log_cap_bytes, model::parse_memory_bytes(item.second.Scalar(), field));
+      if (file->exec_log_cap_bytes < 4096) return invalid_argument(field + ": expected at least 4Ki");
+    } else if (key == "keepFinished") {
+      SHOAL_ASSIGN_OR_RETURN(file->exec_keep_finished, parse_duration(item.second.Scalar(), field));
+    } else {
+      return invalid_argument(field + ": unknown field (expected logCap, keepFinished)");
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -103,6 +122,9 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
             "agent.yaml placementWindow: expected a whole number of workloads from 1 to 1000000");
       }
       file.timing.placement_window = value;
+    }
+    if (const YAML::Node exec = node["exec"]) {
+      SHOAL_RETURN_IF_ERROR(read_exec(exec, &file));
     }
     if (const YAML::Node disclose = node["disclose"]) {
       SHOAL_ASSIGN_OR_RETURN(file.timing.disclose, read_disclosure(disclose));
@@ -173,6 +195,10 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
   out << YAML::Key << "placementWindow" << YAML::Value << file.timing.placement_window;
   out << YAML::Key << "preferredWait" << YAML::Value << format_duration(file.timing.preferred_wait);
+  out << YAML::Key << "exec" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "logCap" << YAML::Value << std::to_string(file.exec_log_cap_bytes);
+  out << YAML::Key << "keepFinished" << YAML::Value << format_duration(file.exec_keep_finished);
+  out << YAML::EndMap;
   out << YAML::Key << "disclose" << YAML::Value << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "labels" << YAML::Value << YAML::Flow << file.timing.disclose.labels;
   out << YAML::Key << "claims" << YAML::Value << YAML::Flow << file.timing.disclose.claims;

@@ -29,6 +29,11 @@ struct AgentFile {
   // excess is dropped unread (rate_limiter.h).
   int64_t peer_message_rate = 2000;
   int64_t peer_message_burst = 4000;
+  // The exec backend (docs/backends.md): output kept per replica before it
+  // is rotated once (so twice this at most), and how long a finished
+  // workload's directory outlives the agent's record of it.
+  int64_t exec_log_cap_bytes = 10 << 20;
+  Duration exec_keep_finished = std::chrono::hours(1);
   core::AgentConfig timing;    // durations; cluster/org/endpoint are filled from above
 };
 

@@ -150,13 +150,14 @@ struct AgentInstance {
 class AgentFactory {
  public:
   AgentFactory(std::string data_dir, core::AgentConfig config, crypto::Identity identity,
-               model::ClusterSpec cluster_spec,
+               model::ClusterSpec cluster_spec, cluster::ExecOptions exec_options,
                const Clock& clock, ZmqTransport& transport, store::Store& store, core::Rng& rng,
                std::shared_ptr<spdlog::logger> logger)
       : data_dir_(std::move(data_dir)),
         config_(std::move(config)),
         identity_(std::move(identity)),
         cluster_spec_(std::move(cluster_spec)),
+        exec_options_(std::move(exec_options)),
         clock_(clock),
         transport_(transport),
         store_(store),
@@ -168,7 +169,7 @@ class AgentFactory {
     if (cluster_spec_.backend == "exec") {
       // A fresh runner re-adopts from the work directories what still runs:
       // the core launches every bound copy again after a restore.
-      cluster::ExecOptions options;
+      cluster::ExecOptions options = exec_options_;
       options.work_root = data_dir_ + "/work";
       options.monitor_path = cluster::default_monitor_path();
       options.cluster_name = config_.cluster;
@@ -189,6 +190,7 @@ class AgentFactory {
   core::AgentConfig config_;
   crypto::Identity identity_;
   model::ClusterSpec cluster_spec_;
+  cluster::ExecOptions exec_options_;  // the agent.yaml part; the rest is filled in make()
   const Clock& clock_;
   ZmqTransport& transport_;
   store::Store& store_;
@@ -745,8 +747,11 @@ Status run_agent(const std::string& data_dir) {
   SystemClock clock;
   SodiumRng rng;
   ZmqTransport transport(context, curve_keys);
-  AgentFactory factory(data_dir, file.timing, std::move(identity), std::move(cluster_spec), clock, transport,
-                       *store, rng, logger);
+  cluster::ExecOptions exec_options;
+  exec_options.log_cap_bytes = file.exec_log_cap_bytes;
+  exec_options.keep_finished = std::chrono::duration_cast<std::chrono::seconds>(file.exec_keep_finished);
+  AgentFactory factory(data_dir, file.timing, std::move(identity), std::move(cluster_spec),
+                       std::move(exec_options), clock, transport, *store, rng, logger);
   Loop loop(factory, *store, transport, peers, *guard, control, zap ? &*zap : nullptr, signal_fd,
             PeerRateLimiter(static_cast<double>(file.peer_message_rate),
                             static_cast<double>(file.peer_message_burst)),

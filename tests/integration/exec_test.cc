@@ -169,6 +169,20 @@ TEST_F(Exec, TheSourceFollowsTheOutputOfAPeersCopyInBoundedChunksUntilItEnds) {
                            "echo last']");
   ASSERT_TRUE(wait_until([&] { return phase("chatty") == "Running"; }, 20s));
   ASSERT_TRUE(wait_until([&] { return read_file(replica_dir(uid) + "/output.log").size() > 160000; }, 20s));
+  // The source's history says how east runs it: limits enforced or only accounted.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        json described = describe("chatty");  // (a temporary's member would dangle in the loop)
+        for (const auto& event : described["events"]) {
+          if (event["text"].get<std::string>().find("Running at east: exec: cpu and memory limits") !=
+              std::string::npos) {
+            return true;
+          }
+        }
+        return false;
+      },
+      10s))
+      << describe("chatty")["events"].dump(2);
   std::string expected;
   for (int i = 1; i <= 30000; ++i) expected += std::to_string(i) + "\n";
   CommandResult tail = source_.ctl({"logs", "default/chatty", "--tail", "2"});

@@ -202,7 +202,6 @@ Status ExecRunner::launch(const LaunchRequest& request) {
     SHOAL_RETURN_IF_ERROR(start_replica(request, index, replica));
   }
   runs_[request.key] = std::move(run);
-  launched_since_observe_ = true;
   return Status::ok();
 }
 
@@ -398,7 +397,6 @@ WorkloadEvent ExecRunner::outcome(const std::string& key, const Run& run, TimePo
 }
 
 std::vector<WorkloadEvent> ExecRunner::observe(TimePoint now) {
-  launched_since_observe_ = false;
   last_observe_ = now;
   if (now >= next_sweep_) {
     next_sweep_ = now + std::chrono::minutes(1);
@@ -407,10 +405,6 @@ std::vector<WorkloadEvent> ExecRunner::observe(TimePoint now) {
   std::vector<WorkloadEvent> events;
   for (auto it = runs_.begin(); it != runs_.end();) {
     Run& run = it->second;
-    if (!run.start_reported) {
-      run.start_reported = true;
-      events.push_back({it->first, WorkloadEventKind::kStarted, now, 0, ""});
-    }
     bool all_ended = true;
     bool one_failed = false;
     for (Replica& replica : run.replicas) {
@@ -445,7 +439,6 @@ std::vector<WorkloadEvent> ExecRunner::observe(TimePoint now) {
 }
 
 TimePoint ExecRunner::next_event_at() const {
-  if (launched_since_observe_) return TimePoint::min();
   if (runs_.empty() && stopping_.empty()) return next_sweep_;
   return std::min(next_sweep_, last_observe_ + kPollInterval);
 }
@@ -513,11 +506,10 @@ Result<LogChunk> ExecRunner::read_log(const std::string& key, int replica, int64
   return chunk;
 }
 
-std::string ExecRunner::describe(const std::string& key) const {
-  std::string limits = options_.cgroup_root.empty()
-                           ? "limits accounted only (no writable cgroup v2 for this agent)"
-                           : "limits enforced by cgroup v2 under " + options_.cgroup_root;
-  return "exec: " + limits + "; work directory " + options_.work_root + "/" + uid_of(key);
+std::string ExecRunner::describe(const std::string&) const {
+  return options_.cgroup_root.empty()
+             ? "exec: cpu and memory limits accounted, not enforced (no writable cgroup v2 here)"
+             : "exec: cpu and memory limits enforced by cgroup v2";
 }
 
 }  // namespace shoal::cluster

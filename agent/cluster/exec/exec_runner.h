@@ -71,7 +71,6 @@ class ExecRunner final : public Runner {
     std::string uid;
     uint64_t epoch = 0;
     std::vector<Replica> replicas;
-    bool start_reported = false;
     bool stopping_rest = false;  // a replica failed: the others are being stopped
     Duration grace{};
   };
@@ -86,7 +85,6 @@ class ExecRunner final : public Runner {
   ExecOptions options_;
   std::map<std::string, Run> runs_;
   std::map<std::string, std::vector<Run>> stopping_;  // released, not yet gone
-  bool launched_since_observe_ = false;
   TimePoint last_observe_{};
   TimePoint next_sweep_{};
 };

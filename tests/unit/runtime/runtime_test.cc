@@ -89,5 +89,30 @@ TEST_F(AgentFileTest, ABadPeerMessageLimitIsRefusedNamingTheField) {
   }
 }
 
+TEST_F(AgentFileTest, ExecSettingsDefaultRoundTripAndABadOneIsNamed) {
+  auto defaults = load("");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->exec_log_cap_bytes, 10 << 20);
+  EXPECT_EQ(defaults->exec_keep_finished, std::chrono::hours(1));
+  auto custom = load("exec: {logCap: 64Ki, keepFinished: 5m}\n");
+  ASSERT_TRUE(custom.is_ok()) << custom.status().message();
+  ASSERT_TRUE(write_agent_file(dir_, *custom).is_ok());
+  auto again = load_agent_file(dir_);
+  ASSERT_TRUE(again.is_ok()) << again.status().message();
+  EXPECT_EQ(again->exec_log_cap_bytes, 64 << 10);
+  EXPECT_EQ(again->exec_keep_finished, std::chrono::minutes(5));
+  for (auto [bad, field] : {std::pair{"exec: {logCap: 1}\n", "exec.logCap"},
+                            std::pair{"exec: {logCap: lots}\n", "exec.logCap"},
+                            std::pair{"exec: {keepFinished: soon}\n", "exec.keepFinished"},
+                            std::pair{"exec: {logcap: 1Mi}\n", "exec.logcap: unknown field"},
+                            std::pair{"exec: 5\n", "exec: expected a mapping"}}) {
+    auto file = load(bad);
+    ASSERT_FALSE(file.is_ok()) << bad;
+    EXPECT_EQ(file.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(file.status().message().find(std::string("agent.yaml ") + field), std::string::npos)
+        << file.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace shoal::runtime
