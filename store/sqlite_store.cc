@@ -214,8 +214,9 @@ Status SqliteStore::commit() {
   Status committed = db_->execute("COMMIT");
   if (committed.is_ok() && wrote) {
     ++commit_stats_.written;
-    commit_stats_.written_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    commit_stats_.written_seconds += seconds;
+    commit_stats_.written_latency.observe(seconds);
   } else if (committed.is_ok()) {
     ++commit_stats_.empty;
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/histogram.h"
 #include "common/status.h"
 #include "store/records.h"
 
@@ -18,6 +19,7 @@ struct CommitStats {
   uint64_t written = 0;           // batches that changed rows
   uint64_t empty = 0;             // batches that changed none
   double written_seconds = 0;     // wall time inside the written batches' COMMIT
+  Histogram written_latency{latency_buckets_seconds()};  // each written batch's COMMIT
 };
 
 class Store {

@@ -150,6 +150,14 @@ class Agent {
   // Every known peer's id, without building views (for the handshake check).
   std::vector<std::string> peer_ids() const;
   const AgentStats& stats() const { return context_.stats(); }
+  // As a target: what weighted routing reads, and the local queue's depth.
+  const std::map<std::string, model::UsageCounts>& namespace_counts() const {
+    return target_.counts_by_namespace();
+  }
+  const model::UsageCounts& cluster_counts() const { return target_.cluster_counts(); }
+  std::map<std::pair<std::string, std::string>, int64_t> queue_depths() const {
+    return target_.queue_depths();
+  }
   const std::string& self_id() const { return context_.self_id(); }
 
   // Call before committing a batch: writes what the batch accumulated (peer

@@ -606,6 +606,7 @@ void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& 
 }
 
 void SourceRole::on_reject(const std::string& from, const protocol::Reject& message) {
+  ++context_.stats().rejections_heard[std::string(protocol::reject_code_name(message.code))];
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
@@ -707,6 +708,12 @@ void SourceRole::on_bound(const std::string& from, const protocol::Bound& messag
   record.updated_at = clock_.now();
   persist(record);
   record_event(record.uid, "bound at " + record.cluster);
+  AgentStats& stats = context_.stats();
+  ++stats.placements_bound;
+  if (record.restarts == 0) {
+    stats.placement_latency.observe(
+        std::chrono::duration<double>(record.updated_at - record.created_at).count());
+  }
   // Its next CAPACITY counts this workload (our own cluster's counts are
   // read live): then we stop counting it ourselves.
   if (workload->expected_at == from) {

@@ -298,6 +298,7 @@ void TargetRole::expire_reservations() {
             std::min(next_reservation_expiry_, reservation.record.expires_at);
       }
     }
+    context_.stats().reservations_expired += expired.size();
     for (const auto& key : expired) release_reservation(key, "reservation expired unapproved");
   }
   // A queued candidate whose source stopped asking has been placed elsewhere

@@ -295,6 +295,7 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
   }
   TimePoint now = clock_.now();
   if (record.expires_at <= now) {
+    ++context_.stats().reservations_expired;
     release_reservation(key, "reservation expired before approval");
     send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
                                 protocol::RejectCode::kReservationExpired});

@@ -67,6 +67,17 @@ class TargetRole {
   // Our own work's counts, as a source of ours would read them: the
   // namespace's (with its queues' workloads) and the whole cluster's.
   protocol::Capacity own_counts(const std::string& namespace_name) const;
+  // The counts weighted routing reads, per namespace and cluster-wide
+  // (/v1/metrics); candidates waiting in the local queue, per (namespace, queue).
+  const std::map<std::string, model::UsageCounts>& counts_by_namespace() const {
+    return counts_by_namespace_;
+  }
+  const model::UsageCounts& cluster_counts() const { return cluster_counts_; }
+  std::map<std::pair<std::string, std::string>, int64_t> queue_depths() const {
+    std::map<std::pair<std::string, std::string>, int64_t> depths;
+    for (const auto& [key, queued] : queued_) ++depths[{queued.spec.namespace_name, queued.spec.queue}];
+    return depths;
+  }
   // Every source hears our capacity at the next tick (an invitation changed).
   void note_capacity_changed() { capacity_changed_ = true; }
   // Starts on the cluster every copy bound (or restored) since the last

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/histogram.h"
 #include "common/time.h"
 #include "crypto/invitation.h"
 #include "model/placement_spec.h"
@@ -121,6 +122,13 @@ struct AgentStats {
   std::array<uint64_t, protocol::kMaxMessageType + 1> received_by_type{};
   std::array<uint64_t, protocol::kMaxMessageType + 1> sent_by_type{};
   std::map<std::string, uint64_t> rejected;  // CANDIDATEs this target refused, by reason code
+  // As a source: REJECTs heard, by code name; workloads (or copies) bound,
+  // and how long each first placement took from submission to BOUND.
+  std::map<std::string, uint64_t> rejections_heard;
+  uint64_t placements_bound = 0;
+  Histogram placement_latency{latency_buckets_seconds()};
+  // As a target: reservations released because no APPROVE came in time.
+  uint64_t reservations_expired = 0;
 };
 
 }  // namespace shoal::core

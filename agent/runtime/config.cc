@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "agent/runtime/http_endpoint.h"
 #include "model/quantity.h"
 #include "model/workload.h"
 #include "model/yaml_document.h"
@@ -123,6 +124,11 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
       }
       file.timing.placement_window = value;
     }
+    if (node["metricsListen"]) {
+      if (!node["metricsListen"].IsScalar()) return invalid_argument("agent.yaml metricsListen: expected HOST:PORT");
+      file.metrics_listen = node["metricsListen"].Scalar();
+      if (!file.metrics_listen.empty()) SHOAL_RETURN_IF_ERROR(validate_metrics_listen(file.metrics_listen));
+    }
     if (const YAML::Node exec = node["exec"]) {
       SHOAL_RETURN_IF_ERROR(read_exec(exec, &file));
     }
@@ -195,6 +201,7 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
   out << YAML::Key << "placementWindow" << YAML::Value << file.timing.placement_window;
   out << YAML::Key << "preferredWait" << YAML::Value << format_duration(file.timing.preferred_wait);
+  out << YAML::Key << "metricsListen" << YAML::Value << file.metrics_listen;
   out << YAML::Key << "exec" << YAML::Value << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "logCap" << YAML::Value << std::to_string(file.exec_log_cap_bytes);
   out << YAML::Key << "keepFinished" << YAML::Value << format_duration(file.exec_keep_finished);

@@ -29,6 +29,8 @@ struct AgentFile {
   // excess is dropped unread (rate_limiter.h).
   int64_t peer_message_rate = 2000;
   int64_t peer_message_burst = 4000;
+  // HOST:PORT of the HTTP endpoint (http_endpoint.h); "" (the default): none.
+  std::string metrics_listen;
   // The exec backend (docs/backends.md): output kept per replica before it
   // is rotated once (so twice this at most), and how long a finished
   // workload's directory outlives the agent's record of it.

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "agent/control/inventory_json.h"
+#include "agent/runtime/metrics.h"
 #include "common/text.h"
 #include "model/manifest.h"
 
@@ -411,6 +412,14 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     return out;
   }
   if (command == "status") return status_json(context);
+  if (command == "metrics") return json{{"ok", true}, {"text", render_metrics(context)}};
+  if (command == "routing-metrics") {
+    SHOAL_ASSIGN_OR_RETURN(std::string domain, request.text("domain"));
+    SHOAL_ASSIGN_OR_RETURN(std::string metric, request.text("metric"));
+    SHOAL_ASSIGN_OR_RETURN(json out, routing_metric(context, domain, metric));
+    out["ok"] = true;
+    return out;
+  }
   return invalid_argument("control request field \"command\": unknown command " + quoted_text(command));
 }
 

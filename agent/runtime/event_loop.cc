@@ -28,6 +28,7 @@
 #include "agent/runtime/config.h"
 #include "agent/runtime/connection_guard.h"
 #include "agent/runtime/control.h"
+#include "agent/runtime/http_endpoint.h"
 #include "agent/runtime/rate_limiter.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/file.h"
@@ -767,7 +768,27 @@ Status run_agent(const std::string& data_dir) {
       file.cluster, file.listen, node_count, file.wire_encryption,
       ConnectionGuard::connection_cap(descriptors), loop.agent().self_id());
 
+  // The HTTP endpoint reads the agent through its control socket, so it
+  // starts once the loop can answer and stops before the loop's socket goes.
+  std::unique_ptr<HttpEndpoint> http;
+  if (!file.metrics_listen.empty()) {
+    auto started = HttpEndpoint::start(file.metrics_listen, data_dir);
+    if (!started.is_ok()) {
+      ::close(signal_fd);
+      std::filesystem::remove(control_socket_path(data_dir));
+      return started.status();
+    }
+    http = std::move(started).value();
+    if (file.metrics_listen.rfind("127.", 0) != 0 && file.metrics_listen.rfind("localhost:", 0) != 0 &&
+        file.metrics_listen.rfind("[::1]:", 0) != 0) {
+      logger->warn("metrics, health and routing counts are served without authentication on {}",
+                   file.metrics_listen);
+    }
+    logger->info("HTTP endpoint on {}: /metrics /healthz /readyz /v1/metrics/<domain>/<metric>",
+                 file.metrics_listen);
+  }
   Status result = loop.run();
+  http.reset();
   ::close(signal_fd);
   std::filesystem::remove(control_socket_path(data_dir));
   if (!result.is_ok()) logger->critical("{}", result.message());

@@ -1,0 +1,273 @@
+// Operating one agent (issue 17) with real agents: the HTTP endpoint's
+// /metrics scraped during a placement run (read by a strict parser of the
+// Prometheus text format), /healthz, /readyz and the routing counts.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// One metric family as the exposition declared it, and its samples by
+// series ("name{labels as written}").
+struct Family {
+  std::string type;
+  bool has_help = false;
+  std::map<std::string, double> samples;
+};
+
+// A strict reader of the Prometheus text format 0.0.4: every sample's family
+// declared (# TYPE) before it and its samples together; names and labels as
+// the format allows; no series twice; counters named *_total and never
+// negative; histogram buckets ascending and cumulative, +Inf equal to _count.
+// Returns the families, or fails the test naming the line.
+std::map<std::string, Family> parse_exposition(const std::string& text) {
+  static const std::regex kName("[a-zA-Z_:][a-zA-Z0-9_:]*");
+  static const std::regex kSample(
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})? ([^ ]+)( -?[0-9]+)?)");
+  static const std::regex kLabel(R"(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)\")");
+  std::map<std::string, Family> families;
+  std::set<std::string> closed;  // families whose samples have ended
+  std::string current;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  EXPECT_TRUE(!text.empty() && text.back() == '\n') << "the exposition must end with a newline";
+  while (std::getline(lines, line)) {
+    ++number;
+    std::string where = "line " + std::to_string(number) + ": " + line;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream words(line.substr(7));
+      std::string name, rest;
+      words >> name;
+      std::getline(words, rest);
+      EXPECT_TRUE(std::regex_match(name, kName)) << where;
+      EXPECT_FALSE(closed.count(name)) << "family declared again after its samples: " << where;
+      if (name != current && !current.empty()) closed.insert(current);
+      current = name;
+      Family& family = families[name];
+      if (line[2] == 'H') {
+        EXPECT_FALSE(family.has_help) << "second HELP: " << where;
+        family.has_help = true;
+      } else {
+        EXPECT_TRUE(family.type.empty()) << "second TYPE: " << where;
+        family.type = rest.empty() ? "" : rest.substr(1);
+        EXPECT_TRUE(family.type == "counter" || family.type == "gauge" || family.type == "histogram" ||
+                    family.type == "summary" || family.type == "untyped")
+            << where;
+      }
+      continue;
+    }
+    EXPECT_NE(line.rfind('#', 0), 0u) << "a comment other than HELP or TYPE: " << where;
+    EXPECT_FALSE(line.empty()) << "empty line " << number;
+    std::smatch match;
+    if (!std::regex_match(line, match, kSample)) {
+      ADD_FAILURE() << "not a sample: " << where;
+      continue;
+    }
+    std::string name = match[1];
+    std::string family_name = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      std::string s(suffix);
+      if (!families.count(name) && name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+        family_name = name.substr(0, name.size() - s.size());
+      }
+    }
+    EXPECT_EQ(family_name, current) << "a sample outside its family's block: " << where;
+    auto it = families.find(family_name);
+    if (it == families.end() || it->second.type.empty()) {
+      ADD_FAILURE() << "a sample before its # TYPE: " << where;
+      continue;
+    }
+    std::string value_text = match[4];
+    double value = 0;
+    if (value_text == "+Inf") value = INFINITY;
+    else if (value_text == "-Inf") value = -INFINITY;
+    else if (value_text == "NaN") value = NAN;
+    else {
+      size_t used = 0;
+      try {
+        value = std::stod(value_text, &used);
+      } catch (...) {
+      }
+      EXPECT_EQ(used, value_text.size()) << "not a number: " << where;
+    }
+    std::string series = name + "{" + match[3].str() + "}";
+    EXPECT_FALSE(it->second.samples.count(series)) << "series twice: " << where;
+    it->second.samples[series] = value;
+    if (it->second.type == "counter") {
+      EXPECT_TRUE(name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0) << where;
+      EXPECT_GE(value, 0) << where;
+    }
+  }
+  // Histograms: buckets by le ascending and cumulative; +Inf equals _count.
+  for (const auto& [name, family] : families) {
+    EXPECT_FALSE(family.type.empty()) << name << " has no TYPE";
+    EXPECT_TRUE(family.has_help) << name << " has no HELP";
+    if (family.type != "histogram") continue;
+    std::vector<std::pair<double, double>> buckets;
+    for (const auto& [series, value] : family.samples) {
+      if (series.rfind(name + "_bucket{", 0) != 0) continue;
+      std::smatch le;
+      std::string labels = series.substr(name.size() + 8);
+      if (!std::regex_search(labels, le, kLabel)) {
+        ADD_FAILURE() << "a bucket without le: " << series;
+        continue;
+      }
+      buckets.emplace_back(le[2] == "+Inf" ? INFINITY : std::stod(le[2]), value);
+    }
+    std::sort(buckets.begin(), buckets.end());
+    if (buckets.empty()) {
+      ADD_FAILURE() << name << " has no buckets";
+      continue;
+    }
+    EXPECT_TRUE(std::isinf(buckets.back().first)) << name << " has no +Inf bucket";
+    for (size_t i = 1; i < buckets.size(); ++i) EXPECT_LE(buckets[i - 1].second, buckets[i].second) << name;
+    EXPECT_EQ(buckets.back().second, family.samples.at(name + "_count{}")) << name;
+    EXPECT_TRUE(family.samples.count(name + "_sum{}")) << name;
+  }
+  return families;
+}
+
+class Operate : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (AgentProcess* agent : {&source_, &target_}) {
+      agent->init();
+      int port = free_port();
+      ports_[agent] = port;
+      agent->set_config("metricsListen", "127.0.0.1:" + std::to_string(port));
+      agent->set_config("heartbeatInterval", "300ms");
+      ASSERT_TRUE(agent->start()) << agent->name() << "\n" << agent->log();
+    }
+    invite_full_mesh({&source_, &target_}, "default");
+    ASSERT_TRUE(wait_until(
+        [&] {
+          json peers = source_.ctl_json({"peers"});
+          return !peers.is_null() && !peers["items"].empty() && peers["items"][0]["state"] == "Active";
+        },
+        20s));
+  }
+
+  httplib::Result get(AgentProcess& agent, const std::string& path) {
+    httplib::Client client("127.0.0.1", ports_[&agent]);
+    client.set_connection_timeout(5);
+    client.set_read_timeout(10);
+    return client.Get(path.c_str());
+  }
+
+  std::map<std::string, Family> scrape(AgentProcess& agent) {
+    auto response = get(agent, "/metrics");
+    EXPECT_TRUE(response) << "no answer from /metrics";
+    if (!response) return {};
+    EXPECT_EQ(response->status, 200);
+    EXPECT_EQ(response->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u);
+    return parse_exposition(response->body);
+  }
+
+  static double value(const std::map<std::string, Family>& families, const std::string& family,
+                      const std::string& series) {
+    auto it = families.find(family);
+    if (it == families.end()) return -1;
+    auto sample = it->second.samples.find(series);
+    return sample == it->second.samples.end() ? -1 : sample->second;
+  }
+
+  TempDir dir_;
+  AgentProcess source_{"source", dir_.path()};
+  AgentProcess target_{"target", dir_.path()};
+  std::map<AgentProcess*, int> ports_;
+};
+
+TEST_F(Operate, MetricsScrapedDuringAPlacementRunParseAndMoveAsExpected) {
+  auto before = scrape(source_);
+  EXPECT_EQ(value(before, "shoal_placements_total", "shoal_placements_total{outcome=\"bound\"}"), 0);
+  EXPECT_EQ(value(before, "shoal_peers", "shoal_peers{state=\"Active\"}"), 1);
+  EXPECT_EQ(value(before, "shoal_store_writable", "shoal_store_writable{}"), 1);
+
+  // 40 workloads of a whole node each over 8 nodes: some wait in line.
+  std::string manifest = write_workloads(dir_.path(), "job", 40, "8", "1s");
+  ASSERT_EQ(source_.ctl({"submit", "-f", manifest}).exit_code, 0);
+  // Scraped while placing: still a valid exposition.
+  auto during = scrape(source_);
+  EXPECT_GE(value(during, "shoal_workloads", "shoal_workloads{phase=\"Succeeded\"}"), 0);
+  scrape(target_);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json list = source_.ctl_json({"get", "workloads"});
+        if (list.is_null() || list["items"].size() != 40) return false;
+        for (const auto& w : list["items"]) {
+          if (w["status"]["phase"] != "Succeeded") return false;
+        }
+        return true;
+      },
+      60s));
+  auto after = scrape(source_);
+  EXPECT_EQ(value(after, "shoal_placements_total", "shoal_placements_total{outcome=\"bound\"}"), 40);
+  EXPECT_EQ(value(after, "shoal_placement_duration_seconds", "shoal_placement_duration_seconds_count{}"), 40);
+  EXPECT_GT(value(after, "shoal_placement_duration_seconds", "shoal_placement_duration_seconds_sum{}"), 0);
+  EXPECT_EQ(value(after, "shoal_workloads", "shoal_workloads{phase=\"Succeeded\"}"), 40);
+  // (Messages to its own cluster never reach the wire: APPROVEs counted are the target's share.)
+  EXPECT_GT(value(after, "shoal_messages_sent_total", "shoal_messages_sent_total{type=\"APPROVE\"}"), 0);
+  EXPECT_GT(value(after, "shoal_messages_sent_total", "shoal_messages_sent_total{type=\"CANDIDATE\"}"),
+            value(before, "shoal_messages_sent_total", "shoal_messages_sent_total{type=\"CANDIDATE\"}"));
+  EXPECT_GT(value(after, "shoal_store_commits_total", "shoal_store_commits_total{result=\"written\"}"),
+            value(before, "shoal_store_commits_total", "shoal_store_commits_total{result=\"written\"}"));
+  EXPECT_GT(value(after, "shoal_store_commit_duration_seconds", "shoal_store_commit_duration_seconds_count{}"), 0);
+  EXPECT_EQ(value(after, "shoal_messages_dropped_total", "shoal_messages_dropped_total{reason=\"BadSignature\"}"), 0);
+  // The target ran some of them: its side moved too.
+  auto at_target = scrape(target_);
+  EXPECT_GT(value(at_target, "shoal_messages_received_total", "shoal_messages_received_total{type=\"CANDIDATE\"}"), 0);
+  EXPECT_GT(value(at_target, "shoal_messages_sent_total", "shoal_messages_sent_total{type=\"READY\"}"), 0);
+}
+
+TEST_F(Operate, HealthReadinessAndTheRoutingCountsAnswer) {
+  auto health = get(target_, "/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto ready = get(target_, "/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  // Two long workloads of the source run at the target: its namespace and
+  // cluster counts say so.
+  std::string manifest = write_workloads(dir_.path(), "long", 12, "8", "60s");
+  ASSERT_EQ(source_.ctl({"submit", "-f", manifest}).exit_code, 0);
+  json namespaces;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto response = get(target_, "/v1/metrics/namespace/workloads");
+        if (!response || response->status != 200) return false;
+        namespaces = json::parse(response->body, nullptr, false);
+        return namespaces.is_object() && namespaces["values"].value("default", 0.0) >= 1;
+      },
+      20s))
+      << namespaces.dump();
+  EXPECT_EQ(namespaces["cluster"], "target");
+  EXPECT_EQ(namespaces["domain"], "namespace");
+  auto cluster = get(target_, "/v1/metrics/cluster/cpu");
+  ASSERT_TRUE(cluster);
+  json cpu = json::parse(cluster->body, nullptr, false);
+  EXPECT_EQ(cpu["value"].get<double>(), namespaces["values"]["default"].get<double>() * 8) << cpu.dump();
+  auto unknown = get(target_, "/v1/metrics/namespace/latency");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 400);
+  EXPECT_NE(unknown->body.find("metric \\\"latency\\\": expected workloads, cpu, memory or queue"),
+            std::string::npos)
+      << unknown->body;
+  // A stopped agent is not ready, and the endpoint goes with it.
+  target_.stop();
+  EXPECT_FALSE(get(target_, "/healthz"));
+}
+
+}  // namespace
+}  // namespace shoal::testing
