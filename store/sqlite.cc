@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cstring>
+#include <filesystem>
 
 namespace shoal::store {
 namespace {
@@ -132,5 +133,45 @@ std::string Database::last_error() const { return sqlite3_errmsg(db_); }
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
 
 int64_t Database::total_changes() const { return sqlite3_total_changes64(db_); }
+
+Status Database::backup_to(const std::string& path) {
+  if (!sqlite3_get_autocommit(db_)) return internal_error("backup: a transaction is open");
+  // Written beside the target and renamed into place: a reader never sees
+  // half a copy, and an existing file is never overwritten.
+  if (std::filesystem::exists(path)) {
+    return Status(ErrorCode::kAlreadyExists, path + " exists; name a new file");
+  }
+  std::string partial = path + ".partial";
+  std::filesystem::remove(partial);
+  sqlite3* copy = nullptr;
+  int rc = sqlite3_open_v2(partial.c_str(), &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  std::string error;
+  if (rc == SQLITE_OK) {
+    sqlite3_backup* backup = sqlite3_backup_init(copy, "main", db_, "main");
+    if (!backup) {
+      error = sqlite3_errmsg(copy);
+    } else {
+      rc = sqlite3_backup_step(backup, -1);
+      if (rc != SQLITE_DONE) error = sqlite3_errstr(rc);
+      rc = sqlite3_backup_finish(backup);
+      if (error.empty() && rc != SQLITE_OK) error = sqlite3_errmsg(copy);
+    }
+  } else {
+    error = copy ? sqlite3_errmsg(copy) : sqlite3_errstr(rc);
+  }
+  sqlite3_close(copy);
+  std::error_code fs_error;
+  if (error.empty()) {
+    std::filesystem::permissions(partial, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                                 fs_error);
+    std::filesystem::rename(partial, path, fs_error);
+    if (fs_error) error = fs_error.message();
+  }
+  if (!error.empty()) {
+    std::filesystem::remove(partial, fs_error);
+    return Status(ErrorCode::kStorage, "backup to " + path + " failed: " + error);
+  }
+  return Status::ok();
+}
 
 }  // namespace shoal::store

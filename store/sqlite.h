@@ -51,6 +51,10 @@ class Database {
   int64_t changes() const;
   // Rows every INSERT, UPDATE and DELETE so far changed.
   int64_t total_changes() const;
+  // Copies the committed database into a new file at `path` with SQLite's
+  // online backup API. Call outside a transaction (what a batch has not
+  // committed must not be in the copy).
+  Status backup_to(const std::string& path);
 
  private:
   explicit Database(sqlite3* db) : db_(db) {}

@@ -27,6 +27,9 @@ class SqliteStore final : public Store {
   static int latest_schema_version();
   Result<int> schema_version();
 
+  // An online copy of what is committed (Database::backup_to); outside a batch.
+  Status backup_to(const std::string& path) { return db_->backup_to(path); }
+
   Status begin() override;
   Status commit() override;
   void rollback() override;

@@ -3,6 +3,7 @@
 //
 // Exit codes: 0 ok, 1 runtime error (agent down, internal), 2 bad usage or
 // bad input (with a one-line message naming the field).
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -480,6 +481,20 @@ int cmd_describe_workload(const Options& o, const std::string& target) {
   return 0;
 }
 
+// An online copy of the agent's state database (SQLite's backup API, made
+// by the agent between batches); restore by stopping the agent and putting
+// the copy in place of <data>/state.db (docs/operating.md).
+int cmd_backup(const Options& o, const std::string& file) {
+  std::error_code error;
+  std::filesystem::path path = std::filesystem::absolute(file, error);
+  if (error) return fail(invalid_argument("FILE: " + error.message()));
+  auto reply = call_agent(o.data_dir, {{"command", "backup"}, {"path", path.lexically_normal().string()}},
+                          std::chrono::minutes(5));
+  if (!reply.is_ok()) return fail(reply.status());
+  std::cout << "state database copied to " << (*reply)["path"].get<std::string>() << "\n";
+  return 0;
+}
+
 int cmd_status(const Options& o) {
   auto reply = call_agent(o.data_dir, {{"command", "status"}});
   if (!reply.is_ok()) return fail(reply.status());
@@ -647,6 +662,12 @@ int main(int argc, char** argv) {
   describe_peer->add_option("NAME", describe_peer_name, "The peer's cluster name or id")->required();
   describe_peer->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
 
+  std::string backup_file;
+  auto* backup = app.add_subcommand(
+      "backup", "Copy the agent's state database while it runs (restore: stop the agent, put the "
+                "copy in place of <data>/state.db)");
+  backup->add_option("FILE", backup_file, "A new file to write (never overwritten)")->required();
+
   auto* status = app.add_subcommand("status", "Agent counters (messages, drops) and node usage");
   status->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
 
@@ -710,5 +731,6 @@ int main(int argc, char** argv) {
   if (*describe_workload) return cmd_describe_workload(options, describe_target);
   if (*logs) return cmd_logs(options, logs_arguments);
   if (*status) return cmd_status(options);
+  if (*backup) return cmd_backup(options, backup_file);
   return 2;
 }

@@ -11,7 +11,8 @@ bool is_read_only_command(const json& request) {
   static const std::set<std::string> kReads = {
       "identity",      "invite-list",      "describe-peer",     "peers",
       "get-workloads", "get-reservations", "describe-workload", "status",
-      "get-clusters",  "logs",             "metrics",           "routing-metrics"};
+      "get-clusters",  "logs",             "metrics",           "routing-metrics",
+      "backup"};
   if (!request.is_object()) return false;
   auto command = request.find("command");
   return command != request.end() && command->is_string() &&

@@ -412,6 +412,13 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     return out;
   }
   if (command == "status") return status_json(context);
+  if (command == "backup") {
+    SHOAL_ASSIGN_OR_RETURN(std::string path, request.text("path"));
+    if (path.empty() || path[0] != '/') {
+      return invalid_argument("control request field \"path\": expected an absolute path, got " + quoted_text(path));
+    }
+    return json{{"ok", true}, {kPendingBackup, path}};
+  }
   if (command == "metrics") return json{{"ok", true}, {"text", render_metrics(context)}};
   if (command == "routing-metrics") {
     SHOAL_ASSIGN_OR_RETURN(std::string domain, request.text("domain"));

@@ -34,4 +34,8 @@ inline constexpr const char* kPendingPeerLog = "pendingPeerLog";
 inline constexpr std::chrono::seconds kPeerLogTimeout{5};
 nlohmann::json log_reply(const Result<cluster::LogChunk>& chunk);
 
+// "backup {path}" is answered {"ok": true, kPendingBackup: path}: the loop
+// copies the database once no batch is open (SqliteStore::backup_to).
+inline constexpr const char* kPendingBackup = "pendingBackup";
+
 }  // namespace shoal::runtime

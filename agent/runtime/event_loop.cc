@@ -367,6 +367,8 @@ class Loop {
         awaiting_logs_.push_back({requests[i].routing_id, id, clock_.now() + kPeerLogTimeout});
         continue;
       }
+      // A backup copies what is committed, so it waits for the commit.
+      if (replies[i].contains(kPendingBackup)) replies[i] = backup(replies[i][kPendingBackup]);
       std::string reply = dump(replies[i]);
       send_reply(requests[i].routing_id, reply);
       reply_bytes += requests[i].text.size() + reply.size();
@@ -499,6 +501,16 @@ class Loop {
     awaiting_logs_.clear();
   }
 
+  // `shoalctl backup`: an online copy of the state database at `path`.
+  nlohmann::json backup(const std::string& path) {
+    Status copied = store_.backup_to(path);
+    if (!copied.is_ok()) {
+      return {{"ok", false}, {"code", error_code_name(copied.code())}, {"error", copied.message()}};
+    }
+    logger_.info("state database backed up to {}", path);
+    return {{"ok", true}, {"path", path}};
+  }
+
   nlohmann::json answer_control_json(const std::string& text) {
     try {
       auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -522,6 +534,8 @@ class Loop {
                                                      {"code", "InvalidArgument"},
                                                      {"error", "control request: not JSON"}}
                                     : handle_control(context, request);
+      // Read-only, no batch is open: the copy is made now.
+      if (response.contains(kPendingBackup) && storage_fault_) return backup(response[kPendingBackup]);
       if (uint64_t id = response.value(kPendingPeerLog, uint64_t{0}); id && storage_fault_) {
         // Read-only, nothing reaches the wire: the request was never sent.
         instance_.agent->abandon_peer_log(id);

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -267,6 +269,48 @@ TEST_F(Operate, HealthReadinessAndTheRoutingCountsAnswer) {
   // A stopped agent is not ready, and the endpoint goes with it.
   target_.stop();
   EXPECT_FALSE(get(target_, "/healthz"));
+}
+
+// (uid, epoch) -> phase of every reservation the agent holds for sources.
+std::map<std::pair<std::string, uint64_t>, std::string> held_for_sources(AgentProcess& agent) {
+  std::map<std::pair<std::string, uint64_t>, std::string> out;
+  json list = agent.ctl_json({"get", "reservations"});
+  if (list.is_null()) return out;
+  for (const auto& r : list["items"]) {
+    if (r["sourceCluster"] == "(local)") continue;
+    out[{r["uid"].get<std::string>(), r["epoch"].get<uint64_t>()}] = r["phase"].get<std::string>();
+  }
+  return out;
+}
+
+TEST_F(Operate, ABackupTakenWhileRunningRestoresEveryReservation) {
+  // Four of the source's workloads run at the target (it has four nodes).
+  std::string manifest = write_workloads(dir_.path(), "long", 12, "8", "10m");
+  ASSERT_EQ(source_.ctl({"submit", "-f", manifest}).exit_code, 0);
+  std::map<std::pair<std::string, uint64_t>, std::string> held;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        held = held_for_sources(target_);
+        return held.size() == 4 && std::all_of(held.begin(), held.end(),
+                                               [](const auto& r) { return r.second == "Running"; });
+      },
+      20s));
+  std::string copy = dir_.path() + "/target-backup.db";
+  CommandResult backed_up = target_.ctl({"backup", copy});
+  ASSERT_EQ(backed_up.exit_code, 0) << backed_up.err;
+  EXPECT_NE(backed_up.out.find(copy), std::string::npos) << backed_up.out;
+  CommandResult again = target_.ctl({"backup", copy});
+  EXPECT_NE(again.exit_code, 0) << "an existing file is never overwritten";
+  EXPECT_NE(again.err.find("exists"), std::string::npos) << again.err;
+
+  // The database is lost; the backup takes its place.
+  target_.stop();
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::filesystem::remove(target_.data_dir() + "/state.db" + suffix);
+  }
+  std::filesystem::copy_file(copy, target_.data_dir() + "/state.db");
+  ASSERT_TRUE(target_.start()) << target_.log();
+  EXPECT_EQ(held_for_sources(target_), held);
 }
 
 }  // namespace
