@@ -18,6 +18,7 @@
 #include "agent/cli/place_command.h"
 #include "agent/cli/read_file.h"
 #include "agent/cli/schedule_command.h"
+#include "agent/cli/output.h"
 #include "agent/cli/table.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
@@ -45,12 +46,7 @@ int fail(const Status& status) {
 std::string age_since(const std::string& rfc3339) {
   std::tm tm{};
   if (rfc3339.size() < 19 || !strptime(rfc3339.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return "?";
-  long long seconds = static_cast<long long>(std::time(nullptr) - timegm(&tm));
-  if (seconds < 0) seconds = 0;
-  if (seconds < 120) return std::to_string(seconds) + "s";
-  if (seconds < 7200) return std::to_string(seconds / 60) + "m";
-  if (seconds < 172800) return std::to_string(seconds / 3600) + "h";
-  return std::to_string(seconds / 86400) + "d";
+  return human_duration(static_cast<long long>(std::time(nullptr) - timegm(&tm)));
 }
 
 std::string join(const json& list, const char* separator = ",") {
@@ -121,11 +117,14 @@ int cmd_invite_accept(const Options& o, const std::string& token_or_file) {
 int cmd_invite_list(const Options& o) {
   auto reply = call_agent(o.data_dir, {{"command", "invite-list"}});
   if (!reply.is_ok()) return fail(reply.status());
-  if (o.output == "json") {
-    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+  if (print_structured(o.output, json{{"items", (*reply)["items"]}},
+                       [](const json& item) { return "invitation/" + item["id"].get<std::string>(); })) {
     return 0;
   }
-  Table table({"ID", "DIRECTION", "PEER", "NAMESPACES", "STATE", "LIMITS", "USAGE", "EXPIRES"});
+  bool wide = o.output == "wide";
+  std::vector<std::string> header = {"ID", "DIRECTION", "PEER", "NAMESPACES", "STATE", "LIMITS", "USAGE", "EXPIRES"};
+  if (wide) header.insert(header.end(), {"NOT BEFORE", "PEER ID"});
+  Table table(header);
   for (const auto& item : (*reply)["items"]) {
     std::string limits;
     for (const auto& [key, value] : item["limits"].items()) {
@@ -135,8 +134,14 @@ int cmd_invite_list(const Options& o) {
     const json& usage = item["usage"];
     std::string used = "cpu=" + usage["cpu"].get<std::string>() + ",memory=" +
                        usage["memory"].get<std::string>() + ",workloads=" + usage["workloads"].dump();
-    table.add({item["id"], item["direction"], item["peer"], join(item["namespaces"]), item["state"],
-               limits.empty() ? "-" : limits, used, item["expires"]});
+    std::vector<std::string> row = {item["id"], item["direction"], item["peer"], join(item["namespaces"]),
+                                    item["state"], limits.empty() ? "-" : limits, used, item["expires"]};
+    if (wide) {
+      std::string not_before = item.value("notBefore", "");
+      row.push_back(not_before.empty() ? "-" : not_before);
+      row.push_back(item.value("peerId", "-"));
+    }
+    table.add(row);
   }
   table.print(std::cout);
   return 0;
@@ -155,10 +160,7 @@ int cmd_describe_peer(const Options& o, const std::string& name) {
   if (!reply.is_ok()) return fail(reply.status());
   json peer = *reply;
   peer.erase("ok");
-  if (o.output == "json") {
-    std::cout << peer.dump(2) << "\n";
-    return 0;
-  }
+  if (print_structured(o.output, peer, {})) return 0;
   std::cout << "Cluster:    " << peer["cluster"].get<std::string>() << "\n"
             << "Org:        " << peer["org"].get<std::string>() << "\n"
             << "Id:         " << peer["id"].get<std::string>() << "\n"
@@ -190,17 +192,35 @@ int cmd_describe_peer(const Options& o, const std::string& name) {
 int cmd_peers(const Options& o) {
   auto reply = call_agent(o.data_dir, {{"command", "peers"}});
   if (!reply.is_ok()) return fail(reply.status());
-  if (o.output == "json") {
-    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+  if (print_structured(o.output, json{{"items", (*reply)["items"]}},
+                       [](const json& peer) { return "peer/" + peer["cluster"].get<std::string>(); })) {
     return 0;
   }
-  Table table({"CLUSTER", "ORG", "STATE", "LAST SEEN", "WE OFFER", "THEY OFFER", "WORKLOADS",
-               "ENDPOINT"});
+  bool wide = o.output == "wide";
+  std::vector<std::string> header = {"CLUSTER", "ORG", "STATE", "LAST SEEN", "WE OFFER", "THEY OFFER",
+                                     "WORKLOADS", "ENDPOINT"};
+  if (wide) header.insert(header.end(), {"FREE CPU", "FREE MEMORY", "LEASE UNTIL", "REASON"});
+  Table table(header);
   for (const auto& peer : (*reply)["items"]) {
     std::string seen = peer["lastSeen"];
-    table.add({peer["cluster"], peer["org"], peer["state"], seen.empty() ? "never" : age_since(seen) + " ago",
-               join(peer["namespacesOffered"]), join(peer["namespacesAccepted"]),
-               std::to_string(peer["workloads"].get<int>()), peer["endpoint"]});
+    std::vector<std::string> row = {peer["cluster"], peer["org"], peer["state"],
+                                    seen.empty() ? "never" : age_since(seen) + " ago",
+                                    join(peer["namespacesOffered"]), join(peer["namespacesAccepted"]),
+                                    std::to_string(peer["workloads"].get<int>()), peer["endpoint"]};
+    if (wide) {
+      // What it advertises to us, per namespace it invited us into.
+      std::string cpu, memory;
+      json capacity = peer.value("capacity", json::object());
+      for (const auto& [name, ns] : capacity.items()) {
+        cpu += (cpu.empty() ? "" : ",") + name + "=" + ns["free"].value("cpu", "?");
+        memory += (memory.empty() ? "" : ",") + name + "=" + ns["free"].value("memory", "?");
+      }
+      std::string lease = peer.value("leaseUntil", "");
+      std::string reason = peer.value("reason", "");
+      row.insert(row.end(), {cpu.empty() ? "-" : cpu, memory.empty() ? "-" : memory,
+                             lease.empty() ? "-" : lease, reason.empty() ? "-" : reason});
+    }
+    table.add(row);
   }
   table.print(std::cout);
   return 0;
@@ -242,10 +262,12 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
     for (auto& item : (*reply)["items"]) items.push_back(std::move(item));
     next = reply->value("continue", "");
   } while (!next.empty() && (paging.limit == 0 || std::ssize(items) < paging.limit));
-  if (o.output == "json") {
-    json out{{"items", items}};
-    if (!next.empty()) out["continue"] = next;
-    std::cout << out.dump(2) << "\n";
+  json document{{"items", items}};
+  if (!next.empty()) document["continue"] = next;
+  if (print_structured(o.output, document, [](const json& item) {
+        return "workload/" + item["metadata"]["namespace"].get<std::string>() + "/" +
+               item["metadata"]["name"].get<std::string>();
+      })) {
     return 0;
   }
   bool wide = o.output == "wide";
@@ -276,16 +298,25 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
 int cmd_get_reservations(const Options& o) {
   auto reply = call_agent(o.data_dir, {{"command", "get-reservations"}});
   if (!reply.is_ok()) return fail(reply.status());
-  if (o.output == "json") {
-    std::cout << json{{"items", (*reply)["items"]}}.dump(2) << "\n";
+  if (print_structured(o.output, json{{"items", (*reply)["items"]}}, [](const json& r) {
+        return "reservation/" + r["namespace"].get<std::string>() + "/" + r["name"].get<std::string>();
+      })) {
     return 0;
   }
-  Table table({"NAMESPACE", "NAME", "FROM", "PHASE", "EPOCH", "NODES", "UID", "MESSAGE"});
+  bool wide = o.output == "wide";
+  std::vector<std::string> header = {"NAMESPACE", "NAME", "FROM", "PHASE", "EPOCH", "NODES", "UID", "MESSAGE"};
+  if (wide) header.insert(header.end(), {"STARTED", "FINISHED", "EXIT", "EXPIRES"});
+  Table table(header);
+  auto or_dash = [](const std::string& text) { return text.empty() ? std::string("-") : text; };
   for (const auto& r : (*reply)["items"]) {
-    std::string message = r.value("message", "");
-    table.add({r["namespace"], r["name"], r.value("sourceCluster", "?"), r["phase"],
-               std::to_string(r["epoch"].get<int>()), join(r["nodes"]), r["uid"],
-               message.empty() ? "-" : message});
+    std::vector<std::string> row = {r["namespace"], r["name"], r.value("sourceCluster", "?"), r["phase"],
+                                    std::to_string(r["epoch"].get<int>()), join(r["nodes"]), r["uid"],
+                                    or_dash(r.value("message", ""))};
+    if (wide) {
+      row.insert(row.end(), {or_dash(r.value("startedAt", "")), or_dash(r.value("finishedAt", "")),
+                             std::to_string(r.value("exitCode", 0)), or_dash(r.value("expiresAt", ""))});
+    }
+    table.add(row);
   }
   table.print(std::cout);
   return 0;
@@ -300,11 +331,10 @@ std::string labels_text(const json& labels) {
 int cmd_get_clusters(const Options& o, const std::string& namespace_name, const std::string& queue) {
   auto reply = call_agent(o.data_dir, {{"command", "get-clusters"}, {"namespace", namespace_name}, {"queue", queue}});
   if (!reply.is_ok()) return fail(reply.status());
-  if (o.output == "json") {
-    std::cout << json{{"namespace", (*reply)["namespace"]}, {"queue", (*reply)["queue"]},
-                      {"items", (*reply)["items"]}}
-                     .dump(2)
-              << "\n";
+  if (print_structured(o.output,
+                       json{{"namespace", (*reply)["namespace"]}, {"queue", (*reply)["queue"]},
+                            {"items", (*reply)["items"]}},
+                       [](const json& c) { return "cluster/" + c["cluster"].get<std::string>(); })) {
     return 0;
   }
   bool wide = o.output == "wide";
@@ -432,10 +462,10 @@ int cmd_describe_workload(const Options& o, const std::string& target) {
   auto reply = call_agent(o.data_dir, body);
   if (!reply.is_ok()) return fail(reply.status());
   const json& w = *reply;
-  if (o.output == "json") {
+  if (o.output == "json" || o.output == "yaml") {
     json copy = w;
     copy.erase("ok");
-    std::cout << copy.dump(2) << "\n";
+    print_structured(o.output, copy, {});
     return 0;
   }
   const auto& spec = w["spec"];
@@ -500,10 +530,7 @@ int cmd_status(const Options& o) {
   if (!reply.is_ok()) return fail(reply.status());
   json copy = *reply;
   copy.erase("ok");
-  if (o.output == "json") {
-    std::cout << copy.dump(2) << "\n";
-    return 0;
-  }
+  if (print_structured(o.output, copy, {})) return 0;
   std::cout << "cluster " << copy["cluster"].get<std::string>() << "  messages received "
             << copy["messages"]["received"] << ", sent " << copy["messages"]["sent"] << "\n";
   if (copy.contains("storage") && !copy["storage"].value("writable", true)) {
@@ -530,6 +557,8 @@ int main(int argc, char** argv) {
   using namespace shoal::cli;
   CLI::App app{"shoalctl: operate a shoal agent"};
   app.require_subcommand(1);
+  // Every listing prints as a table (wide: more columns) or as a document.
+  const auto kListFormats = CLI::IsMember({"json", "yaml", "name", "wide"});
   Options options;
   if (const char* env = std::getenv("SHOAL_DATA")) options.data_dir = env;
   app.add_option("--data", options.data_dir, "The agent's data directory (or SHOAL_DATA)");
@@ -558,7 +587,7 @@ int main(int argc, char** argv) {
   invite_create->add_option("-o,--output-file", create_arguments.out_file, "Write the token to this file");
   auto* invite_list = invite->add_subcommand(
       "list", "Issued and accepted invitations: state, limits and current usage");
-  invite_list->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
+  invite_list->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
   std::string revoke_id;
   bool revoke_evict = false;
   auto* invite_revoke = invite->add_subcommand(
@@ -571,7 +600,7 @@ int main(int argc, char** argv) {
   invite_accept->add_option("TOKEN_OR_FILE", token_or_file, "The token, or a file holding it")->required();
 
   auto* peers = app.add_subcommand("peers", "Peer status: state, last seen, namespaces, workloads");
-  peers->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json", "wide"}));
+  peers->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
 
   std::string submit_file;
   auto* submit = app.add_subcommand("submit", "Submit workloads (multi-document YAML, kind Workload)");
@@ -585,8 +614,7 @@ int main(int argc, char** argv) {
   get_workloads->alias("workload");
   get_workloads->add_option("-n,--namespace", get_namespace, "Namespace (default \"default\")");
   get_workloads->add_flag("-A,--all-namespaces", all_namespaces, "Every namespace");
-  get_workloads->add_option("-o,--output", options.output, "json or wide")
-      ->check(CLI::IsMember({"json", "wide"}));
+  get_workloads->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
   ListPaging paging;
   get_workloads
       ->add_option("--limit", paging.limit,
@@ -607,20 +635,18 @@ int main(int argc, char** argv) {
   get_clusters->add_option("-n,--namespace", clusters_namespace,
                            "The namespace whose room and counts to show (default \"default\")");
   get_clusters->add_option("--queue", clusters_queue, "The queue whose room to show (default \"default\")");
-  get_clusters->add_option("-o,--output", options.output, "json or wide")
-      ->check(CLI::IsMember({"json", "wide"}));
+  get_clusters->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
   auto* get_reservations =
       get->add_subcommand("reservations", "What this cluster holds or runs for sources");
-  get_reservations->add_option("-o,--output", options.output, "json")
-      ->check(CLI::IsMember({"json", "wide"}));
+  get_reservations->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
 
   auto* describe = app.add_subcommand("describe", "Show one resource in detail");
   describe->require_subcommand(1);
   std::string describe_target;
   auto* describe_workload = describe->add_subcommand("workload", "Spec, status and event history");
   describe_workload->add_option("NS/NAME", describe_target, "namespace/name")->required();
-  describe_workload->add_option("-o,--output", options.output, "json")
-      ->check(CLI::IsMember({"json"}));
+  describe_workload->add_option("-o,--output", options.output, "json or yaml")
+      ->check(CLI::IsMember({"json", "yaml"}));
 
   LogsArguments logs_arguments;
   auto* logs = app.add_subcommand(
@@ -660,7 +686,7 @@ int main(int argc, char** argv) {
   std::string describe_peer_name;
   auto* describe_peer = describe->add_subcommand("peer", "A peer's state, invitations and audit events");
   describe_peer->add_option("NAME", describe_peer_name, "The peer's cluster name or id")->required();
-  describe_peer->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
+  describe_peer->add_option("-o,--output", options.output, "json or yaml")->check(CLI::IsMember({"json", "yaml"}));
 
   std::string backup_file;
   auto* backup = app.add_subcommand(
@@ -669,7 +695,7 @@ int main(int argc, char** argv) {
   backup->add_option("FILE", backup_file, "A new file to write (never overwritten)")->required();
 
   auto* status = app.add_subcommand("status", "Agent counters (messages, drops) and node usage");
-  status->add_option("-o,--output", options.output, "json")->check(CLI::IsMember({"json"}));
+  status->add_option("-o,--output", options.output, "json or yaml")->check(CLI::IsMember({"json", "yaml"}));
 
   PlaceArguments place_arguments;
   auto* place = app.add_subcommand(

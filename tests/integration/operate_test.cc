@@ -3,6 +3,7 @@
 // Prometheus text format), /healthz, /readyz and the routing counts.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cmath>
@@ -269,6 +270,117 @@ TEST_F(Operate, HealthReadinessAndTheRoutingCountsAnswer) {
   // A stopped agent is not ready, and the endpoint goes with it.
   target_.stop();
   EXPECT_FALSE(get(target_, "/healthz"));
+}
+
+// YAML as shoalctl prints it, read back into JSON: a quoted scalar is a
+// string; a plain one null, a boolean or a number.
+json yaml_to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& item : node) out[item.first.as<std::string>()] = yaml_to_json(item.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const auto& item : node) out.push_back(yaml_to_json(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& text = node.Scalar();
+      if (node.Tag() == "!") return text;
+      if (text == "~" || text == "null") return nullptr;
+      if (text == "true" || text == "false") return text == "true";
+      size_t used = 0;
+      try {
+        int64_t integer = std::stoll(text, &used);
+        if (used == text.size()) return integer;
+      } catch (...) {
+      }
+      return std::stod(text);
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// The same document with every number 0: its shape and its texts.
+json numbers_zeroed(const json& value) {
+  if (value.is_number()) return 0;
+  if (value.is_object() || value.is_array()) {
+    json out = value;
+    for (auto& item : out) item = numbers_zeroed(item);
+    return out;
+  }
+  return value;
+}
+
+TEST_F(Operate, EveryCommandsJsonEqualsItsYamlReadBack) {
+  std::string manifest = write_workloads(dir_.path(), "job", 6, "1", "1s");
+  ASSERT_EQ(source_.ctl({"submit", "-f", manifest}).exit_code, 0);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json list = source_.ctl_json({"get", "workloads"});
+        return !list.is_null() && list["items"].size() == 6 &&
+               std::all_of(list["items"].begin(), list["items"].end(),
+                           [](const json& w) { return w["status"]["phase"] == "Succeeded"; });
+      },
+      30s));
+  std::vector<std::vector<std::string>> commands = {
+      {"get", "workloads"},   {"get", "reservations"}, {"get", "clusters"},
+      {"peers"},              {"invite", "list"},      {"describe", "workload", "default/job-1"},
+      {"describe", "peer", "target"}, {"status"}};
+  for (const auto& command : commands) {
+    std::string what;
+    for (const auto& word : command) what += word + " ";
+    auto with = [&](const char* format) {
+      std::vector<std::string> args = command;
+      args.insert(args.end(), {"-o", format});
+      return source_.ctl(args);
+    };
+    // Counters and last-seen times move between calls: compare a YAML read
+    // between two equal JSON reads. (status counts the very requests that
+    // read it: there, numbers are compared as numbers, not by value.)
+    bool volatile_numbers = command[0] == "status";
+    bool compared = false;
+    for (int attempt = 0; attempt < 20 && !compared; ++attempt) {
+      CommandResult before = with("json"), yaml = with("yaml"), after = with("json");
+      ASSERT_EQ(before.exit_code, 0) << what << before.err;
+      ASSERT_EQ(yaml.exit_code, 0) << what << yaml.err;
+      json first = json::parse(before.out, nullptr, false), second = json::parse(after.out, nullptr, false);
+      ASSERT_FALSE(first.is_discarded()) << what << before.out;
+      json from_yaml = yaml_to_json(YAML::Load(yaml.out));
+      if (volatile_numbers) {
+        first = numbers_zeroed(first);
+        second = numbers_zeroed(second);
+        from_yaml = numbers_zeroed(from_yaml);
+      }
+      if (first != second) continue;
+      EXPECT_EQ(from_yaml, first) << what << "\n" << yaml.out;
+      compared = true;
+    }
+    EXPECT_TRUE(compared) << what << ": never two equal JSON reads in a row";
+  }
+  // -o name: one kind/name per item.
+  CommandResult names = source_.ctl({"get", "workloads", "-o", "name"});
+  EXPECT_EQ(names.exit_code, 0) << names.err;
+  EXPECT_NE(names.out.find("workload/default/job-1\n"), std::string::npos) << names.out;
+  EXPECT_EQ(std::count(names.out.begin(), names.out.end(), '\n'), 6);
+  CommandResult peers = source_.ctl({"peers", "-o", "name"});
+  EXPECT_EQ(peers.out, "peer/target\n");
+  // -o wide adds columns, and every table fits 120 columns.
+  for (const auto& command : commands) {
+    if (command[0] == "describe" || command[0] == "status") continue;
+    std::vector<std::string> args = command;
+    args.insert(args.end(), {"-o", "wide"});
+    CommandResult wide = source_.ctl(args);
+    EXPECT_EQ(wide.exit_code, 0) << wide.err;
+    CommandResult plain = source_.ctl(command);
+    std::string plain_header = plain.out.substr(0, plain.out.find('\n'));
+    EXPECT_LE(plain_header.size(), 120u) << plain.out;
+    std::string header = wide.out.substr(0, wide.out.find('\n'));
+    EXPECT_GT(header.size(), plain_header.size()) << header;
+  }
 }
 
 // (uid, epoch) -> phase of every reservation the agent holds for sources.
