@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "agent/control/client.h"
 #include "agent/control/data_dir.h"
@@ -293,6 +295,73 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
     std::cerr << "more workloads follow: add --continue " << next << "\n";
   }
   return 0;
+}
+
+// get workloads -w: the current list, then every change as the agent
+// pushes it (a DEALER socket the agent's ROUTER keeps writing to), until
+// the agent stops or goes silent. -o json prints one workload per line.
+int cmd_watch_workloads(const Options& o, const std::string& namespace_name, bool all) {
+  std::string socket_path = control::control_socket_path(o.data_dir);
+  if (!std::filesystem::exists(socket_path)) {
+    return fail(Status(ErrorCode::kUnavailable, "no agent is running on " + o.data_dir));
+  }
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(control::control_endpoint(o.data_dir));
+  json request{{"command", "watch-workloads"}, {"namespace", all ? "" : namespace_name}};
+  socket.send(zmq::message_t(), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(request.dump()), zmq::send_flags::none);
+  // Each message from the agent: an empty delimiter, then one JSON object.
+  auto receive = [&](std::chrono::milliseconds timeout) -> Result<json> {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, timeout);
+    if (!(item.revents & ZMQ_POLLIN)) {
+      return Status(ErrorCode::kUnavailable, "the agent stopped answering the watch");
+    }
+    zmq::multipart_t message(socket);
+    json body = json::parse(message.empty() ? "" : message.back().to_string(), nullptr, false);
+    if (!body.is_object()) return internal_error("agent message is not JSON");
+    if (!body.value("ok", false)) {
+      return Status(error_code_from_name(body.value("code", "Internal")), body.value("error", "watch ended"));
+    }
+    return body;
+  };
+  auto started = receive(std::chrono::seconds(15));
+  if (!started.is_ok()) return fail(started.status());
+  bool as_json = o.output == "json";
+  auto print = [&](const json& item) {
+    if (as_json) {
+      std::cout << item.dump() << std::endl;
+      return;
+    }
+    const json& status = item["status"];
+    std::string cluster = status["cluster"];
+    char line[256];
+    std::snprintf(line, sizeof line, "%-16s %-32s %-10s %-14s %s", item["metadata"]["namespace"].get<std::string>().c_str(),
+                  item["metadata"]["name"].get<std::string>().c_str(), status["phase"].get<std::string>().c_str(),
+                  cluster.empty() ? "-" : cluster.c_str(), age_since(item["metadata"]["creationTimestamp"]).c_str());
+    std::cout << line << std::endl;
+  };
+  // Subscribed first, then listed: nothing that changes in between is missed
+  // (it may show twice).
+  if (!as_json) print({{"metadata", {{"namespace", "NAMESPACE"}, {"name", "NAME"}, {"creationTimestamp", ""}}},
+                       {"status", {{"phase", "PHASE"}, {"cluster", "CLUSTER"}}}});
+  std::string next;
+  do {
+    json page{{"command", "get-workloads"}, {"limit", 500}};
+    if (!all) page["namespace"] = namespace_name;
+    if (!next.empty()) page["continue"] = next;
+    auto reply = call_agent(o.data_dir, page);
+    if (!reply.is_ok()) return fail(reply.status());
+    for (const auto& item : (*reply)["items"]) print(item);
+    next = reply->value("continue", "");
+  } while (!next.empty());
+  for (;;) {
+    auto changes = receive(3 * std::chrono::seconds(10));
+    if (!changes.is_ok()) return fail(changes.status());
+    for (const auto& item : (*changes)["items"]) print(item);
+  }
 }
 
 int cmd_get_reservations(const Options& o) {
@@ -623,6 +692,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   get_workloads->add_option("--continue", paging.continue_after,
                             "Go on after the token a previous --limit printed");
+  bool watch = false;
+  get_workloads->add_flag("-w,--watch", watch,
+                          "After the list, print each workload again whenever it changes (the agent "
+                          "pushes them) until the agent stops; with -o json, one per line");
   get_workloads
       ->add_option("--chunk-size", paging.chunk_size,
                    "Workloads fetched per request to the agent (each request is short, so "
@@ -751,6 +824,12 @@ int main(int argc, char** argv) {
   if (*invite_accept) return cmd_invite_accept(options, token_or_file);
   if (*peers) return cmd_peers(options);
   if (*submit) return cmd_submit(options, submit_file);
+  if (*get_workloads && watch) {
+    if (options.output != "" && options.output != "json" && options.output != "wide") {
+      return fail(shoal::invalid_argument("-o " + options.output + ": -w prints a table or, with -o json, one JSON per line"));
+    }
+    return cmd_watch_workloads(options, get_namespace, all_namespaces);
+  }
   if (*get_workloads) return cmd_get_workloads(options, get_namespace, all_namespaces, paging);
   if (*get_reservations) return cmd_get_reservations(options);
   if (*get_clusters) return cmd_get_clusters(options, clusters_namespace, clusters_queue);

@@ -12,7 +12,7 @@ bool is_read_only_command(const json& request) {
       "identity",      "invite-list",      "describe-peer",     "peers",
       "get-workloads", "get-reservations", "describe-workload", "status",
       "get-clusters",  "logs",             "metrics",           "routing-metrics",
-      "backup"};
+      "backup",        "watch-workloads"};
   if (!request.is_object()) return false;
   auto command = request.find("command");
   return command != request.end() && command->is_string() &&

@@ -114,6 +114,9 @@ class Agent {
   }
   // numberOfClusters > 1: the copies of group `uid`, by copy index.
   std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
+  // Watching (SourceRole::watch_changes): what changed since the last take.
+  void watch_workloads(bool on) { source_.watch_changes(on); }
+  std::vector<store::WorkloadRecord> take_workload_changes() { return source_.take_changes(); }
   // Counts by phase, cheap at any size (status, benchmarks).
   WorkloadCounts workload_counts() const { return source_.workload_counts(); }
   // Every cluster this agent may place a workload of `namespace_name` and

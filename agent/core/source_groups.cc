@@ -55,6 +55,7 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   context_.note_store(written);
   awake_.insert(record.uid);
   touched_since_tick_.insert(record.uid);
+  if (watched_changes_) watched_changes_->insert(record.parent.empty() ? record.uid : record.parent);
   auto it = workloads_.find(record.uid);
   if (it != workloads_.end()) {
     unpark(it->second);
@@ -342,6 +343,22 @@ void SourceRole::uncount(SourceWorkload& workload) {
   count_started_ -= workload.counted_started;
   workload.counted_phase.reset();
   workload.counted_started = false;
+}
+
+void SourceRole::watch_changes(bool on) {
+  if (!on) watched_changes_.reset();
+  else if (!watched_changes_) watched_changes_.emplace();
+}
+
+std::vector<store::WorkloadRecord> SourceRole::take_changes() {
+  std::vector<store::WorkloadRecord> out;
+  if (!watched_changes_) return out;
+  for (const std::string& uid : *watched_changes_) {
+    auto it = workloads_.find(uid);
+    if (it != workloads_.end()) out.push_back(it->second.record);
+  }
+  watched_changes_->clear();
+  return out;
 }
 
 std::vector<store::WorkloadRecord> SourceRole::workloads() const {

@@ -74,6 +74,11 @@ class SourceRole {
 
   // Views.
   std::vector<store::WorkloadRecord> workloads() const;
+  // shoalctl get -w: while on, every top-level workload whose record
+  // changes is collected; take_changes() returns them as they are now (a
+  // group for a change of one of its copies) and starts collecting anew.
+  void watch_changes(bool on);
+  std::vector<store::WorkloadRecord> take_changes();
   // At most `limit` (> 0) after key `after` ("" from the start), in
   // `namespace_name` ("" for all): a page costs what it lists, not the total.
   WorkloadPage workloads_page(const std::string& namespace_name, const std::string& after,
@@ -275,6 +280,9 @@ class SourceRole {
   void choose_best_ready(SourceWorkload& workload, const std::string& why,
                          bool spread_ties = false);
   SourceWorkload* find_source_workload(const std::string& uid);
+  // Top-level workloads changed since take_changes() last ran, while someone
+  // watches (nullopt: nobody does, and nothing is collected).
+  std::optional<std::set<std::string>> watched_changes_;
 
   // source_copies.cc: the winner's copy.
   // A copy at `target` still runs while we have no winner: take it back.

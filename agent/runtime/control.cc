@@ -171,6 +171,7 @@ json status_json(const ControlContext& context) {
         {"undeliverable", context.transport_drops},
         {"handshakesRefused", context.handshakes_refused}}},
       {"nodes", nodes},
+      {"watches", context.watches},
       {"workloads", {{"total", counts.total}, {"started", counts.started}, {"byPhase", by_phase},
                      {"awake", counts.awake}, {"parked", counts.parked}}},
       {"storage",
@@ -412,6 +413,10 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     return out;
   }
   if (command == "status") return status_json(context);
+  if (command == "watch-workloads") {
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text_or("namespace", ""));
+    return json{{"ok", true}, {kStartWatch, ns}};
+  }
   if (command == "backup") {
     SHOAL_ASSIGN_OR_RETURN(std::string path, request.text("path"));
     if (path.empty() || path[0] != '/') {

@@ -18,6 +18,7 @@ struct ControlContext {
   uint64_t rate_limited = 0;        // peer messages dropped unread over peerMessageRate
   std::string storage_fault;        // why the state database cannot be written; "" when it can
   store::CommitStats commits;       // what the batches cost the disk so far
+  size_t watches = 0;               // shoalctl get -w clients being told of changes
 };
 
 // Never throws. A response is {"ok": true, ...} or
@@ -37,5 +38,15 @@ nlohmann::json log_reply(const Result<cluster::LogChunk>& chunk);
 // "backup {path}" is answered {"ok": true, kPendingBackup: path}: the loop
 // copies the database once no batch is open (SqliteStore::backup_to).
 inline constexpr const char* kPendingBackup = "pendingBackup";
+
+// "watch-workloads {namespace?}" (shoalctl get workloads -w) is answered
+// {"ok": true, kStartWatch: namespace ("" for all)}: the loop then keeps the
+// client and, after every batch that changed its workloads, sends it
+// {"ok": true, "items": [workload, ...]} (and an empty one every
+// kWatchKeepalive, by which it notices a client gone); {"ok": false, ...}
+// ends the watch (the agent stops).
+inline constexpr const char* kStartWatch = "startWatch";
+inline constexpr std::chrono::seconds kWatchKeepalive{10};
+inline constexpr size_t kMaxWatchers = 64;
 
 }  // namespace shoal::runtime

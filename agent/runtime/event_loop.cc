@@ -252,6 +252,7 @@ class Loop {
       }
       if (items[1].revents & ZMQ_POLLIN) {
         logger_.info("signal received; stopping");
+        end_watches("the agent is stopping");
         return Status::ok();
       }
       SHOAL_RETURN_IF_ERROR(guard_.on_events());
@@ -280,6 +281,7 @@ class Loop {
     std::chrono::milliseconds floor{ticked_ ? 1 : 0};
     TimePoint next = instance_.agent->next_deadline();
     for (const AwaitedLog& awaited : awaiting_logs_) next = std::min(next, awaited.deadline);
+    if (!watchers_.empty()) next = std::min(next, next_keepalive_);
     TimePoint now = clock_.now();
     if (next <= now) return floor;  // (TimePoint::min() must not be subtracted from)
     auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now);
@@ -369,11 +371,13 @@ class Loop {
       }
       // A backup copies what is committed, so it waits for the commit.
       if (replies[i].contains(kPendingBackup)) replies[i] = backup(replies[i][kPendingBackup]);
+      if (replies[i].contains(kStartWatch)) replies[i] = start_watch(requests[i].routing_id, replies[i][kStartWatch]);
       std::string reply = dump(replies[i]);
       send_reply(requests[i].routing_id, reply);
       reply_bytes += requests[i].text.size() + reply.size();
     }
     answer_awaited_logs();
+    tell_watchers();
     // A large submit or listing leaves its transient memory (parse trees,
     // JSON) fragmented on the heap; give it back rather than keep the peak.
     if (reply_bytes > kLargeControlBytes) ::malloc_trim(0);
@@ -382,6 +386,7 @@ class Loop {
 
   Status enter_read_only(const Status& fault) {
     fail_awaited_logs("the agent cannot write its state database; try again once it can");
+    end_watches("the agent cannot write its state database; watch again once it can");
     if (!storage_fault_) {
       logger_.error(
           "state database cannot be written ({}); refusing new work and answering reads "
@@ -449,15 +454,16 @@ class Loop {
     return requests;
   }
 
-  void send_reply(const std::string& routing_id, const std::string& body) {
+  // False when the client is gone (or cannot take more now).
+  bool send_reply(const std::string& routing_id, const std::string& body) {
     zmq::multipart_t reply;
     reply.addstr(routing_id);
     reply.addstr("");
     reply.addstr(body);
     try {
-      reply.send(control_, static_cast<int>(zmq::send_flags::dontwait));
+      return reply.send(control_, static_cast<int>(zmq::send_flags::dontwait));
     } catch (const zmq::error_t&) {
-      // shoalctl went away; nothing to do.
+      return false;  // shoalctl went away; nothing to do
     }
   }
 
@@ -501,6 +507,54 @@ class Loop {
     awaiting_logs_.clear();
   }
 
+  // shoalctl get workloads -w: from now on `routing_id` hears of every
+  // change to the workloads of `namespace_name` ("" for all).
+  nlohmann::json start_watch(const std::string& routing_id, const std::string& namespace_name) {
+    if (watchers_.size() >= kMaxWatchers) {
+      return {{"ok", false}, {"code", "Unavailable"},
+              {"error", std::to_string(kMaxWatchers) + " watches are open already; try again later"}};
+    }
+    watchers_.push_back({routing_id, namespace_name});
+    instance_.agent->watch_workloads(true);
+    next_keepalive_ = clock_.now() + kWatchKeepalive;
+    return {{"ok", true}, {"watching", namespace_name.empty() ? "all namespaces" : namespace_name}};
+  }
+
+  // After a committed batch: each watcher hears of its workloads that
+  // changed; every kWatchKeepalive an empty message tells who is gone
+  // (ROUTER_MANDATORY: a send to a departed client fails).
+  void tell_watchers() {
+    if (watchers_.empty()) return;
+    std::vector<store::WorkloadRecord> changed = instance_.agent->take_workload_changes();
+    bool keepalive = clock_.now() >= next_keepalive_;
+    if (changed.empty() && !keepalive) return;
+    if (keepalive) next_keepalive_ = clock_.now() + kWatchKeepalive;
+    std::map<std::string, nlohmann::json> by_namespace;
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& record : changed) {
+      nlohmann::json item = workload_to_json(record);
+      by_namespace[record.spec.namespace_name].push_back(item);
+      all.push_back(std::move(item));
+    }
+    std::erase_if(watchers_, [&](const Watcher& watcher) {
+      nlohmann::json items = all;
+      if (!watcher.namespace_name.empty()) {
+        auto it = by_namespace.find(watcher.namespace_name);
+        items = it == by_namespace.end() ? nlohmann::json::array() : it->second;
+      }
+      if (items.empty() && !keepalive) return false;
+      return !send_reply(watcher.routing_id, dump({{"ok", true}, {"items", items}}));
+    });
+    if (watchers_.empty()) instance_.agent->watch_workloads(false);
+  }
+
+  void end_watches(const std::string& why) {
+    for (const Watcher& watcher : watchers_) {
+      send_reply(watcher.routing_id, dump({{"ok", false}, {"code", "Unavailable"}, {"error", why}}));
+    }
+    watchers_.clear();
+  }
+
   // `shoalctl backup`: an online copy of the state database at `path`.
   nlohmann::json backup(const std::string& path) {
     Status copied = store_.backup_to(path);
@@ -528,7 +582,8 @@ class Loop {
                              handshakes_refused_,
                              limiter_.limited(),
                              storage_fault_ ? storage_fault_->message() : std::string(),
-                             store_.commit_stats()};
+                             store_.commit_stats(),
+                             watchers_.size()};
       nlohmann::json response = request.is_discarded()
                                     ? nlohmann::json{{"ok", false},
                                                      {"code", "InvalidArgument"},
@@ -635,6 +690,12 @@ class Loop {
   bool ticked_ = false;  // in the last iteration
   SystemClock clock_;    // the agent's clock, to read its deadlines by
   std::vector<AwaitedLog> awaiting_logs_;
+  struct Watcher {
+    std::string routing_id;
+    std::string namespace_name;  // "": all
+  };
+  std::vector<Watcher> watchers_;
+  TimePoint next_keepalive_{};
   std::chrono::steady_clock::time_point next_probe_{};
 };
 
@@ -749,6 +810,9 @@ Status run_agent(const std::string& data_dir) {
     peers.bind(file.listen);
     guard.emplace(context, peers, file.listen, ConnectionGuard::connection_cap(descriptors), *logger);
     control.set(zmq::sockopt::linger, 0);
+    // A reply to a client that went away fails rather than vanishing: the
+    // loop drops watchers that are gone (tell_watchers).
+    control.set(zmq::sockopt::router_mandatory, true);
     std::filesystem::remove(control_socket_path(data_dir));  // stale from a crash; we hold the lock
     control.bind(control_endpoint(data_dir));
     ::chmod(control_socket_path(data_dir).c_str(), 0600);

@@ -12,6 +12,8 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <fstream>
 
 #include "harness.h"
 
@@ -380,6 +382,55 @@ TEST_F(Operate, EveryCommandsJsonEqualsItsYamlReadBack) {
     EXPECT_LE(plain_header.size(), 120u) << plain.out;
     std::string header = wide.out.substr(0, wide.out.find('\n'));
     EXPECT_GT(header.size(), plain_header.size()) << header;
+  }
+}
+
+TEST_F(Operate, WatchShowsAWorkloadsPhasesInOrderAsTheAgentPushesThem) {
+  CommandResult watched;
+  std::thread watcher([&] {
+    watched = run_command({bin_path("shoalctl"), "--data", source_.data_dir(), "get", "workloads", "-w", "-o", "json"},
+                          60s);
+  });
+  std::string manifest = dir_.path() + "/one.yaml";
+  std::ofstream(manifest) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: watched, namespace: default}\n"
+                             "spec: {resources: {cpu: \"8\"}, sim: {duration: 1s}}\n";
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json status = source_.ctl_json({"status"});
+        return !status.is_null() && status["watches"] == 1;
+      },
+      10s));
+  ASSERT_EQ(source_.ctl({"submit", "-f", manifest}).exit_code, 0);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json described = source_.ctl_json({"describe", "workload", "default/watched"});
+        return !described.is_null() && described["status"]["phase"] == "Succeeded";
+      },
+      20s));
+  // The watch ends when the agent stops, and says so.
+  source_.stop();
+  watcher.join();
+  EXPECT_NE(watched.exit_code, 0);
+  EXPECT_NE(watched.err.find("the agent is stopping"), std::string::npos) << watched.err;
+  std::vector<std::string> phases;
+  std::istringstream lines(watched.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    json item = json::parse(line, nullptr, false);
+    ASSERT_TRUE(item.is_object()) << line;
+    if (item["metadata"]["name"] != "watched") continue;
+    std::string phase = item["status"]["phase"];
+    if (phases.empty() || phases.back() != phase) phases.push_back(phase);
+  }
+  // In lifecycle order, ending Succeeded, and seen on the way (a batch may
+  // carry two steps at once, so not every phase need show).
+  const std::vector<std::string> order = {"Pending", "Placing", "Bound", "Running", "Succeeded"};
+  ASSERT_GE(phases.size(), 2u) << watched.out;
+  EXPECT_EQ(phases.back(), "Succeeded") << watched.out;
+  for (size_t i = 1; i < phases.size(); ++i) {
+    auto before = std::find(order.begin(), order.end(), phases[i - 1]);
+    auto after = std::find(order.begin(), order.end(), phases[i]);
+    EXPECT_LT(before, after) << phases[i - 1] << " then " << phases[i] << "\n" << watched.out;
   }
 }
 
