@@ -203,7 +203,7 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "preferredWait" << YAML::Value << format_duration(file.timing.preferred_wait);
   out << YAML::Key << "metricsListen" << YAML::Value << file.metrics_listen;
   out << YAML::Key << "exec" << YAML::Value << YAML::Flow << YAML::BeginMap;
-  out << YAML::Key << "logCap" << YAML::Value << std::to_string(file.exec_log_cap_bytes);
+  out << YAML::Key << "logCap" << YAML::Value << model::format_memory(file.exec_log_cap_bytes);
   out << YAML::Key << "keepFinished" << YAML::Value << format_duration(file.exec_keep_finished);
   out << YAML::EndMap;
   out << YAML::Key << "disclose" << YAML::Value << YAML::Flow << YAML::BeginMap;

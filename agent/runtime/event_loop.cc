@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
@@ -29,6 +30,7 @@
 #include "agent/runtime/connection_guard.h"
 #include "agent/runtime/control.h"
 #include "agent/runtime/http_endpoint.h"
+#include "agent/runtime/logging.h"
 #include "agent/runtime/rate_limiter.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/file.h"
@@ -125,19 +127,61 @@ Result<int> open_signal_fd() {
   return fd;
 }
 
-std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file) {
-  auto logger = spdlog::stderr_color_mt("shoald-" + file.cluster);
+}  // namespace
+
+// %* in a pattern: the message as the inside of a JSON string.
+class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& message, const std::tm&, spdlog::memory_buf_t& out) override {
+    for (char c : std::string_view(message.payload.data(), message.payload.size())) {
+      auto byte = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        out.push_back('\\');
+        out.push_back(c);
+      } else if (byte < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
+        out.append(escaped, escaped + 6);
+      } else {
+        out.push_back(c);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonEscapedMessage>();
+  }
+};
+
+Result<spdlog::level::level_enum> parse_log_level(const std::string& name) {
+  for (auto level : {spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
+                     spdlog::level::err, spdlog::level::critical, spdlog::level::off}) {
+    std::string_view text(spdlog::level::to_string_view(level).data(), spdlog::level::to_string_view(level).size());
+    if (name == text || (level == spdlog::level::warn && name == "warn") ||
+        (level == spdlog::level::err && name == "error")) {
+      return level;
+    }
+  }
+  return invalid_argument("--log-level: expected trace, debug, info, warn, error, critical or off, got \"" +
+                          name + "\"");
+}
+
+std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file, spdlog::sink_ptr sink) {
+  if (!sink) sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>("shoald-" + file.cluster, std::move(sink));
   if (file.log_format == "json") {
-    logger->set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","cluster":")" + file.cluster +
-            R"(","msg":"%v"})",
-        spdlog::pattern_time_type::utc);
+    // One JSON object per line; the cluster name is a validated name.
+    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","cluster":")" + file.cluster + R"(","msg":"%*"})");
+    logger->set_formatter(std::move(formatter));
   } else {
     logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ [" + file.cluster + "] %v",
                         spdlog::pattern_time_type::utc);
   }
   return logger;
 }
+
+namespace {
 
 // The agent and the cluster it drives, built from what the store holds.
 struct AgentInstance {
@@ -754,7 +798,8 @@ Result<std::vector<std::string>> make_data_dir_private(const std::string& data_d
   return tightened;
 }
 
-Status run_agent(const std::string& data_dir) {
+Status run_agent(const std::string& data_dir, const std::string& log_level) {
+  SHOAL_ASSIGN_OR_RETURN(spdlog::level::level_enum level, parse_log_level(log_level));
   SHOAL_RETURN_IF_ERROR(crypto::initialize());
   SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> tightened, make_data_dir_private(data_dir));
   SHOAL_ASSIGN_OR_RETURN(AgentFile file, load_agent_file(data_dir));
@@ -776,6 +821,7 @@ Status run_agent(const std::string& data_dir) {
   std::signal(SIGXFSZ, SIG_IGN);
   SHOAL_ASSIGN_OR_RETURN(int signal_fd, open_signal_fd());
   auto logger = make_logger(file);
+  logger->set_level(level);
   for (const auto& path : tightened) logger->warn("{} was readable by others; changed it to mode 0600", path);
 
   uint64_t descriptors = ConnectionGuard::raise_descriptor_limit();

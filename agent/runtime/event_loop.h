@@ -11,7 +11,8 @@
 namespace shoal::runtime {
 
 // Runs until SIGTERM or SIGINT (a clean stop: returns ok) or a fatal error.
-Status run_agent(const std::string& data_dir);
+// `log_level`: see parse_log_level (logging.h).
+Status run_agent(const std::string& data_dir, const std::string& log_level = "info");
 
 // `shoald init`: creates the data dir, identity key, agent.yaml and database.
 struct InitOptions {

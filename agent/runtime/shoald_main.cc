@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   std::string run_data_dir = default_data_dir();
   CLI::App* run_command = app.add_subcommand("run", "Run the agent in the foreground (logs to stderr)");
   run_command->add_option("--data", run_data_dir, "Data directory (or SHOAL_DATA)")->required(run_data_dir.empty());
+  std::string log_level = "info";
+  run_command->add_option("--log-level", log_level,
+                          "trace, debug, info (default), warn, error, critical or off");
 
   try {
     app.parse(argc, argv);
@@ -64,5 +67,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*init_command) return exit_code_for(shoal::runtime::init_agent(init));
-  return exit_code_for(shoal::runtime::run_agent(run_data_dir));
+  return exit_code_for(shoal::runtime::run_agent(run_data_dir, log_level));
 }

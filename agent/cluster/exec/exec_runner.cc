@@ -121,7 +121,10 @@ std::string default_monitor_path() {
   std::error_code error;
   fs::path self = fs::read_symlink("/proc/self/exe", error);
   if (error) return "shoal-exec-monitor";
-  return (self.parent_path() / "shoal-exec-monitor").string();
+  // Beside the binary in a build tree; in ../lib/shoal once installed.
+  fs::path beside = self.parent_path() / "shoal-exec-monitor";
+  fs::path installed = self.parent_path().parent_path() / "lib" / "shoal" / "shoal-exec-monitor";
+  return (fs::exists(beside, error) || !fs::exists(installed, error) ? beside : installed).string();
 }
 
 ExecRunner::ExecRunner(ExecOptions options) : options_(std::move(options)) {}

@@ -40,7 +40,8 @@ struct ExecOptions {
 // unified hierarchy is mounted there and writable, else "".
 std::string find_writable_cgroup();
 
-// The shoal-exec-monitor that ships beside the running binary.
+// The shoal-exec-monitor that ships with the running binary: beside it (a
+// build tree) or in ../lib/shoal (installed).
 std::string default_monitor_path();
 
 class ExecRunner final : public Runner {

@@ -4,7 +4,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <yaml-cpp/yaml.h>
+
 #include "agent/runtime/config.h"
+#include "agent/runtime/logging.h"
 #include "agent/runtime/rate_limiter.h"
 
 namespace shoal::runtime {
@@ -112,6 +121,98 @@ TEST_F(AgentFileTest, ExecSettingsDefaultRoundTripAndABadOneIsNamed) {
     EXPECT_NE(file.status().message().find(std::string("agent.yaml ") + field), std::string::npos)
         << file.status().message();
   }
+}
+
+TEST(LoggingTest, JsonLinesParseWhateverTheMessageHolds) {
+  AgentFile file;
+  file.cluster = "east";
+  file.log_format = "json";
+  std::ostringstream out;
+  auto logger = make_logger(file, std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  std::string tricky = "a \"quoted\" name, a back\\slash,\na newline and a tab\t";
+  logger->warn("{}", tricky);
+  logger->info("plain");
+  std::istringstream lines(out.str());
+  std::string line;
+  std::vector<nlohmann::json> parsed;
+  while (std::getline(lines, line)) {
+    parsed.push_back(nlohmann::json::parse(line, nullptr, false));
+    ASSERT_TRUE(parsed.back().is_object()) << line;
+  }
+  ASSERT_EQ(parsed.size(), 2u) << out.str();
+  EXPECT_EQ(parsed[0]["msg"], tricky);
+  EXPECT_EQ(parsed[0]["level"], "warning");
+  EXPECT_EQ(parsed[0]["cluster"], "east");
+  EXPECT_TRUE(std::regex_match(parsed[0]["time"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")));
+  EXPECT_EQ(parsed[1]["msg"], "plain");
+}
+
+TEST(LoggingTest, LogLevelsAreNamedAndABadOneIsRefusedNamingTheFlag) {
+  EXPECT_EQ(*parse_log_level("debug"), spdlog::level::debug);
+  EXPECT_EQ(*parse_log_level("warn"), spdlog::level::warn);
+  EXPECT_EQ(*parse_log_level("error"), spdlog::level::err);
+  auto bad = parse_log_level("loud");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("--log-level"), std::string::npos);
+}
+
+// docs/operating.md's configuration reference against what `shoald init`
+// writes: the same fields (nested ones as `exec.logCap`), each default as
+// written, and every documented one read back by the parser.
+TEST(ConfigReference, EveryFieldIsDocumentedWithItsDefault) {
+  std::ifstream doc(std::string(SHOAL_SOURCE_DIR) + "/docs/operating.md");
+  ASSERT_TRUE(doc) << "docs/operating.md";
+  std::string line;
+  bool in_reference = false;
+  std::map<std::string, std::string> documented;  // field -> default cell
+  std::regex row(R"(^\| `([A-Za-z.]+)` \| ([^|]+) \| [^|]+ \| [^|]+ \|$)");
+  while (std::getline(doc, line)) {
+    if (line == "## Configuration reference") in_reference = true;
+    else if (line.rfind("## ", 0) == 0) in_reference = false;
+    std::smatch match;
+    if (in_reference && std::regex_match(line, match, row)) {
+      std::string value = match[2];
+      value.erase(value.find_last_not_of(' ') + 1);
+      if (value.size() >= 2 && value.front() == '`' && value.back() == '`') value = value.substr(1, value.size() - 2);
+      documented[match[1]] = value;
+    }
+  }
+  ASSERT_FALSE(documented.empty());
+
+  char pattern[] = "/tmp/shoal-reference.XXXXXX";
+  std::string dir = mkdtemp(pattern);
+  AgentFile defaults;
+  defaults.cluster = "east";
+  defaults.org = "acme";
+  defaults.listen = "tcp://127.0.0.1:7001";
+  defaults.cluster_config = "/etc/shoal/cluster.yaml";
+  ASSERT_TRUE(write_agent_file(dir, defaults).is_ok());
+  YAML::Node written = YAML::LoadFile(config_path(dir));
+  std::set<std::string> fields;
+  for (const auto& item : written) {
+    std::string key = item.first.as<std::string>();
+    if (!item.second.IsMap()) {
+      fields.insert(key);
+      continue;
+    }
+    for (const auto& nested : item.second) fields.insert(key + "." + nested.first.as<std::string>());
+  }
+  std::set<std::string> documented_fields;
+  for (const auto& [field, value] : documented) documented_fields.insert(field);
+  EXPECT_EQ(documented_fields, fields);
+  for (const auto& [field, value] : documented) {
+    if (value.front() == '(') continue;  // required, or none by default
+    size_t dot = field.find('.');
+    YAML::Node actual = dot == std::string::npos ? written[field] : written[field.substr(0, dot)][field.substr(dot + 1)];
+    YAML::Emitter as_written, as_documented;
+    as_written << actual;
+    as_documented << YAML::Load(value);
+    EXPECT_EQ(std::string(as_documented.c_str()), std::string(as_written.c_str())) << field;
+  }
+  // And what is written reads back.
+  EXPECT_TRUE(load_agent_file(dir).is_ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The Debian package, installed into a scratch root (dpkg-deb -x) rather than
+# the machine: its layout, its control data and maintainer scripts, and an
+# agent started from the installed binaries that runs a real command with
+# the exec backend (so the installed shoal-exec-monitor is found) and
+# answers shoalctl. Usage: package_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+BUILD_DIR="$(cd "$1" && pwd)"
+SOURCE_DIR="$(cd "$2" && pwd)"
+SCRATCH="$(mktemp -d /tmp/shoal-pkg.XXXXXX)"
+AGENT_PID=""
+cleanup() {
+  if [ -n "$AGENT_PID" ]; then kill -TERM "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; fi
+  rm -rf "$SCRATCH"
+}
+trap cleanup EXIT
+fail() { echo "package test: $*" >&2; exit 1; }
+
+deb=$(SHOAL_BUILD_DIR="$BUILD_DIR" bash "$SOURCE_DIR/scripts/package.sh")
+[ -f "$deb" ] || fail "no package built ($deb)"
+ROOT="$SCRATCH/root"
+dpkg-deb -x "$deb" "$ROOT"
+for path in usr/bin/shoald usr/bin/shoalctl usr/lib/shoal/shoal-exec-monitor \
+            usr/lib/systemd/system/shoald.service usr/share/bash-completion/completions/shoalctl \
+            usr/share/doc/shoal/examples/agent.yaml.example usr/share/doc/shoal/examples/cluster.yaml.example \
+            usr/share/doc/shoal/operating.md; do
+  [ -e "$ROOT/$path" ] || fail "missing /$path"
+done
+control=$(dpkg-deb -f "$deb" Package Depends)
+grep -q "^Package: shoal$" <<<"$control" || fail "package name: $control"
+grep -q "adduser" <<<"$control" || fail "Depends lacks adduser: $control"
+grep -q "libzmq5" <<<"$control" || fail "Depends lacks the shared libraries: $control"
+CONTROL="$SCRATCH/control"
+dpkg-deb -e "$deb" "$CONTROL"
+grep -q "adduser --system --group --home /var/lib/shoal" "$CONTROL/postinst" || fail "postinst does not create the shoal user"
+grep -q "chmod 0700 /var/lib/shoal" "$CONTROL/postinst" || fail "postinst does not make /var/lib/shoal 0700"
+grep -q "mkdir -p /var/lib/shoal /etc/shoal" "$CONTROL/postinst" || fail "postinst does not create /etc/shoal"
+sh -n "$CONTROL/postinst" && sh -n "$CONTROL/prerm" && sh -n "$CONTROL/postrm"
+grep -q "^ExecStart=/usr/bin/shoald run --data /var/lib/shoal$" "$ROOT/usr/lib/systemd/system/shoald.service" ||
+  fail "unit ExecStart"
+grep -q "^User=shoal$" "$ROOT/usr/lib/systemd/system/shoald.service" || fail "unit User"
+bash -c "source '$ROOT/usr/share/bash-completion/completions/shoalctl' && complete -p shoalctl" >/dev/null ||
+  fail "bash completion does not register"
+"$ROOT/usr/bin/shoald" --help | grep -q "init" || fail "shoald --help"
+"$ROOT/usr/bin/shoalctl" --help | grep -q "backup" || fail "shoalctl --help"
+
+# An agent from the installed files: init + run, then real work through it.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+DATA="$SCRATCH/data"
+"$ROOT/usr/bin/shoald" init --data "$DATA" --cluster east --org acme --listen "tcp://127.0.0.1:$port" \
+  --cluster-config "$ROOT/usr/share/doc/shoal/examples/cluster.yaml.example" >/dev/null
+"$ROOT/usr/bin/shoald" run --data "$DATA" 2>"$SCRATCH/agent.log" &
+AGENT_PID=$!
+ctl() { "$ROOT/usr/bin/shoalctl" --data "$DATA" "$@"; }
+for _ in $(seq 100); do ctl status >/dev/null 2>&1 && break; sleep 0.1; done
+ctl status >/dev/null || fail "the installed agent does not answer: $(cat "$SCRATCH/agent.log")"
+cat >"$SCRATCH/hello.yaml" <<YAML
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: hello, namespace: default}
+spec:
+  resources: {cpu: "1", memory: 1Gi}
+  command: [sh, -c, 'echo "hello from \$SHOAL_CLUSTER"']
+YAML
+ctl submit -f "$SCRATCH/hello.yaml" >/dev/null
+phase=""
+for _ in $(seq 200); do
+  phase=$(ctl describe workload default/hello -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["phase"])')
+  [ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
+  sleep 0.1
+done
+[ "$phase" = Succeeded ] || fail "the workload ended $phase: $(ctl describe workload default/hello)"
+[ "$(ctl logs default/hello)" = "hello from east" ] || fail "logs: $(ctl logs default/hello)"
+echo "package test: $(basename "$deb") installs, starts and runs work"
