@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config python3
+  build-essential cmake pkg-config python3 python3-yaml
   cppzmq-dev libzmq3-dev
   libmsgpack-cxx-dev
   libsodium-dev
