@@ -94,7 +94,9 @@ void Context::record_event(const std::string& subject, const std::string& text) 
   std::string told = text;
   if (event_subject_) event_subject_(named, told);
   note_store(store_.append_event({named, clock_.now(), told}));
-  if (logger_) logger_->info("{}: {}", named, told);
+  // Several per placement: at debug, so a busy agent's info log stays about
+  // the agent (peers, storage, start and stop). describe shows them all.
+  if (logger_) logger_->debug("{}: {}", named, told);
 }
 
 std::string Context::new_uid() {

@@ -129,7 +129,9 @@ void AgentProcess::init(const std::vector<std::string>& extra) {
 }
 
 bool AgentProcess::start() {
-  pid_ = spawn({bin_path("shoald"), "run", "--data", data_dir_}, "/dev/null", log_path_, descriptor_limit_);
+  std::vector<std::string> argv = {bin_path("shoald"), "run", "--data", data_dir_};
+  if (!log_level_.empty()) argv.insert(argv.end(), {"--log-level", log_level_});
+  pid_ = spawn(argv, "/dev/null", log_path_, descriptor_limit_);
   return wait_until([&] { return ctl({"status"}).exit_code == 0; }, std::chrono::seconds(20));
 }
 

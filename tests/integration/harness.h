@@ -65,6 +65,8 @@ class AgentProcess {
   void limit_file_size(std::optional<uint64_t> bytes);
   // Runs shoald with this hard and soft RLIMIT_NOFILE (0: inherit).
   void set_descriptor_limit(unsigned limit) { descriptor_limit_ = limit; }
+  // shoald run --log-level (default: the agent's, info).
+  void set_log_level(std::string level) { log_level_ = std::move(level); }
   // Sets `key: value` in agent.yaml (after init, before start).
   void set_config(const std::string& key, const std::string& value);
   std::string log() const;  // everything the agent logged so far
@@ -90,6 +92,7 @@ class AgentProcess {
   std::string log_path_;
   int pid_ = -1;
   unsigned descriptor_limit_ = 0;
+  std::string log_level_;
 };
 
 // A client of an agent's control socket, speaking as shoalctl does (DEALER

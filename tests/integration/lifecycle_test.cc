@@ -45,6 +45,7 @@ class Lifecycle : public ::testing::Test {
       agent->set_config("heartbeatInterval", "300ms");
       agent->set_config("pendingRetry", "500ms");
       agent->set_config("pendingRetryMax", "2s");
+      agent->set_log_level("debug");  // workload events are logged at debug
       ASSERT_TRUE(agent->start()) << agent->name();
     }
     for (AgentProcess* target : {&east_, &west_}) {
