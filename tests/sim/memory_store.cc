@@ -1,0 +1,162 @@
+#include "tests/sim/memory_store.h"
+
+#include <optional>
+
+namespace shoal::sim {
+
+template <typename Map, typename Key, typename Value>
+void MemoryStore::write(Map& table, const Key& key, const Value* value) {
+  if (in_batch_) {
+    auto it = table.find(key);
+    std::optional<Value> before;
+    if (it != table.end()) before = it->second;
+    undo_.push_back([&table, key, before] {
+      if (before) table[key] = *before;
+      else table.erase(key);
+    });
+  }
+  if (value) table[key] = *value;
+  else table.erase(key);
+}
+
+Status MemoryStore::begin() {
+  if (in_batch_) return internal_error("store: a batch is already open");
+  in_batch_ = true;
+  return Status::ok();
+}
+
+Status MemoryStore::commit() {
+  if (!in_batch_) return internal_error("store: no batch open");
+  in_batch_ = false;
+  if (undo_.empty()) ++stats_.empty;
+  else ++stats_.written;
+  undo_.clear();
+  return Status::ok();
+}
+
+void MemoryStore::rollback() {
+  if (!in_batch_) return;
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) (*it)();
+  undo_.clear();
+  in_batch_ = false;
+}
+
+Result<uint64_t> MemoryStore::next_boot() {
+  uint64_t before = boot_;
+  if (in_batch_) undo_.push_back([this, before] { boot_ = before; });
+  return ++boot_;
+}
+
+Status MemoryStore::put_peer(const store::PeerRecord& peer) {
+  write(peers_, peer.id, &peer);
+  return Status::ok();
+}
+
+Result<std::vector<store::PeerRecord>> MemoryStore::load_peers() {
+  std::vector<store::PeerRecord> out;
+  for (const auto& [id, peer] : peers_) out.push_back(peer);
+  return out;
+}
+
+Status MemoryStore::put_invitation(const store::InvitationRecord& invitation) {
+  write(invitations_, std::pair{invitation.id, static_cast<int>(invitation.direction)}, &invitation);
+  return Status::ok();
+}
+
+Result<std::vector<store::InvitationRecord>> MemoryStore::load_invitations() {
+  std::vector<store::InvitationRecord> out;
+  for (const auto& [key, invitation] : invitations_) out.push_back(invitation);
+  return out;
+}
+
+Status MemoryStore::put_workload(const store::WorkloadRecord& workload) {
+  write(workloads_, workload.uid, &workload);
+  return Status::ok();
+}
+
+Status MemoryStore::update_workload_status(const store::WorkloadRecord& workload) {
+  auto it = workloads_.find(workload.uid);
+  if (it == workloads_.end()) return not_found("workload " + workload.uid + " is not stored");
+  // As SqliteStore: what never changes after put_workload stays as stored.
+  store::WorkloadRecord updated = workload;
+  updated.spec = it->second.spec;
+  updated.created_at = it->second.created_at;
+  updated.parent = it->second.parent;
+  updated.copy_index = it->second.copy_index;
+  write(workloads_, workload.uid, &updated);
+  return Status::ok();
+}
+
+Result<std::vector<store::WorkloadRecord>> MemoryStore::load_workloads() {
+  std::vector<store::WorkloadRecord> out;
+  for (const auto& [uid, workload] : workloads_) out.push_back(workload);
+  return out;
+}
+
+Status MemoryStore::delete_workload(const std::string& uid) {
+  write(workloads_, uid, static_cast<const store::WorkloadRecord*>(nullptr));
+  return Status::ok();
+}
+
+Status MemoryStore::put_reservation(const store::ReservationRecord& reservation) {
+  write(reservations_, std::pair{reservation.source, reservation.uid}, &reservation);
+  if (reservation.phase == store::ReservationPhase::kReserved) return Status::ok();
+  store::RunRecord run;
+  run.source = reservation.source;
+  run.uid = reservation.uid;
+  run.epoch = reservation.epoch;
+  run.namespace_name = reservation.spec.namespace_name;
+  run.name = reservation.spec.name;
+  run.per_replica = reservation.spec.resources;
+  run.nodes = reservation.nodes;
+  run.started_at_ms = reservation.started_at_ms;
+  run.finished_at_ms = reservation.finished_at_ms;
+  run.phase = std::string(store::kReservationPhaseNames[static_cast<size_t>(reservation.phase)]);
+  run.message = reservation.message;
+  write(runs_, std::tuple{run.started_at_ms, run.source, run.uid}, &run);
+  return Status::ok();
+}
+
+Status MemoryStore::delete_reservation(const std::string& source, const std::string& uid) {
+  write(reservations_, std::pair{source, uid}, static_cast<const store::ReservationRecord*>(nullptr));
+  return Status::ok();
+}
+
+Result<std::vector<store::ReservationRecord>> MemoryStore::load_reservations() {
+  std::vector<store::ReservationRecord> out;
+  for (const auto& [key, reservation] : reservations_) out.push_back(reservation);
+  return out;
+}
+
+Result<std::vector<store::RunRecord>> MemoryStore::load_runs() {
+  std::vector<store::RunRecord> out;
+  for (const auto& [key, run] : runs_) out.push_back(run);
+  return out;
+}
+
+Status MemoryStore::append_event(const store::EventRecord& event) {
+  std::deque<store::EventRecord>& events = events_[event.subject];
+  events.push_back(event);
+  std::optional<store::EventRecord> dropped;
+  if (events.size() > static_cast<size_t>(kEventsPerSubject)) {
+    dropped = std::move(events.front());
+    events.pop_front();
+  }
+  if (in_batch_) {
+    undo_.push_back([this, subject = event.subject, dropped] {
+      std::deque<store::EventRecord>& list = events_[subject];
+      list.pop_back();
+      if (dropped) list.push_front(*dropped);
+      if (list.empty()) events_.erase(subject);
+    });
+  }
+  return Status::ok();
+}
+
+Result<std::vector<store::EventRecord>> MemoryStore::load_events(const std::string& subject) {
+  auto it = events_.find(subject);
+  if (it == events_.end()) return std::vector<store::EventRecord>{};
+  return std::vector<store::EventRecord>(it->second.begin(), it->second.end());
+}
+
+}  // namespace shoal::sim

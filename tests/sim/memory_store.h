@@ -1,0 +1,64 @@
+// An in-memory store::Store for the federation simulator (issue 18): the
+// same contract as SqliteStore — batches that commit or roll back whole —
+// without a disk, and with crash(): whatever the open batch wrote is lost,
+// everything committed survives for the agent's restart. Thousands of
+// agents fit in one process.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "store/store.h"
+
+namespace shoal::sim {
+
+class MemoryStore final : public store::Store {
+ public:
+  Status begin() override;
+  Status commit() override;
+  void rollback() override;
+  store::CommitStats commit_stats() const override { return stats_; }
+  // The process died: an open batch never committed.
+  void crash() { rollback(); }
+  bool in_batch() const { return in_batch_; }
+
+  Result<uint64_t> next_boot() override;
+
+  Status put_peer(const store::PeerRecord& peer) override;
+  Result<std::vector<store::PeerRecord>> load_peers() override;
+  Status put_invitation(const store::InvitationRecord& invitation) override;
+  Result<std::vector<store::InvitationRecord>> load_invitations() override;
+  Status put_workload(const store::WorkloadRecord& workload) override;
+  Status update_workload_status(const store::WorkloadRecord& workload) override;
+  Result<std::vector<store::WorkloadRecord>> load_workloads() override;
+  Status delete_workload(const std::string& uid) override;
+  Status put_reservation(const store::ReservationRecord& reservation) override;
+  Status delete_reservation(const std::string& source, const std::string& uid) override;
+  Result<std::vector<store::ReservationRecord>> load_reservations() override;
+  Result<std::vector<store::RunRecord>> load_runs() override;
+  Status append_event(const store::EventRecord& event) override;
+  Result<std::vector<store::EventRecord>> load_events(const std::string& subject) override;
+
+ private:
+  // Sets `table[key]` to `value` (or erases it), remembering in the open
+  // batch how to undo that.
+  template <typename Map, typename Key, typename Value>
+  void write(Map& table, const Key& key, const Value* value);
+
+  uint64_t boot_ = 0;
+  std::map<std::string, store::PeerRecord> peers_;
+  std::map<std::pair<std::string, int>, store::InvitationRecord> invitations_;  // (id, direction)
+  std::map<std::string, store::WorkloadRecord> workloads_;
+  std::map<std::pair<std::string, std::string>, store::ReservationRecord> reservations_;
+  std::map<std::tuple<int64_t, std::string, std::string>, store::RunRecord> runs_;  // (started, source, uid)
+  std::map<std::string, std::deque<store::EventRecord>> events_;
+  bool in_batch_ = false;
+  std::vector<std::function<void()>> undo_;  // newest last
+  store::CommitStats stats_;
+};
+
+}  // namespace shoal::sim
