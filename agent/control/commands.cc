@@ -12,7 +12,9 @@ bool is_read_only_command(const json& request) {
       "identity",      "invite-list",      "describe-peer",     "peers",
       "get-workloads", "get-reservations", "describe-workload", "status",
       "get-clusters",  "logs",             "metrics",           "routing-metrics",
-      "backup",        "watch-workloads"};
+      "backup"};
+  // Not "watch-workloads": a read-only agent commits no batches, so it
+  // would have no changes to tell; it is refused with the reason instead.
   if (!request.is_object()) return false;
   auto command = request.find("command");
   return command != request.end() && command->is_string() &&
