@@ -40,6 +40,10 @@ Result<CurveKey> curve_public_key(const PublicKey& ed25519);
 class Identity {
  public:
   static Identity generate();
+  // The key pair `seed` determines: the same seed, the same identity. For
+  // the simulator (identities from its seed) and tests; an agent's own key
+  // comes from generate().
+  static Identity from_seed(const std::array<uint8_t, 32>& seed);
   CurveKeyPair curve_keys() const;
 
   const PublicKey& public_key() const { return public_key_; }
@@ -56,5 +60,14 @@ class Identity {
 };
 
 bool verify(const PublicKey& key, std::span<const uint8_t> message, const Signature& signature);
+
+// For the federation simulator only (tests/sim, docs/simulation.md): while
+// on, this process signs with a keyed BLAKE2b hash of the message under the
+// signer's public key instead of Ed25519, and verifies by recomputing it. A
+// signature stays bound to its key and to every byte of its message, so the
+// core accepts and drops exactly what it would, at a fiftieth of the cost —
+// but anyone can forge one, so an agent must never turn it on. A ctest
+// (sim_only_signatures) checks that nothing outside tests/sim calls it.
+void set_simulated_signatures(bool on);
 
 }  // namespace shoal::crypto

@@ -357,9 +357,14 @@ Status Agent::end_control() {
   return finish_batch();
 }
 
-bool Agent::check_invariants() const {
-  return peers_.check_invariants() && invitations_.check_invariants() &&
-         target_.check_invariants() && source_.check_invariants();
+std::string Agent::broken_invariant() const {
+  for (auto [part, broken] : {std::pair{"peers", peers_.broken_invariant()},
+                              std::pair{"invitations", invitations_.broken_invariant()},
+                              std::pair{"target", target_.broken_invariant()},
+                              std::pair{"source", source_.broken_invariant()}}) {
+    if (!broken.empty()) return std::string(part) + ": " + broken;
+  }
+  return "";
 }
 
 std::string check_fencing_timers(const AgentConfig& config) {

@@ -174,9 +174,10 @@ class Agent {
   // unless a message or request arrives. At most a heartbeat away.
   TimePoint next_deadline() const;
 
-  // Cross-checks every part's invariants (the simulation calls it after
-  // every step).
-  bool check_invariants() const;
+  // Cross-checks every part's invariants (the simulations call it after
+  // every step): "" while all hold, else the part and the first broken one.
+  std::string broken_invariant() const;
+  bool check_invariants() const { return broken_invariant().empty(); }
 
   // The first failed store write since start, if any: the runtime must not
   // commit or send after one (it rolls back and rebuilds the agent from the

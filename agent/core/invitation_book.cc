@@ -149,7 +149,7 @@ std::vector<std::string> InvitationBook::revocations_to_tell(const std::string& 
   return out;
 }
 
-bool InvitationBook::check_invariants() const {
+std::string InvitationBook::broken_invariant() const {
   auto indexed = [](const std::map<std::string, Owned>& table, const Index& index) {
     size_t count = 0;
     for (const auto& [peer, ids] : index) {
@@ -161,15 +161,17 @@ bool InvitationBook::check_invariants() const {
     }
     return count == table.size();
   };
-  if (!indexed(issued_, issued_by_peer_) || !indexed(accepted_, accepted_by_peer_)) return false;
+  if (!indexed(issued_, issued_by_peer_) || !indexed(accepted_, accepted_by_peer_)) {
+    return "an invitation index differs from its table";
+  }
   for (const auto& [peer, ids] : issued_by_peer_) {
     auto current = std::count_if(ids.begin(), ids.end(), [&](const std::string& id) {
       const auto& record = issued_.at(id).record;
       return !record.replaced && !record.revoked;
     });
-    if (current > 1) return false;
+    if (current > 1) return "a source holds two current invitations";
   }
-  return true;
+  return "";
 }
 
 }  // namespace shoal::core

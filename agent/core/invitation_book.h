@@ -70,7 +70,8 @@ class InvitationBook {
 
   // The indexes match the tables, and each source has at most one issued
   // invitation that is neither replaced nor revoked.
-  bool check_invariants() const;
+  // "" while every invariant holds, else the first broken one.
+  std::string broken_invariant() const;
 
  private:
   using Index = std::map<std::string, std::vector<std::string>>;  // peer -> invitation ids

@@ -140,9 +140,10 @@ Status PeerTable::flush(store::Store& store) {
   return first;
 }
 
-bool PeerTable::check_invariants() const {
-  return std::all_of(unsaved_.begin(), unsaved_.end(),
-                     [&](const std::string& id) { return peers_.count(id) > 0; });
+std::string PeerTable::broken_invariant() const {
+  bool known = std::all_of(unsaved_.begin(), unsaved_.end(),
+                           [&](const std::string& id) { return peers_.count(id) > 0; });
+  return known ? "" : "an unsaved peer is not in the table";
 }
 
 }  // namespace shoal::core

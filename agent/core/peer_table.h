@@ -103,7 +103,8 @@ class PeerTable {
   Status flush(store::Store& store);
 
   // Every row waiting for flush() belongs to a known peer.
-  bool check_invariants() const;
+  // "" while every invariant holds, else the first broken one.
+  std::string broken_invariant() const;
 
  private:
   Peer& at(const std::string& id) { return peers_[id]; }

@@ -60,9 +60,13 @@ TimePoint SourceRole::next_deadline() const {
 
 // Mirrors drive_source_workload: each time here is one at which that
 // function acts (the simulation checks that a tick leaves no deadline due).
-TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
+TimePoint SourceRole::due_at(const SourceWorkload& workload, ResendBound bound) const {
   const store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
+  auto resend_at = [&](const std::string& peer_id, TimePoint last_sent, int resends) {
+    return bound == ResendBound::kLatest ? context_.latest_resend_at(peer_id, last_sent, resends)
+                                         : context_.resend_at(peer_id, last_sent, resends);
+  };
   if (is_group(workload)) {
     auto copies = copies_.find(record.uid);
     bool last_copy_gone = copies == copies_.end() || copies->second.empty();
@@ -72,14 +76,14 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
   if (record.deleting) {
     if (workload.deletes.empty()) return now;
     for (const auto& [peer_id, pending] : workload.deletes) {
-      due = std::min(due, context_.resend_at(peer_id, pending.last_sent, 0));
+      due = std::min(due, resend_at(peer_id, pending.last_sent, 0));
       if (pending.give_up_at) due = std::min(due, *pending.give_up_at);
     }
     return due;
   }
   for (const auto& [peer_id, cancel] : workload.cancels) {
     due = std::min(
-        {due, cancel.give_up_at, context_.resend_at(peer_id, cancel.last_sent, cancel.resends)});
+        {due, cancel.give_up_at, resend_at(peer_id, cancel.last_sent, cancel.resends)});
   }
   if (workload.waiting_ticket) return due;  // for a slot (admit_waiting), not a time
   if (record.winner.empty() && record.spec.placement.ready_window.count() == 0 &&
@@ -106,7 +110,7 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
   if (record.phase != model::Phase::kPlacing) return due;
   if (!record.winner.empty()) {
     if (!may_renew_lease(record.winner)) return due;  // until we hear from it (an input)
-    return std::min(due, context_.resend_at(record.winner, workload.last_approve_sent,
+    return std::min(due, resend_at(record.winner, workload.last_approve_sent,
                                             workload.approve_resends));
   }
   const model::PlacementSpec& placement = record.spec.placement;
@@ -125,7 +129,7 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload) const {
   }
   for (const auto& [peer_id, progress] : workload.candidates) {
     if (progress.state == CandidateState::kSent) {
-      due = std::min(due, context_.resend_at(peer_id, progress.last_sent, progress.resends));
+      due = std::min(due, resend_at(peer_id, progress.last_sent, progress.resends));
     }
   }
   return due;

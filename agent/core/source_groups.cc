@@ -103,41 +103,41 @@ std::vector<protocol::NamespaceCapacity> SourceRole::capacity_of(const std::stri
   return out;
 }
 
-bool SourceRole::check_invariants() const {
+std::string SourceRole::broken_invariant() const {
   for (const auto& [uid, workload] : workloads_) {
-    if (uid != workload.record.uid) return false;
+    if (uid != workload.record.uid) return "a workload is filed under another uid";
     if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
-      return false;
+      return "a Pending workload has a winner";
     }
-    if (!is_quiet(workload) && !awake_.count(uid)) return false;
+    if (!is_quiet(workload) && !awake_.count(uid)) return "a workload with something due is not awake";
     // A parked workload is woken by its entry in parked_.
     if (workload.parked_until != TimePoint{} &&
         !parked_.count({workload.parked_until, uid})) {
-      return false;
+      return "a parked workload is missing from parked_";
     }
     // The window: a slot is held only by a round in flight; whoever waits
     // is Pending and in line exactly once.
-    if (placing_.count(uid) && !holds_slot(workload.record)) return false;
+    if (placing_.count(uid) && !holds_slot(workload.record)) return "a workload holds a window slot without a round in flight";
     if (workload.waiting_ticket &&
         (workload.record.phase != model::Phase::kPending || placing_.count(uid) ||
          !waiting_.count(
              {-int64_t{workload.record.spec.priority}, workload.waiting_ticket, uid}))) {
-      return false;
+      return "a waiting workload is not Pending and in line exactly once";
     }
   }
-  if (static_cast<int64_t>(placing_.size()) > config_.placement_window) return false;
-  if (!readied_.empty()) return false;  // every batch decides what it read (decide_readied)
+  if (static_cast<int64_t>(placing_.size()) > config_.placement_window) return "more rounds in flight than placementWindow";
+  if (!readied_.empty()) return "a batch ended with READYs undecided";  // every batch decides what it read (decide_readied)
   for (const auto& [priority, ticket, uid] : waiting_) {
     auto it = workloads_.find(uid);
-    if (it == workloads_.end() || it->second.waiting_ticket != ticket) return false;
+    if (it == workloads_.end() || it->second.waiting_ticket != ticket) return "the line names a workload that is gone or holds another ticket";
   }
   for (const auto& uid : placing_) {
-    if (!workloads_.count(uid)) return false;
+    if (!workloads_.count(uid)) return "placing_ names a workload that is gone";
   }
   // Room never wakes what waits for a slot (it would walk the whole line).
   for (const auto& uid : room_waiters_) {
     auto it = workloads_.find(uid);
-    if (it != workloads_.end() && it->second.waiting_ticket != 0) return false;
+    if (it != workloads_.end() && it->second.waiting_ticket != 0) return "a workload waiting for a slot also waits for room";
   }
   // The counts kept as workloads change are what a recount finds.
   std::array<size_t, std::size(model::kPhaseNames)> by_phase{};
@@ -149,14 +149,18 @@ bool SourceRole::check_invariants() const {
     started += workload.record.started_at_ms != 0;
   }
   if (by_phase != count_by_phase_ || started != count_started_ || parked != parked_.size()) {
-    return false;
+    return "the kept counts differ from a recount";
   }
   // next_deadline() is never later than an awake workload's due time: what
-  // moves one earlier touches it (the fold in next_deadline relies on it).
+  // moves one earlier touches it (the fold in next_deadline relies on it),
+  // except a peer's acknowledgement ending a flow-control hold, which may
+  // bring a resend forward to no later than the deadline (kLatest).
   TimePoint deadline = next_deadline();
   for (const auto& uid : awake_) {
     auto it = workloads_.find(uid);
-    if (it == workloads_.end() || due_at(it->second) < deadline) return false;
+    if (it == workloads_.end() || due_at(it->second, ResendBound::kLatest) < deadline) {
+      return "next_deadline() is later than an awake workload's due time";
+    }
   }
   // The copies of a group, finished ones included, are placed on different
   // clusters.
@@ -164,12 +168,12 @@ bool SourceRole::check_invariants() const {
     std::set<std::string> winners;
     for (const auto& copy_uid : copy_uids) {
       auto copy = workloads_.find(copy_uid);
-      if (copy == workloads_.end() || copy->second.record.parent != group_uid) return false;
+      if (copy == workloads_.end() || copy->second.record.parent != group_uid) return "a group's copy is gone or names another parent";
       if (copy->second.record.winner.empty()) continue;
-      if (!winners.insert(copy->second.record.winner).second) return false;
+      if (!winners.insert(copy->second.record.winner).second) return "two copies of a group won the same cluster";
     }
   }
-  return true;
+  return "";
 }
 
 Status SourceRole::nominate(const std::string& namespace_name, const std::string& name,

@@ -103,7 +103,8 @@ class SourceRole {
   // A source workload with a winner is past Pending; every workload with
   // anything left to do is visited by the timers; a group's copies sit on
   // different clusters.
-  bool check_invariants() const;
+  // "" while every invariant holds, else the first broken one.
+  std::string broken_invariant() const;
 
  private:
   enum class CandidateState { kSent, kReady, kRejected };
@@ -314,7 +315,13 @@ class SourceRole {
   bool decide_after_preferred_wait(SourceWorkload& workload, TimePoint now);
   static bool has_ready(const SourceWorkload& workload);
   // When drive_source_workload next has something to do for it.
-  TimePoint due_at(const SourceWorkload& workload) const;
+  // With kLatest, every resend as late as flow control may have held it
+  // (Context::latest_resend_at): a peer's acknowledgement can end a hold and
+  // move a resend earlier without touching the workload, so a deadline
+  // computed before it is a lower bound of that, not of the current value
+  // (the invariant check uses kLatest; TargetRole's does the same).
+  enum class ResendBound { kNow, kLatest };
+  TimePoint due_at(const SourceWorkload& workload, ResendBound bound = ResendBound::kNow) const;
   // Nothing for drive_source_workload to do until the workload changes
   // (persist), a CANCEL is owed (cancel_at) or a slot is its turn
   // (admit_waiting), each of which wakes it.

@@ -581,7 +581,7 @@ std::vector<store::ReservationRecord> TargetRole::reservations() const {
   return out;
 }
 
-bool TargetRole::check_invariants() const {
+std::string TargetRole::broken_invariant() const {
   // held_by_source_ is the sum it replaces.
   std::map<std::string, InvitationUsage> held;
   for (const auto& [key, reservation] : reservations_) {
@@ -589,45 +589,45 @@ bool TargetRole::check_invariants() const {
     held[key.first].resources += reservation.record.spec.total();
     held[key.first].workloads += 1;
   }
-  if (held.size() != held_by_source_.size()) return false;
+  if (held.size() != held_by_source_.size()) return "held_by_source_ lists other sources than the reservations";
   // The cluster's queue holds what queued_ holds, under the cluster's key.
-  if (queued_by_cluster_key_.size() != queued_.size()) return false;
+  if (queued_by_cluster_key_.size() != queued_.size()) return "the cluster's queue and queued_ differ in size";
   for (const auto& [cluster_name, key] : queued_by_cluster_key_) {
-    if (!queued_.contains(key) || cluster_name != cluster_key(key.first, key.second)) return false;
+    if (!queued_.contains(key) || cluster_name != cluster_key(key.first, key.second)) return "a queued key is not under its cluster key";
   }
   for (const auto& [source, usage] : held) {
     auto cached = held_by_source_.find(source);
     if (cached == held_by_source_.end() || !(cached->second.resources == usage.resources) ||
         cached->second.workloads != usage.workloads) {
-      return false;
+      return "held_by_source_ differs from the reservations' sum";
     }
   }
   for (const auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
-    if (key.first != record.source || key.second != record.uid) return false;
+    if (key.first != record.source || key.second != record.uid) return "a reservation is filed under another key";
     // Whatever holds resources holds one node per replica.
     if (store::holds_resources(record.phase) &&
         record.nodes.size() != static_cast<size_t>(record.spec.replicas)) {
-      return false;
+      return "a reservation holding resources lacks a node per replica";
     }
     // The scans' lower bounds are lower bounds: no deadline hides before them.
     if (record.phase == store::ReservationPhase::kReserved &&
         record.expires_at < next_reservation_expiry_) {
-      return false;
+      return "a reservation expires before next_reservation_expiry_";
     }
     // (The latest a retry can be due: flow control only postpones it, and
     // an acknowledgement that ends the postponement may come later.)
     if (record.generation > record.acked_generation &&
         context_.latest_resend_at(record.source, reservation.last_status_sent,
                                   reservation.status_resends) < next_status_retry_) {
-      return false;
+      return "a status retry is due before next_status_retry_";
     }
   }
   for (const auto& [key, entry] : queued_) {
-    if (entry.hold_until < next_queue_expiry_) return false;
+    if (entry.hold_until < next_queue_expiry_) return "a queue entry expires before next_queue_expiry_";
   }
   // Every step ends with what it asked served (Agent::drain_local).
-  return asked_.empty();
+  return asked_.empty() ? "" : "a step ended with asks unserved";
 }
 
 }  // namespace shoal::core

@@ -103,7 +103,8 @@ class TargetRole {
   std::vector<store::ReservationRecord> reservations() const;
   // One node per replica for what holds resources; no deadline hides
   // before the bounds that let tick() skip its scans.
-  bool check_invariants() const;
+  // "" while every invariant holds, else the first broken one.
+  std::string broken_invariant() const;
 
  private:
   struct TargetReservation {

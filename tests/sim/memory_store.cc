@@ -11,12 +11,16 @@ void MemoryStore::write(Map& table, const Key& key, const Value* value) {
     std::optional<Value> before;
     if (it != table.end()) before = it->second;
     undo_.push_back([&table, key, before] {
-      if (before) table[key] = *before;
-      else table.erase(key);
+      if (before)
+        table[key] = *before;
+      else
+        table.erase(key);
     });
   }
-  if (value) table[key] = *value;
-  else table.erase(key);
+  if (value)
+    table[key] = *value;
+  else
+    table.erase(key);
 }
 
 Status MemoryStore::begin() {
@@ -28,8 +32,10 @@ Status MemoryStore::begin() {
 Status MemoryStore::commit() {
   if (!in_batch_) return internal_error("store: no batch open");
   in_batch_ = false;
-  if (undo_.empty()) ++stats_.empty;
-  else ++stats_.written;
+  if (undo_.empty())
+    ++stats_.empty;
+  else
+    ++stats_.written;
   undo_.clear();
   return Status::ok();
 }
@@ -59,7 +65,8 @@ Result<std::vector<store::PeerRecord>> MemoryStore::load_peers() {
 }
 
 Status MemoryStore::put_invitation(const store::InvitationRecord& invitation) {
-  write(invitations_, std::pair{invitation.id, static_cast<int>(invitation.direction)}, &invitation);
+  write(invitations_, std::pair{invitation.id, static_cast<int>(invitation.direction)},
+        &invitation);
   return Status::ok();
 }
 
@@ -118,7 +125,8 @@ Status MemoryStore::put_reservation(const store::ReservationRecord& reservation)
 }
 
 Status MemoryStore::delete_reservation(const std::string& source, const std::string& uid) {
-  write(reservations_, std::pair{source, uid}, static_cast<const store::ReservationRecord*>(nullptr));
+  write(reservations_, std::pair{source, uid},
+        static_cast<const store::ReservationRecord*>(nullptr));
   return Status::ok();
 }
 

@@ -54,7 +54,8 @@ class MemoryStore final : public store::Store {
   std::map<std::pair<std::string, int>, store::InvitationRecord> invitations_;  // (id, direction)
   std::map<std::string, store::WorkloadRecord> workloads_;
   std::map<std::pair<std::string, std::string>, store::ReservationRecord> reservations_;
-  std::map<std::tuple<int64_t, std::string, std::string>, store::RunRecord> runs_;  // (started, source, uid)
+  std::map<std::tuple<int64_t, std::string, std::string>, store::RunRecord>
+      runs_;  // (started, source, uid)
   std::map<std::string, std::deque<store::EventRecord>> events_;
   bool in_batch_ = false;
   std::vector<std::function<void()>> undo_;  // newest last

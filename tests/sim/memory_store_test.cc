@@ -22,7 +22,8 @@ store::WorkloadRecord workload(const std::string& uid, model::Phase phase) {
   return w;
 }
 
-store::ReservationRecord reservation(const std::string& uid, store::ReservationPhase phase, int64_t started) {
+store::ReservationRecord reservation(const std::string& uid, store::ReservationPhase phase,
+                                     int64_t started) {
   store::ReservationRecord r;
   r.source = "src";
   r.uid = uid;
@@ -44,15 +45,17 @@ std::string contents(store::Store& s) {
   auto runs = s.load_runs();
   auto peers = s.load_peers();
   for (const auto& w : *workloads) {
-    out += "workload " + w.uid + " " + w.spec.name + " " + std::string(model::phase_name(w.phase)) + " e" +
-           std::to_string(w.epoch) + " " + w.reason + " created " + std::to_string(to_millis(w.created_at)) + "\n";
+    out += "workload " + w.uid + " " + w.spec.name + " " + std::string(model::phase_name(w.phase)) +
+           " e" + std::to_string(w.epoch) + " " + w.reason + " created " +
+           std::to_string(to_millis(w.created_at)) + "\n";
   }
   for (const auto& r : *reservations) {
     out += "reservation " + r.source + "/" + r.uid + " " +
            std::string(store::kReservationPhaseNames[static_cast<size_t>(r.phase)]) + "\n";
   }
   for (const auto& r : *runs) {
-    out += "run " + r.source + "/" + r.uid + " " + std::to_string(r.started_at_ms) + " " + r.phase + "\n";
+    out += "run " + r.source + "/" + r.uid + " " + std::to_string(r.started_at_ms) + " " + r.phase +
+           "\n";
   }
   for (const auto& p : *peers) out += "peer " + p.id + " " + p.cluster + "\n";
   auto events = *s.load_events("u1");
@@ -88,9 +91,11 @@ void tell(store::Store& s, const std::function<void()>& crash) {
   changed.epoch = 3;
   changed.reason = "ok";
   ASSERT_TRUE(s.update_workload_status(changed).is_ok());
-  EXPECT_EQ(s.update_workload_status(workload("nope", model::Phase::kRunning)).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(s.update_workload_status(workload("nope", model::Phase::kRunning)).code(),
+            ErrorCode::kNotFound);
   ASSERT_TRUE(s.put_reservation(reservation("u1", store::ReservationPhase::kReserved, 0)).is_ok());
-  ASSERT_TRUE(s.put_reservation(reservation("u2", store::ReservationPhase::kRunning, 7'000)).is_ok());
+  ASSERT_TRUE(
+      s.put_reservation(reservation("u2", store::ReservationPhase::kRunning, 7'000)).is_ok());
   ASSERT_TRUE(s.commit().is_ok());
 
   // A crash mid-batch: the batch is gone, the rest stays.
@@ -112,9 +117,11 @@ TEST(MemoryStoreTest, KeepsTheContractOfTheSqliteStore) {
   MemoryStore memory;
   tell(memory, [&] { memory.crash(); });
   EXPECT_EQ(contents(memory), contents(**sqlite));
-  EXPECT_NE(contents(memory).find("workload u1 job-u1 Running e3 ok created 1000"), std::string::npos)
+  EXPECT_NE(contents(memory).find("workload u1 job-u1 Running e3 ok created 1000"),
+            std::string::npos)
       << contents(memory);
-  EXPECT_NE(contents(memory).find("run src/u2 7000 Running"), std::string::npos) << contents(memory);
+  EXPECT_NE(contents(memory).find("run src/u2 7000 Running"), std::string::npos)
+      << contents(memory);
   EXPECT_EQ(memory.commit_stats().written, 3u);  // two batches never committed
 }
 

@@ -1,0 +1,195 @@
+// The federation simulator's engine (issue 18): N agents — the real,
+// unchanged core::Agent, each with a MemoryStore and a sim NodeCluster — in
+// one process on one virtual clock, talking through the seeded Network.
+//
+// Time advances only by popping the event queue: a delivery, an agent's
+// timer, a submission, a fault. Every step of an agent runs as the runtime
+// runs one (agent/core/agent.h): Store::begin, the input, finish_batch,
+// commit, and only then do its messages leave and its effects reach the
+// cluster. Nothing reads the wall clock, the filesystem or an unseeded
+// random source, so one seed is one run, bit for bit: digest() fingerprints
+// every delivery and every agent's final records.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "agent/cluster/node_cluster.h"
+#include "agent/core/agent.h"
+#include "common/time.h"
+#include "crypto/identity.h"
+#include "tests/sim/memory_store.h"
+#include "tests/sim/network.h"
+
+namespace shoal::sim {
+
+// The virtual world clock, and one agent's view of it (off by a fixed skew,
+// as real hosts are within maxClockSkew of each other).
+class VirtualClock final : public Clock {
+ public:
+  TimePoint now() const override { return now_; }
+  void set(TimePoint t) { now_ = t; }
+
+ private:
+  TimePoint now_ = from_millis(1'800'000'000'000);
+};
+
+class AgentClock final : public Clock {
+ public:
+  AgentClock(const Clock& world, Duration skew) : world_(world), skew_(skew) {}
+  TimePoint now() const override { return world_.now() + skew_; }
+  Duration skew() const { return skew_; }
+
+ private:
+  const Clock& world_;
+  Duration skew_;
+};
+
+// splitmix64: the agents' injected randomness, one stream per agent and boot.
+class SeededRng final : public core::Rng {
+ public:
+  explicit SeededRng(uint64_t seed) : state_(seed) {}
+  uint64_t next() override;
+
+ private:
+  uint64_t state_;
+};
+
+uint64_t mix(uint64_t a, uint64_t b);
+
+// What the agent handed its transport during one step; it leaves when the
+// step's batch commits.
+class OutboxTransport final : public core::Transport {
+ public:
+  void send(const std::string& peer_id, const std::string&, std::vector<uint8_t> wire) override {
+    sent.emplace_back(peer_id, std::move(wire));
+  }
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> sent;
+};
+
+// One agent of the federation and everything that outlives its crashes
+// (identity, committed store, the spec of its cluster).
+struct SimAgent {
+  uint32_t index = 0;
+  std::string name;
+  uint32_t org = 0;
+  crypto::Identity identity;
+  std::string id;  // peer id
+  model::ClusterSpec cluster_spec;
+  std::unique_ptr<AgentClock> clock;
+  std::unique_ptr<MemoryStore> store;
+  // Gone while the agent is down.
+  std::unique_ptr<cluster::NodeCluster> cluster;
+  std::unique_ptr<SeededRng> rng;
+  std::unique_ptr<OutboxTransport> transport;
+  std::unique_ptr<core::Agent> agent;
+  uint32_t boots = 0;
+  bool frozen = false;                   // SIGSTOP: reads and ticks nothing until thawed
+  bool crash_in_next_step = false;       // the next step dies before it commits
+  TimePoint wake_at = TimePoint::max();  // world time of its pending timer event
+  bool up() const { return agent != nullptr; }
+};
+
+struct FederationOptions {
+  uint64_t seed = 1;
+  NetworkOptions network;
+  // Applied to every agent's config at every boot.
+  std::function<void(core::AgentConfig&)> configure;
+};
+
+class Federation {
+ public:
+  explicit Federation(FederationOptions options);
+  ~Federation();
+
+  // An agent of `org` running `spec`; its identity and skew derive from the
+  // seed and its index. Boots it at the current time.
+  SimAgent& add_agent(model::ClusterSpec spec, uint32_t org, Duration skew);
+  // `target` invites `source` (as `shoalctl invite` + `accept` would).
+  Status invite(SimAgent& target, SimAgent& source, const core::InvitationOptions& options);
+
+  // Scheduled inputs, run when the clock reaches `at`.
+  void at(TimePoint at, std::function<void()> action);
+  // A control step on `agent` now (submit, delete...): inside a batch, as
+  // the runtime runs one; skipped (false) while the agent is down or frozen.
+  bool control(SimAgent& agent, const std::function<void(core::Agent&)>& request);
+
+  // Faults.
+  // The process dies now: what its open batch wrote is lost, its cluster's
+  // work with it (the sim backend's work lives in the process; it restarts
+  // from the committed reservations). It stays down until restart().
+  void crash(SimAgent& agent);
+  void restart(SimAgent& agent);
+  void freeze(SimAgent& agent) { agent.frozen = true; }
+  void thaw(SimAgent& agent);
+  Network& network() { return network_; }
+
+  // Pops events until the clock would pass `end` (then sets it to `end`),
+  // or `stop` says so after an event. Returns false when stopped.
+  bool run_until(TimePoint end, const std::function<bool()>& stop = nullptr);
+
+  TimePoint now() const { return clock_.now(); }
+  TimePoint start_time() const { return start_; }
+  std::vector<std::unique_ptr<SimAgent>>& agents() { return agents_; }
+  SimAgent* by_id(const std::string& id) {
+    auto it = index_by_id_.find(id);
+    return it == index_by_id_.end() ? nullptr : agents_[it->second].get();
+  }
+
+  // Problems the engine itself saw (a timer still due after its ticks, a
+  // store write that failed): each is a broken contract, not a fault.
+  std::vector<std::string> take_engine_findings() { return std::exchange(engine_findings_, {}); }
+
+  // Fingerprint of the run so far: every delivery (time, link, bytes) and
+  // every step. Equal digests, equal runs.
+  uint64_t digest() const { return digest_; }
+
+  struct Stats {
+    uint64_t events = 0, steps = 0, deliveries = 0, crashes = 0, restarts = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Event {
+    TimePoint at{};
+    uint64_t seq = 0;  // FIFO among equal times: deterministic
+    enum class Kind : uint8_t { kDeliver, kWake, kAction } kind = Kind::kAction;
+    uint32_t agent = 0;
+    std::shared_ptr<const std::vector<uint8_t>> bytes;  // kDeliver
+    std::function<void()> action;                       // kAction
+    bool operator>(const Event& other) const {
+      return at != other.at ? at > other.at : seq > other.seq;
+    }
+  };
+
+  void push(Event event);
+  void boot(SimAgent& agent);
+  // One runtime step of `agent`: begin, work, finish, commit, send, effects.
+  void step(SimAgent& agent, const std::function<void()>& work);
+  void tick_until_idle(SimAgent& agent);
+  void schedule_wake(SimAgent& agent);
+  void deliver(SimAgent& agent, const std::vector<uint8_t>& bytes);
+  void fold(uint64_t value) { digest_ = mix(digest_, value); }
+
+  FederationOptions options_;
+  VirtualClock clock_;
+  TimePoint start_;
+  Network network_;
+  std::vector<std::unique_ptr<SimAgent>> agents_;
+  std::unordered_map<std::string, uint32_t> index_by_id_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+  uint64_t next_seq_ = 0;
+  uint64_t digest_ = 0xcbf29ce484222325ull;
+  // Held for a frozen agent, in arrival order.
+  std::unordered_map<uint32_t, std::vector<std::shared_ptr<const std::vector<uint8_t>>>> held_;
+  std::vector<std::string> engine_findings_;
+  Stats stats_;
+};
+
+}  // namespace shoal::sim

@@ -1,0 +1,270 @@
+#include "tests/sim/ideal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <queue>
+#include <set>
+
+namespace shoal::sim {
+
+namespace {
+
+// How far into a namespace's queue one pass looks for a job that fits
+// (backfill), so a pass costs the same whatever the queue's length.
+constexpr size_t kBackfillDepth = 16;
+
+struct Allowed {
+  uint32_t cluster;
+  int limit = -1;  // index into the limits table, or -1: none
+};
+
+class Ideal {
+ public:
+  explicit Ideal(const Scenario& scenario) : scenario_(scenario) {
+    for (uint32_t c = 0; c < scenario.clusters.size(); ++c) {
+      first_node_.push_back(static_cast<uint32_t>(free_.size()));
+      for (const auto& node : scenario.clusters[c].nodes) {
+        free_.push_back(node.capacity.cpu_milli);
+        cluster_of_.push_back(c);
+        frees_.insert(node.capacity.cpu_milli);
+      }
+    }
+    first_node_.push_back(static_cast<uint32_t>(free_.size()));
+    for (int i = 0; i < std::max(1, scenario.options.namespaces); ++i) {
+      namespace_index_["ns-" + std::to_string(i)] = i;
+    }
+    queues_.resize(namespace_index_.size());
+    allocated_.resize(namespace_index_.size(), 0);
+    // Who may run where: own cluster, and every inviter for its namespaces.
+    allowed_.resize(scenario.clusters.size(),
+                    std::vector<std::vector<Allowed>>(namespace_index_.size()));
+    for (uint32_t s = 0; s < scenario.clusters.size(); ++s) {
+      for (auto& list : allowed_[s]) list.push_back({s, -1});
+    }
+    for (const Invite& invite : scenario.invites) {
+      int limit = -1;
+      if (invite.limits.cpu_milli) {
+        limit = static_cast<int>(limit_left_.size());
+        limit_left_.push_back(*invite.limits.cpu_milli);
+      }
+      for (const std::string& ns : invite.namespaces) {
+        auto it = namespace_index_.find(ns);
+        if (it != namespace_index_.end())
+          allowed_[invite.source][it->second].push_back({invite.target, limit});
+      }
+    }
+  }
+
+  std::vector<JobOutcome> run() {
+    const auto& trace = scenario_.trace;
+    std::vector<JobOutcome> out(trace.size());
+    for (size_t j = 0; j < trace.size(); ++j) out[j].arrival = trace[j].arrival;
+    placed_node_.assign(trace.size(), 0);
+    placed_limit_.assign(trace.size(), -1);
+    using Finish = std::pair<int64_t, size_t>;
+    std::priority_queue<Finish, std::vector<Finish>, std::greater<>> running;
+    size_t next = 0;
+    while (next < trace.size() || !running.empty()) {
+      int64_t now = std::numeric_limits<int64_t>::max();
+      if (next < trace.size()) now = trace[next].arrival.count();
+      if (!running.empty()) now = std::min(now, running.top().first);
+      while (!running.empty() && running.top().first <= now) {
+        size_t j = running.top().second;
+        running.pop();
+        unplace(j);
+      }
+      while (next < trace.size() && trace[next].arrival.count() <= now) {
+        queues_[ns_of(next)].push_back(next);
+        ++next;
+      }
+      // Fair share: the namespace with the least allocated goes next, while
+      // any has a job that fits.
+      std::vector<bool> blocked(queues_.size(), false);
+      while (true) {
+        int pick = -1;
+        for (size_t n = 0; n < queues_.size(); ++n) {
+          if (blocked[n] || queues_[n].empty()) continue;
+          if (pick < 0 || allocated_[n] < allocated_[pick]) pick = static_cast<int>(n);
+        }
+        if (pick < 0) break;
+        auto& queue = queues_[pick];
+        bool placed = false;
+        for (size_t k = 0; k < queue.size() && k < kBackfillDepth; ++k) {
+          size_t j = queue[k];
+          if (!place(j)) continue;
+          queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(k));
+          out[j].started_ms = now;
+          out[j].finished_ms = now + trace[j].spec.sim.duration.count();
+          out[j].succeeded = true;
+          out[j].cluster = cluster_of_[placed_node_[j]];
+          running.push({out[j].finished_ms, j});
+          placed = true;
+          break;
+        }
+        if (!placed) blocked[pick] = true;
+      }
+    }
+    return out;
+  }
+
+ private:
+  size_t ns_of(size_t j) const {
+    auto it = namespace_index_.find(scenario_.trace[j].spec.namespace_name);
+    return it == namespace_index_.end() ? 0 : it->second;
+  }
+  int64_t cpu_of(size_t j) const { return scenario_.trace[j].spec.total().cpu_milli; }
+
+  // Best fit among the nodes job `j` may use: the least cpu left over.
+  bool place(size_t j) {
+    int64_t cpu = cpu_of(j);
+    if (frees_.empty() || *frees_.rbegin() < cpu) return false;  // fits nowhere at all
+    int64_t best_left = std::numeric_limits<int64_t>::max();
+    uint32_t best = UINT32_MAX;
+    int best_limit = -1;
+    for (const Allowed& allowed : allowed_[scenario_.trace[j].source][ns_of(j)]) {
+      if (allowed.limit >= 0 && limit_left_[allowed.limit] < cpu) continue;
+      for (uint32_t node = first_node_[allowed.cluster]; node < first_node_[allowed.cluster + 1];
+           ++node) {
+        int64_t left = free_[node] - cpu;
+        if (left >= 0 && left < best_left) {
+          best_left = left;
+          best = node;
+          best_limit = allowed.limit;
+        }
+      }
+    }
+    if (best == UINT32_MAX) return false;
+    set_free(best, free_[best] - cpu);
+    if (best_limit >= 0) limit_left_[best_limit] -= cpu;
+    placed_node_[j] = best;
+    placed_limit_[j] = best_limit;
+    allocated_[ns_of(j)] += cpu;
+    return true;
+  }
+
+  void unplace(size_t j) {
+    int64_t cpu = cpu_of(j);
+    set_free(placed_node_[j], free_[placed_node_[j]] + cpu);
+    if (placed_limit_[j] >= 0) limit_left_[placed_limit_[j]] += cpu;
+    allocated_[ns_of(j)] -= cpu;
+  }
+
+  void set_free(uint32_t node, int64_t value) {
+    frees_.erase(frees_.find(free_[node]));
+    free_[node] = value;
+    frees_.insert(value);
+  }
+
+  const Scenario& scenario_;
+  std::vector<int64_t> free_;         // per node
+  std::vector<uint32_t> cluster_of_;  // per node
+  std::vector<uint32_t> first_node_;  // per cluster, and one past the last
+  std::multiset<int64_t> frees_;      // every node's free cpu: "fits anywhere?" at once
+  std::map<std::string, size_t> namespace_index_;
+  std::vector<std::vector<size_t>> queues_;                 // per namespace, by arrival
+  std::vector<int64_t> allocated_;                          // per namespace
+  std::vector<std::vector<std::vector<Allowed>>> allowed_;  // [source][namespace]
+  std::vector<int64_t> limit_left_;
+  std::vector<uint32_t> placed_node_;
+  std::vector<int> placed_limit_;
+};
+
+// Weighted (here equal) max-min fair split of `capacity` among `demand`.
+std::vector<double> fair_split(const std::vector<double>& demand, double capacity) {
+  std::vector<double> out(demand.size(), 0);
+  std::vector<size_t> open;
+  for (size_t n = 0; n < demand.size(); ++n) {
+    if (demand[n] > 0) open.push_back(n);
+  }
+  double left = capacity;
+  while (!open.empty() && left > 1e-9) {
+    double level = left / static_cast<double>(open.size());
+    std::vector<size_t> still;
+    for (size_t n : open) {
+      double want = demand[n] - out[n];
+      double give = std::min(want, level);
+      out[n] += give;
+      left -= give;
+      if (demand[n] - out[n] > 1e-9) still.push_back(n);
+    }
+    if (still.size() == open.size()) break;  // everyone took a full level
+    open = std::move(still);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<JobOutcome> run_ideal(const Scenario& scenario) { return Ideal(scenario).run(); }
+
+Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs) {
+  Quality q;
+  std::vector<double> jct;
+  double wait_sum = 0, cpu_seconds = 0;
+  int64_t first_arrival = std::numeric_limits<int64_t>::max(), last_finish = 0;
+  std::map<std::string, size_t> ns_index;
+  for (int i = 0; i < std::max(1, scenario.options.namespaces); ++i)
+    ns_index["ns-" + std::to_string(i)] = i;
+  // (time, namespace, delta allocated, delta demand)
+  std::vector<std::tuple<int64_t, size_t, double, double>> deltas;
+  for (size_t j = 0; j < jobs.size() && j < scenario.trace.size(); ++j) {
+    const JobOutcome& o = jobs[j];
+    int64_t arrival = o.arrival.count();
+    first_arrival = std::min(first_arrival, arrival);
+    if (o.finished_ms < 0 || o.started_ms < 0) continue;
+    double cpu = static_cast<double>(scenario.trace[j].spec.total().cpu_milli);
+    size_t n = ns_index.count(scenario.trace[j].spec.namespace_name)
+                   ? ns_index[scenario.trace[j].spec.namespace_name]
+                   : 0;
+    jct.push_back(static_cast<double>(o.finished_ms - arrival) / 1000.0);
+    wait_sum += static_cast<double>(o.started_ms - arrival) / 1000.0;
+    cpu_seconds += cpu / 1000.0 * static_cast<double>(o.finished_ms - o.started_ms) / 1000.0;
+    last_finish = std::max(last_finish, o.finished_ms);
+    deltas.emplace_back(arrival, n, 0.0, cpu);
+    deltas.emplace_back(o.started_ms, n, cpu, 0.0);
+    deltas.emplace_back(o.finished_ms, n, -cpu, -cpu);
+  }
+  q.jobs = static_cast<int>(jct.size());
+  if (jct.empty()) return q;
+  std::sort(jct.begin(), jct.end());
+  double sum = 0;
+  for (double x : jct) sum += x;
+  q.mean_jct_s = sum / static_cast<double>(jct.size());
+  q.p99_jct_s = jct[std::min(
+      jct.size() - 1, static_cast<size_t>(std::ceil(0.99 * static_cast<double>(jct.size()))) - 1)];
+  q.mean_wait_s = wait_sum / static_cast<double>(jct.size());
+  q.makespan_s = static_cast<double>(last_finish - first_arrival) / 1000.0;
+  double capacity = static_cast<double>(scenario.total_cpu_milli());
+  q.utilization = q.makespan_s > 0 ? cpu_seconds * 1000.0 / (capacity * q.makespan_s) : 0;
+
+  // Share error, sampled every 10 s over the run.
+  std::sort(deltas.begin(), deltas.end(),
+            [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  std::vector<double> allocated(ns_index.size(), 0), demand(ns_index.size(), 0);
+  size_t next = 0;
+  double error_sum = 0;
+  int samples = 0;
+  for (int64_t t = first_arrival; t <= last_finish; t += 10'000) {
+    while (next < deltas.size() && std::get<0>(deltas[next]) <= t) {
+      auto [at, n, da, dd] = deltas[next++];
+      allocated[n] += da;
+      demand[n] += dd;
+    }
+    double total_allocated = 0, total_demand = 0;
+    for (size_t n = 0; n < demand.size(); ++n)
+      total_allocated += allocated[n], total_demand += demand[n];
+    if (total_demand <= total_allocated + 1e-9) continue;  // nothing waits
+    std::vector<double> deserved = fair_split(demand, capacity);
+    double error = 0;
+    for (size_t n = 0; n < demand.size(); ++n) error += std::abs(allocated[n] - deserved[n]);
+    error_sum += error / (2 * capacity);
+    ++samples;
+  }
+  q.share_error = samples ? error_sum / samples : 0;
+  return q;
+}
+
+}  // namespace shoal::sim

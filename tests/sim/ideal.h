@@ -1,0 +1,39 @@
+// The yardstick for scheduling quality (issue 18): an ideal central
+// scheduler that sees every node of every cluster at every instant and
+// places with no message delay. It runs the same trace under the same
+// rules as the federation — a job of source S in namespace N may run on S's
+// own cluster or on any cluster that invited S into N, within the
+// invitation's cpu limit — and serves namespaces by weighted fair share
+// (the one with the least cpu allocated goes next), each namespace in
+// arrival order with backfill, each job on the node it fits most tightly
+// (greedy best fit).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/sim/scenario.h"
+#include "tests/sim/simulation.h"
+
+namespace shoal::sim {
+
+std::vector<JobOutcome> run_ideal(const Scenario& scenario);
+
+// What a schedule achieved, comparable between the federation and the ideal.
+struct Quality {
+  int jobs = 0;           // that finished
+  double mean_jct_s = 0;  // job completion time: finish - arrival
+  double p99_jct_s = 0;
+  double mean_wait_s = 0;  // start - arrival
+  double makespan_s = 0;   // last finish - first arrival
+  double utilization = 0;  // cpu-seconds used / (capacity × makespan)
+  // Mean over moments when work waits of sum_n |allocated_n - deserved_n| /
+  // (2 × capacity): 0 is a perfect weighted max-min fair split of the
+  // federation's cpu among the namespaces' demands.
+  double share_error = 0;
+};
+
+Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs);
+
+}  // namespace shoal::sim

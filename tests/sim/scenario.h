@@ -1,0 +1,96 @@
+// What a simulation runs, drawn from one seed (issue 18): the clusters and
+// organizations, who invites whom, the workload trace (Poisson arrivals,
+// lognormal durations, a mix of sizes and namespaces) and the fault
+// schedule. The same Scenario is fed to the federation and to the ideal
+// central scheduler, so their results compare job for job.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/time.h"
+#include "crypto/invitation.h"
+#include "model/manifest.h"
+#include "model/workload.h"
+#include "tests/sim/network.h"
+
+namespace shoal::sim {
+
+enum class Graph {
+  kFullMesh,  // every agent invites every other
+  kRandom,    // each agent is invited by `invited_by` others, drawn at random
+  kOrgs,      // full mesh inside an organization; across organizations each
+              // agent invites two agents of other organizations into the
+              // first namespace only, with a cpu limit
+};
+std::optional<Graph> graph_from_name(const std::string& name);
+std::string graph_name(Graph graph);
+
+struct ScenarioOptions {
+  uint64_t seed = 1;
+  int agents = 20;
+  int nodes = 4;  // per agent
+  int64_t node_cpu_milli = 16'000;
+  Graph graph = Graph::kRandom;
+  int invited_by = 4;
+  int orgs = 4;
+  int namespaces = 3;  // ns-0 .. ns-(n-1), equal weights
+  int workloads = 200;
+  Duration arrivals = std::chrono::minutes(2);  // arrivals spread over this window
+  // Mean run time; 0 derives it from `load` (offered cpu / capacity).
+  Duration mean_duration{0};
+  double load = 0.8;
+  double duration_sigma = 1.0;  // lognormal shape
+  // Faults (crashes, pauses, partitions, one-way cuts, lossy links) over
+  // the arrival window; everything heals at its end.
+  bool faults = false;
+  Duration max_clock_skew{0};
+  // Lifecycle timers in seconds instead of minutes (lease 2 s, worker lost
+  // 6 s...), so that faults run their course within a short simulation.
+  bool fast_timers = false;
+  std::optional<model::Dispatcher> dispatcher;  // unset: the agents' default
+  Duration ready_window{0};
+};
+
+struct TraceJob {
+  Duration arrival;  // after the simulation's start
+  uint32_t source;   // the agent it is submitted to
+  model::WorkloadSpec spec;
+};
+
+struct Fault {
+  enum class Kind { kCrash, kCrashInStep, kFreeze, kPartition, kCut, kLossyLinks };
+  Duration at;
+  Kind kind;
+  uint32_t agent = 0;          // crash, freeze; cut: from
+  uint32_t other = 0;          // cut: to
+  Duration length{0};          // down, frozen, cut, partitioned or lossy this long
+  std::vector<uint32_t> side;  // partition: one side
+  LinkFaults link;             // lossy links
+};
+std::string describe(const Fault& fault);
+
+struct Invite {
+  uint32_t target;
+  uint32_t source;
+  std::vector<std::string> namespaces;
+  crypto::InvitationLimits limits;
+};
+
+struct Scenario {
+  ScenarioOptions options;
+  std::vector<model::ClusterSpec> clusters;  // one per agent
+  std::vector<uint32_t> org_of;
+  std::vector<Invite> invites;
+  std::vector<TraceJob> trace;                 // by arrival
+  std::vector<Fault> faults;                   // by time
+  Duration mean_duration{0};                   // as used
+  Duration warmup = std::chrono::seconds(10);  // invitations settle before the first arrival
+  int64_t total_cpu_milli() const;
+};
+
+Scenario make_scenario(const ScenarioOptions& options);
+
+}  // namespace shoal::sim

@@ -1,0 +1,232 @@
+// shoal-sim: the deterministic federation simulator (docs/simulation.md).
+//
+//   shoal-sim --seed 7 --agents 20 --faults          one run, invariants checked
+//   shoal-sim --seeds 200 --agents 20 --faults       seeds 1..200, each on its own
+//   shoal-sim --agents 100 --compare-ideal           quality against the ideal scheduler
+//
+// Exit status 0 when every run held every invariant. A failing seed prints
+// the one command line that replays it exactly.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "common/time.h"
+#include "crypto/identity.h"
+#include "tests/sim/ideal.h"
+#include "tests/sim/scenario.h"
+#include "tests/sim/simulation.h"
+
+namespace {
+
+using namespace shoal;
+using namespace shoal::sim;
+
+// The process's peak resident memory, in MiB (VmHWM).
+double peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+std::string replay_command(const ScenarioOptions& o, const RunOptions& r, bool real_signatures) {
+  std::ostringstream out;
+  out << "shoal-sim --seed " << o.seed << " --agents " << o.agents << " --nodes " << o.nodes
+      << " --node-cpu " << o.node_cpu_milli << " --graph " << graph_name(o.graph)
+      << " --invited-by " << o.invited_by << " --orgs " << o.orgs << " --namespaces "
+      << o.namespaces << " --workloads " << o.workloads << " --arrivals "
+      << format_duration(o.arrivals) << " --load " << o.load << " --sigma " << o.duration_sigma;
+  if (o.mean_duration.count() > 0) out << " --mean-duration " << format_duration(o.mean_duration);
+  if (o.faults) out << " --faults";
+  if (o.fast_timers) out << " --fast-timers";
+  if (o.max_clock_skew.count() > 0) out << " --skew " << format_duration(o.max_clock_skew);
+  if (o.dispatcher)
+    out << " --dispatcher " << model::kDispatcherNames[static_cast<int>(*o.dispatcher)];
+  if (o.ready_window.count() > 0) out << " --ready-window " << format_duration(o.ready_window);
+  out << " --check-every " << format_duration(r.check_every);
+  if (!r.check_agents) out << " --no-agent-checks";
+  if (real_signatures) out << " --real-signatures";
+  return out.str();
+}
+
+nlohmann::json quality_json(const Quality& q) {
+  return {{"jobs", q.jobs},
+          {"meanJctSeconds", q.mean_jct_s},
+          {"p99JctSeconds", q.p99_jct_s},
+          {"meanWaitSeconds", q.mean_wait_s},
+          {"makespanSeconds", q.makespan_s},
+          {"utilization", q.utilization},
+          {"shareError", q.share_error}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "shoal-sim: N agents with the real core on a virtual clock, a seeded network and "
+      "faults; checks the invariants as it runs and compares scheduling quality with an "
+      "ideal central scheduler (docs/simulation.md)"};
+  ScenarioOptions o;
+  RunOptions r;
+  int seeds = 1;
+  std::string graph = "random", arrivals = "2m", mean_duration = "0s", skew = "0s",
+              ready_window = "0s", check_every = "1s", dispatcher, output = "text";
+  bool compare_ideal = false, no_agent_checks = false, keep_going = false, real_signatures = false;
+  app.add_option("--seed", o.seed, "the run's seed (the first of --seeds)")->capture_default_str();
+  app.add_option("--seeds", seeds, "run this many seeds, from --seed on")->capture_default_str();
+  app.add_option("--agents", o.agents, "agents (clusters)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--nodes", o.nodes, "nodes per cluster")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--node-cpu", o.node_cpu_milli, "millicores per node")->capture_default_str();
+  app.add_option("--graph", graph, "invitations: full | random | orgs")->capture_default_str();
+  app.add_option("--invited-by", o.invited_by, "random graph: each agent is invited by this many")
+      ->capture_default_str();
+  app.add_option("--orgs", o.orgs, "orgs graph: organizations")->capture_default_str();
+  app.add_option("--namespaces", o.namespaces, "namespaces, equal fair-share weights")
+      ->capture_default_str();
+  app.add_option("--workloads", o.workloads, "jobs in the trace")->capture_default_str();
+  app.add_option("--arrivals", arrivals, "Poisson arrivals spread over this window")
+      ->capture_default_str();
+  app.add_option("--load", o.load, "offered cpu load (sets the mean run time)")
+      ->capture_default_str();
+  app.add_option("--mean-duration", mean_duration, "mean run time instead of --load")
+      ->capture_default_str();
+  app.add_option("--sigma", o.duration_sigma, "lognormal shape of run times")
+      ->capture_default_str();
+  app.add_flag("--faults", o.faults,
+               "crashes, pauses, partitions, cuts, lossy links during arrivals");
+  app.add_flag("--fast-timers", o.fast_timers,
+               "lifecycle timers in seconds (lease 2s, worker lost 6s)");
+  app.add_option("--skew", skew, "clocks differ by up to this")->capture_default_str();
+  app.add_option("--dispatcher", dispatcher,
+                 "AllAtOnce | Incremental | Sample (default: the agents')");
+  app.add_option("--ready-window", ready_window, "spec.placement.readyWindow of every job")
+      ->capture_default_str();
+  app.add_option("--check-every", check_every, "simulated time between invariant checks")
+      ->capture_default_str();
+  app.add_flag("--no-agent-checks", no_agent_checks,
+               "skip each agent's own invariants (large runs)");
+  app.add_flag("--compare-ideal", compare_ideal,
+               "also run the ideal central scheduler and compare");
+  app.add_flag("--keep-going", keep_going, "with --seeds: run every seed even after one fails");
+  app.add_flag(
+      "--real-signatures", real_signatures,
+      "sign with Ed25519 as agents do (default: a keyed hash, 50x cheaper; docs/simulation.md)");
+  app.add_option("-o,--output", output, "text | json")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto fail = [](const std::string& message) {
+    std::cerr << "shoal-sim: " << message << "\n";
+    return 2;
+  };
+  auto parsed_graph = graph_from_name(graph);
+  if (!parsed_graph) return fail("--graph: expected full, random or orgs, got '" + graph + "'");
+  o.graph = *parsed_graph;
+  for (auto [text, field, target] :
+       {std::tuple{&arrivals, "--arrivals", &o.arrivals},
+        std::tuple{&mean_duration, "--mean-duration", &o.mean_duration},
+        std::tuple{&skew, "--skew", &o.max_clock_skew},
+        std::tuple{&ready_window, "--ready-window", &o.ready_window},
+        std::tuple{&check_every, "--check-every", &r.check_every}}) {
+    auto d = parse_duration(*text, field);
+    if (!d.is_ok()) return fail(d.status().message());
+    *target = *d;
+  }
+  if (r.check_every.count() <= 0) return fail("--check-every: expected a positive duration");
+  if (!dispatcher.empty()) {
+    bool known = false;
+    for (int i = 0; i < 3; ++i) {
+      if (dispatcher == model::kDispatcherNames[i])
+        o.dispatcher = static_cast<model::Dispatcher>(i), known = true;
+    }
+    if (!known)
+      return fail("--dispatcher: expected AllAtOnce, Incremental or Sample, got '" + dispatcher +
+                  "'");
+  }
+  if (output != "text" && output != "json")
+    return fail("-o: expected text or json, got '" + output + "'");
+  r.check_agents = !no_agent_checks;
+  if (!crypto::initialize().is_ok()) return fail("libsodium did not initialize");
+  crypto::set_simulated_signatures(!real_signatures);
+
+  int failed = 0;
+  nlohmann::json runs = nlohmann::json::array();
+  uint64_t first = o.seed;
+  for (int i = 0; i < seeds; ++i) {
+    o.seed = first + static_cast<uint64_t>(i);
+    Scenario scenario = make_scenario(o);
+    SimResult result = run_simulation(scenario, r);
+    bool ok = result.findings.empty();
+    nlohmann::json run = {
+        {"seed", o.seed},
+        {"ok", ok},
+        {"digest", result.digest},
+        {"agents", o.agents},
+        {"submitted", result.submitted},
+        {"succeeded", result.succeeded},
+        {"failed", result.failed},
+        {"repeatedSuccesses", result.repeated_successes},
+        {"simulatedSeconds", static_cast<double>(result.simulated.count()) / 1000.0},
+        {"wallSeconds", result.wall_seconds},
+        {"peakRssMiB", peak_rss_mib()},
+        {"steps", result.engine.steps},
+        {"deliveries", result.engine.deliveries},
+        {"crashes", result.engine.crashes},
+        {"messagesLost", result.network.dropped + result.network.dropped_by_cut},
+        {"faults", scenario.faults.size()},
+        {"findings", result.findings},
+    };
+    if (compare_ideal) {
+      Quality shoal_quality = measure(scenario, result.jobs);
+      Quality ideal_quality = measure(scenario, run_ideal(scenario));
+      run["shoal"] = quality_json(shoal_quality);
+      run["ideal"] = quality_json(ideal_quality);
+      run["meanDurationSeconds"] = static_cast<double>(scenario.mean_duration.count()) / 1000.0;
+    }
+    if (!ok) {
+      ++failed;
+      run["replay"] = replay_command(o, r, real_signatures);
+    }
+    if (output == "text") {
+      std::printf(
+          "seed %llu: %s, %d/%d succeeded (%d failed), %.0f s simulated in %.1f s, %llu "
+          "deliveries, "
+          "%zu faults, peak RSS %.0f MiB, digest %016llx\n",
+          static_cast<unsigned long long>(o.seed), ok ? "ok" : "FAILED", result.succeeded,
+          result.submitted, result.failed, static_cast<double>(result.simulated.count()) / 1000.0,
+          result.wall_seconds, static_cast<unsigned long long>(result.engine.deliveries),
+          scenario.faults.size(), peak_rss_mib(), static_cast<unsigned long long>(result.digest));
+      if (compare_ideal) {
+        for (const char* who : {"shoal", "ideal"}) {
+          const auto& q = run[who];
+          std::printf(
+              "  %-5s mean JCT %.1f s, p99 JCT %.1f s, mean wait %.1f s, makespan %.0f s, "
+              "utilization %.3f, share error %.3f\n",
+              who, q["meanJctSeconds"].get<double>(), q["p99JctSeconds"].get<double>(),
+              q["meanWaitSeconds"].get<double>(), q["makespanSeconds"].get<double>(),
+              q["utilization"].get<double>(), q["shareError"].get<double>());
+        }
+      }
+      for (const std::string& finding : result.findings) std::printf("  %s\n", finding.c_str());
+      if (!ok) std::printf("  replay: %s\n", replay_command(o, r, real_signatures).c_str());
+      std::fflush(stdout);
+    }
+    runs.push_back(std::move(run));
+    if (!ok && !keep_going) break;
+  }
+  if (output == "json") {
+    std::cout << nlohmann::json{{"runs", runs}, {"failed", failed}}.dump(2) << "\n";
+  } else if (seeds > 1) {
+    std::printf("%zu seeds run, %d failed\n", runs.size(), failed);
+  }
+  return failed ? 1 : 0;
+}

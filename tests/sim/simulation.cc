@@ -1,0 +1,369 @@
+#include "tests/sim/simulation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+
+#include "tests/chaos/checker.h"
+
+namespace shoal::sim {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Lifecycle timers in seconds (as the unit simulation's): lease 2 s, a
+// silent target's work re-placed after 6 s. They keep check_fencing_timers'
+// contract: 6 s > 2 s + 0.5 s skew + 2 × 1 s heartbeat.
+void fast_timers(core::AgentConfig& config) {
+  config.lease = 2s;
+  config.max_clock_skew = 500ms;
+  config.heartbeat_interval = 1s;
+  config.worker_lost_timeout = 6s;
+  config.gc_interval = 1s;
+  config.pending_retry = 1s;
+  config.pending_retry_max = 4s;
+  config.reservation_ttl = 5s;
+}
+
+class Run {
+ public:
+  Run(const Scenario& scenario, const RunOptions& options)
+      : scenario_(scenario), options_(options), federation_(federation_options()) {}
+
+  SimResult go();
+
+ private:
+  FederationOptions federation_options() const {
+    FederationOptions out;
+    out.seed = scenario_.options.seed;
+    bool fast = scenario_.options.fast_timers;
+    out.configure = [fast](core::AgentConfig& config) {
+      if (fast) fast_timers(config);
+    };
+    return out;
+  }
+  void report(const std::string& invariant, const std::string& detail) {
+    result_.findings.push_back(invariant + ": " + detail);
+  }
+  bool stopped() const { return options_.stop_at_first_finding && !result_.findings.empty(); }
+  core::AgentConfig config() const {
+    core::AgentConfig config;
+    if (scenario_.options.fast_timers) fast_timers(config);
+    return config;
+  }
+  void build();
+  void submit(size_t job);
+  void schedule_faults();
+  void check_now();
+  size_t unfinished();
+  std::string unfinished_sample();
+  void final_verdict();
+
+  const Scenario& scenario_;
+  RunOptions options_;
+  Federation federation_;
+  SimResult result_;
+  std::vector<std::string> uid_of_;                                // by trace index
+  std::map<std::string, std::set<std::string>> accepted_;          // source id -> names
+  std::map<std::pair<uint32_t, std::string>, int64_t> cpu_limit_;  // (target, source id)
+  size_t submissions_done_ = 0;
+};
+
+void Run::build() {
+  const ScenarioOptions& o = scenario_.options;
+  std::mt19937_64 skews(mix(o.seed, 0x736b6577));
+  int64_t half = o.max_clock_skew.count() / 2;
+  for (size_t i = 0; i < scenario_.clusters.size(); ++i) {
+    Duration skew(half > 0 ? std::uniform_int_distribution<int64_t>(-half, half)(skews) : 0);
+    federation_.add_agent(scenario_.clusters[i], scenario_.org_of[i], skew);
+  }
+  auto& agents = federation_.agents();
+  for (const Invite& invite : scenario_.invites) {
+    core::InvitationOptions options;
+    options.namespaces = invite.namespaces;
+    options.limits = invite.limits;
+    Status invited = federation_.invite(*agents[invite.target], *agents[invite.source], options);
+    if (!invited.is_ok()) report("setup", "invitation refused: " + invited.message());
+    if (invite.limits.cpu_milli) {
+      cpu_limit_[{invite.target, agents[invite.source]->id}] = *invite.limits.cpu_milli;
+    }
+  }
+}
+
+void Run::submit(size_t job) {
+  const TraceJob& traced = scenario_.trace[job];
+  SimAgent& source = *federation_.agents()[traced.source];
+  uint32_t boots = source.boots;
+  Result<std::vector<std::string>> uids = internal_error("not run");
+  bool ran =
+      federation_.control(source, [&](core::Agent& agent) { uids = agent.submit({traced.spec}); });
+  // Down, frozen, or died inside the step before answering: the user never
+  // heard back, and tries again a second later.
+  if (!ran || source.boots != boots) {
+    federation_.at(federation_.now() + 1s, [this, job] { submit(job); });
+    return;
+  }
+  ++submissions_done_;
+  if (!uids.is_ok()) {
+    report("submit", source.name + " refused " + traced.spec.name + ": " + uids.status().message());
+    return;
+  }
+  uid_of_[job] = uids->front();
+  accepted_[source.id].insert(traced.spec.name);
+  ++result_.submitted;
+}
+
+void Run::schedule_faults() {
+  TimePoint start = federation_.start_time();
+  uint32_t partition_id = 0;
+  for (const Fault& fault : scenario_.faults) {
+    TimePoint at = start + fault.at, until = start + fault.at + fault.length;
+    SimAgent* agent = federation_.agents()[fault.agent].get();
+    switch (fault.kind) {
+      case Fault::Kind::kCrash:
+        federation_.at(at, [this, agent] { federation_.crash(*agent); });
+        federation_.at(until, [this, agent] { federation_.restart(*agent); });
+        break;
+      case Fault::Kind::kCrashInStep:
+        federation_.at(at, [agent] { agent->crash_in_next_step = true; });
+        break;
+      case Fault::Kind::kFreeze:
+        federation_.at(at, [this, agent] { federation_.freeze(*agent); });
+        federation_.at(until, [this, agent] { federation_.thaw(*agent); });
+        break;
+      case Fault::Kind::kPartition: {
+        uint32_t id = ++partition_id;
+        federation_.at(
+            at, [this, id, side = fault.side] { federation_.network().partition(id, side); });
+        federation_.at(until, [this, id] { federation_.network().heal_partition(id); });
+        break;
+      }
+      case Fault::Kind::kCut:
+        federation_.at(
+            at, [this, f = fault.agent, t = fault.other] { federation_.network().cut(f, t); });
+        federation_.at(
+            until, [this, f = fault.agent, t = fault.other] { federation_.network().heal(f, t); });
+        break;
+      case Fault::Kind::kLossyLinks:
+        federation_.at(at, [this, link = fault.link] { federation_.network().set_faults(link); });
+        federation_.at(until, [this, link = fault.link] {
+          // A later lossy period that already replaced this one keeps going.
+          if (federation_.network().faults() == link) federation_.network().set_faults({});
+        });
+        break;
+    }
+  }
+}
+
+void Run::check_now() {
+  core::AgentConfig timers = config();
+  Duration expiry_slack = timers.heartbeat_interval + 1s;
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> holders;
+  for (auto& agent : federation_.agents()) {
+    // A frozen agent's records are as old as its pause: it stops what its
+    // lapsed leases covered when it wakes, dated at the lease's end
+    // (docs/lifecycle.md), and the run records judge that at the end.
+    if (!agent->up() || agent->frozen) continue;
+    if (options_.check_agents) {
+      if (std::string broken = agent->agent->broken_invariant(); !broken.empty()) {
+        report("agent invariants",
+               agent->name + " at " + format_time(federation_.now()) + ": " + broken);
+      }
+      if (!agent->cluster->check_invariants()) {
+        report("cluster invariants",
+               agent->name + "'s local scheduler at " + format_time(federation_.now()));
+      }
+    }
+    std::map<std::string, int64_t> cpu_by_source;
+    for (const store::ReservationRecord& r : agent->agent->reservations()) {
+      if (r.phase == store::ReservationPhase::kBound ||
+          r.phase == store::ReservationPhase::kRunning) {
+        holders[{r.source, r.uid}].push_back(agent->name);
+      }
+      if (r.phase == store::ReservationPhase::kReserved &&
+          r.expires_at + expiry_slack < agent->clock->now()) {
+        report("reservation expiry", agent->name + " still holds " + r.spec.key() + " reserved " +
+                                         format_duration(agent->clock->now() - r.expires_at) +
+                                         " after it expired");
+      }
+      if (store::holds_resources(r.phase)) cpu_by_source[r.source] += r.spec.total().cpu_milli;
+    }
+    for (const auto& [source, cpu] : cpu_by_source) {
+      auto limit = cpu_limit_.find({agent->index, source});
+      if (limit != cpu_limit_.end() && cpu > limit->second) {
+        report("invitation limit", agent->name + " holds " + std::to_string(cpu) + "m cpu for " +
+                                       source.substr(0, 8) + ", over its limit of " +
+                                       std::to_string(limit->second) + "m");
+      }
+    }
+    for (const cluster::NodeUsage& node : agent->cluster->nodes()) {
+      if (node.peak_allocated.cpu_milli > node.capacity.cpu_milli ||
+          node.peak_allocated.memory_bytes > node.capacity.memory_bytes) {
+        report("node capacity", agent->name + "/" + node.name + " was allocated " +
+                                    std::to_string(node.peak_allocated.cpu_milli) + "m cpu of " +
+                                    std::to_string(node.capacity.cpu_milli) + "m");
+      }
+    }
+  }
+  for (const auto& [copy, clusters] : holders) {
+    if (clusters.size() > 1) {
+      report("exactly-once", copy.second + " of " + copy.first.substr(0, 8) +
+                                 " holds resources on " + clusters[0] + " and " + clusters[1] +
+                                 " at " + format_time(federation_.now()));
+    }
+  }
+  for (const std::string& finding : federation_.take_engine_findings()) report("engine", finding);
+}
+
+size_t Run::unfinished() {
+  size_t open = 0;
+  for (const auto& agent : federation_.agents()) {
+    if (!agent->up()) return SIZE_MAX;  // unknown while it is down
+    core::WorkloadCounts counts = agent->agent->workload_counts();
+    size_t done = counts.by_phase[static_cast<size_t>(model::Phase::kSucceeded)] +
+                  counts.by_phase[static_cast<size_t>(model::Phase::kFailed)];
+    open += counts.total - done;
+  }
+  return open;
+}
+
+std::string Run::unfinished_sample() {
+  std::string out;
+  int shown = 0;
+  for (auto& agent : federation_.agents()) {
+    if (!agent->up()) {
+      out += " " + agent->name + " is down;";
+      continue;
+    }
+    for (const auto& w : agent->agent->workloads()) {
+      if (model::is_finished(w.phase) || shown >= 3) continue;
+      ++shown;
+      out += " " + agent->name + ":" + w.spec.name + " " + std::string(model::phase_name(w.phase)) +
+             " (" + w.reason + ");";
+    }
+  }
+  return out;
+}
+
+void Run::final_verdict() {
+  std::vector<chaos::AgentRecords> records;
+  std::map<std::string, const SimAgent*> by_id;
+  for (auto& agent : federation_.agents()) {
+    chaos::AgentRecords r;
+    r.cluster = agent->name;
+    r.id = agent->id;
+    auto workloads = agent->store->load_workloads();
+    auto runs = agent->store->load_runs();
+    if (!workloads.is_ok() || !runs.is_ok()) {
+      report("store", agent->name + ": its records do not load");
+      continue;
+    }
+    r.workloads = std::move(workloads).value();
+    r.runs = std::move(runs).value();
+    // Run times are the target's own clock: back to world time, so runs on
+    // two clusters compare.
+    int64_t skew = agent->clock->skew().count();
+    for (auto& run : r.runs) {
+      run.started_at_ms -= skew;
+      if (run.finished_at_ms) run.finished_at_ms -= skew;
+    }
+    by_id[agent->id] = agent.get();
+    records.push_back(std::move(r));
+  }
+  chaos::Expectations expected;
+  expected.submitted = accepted_;
+  if (!scenario_.clusters.empty() && !scenario_.clusters.front().nodes.empty()) {
+    expected.node_capacity = scenario_.clusters.front().nodes.front().capacity;
+  }
+  for (const chaos::Finding& f : chaos::check(records, expected, &result_.repeated_successes)) {
+    report(f.invariant, f.detail);
+  }
+
+  // Each traced job's outcome, from its source's records.
+  std::map<std::string, const store::WorkloadRecord*> by_uid;
+  std::map<std::string, uint32_t> index_by_name;
+  for (auto& agent : federation_.agents()) index_by_name[agent->name] = agent->index;
+  for (const auto& r : records) {
+    for (const auto& w : r.workloads) by_uid[w.uid] = &w;
+  }
+  int64_t start_ms = to_millis(federation_.start_time());
+  result_.jobs.resize(scenario_.trace.size());
+  for (size_t j = 0; j < scenario_.trace.size(); ++j) {
+    JobOutcome& out = result_.jobs[j];
+    out.arrival = scenario_.trace[j].arrival;
+    auto it = by_uid.find(uid_of_[j]);
+    if (uid_of_[j].empty() || it == by_uid.end()) continue;
+    const store::WorkloadRecord& w = *it->second;
+    if (w.started_at_ms) out.started_ms = w.started_at_ms - start_ms;
+    if (w.finished_at_ms) out.finished_ms = w.finished_at_ms - start_ms;
+    out.succeeded = w.phase == model::Phase::kSucceeded;
+    result_.succeeded += out.succeeded;
+    result_.failed += w.phase == model::Phase::kFailed;
+    if (auto c = index_by_name.find(w.cluster); c != index_by_name.end()) out.cluster = c->second;
+  }
+}
+
+SimResult Run::go() {
+  auto wall_start = std::chrono::steady_clock::now();
+  uid_of_.resize(scenario_.trace.size());
+  build();
+  TimePoint start = federation_.start_time();
+  for (size_t j = 0; j < scenario_.trace.size(); ++j) {
+    federation_.at(start + scenario_.trace[j].arrival, [this, j] { submit(j); });
+  }
+  schedule_faults();
+
+  // Liveness: once everything has healed (and the last job arrived), the
+  // work left must end within the time the federation's whole capacity
+  // needs to drain all of it, plus the longest job, plus the lifecycle's
+  // own timers.
+  Duration last_arrival = scenario_.trace.empty() ? Duration(0) : scenario_.trace.back().arrival;
+  Duration healed = std::max(scenario_.warmup + scenario_.options.arrivals, last_arrival);
+  double work = 0;
+  Duration longest{0};
+  for (const TraceJob& job : scenario_.trace) {
+    work += static_cast<double>(job.spec.total().cpu_milli) *
+            static_cast<double>(job.spec.sim.duration.count());
+    longest = std::max(longest, job.spec.sim.duration);
+  }
+  core::AgentConfig timers = config();
+  Duration drain(static_cast<int64_t>(
+      work / std::max<double>(1, static_cast<double>(scenario_.total_cpu_milli()))));
+  Duration slack = timers.worker_lost_timeout + timers.lease + timers.pending_retry_max * 2 + 30s;
+  TimePoint deadline = start + healed + drain + longest + slack;
+
+  auto stop = [this] { return stopped(); };
+  while (!stopped()) {
+    TimePoint next = federation_.now() + options_.check_every;
+    if (!federation_.run_until(next, stop)) break;
+    check_now();
+    bool all_in = submissions_done_ == scenario_.trace.size();
+    if (all_in && federation_.now() >= start + healed && unfinished() == 0) break;
+    if (federation_.now() > deadline) {
+      report("liveness", std::to_string(unfinished()) + " workloads still open " +
+                             format_duration(federation_.now() - start - healed) +
+                             " after the network healed:" + unfinished_sample());
+      break;
+    }
+  }
+  if (!stopped()) final_verdict();
+  result_.digest = federation_.digest();
+  result_.engine = federation_.stats();
+  result_.network = federation_.network().stats();
+  result_.simulated = federation_.now() - start;
+  result_.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result_;
+}
+
+}  // namespace
+
+SimResult run_simulation(const Scenario& scenario, const RunOptions& options) {
+  Run run(scenario, options);
+  return run.go();
+}
+
+}  // namespace shoal::sim

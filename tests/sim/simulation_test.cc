@@ -1,0 +1,237 @@
+// The simulator's own contract: one seed is one run (bit for bit), faults
+// are injected and healed, the invariants hold, and the ideal scheduler and
+// the quality measures compute what they say.
+#include "tests/sim/simulation.h"
+
+#include <gtest/gtest.h>
+
+#include "crypto/identity.h"
+#include "tests/sim/ideal.h"
+#include "tests/sim/scenario.h"
+
+namespace shoal::sim {
+namespace {
+
+using namespace std::chrono_literals;
+
+ScenarioOptions small_with_faults(uint64_t seed) {
+  ScenarioOptions o;
+  o.seed = seed;
+  o.agents = 8;
+  o.nodes = 2;
+  o.invited_by = 3;
+  o.workloads = 40;
+  o.arrivals = 30s;
+  o.mean_duration = 5s;
+  o.faults = true;
+  o.fast_timers = true;
+  o.max_clock_skew = 400ms;
+  return o;
+}
+
+std::string findings_of(const SimResult& result) {
+  std::string out;
+  for (const auto& f : result.findings) out += "\n  " + f;
+  return out;
+}
+
+class SimulationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(crypto::initialize().is_ok());
+    crypto::set_simulated_signatures(true);
+  }
+  void TearDown() override { crypto::set_simulated_signatures(false); }
+};
+
+TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
+  Scenario scenario = make_scenario(small_with_faults(3));
+  ASSERT_FALSE(scenario.faults.empty());
+  SimResult first = run_simulation(scenario, {});
+  SimResult second = run_simulation(scenario, {});
+  ASSERT_TRUE(first.findings.empty()) << findings_of(first);
+  EXPECT_EQ(first.digest, second.digest);
+  EXPECT_EQ(first.engine.deliveries, second.engine.deliveries);
+  EXPECT_EQ(first.network.dropped + first.network.dropped_by_cut,
+            second.network.dropped + second.network.dropped_by_cut);
+  ASSERT_EQ(first.jobs.size(), second.jobs.size());
+  for (size_t j = 0; j < first.jobs.size(); ++j) {
+    EXPECT_EQ(first.jobs[j].finished_ms, second.jobs[j].finished_ms) << "job " << j;
+    EXPECT_EQ(first.jobs[j].cluster, second.jobs[j].cluster) << "job " << j;
+  }
+  // And another seed is another story.
+  SimResult other = run_simulation(make_scenario(small_with_faults(4)), {});
+  EXPECT_NE(first.digest, other.digest);
+}
+
+// The stand-in signature changes the bytes, never a decision: with real
+// Ed25519 signatures the same trace is placed on the same clusters at the
+// same times.
+TEST_F(SimulationTest, SimulatedSignaturesDecideAsRealOnesDo) {
+  ScenarioOptions o = small_with_faults(6);
+  o.faults = false;
+  Scenario scenario = make_scenario(o);
+  SimResult simulated = run_simulation(scenario, {});
+  crypto::set_simulated_signatures(false);
+  SimResult real = run_simulation(scenario, {});
+  ASSERT_TRUE(simulated.findings.empty()) << findings_of(simulated);
+  ASSERT_TRUE(real.findings.empty()) << findings_of(real);
+  EXPECT_NE(simulated.digest, real.digest);                        // other bytes on the wire...
+  EXPECT_EQ(simulated.engine.deliveries, real.engine.deliveries);  // ...the same messages
+  ASSERT_EQ(simulated.jobs.size(), real.jobs.size());
+  for (size_t j = 0; j < real.jobs.size(); ++j) {
+    EXPECT_EQ(simulated.jobs[j].started_ms, real.jobs[j].started_ms) << "job " << j;
+    EXPECT_EQ(simulated.jobs[j].cluster, real.jobs[j].cluster) << "job " << j;
+  }
+}
+
+TEST_F(SimulationTest, FaultsAreInjectedAndEveryInvariantHolds) {
+  for (uint64_t seed = 10; seed < 13; ++seed) {
+    Scenario scenario = make_scenario(small_with_faults(seed));
+    SimResult result = run_simulation(scenario, {});
+    ASSERT_TRUE(result.findings.empty()) << "seed " << seed << findings_of(result);
+    EXPECT_EQ(result.submitted, 40);
+    EXPECT_EQ(result.succeeded + result.failed, result.submitted);
+    // The faults bit: agents crashed and messages were lost.
+    EXPECT_GT(result.engine.crashes, 0u) << "seed " << seed;
+    EXPECT_GT(result.network.dropped + result.network.dropped_by_cut, 0u) << "seed " << seed;
+  }
+}
+
+TEST_F(SimulationTest, WithoutFaultsEveryJobSucceedsOnce) {
+  ScenarioOptions o = small_with_faults(5);
+  o.faults = false;
+  o.max_clock_skew = 0ms;
+  SimResult result = run_simulation(make_scenario(o), {});
+  ASSERT_TRUE(result.findings.empty()) << findings_of(result);
+  EXPECT_EQ(result.succeeded, 40);
+  EXPECT_EQ(result.repeated_successes, 0);
+  EXPECT_EQ(result.engine.crashes, 0u);
+  for (const JobOutcome& job : result.jobs) {
+    EXPECT_GE(job.started_ms, job.arrival.count());
+    EXPECT_GT(job.finished_ms, job.started_ms);
+  }
+}
+
+// Links have latency: nothing is delivered the instant it was sent, and a
+// WAN link is slower than a LAN one.
+TEST_F(SimulationTest, LinksHaveLatencyAndKeepOrder) {
+  Network network(1, {});
+  network.place(0, 0);
+  network.place(1, 0);
+  network.place(2, 1);
+  TimePoint now = from_millis(1'000'000);
+  TimePoint previous = now;
+  for (int i = 0; i < 100; ++i) {
+    auto lan = network.route(0, 1, now);
+    ASSERT_EQ(lan.size(), 1u);
+    EXPECT_GT(lan[0], now);
+    EXPECT_GE(lan[0], previous);  // order kept on the link
+    previous = lan[0];
+    auto wan = network.route(0, 2, now);
+    ASSERT_EQ(wan.size(), 1u);
+    EXPECT_GE(wan[0] - now, 5ms);
+  }
+  network.partition(1, {2});
+  EXPECT_TRUE(network.route(0, 2, now).empty());
+  EXPECT_TRUE(network.route(2, 0, now).empty());
+  EXPECT_EQ(network.route(0, 1, now).size(), 1u);
+  network.heal_partition(1);
+  EXPECT_TRUE(network.healed());
+  network.set_faults({0, 1.0, 0});
+  EXPECT_EQ(network.route(0, 1, now).size(), 2u);  // duplicated
+}
+
+// A hand-made trace the ideal scheduler must solve optimally: two 8-cpu
+// nodes, four jobs of 8 cpus and 10 s arriving together: two run at once,
+// then the other two.
+TEST_F(SimulationTest, TheIdealSchedulerPacksAndServesInOrder) {
+  Scenario scenario;
+  scenario.options.namespaces = 1;
+  model::ClusterSpec cluster;
+  cluster.name = "c0";
+  cluster.nodes = {{"n0", {8000, 16LL << 30, 0}, {}}, {"n1", {8000, 16LL << 30, 0}, {}}};
+  scenario.clusters = {cluster};
+  scenario.org_of = {0};
+  for (int j = 0; j < 4; ++j) {
+    TraceJob job;
+    job.arrival = 0ms;
+    job.source = 0;
+    job.spec.name = "j" + std::to_string(j);
+    job.spec.namespace_name = "ns-0";
+    job.spec.resources = {8000, 1LL << 30, 0};
+    job.spec.sim.duration = 10s;
+    scenario.trace.push_back(job);
+  }
+  std::vector<JobOutcome> out = run_ideal(scenario);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].started_ms, 0);
+  EXPECT_EQ(out[1].started_ms, 0);
+  EXPECT_EQ(out[2].started_ms, 10'000);
+  EXPECT_EQ(out[3].started_ms, 10'000);
+  Quality q = measure(scenario, out);
+  EXPECT_EQ(q.jobs, 4);
+  EXPECT_DOUBLE_EQ(q.mean_jct_s, 15.0);  // (10 + 10 + 20 + 20) / 4
+  EXPECT_DOUBLE_EQ(q.makespan_s, 20.0);
+  EXPECT_DOUBLE_EQ(q.utilization, 1.0);
+}
+
+// Best fit: a 2-cpu job goes to the node it fills most tightly, and a job
+// may only use clusters that invited its source into its namespace.
+TEST_F(SimulationTest, TheIdealSchedulerFitsTightlyWhereInvited) {
+  Scenario scenario;
+  scenario.options.namespaces = 2;
+  auto cluster = [](const std::string& name, int64_t cpu) {
+    model::ClusterSpec c;
+    c.name = name;
+    c.nodes = {{"n0", {cpu, 64LL << 30, 0}, {}}};
+    return c;
+  };
+  scenario.clusters = {cluster("c0", 1000), cluster("c1", 8000), cluster("c2", 3000)};
+  scenario.org_of = {0, 0, 0};
+  scenario.invites = {{1, 0, {"ns-0", "ns-1"}, {}}, {2, 0, {"ns-0"}, {}}};
+  auto job = [](const std::string& ns) {
+    TraceJob j;
+    j.arrival = 0ms;
+    j.source = 0;
+    j.spec.name = "j";
+    j.spec.namespace_name = ns;
+    j.spec.resources = {2000, 1LL << 30, 0};
+    j.spec.sim.duration = 1s;
+    return j;
+  };
+  scenario.trace = {job("ns-0"), job("ns-1")};
+  std::vector<JobOutcome> out = run_ideal(scenario);
+  EXPECT_EQ(out[0].cluster, 2u);  // 3000 - 2000 leaves the least
+  EXPECT_EQ(out[1].cluster, 1u);  // c2 did not invite c0 into ns-1
+}
+
+// Share error: two namespaces with equal weight and equal demand beyond
+// capacity, one of which got everything, is as wrong as a split can be.
+TEST_F(SimulationTest, ShareErrorMeasuresDistanceFromTheFairSplit) {
+  Scenario scenario;
+  scenario.options.namespaces = 2;
+  model::ClusterSpec cluster;
+  cluster.name = "c0";
+  cluster.nodes = {{"n0", {2000, 16LL << 30, 0}, {}}};
+  scenario.clusters = {cluster};
+  scenario.org_of = {0};
+  auto job = [](const std::string& ns, int64_t arrival) {
+    TraceJob j;
+    j.arrival = Duration(arrival);
+    j.source = 0;
+    j.spec.namespace_name = ns;
+    j.spec.resources = {2000, 1LL << 30, 0};
+    j.spec.sim.duration = 20s;
+    return j;
+  };
+  scenario.trace = {job("ns-0", 0), job("ns-1", 0)};
+  // ns-0 runs first (whole capacity), ns-1 waits: error 1/2 while it waits.
+  std::vector<JobOutcome> served = {{0ms, 0, 20'000, true, 0}, {0ms, 20'000, 40'000, true, 0}};
+  Quality q = measure(scenario, served);
+  EXPECT_NEAR(q.share_error, 0.5, 1e-9);
+  EXPECT_DOUBLE_EQ(q.mean_wait_s, 10.0);
+}
+
+}  // namespace
+}  // namespace shoal::sim
