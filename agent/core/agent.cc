@@ -99,6 +99,7 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   peers_.accept(from, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
   peers_.note_read(from, envelope.acked_boot, envelope.acked_sent_at_ms, context_.boot(), now);
   context_.set_sent_at(sent_at);
+  context_.set_envelope_order({envelope.boot, envelope.seq});
   ++context_.stats().envelopes_received;
   size_t handled = 0;
   if (envelope.type != MessageType::kBatch) {
@@ -224,6 +225,7 @@ void Agent::drain_local() {
     if (context_.has_local()) {
       protocol::Body body = context_.take_local();
       context_.set_sent_at(context_.now());
+      context_.set_envelope_order({});
       dispatch(context_.self_id(), body);
     } else if (!target_.serve_asked() && !source_.admit_waiting()) {
       return;  // nothing left: the step is done

@@ -68,6 +68,22 @@ class Context {
   // the time leases are renewed by.
   TimePoint sent_at() const { return sent_at_; }
   void set_sent_at(TimePoint at) { sent_at_ = at; }
+  // Where the message being handled stands in its sender's order of
+  // envelopes: (boot, seq), or {0, 0} for a local one (handled at once,
+  // never overtaken). Envelopes may arrive out of order (a redial; the
+  // replay window takes them), so a report can be older than one already
+  // taken from the same peer: compare with EnvelopeOrder::precedes.
+  struct EnvelopeOrder {
+    uint64_t boot = 0;
+    uint64_t seq = 0;
+    // True when this envelope was sealed before `later` by the same boot of
+    // the same peer: what it says is older news.
+    bool precedes(const EnvelopeOrder& later) const {
+      return boot != 0 && boot == later.boot && seq < later.seq;
+    }
+  };
+  const EnvelopeOrder& envelope_order() const { return envelope_order_; }
+  void set_envelope_order(EnvelopeOrder order) { envelope_order_ = order; }
 
   // Appends to `subject`'s history (a copy's story is told in its group's;
   // see set_event_subject).
@@ -127,6 +143,7 @@ class Context {
   // Encoded, by peer id, in send order: what seal_outgoing() signs.
   std::map<std::string, std::vector<protocol::BatchItem>> outgoing_;
   TimePoint sent_at_{};
+  EnvelopeOrder envelope_order_;
   EventSubject event_subject_;
 };
 

@@ -258,6 +258,8 @@ void SourceRole::on_status(const std::string& from, const protocol::WorkloadStat
   }
   if (message.phase == model::Phase::kPending || message.phase == model::Phase::kPlacing) return;
   record.status_generation = message.generation;
+  workload->last_status_from = from;
+  workload->last_status_order = context_.envelope_order();
   take_copy_status(*workload, message);
 }
 
@@ -288,11 +290,17 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
       send(from, protocol::Delete{copy.uid, copy.epoch});
     }
   }
-  // A copy we count as bound or running there, which the target does not hold.
+  // A copy we count as bound or running there, which the target does not
+  // hold — unless this snapshot was sealed before a STATUS we already took
+  // from it (overtaken on the way: it may predate the copy's binding).
   for (auto& [uid, workload] : workloads_) {
     const store::WorkloadRecord& record = workload.record;
     if (record.winner != from || held.count(uid) || record.deleting) continue;
     if (record.phase != model::Phase::kBound && record.phase != model::Phase::kRunning) continue;
+    if (workload.last_status_from == from &&
+        context_.envelope_order().precedes(workload.last_status_order)) {
+      continue;
+    }
     requeue_lost(workload, "LostAtTarget: " + record.cluster + " no longer holds epoch " +
                                std::to_string(record.epoch));
   }

@@ -168,6 +168,11 @@ class SourceRole {
     // one's outcome arrives while no other copy runs, it is kept (in memory
     // only; after a restart a late outcome is ignored and the work re-placed).
     std::set<std::pair<std::string, uint64_t>> lost_copies;
+    // The envelope of the newest STATUS taken from the winner (memory
+    // only): a HOLDINGS sealed before it is a snapshot older than what we
+    // know, and cannot show the copy lost (on_holdings).
+    std::string last_status_from;
+    Context::EnvelopeOrder last_status_order;
   };
   // What we know of one target.
   struct Target {

@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--real-signatures", real_signatures,
       "sign with Ed25519 as agents do (default: a keyed hash, 50x cheaper; docs/simulation.md)");
+  app.add_option("--explain", r.explain, "print every agent's events for this job (e.g. j58)");
   app.add_option("-o,--output", output, "text | json")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
         {"faults", scenario.faults.size()},
         {"findings", result.findings},
     };
+    if (!r.explain.empty()) run["explanation"] = result.explanation;
     if (compare_ideal) {
       Quality shoal_quality = measure(scenario, result.jobs);
       Quality ideal_quality = measure(scenario, run_ideal(scenario));
@@ -217,6 +219,7 @@ int main(int argc, char** argv) {
         }
       }
       for (const std::string& finding : result.findings) std::printf("  %s\n", finding.c_str());
+      for (const std::string& line : result.explanation) std::printf("  | %s\n", line.c_str());
       if (!ok) std::printf("  replay: %s\n", replay_command(o, r, real_signatures).c_str());
       std::fflush(stdout);
     }

@@ -61,6 +61,7 @@ class Run {
   size_t unfinished();
   std::string unfinished_sample();
   void final_verdict();
+  void explain(const std::string& name);
 
   const Scenario& scenario_;
   RunOptions options_;
@@ -306,6 +307,27 @@ void Run::final_verdict() {
   }
 }
 
+void Run::explain(const std::string& name) {
+  std::set<std::string> uids;
+  for (size_t j = 0; j < scenario_.trace.size(); ++j) {
+    if (scenario_.trace[j].spec.name == name && !uid_of_[j].empty()) uids.insert(uid_of_[j]);
+  }
+  std::vector<std::pair<TimePoint, std::string>> story;
+  for (auto& agent : federation_.agents()) {
+    for (const std::string& uid : uids) {
+      auto events = agent->store->load_events(uid);
+      if (!events.is_ok()) continue;
+      for (const store::EventRecord& e : *events) {
+        story.emplace_back(e.at - agent->clock->skew(), agent->name + ": " + e.text);
+      }
+    }
+  }
+  std::stable_sort(story.begin(), story.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [at, text] : story) result_.explanation.push_back(format_time(at) + " " + text);
+  if (uids.empty()) result_.explanation.push_back("no job named " + name + " was submitted");
+}
+
 SimResult Run::go() {
   auto wall_start = std::chrono::steady_clock::now();
   uid_of_.resize(scenario_.trace.size());
@@ -350,6 +372,7 @@ SimResult Run::go() {
     }
   }
   if (!stopped()) final_verdict();
+  if (!options_.explain.empty()) explain(options_.explain);
   result_.digest = federation_.digest();
   result_.engine = federation_.stats();
   result_.network = federation_.network().stats();

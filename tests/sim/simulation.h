@@ -41,6 +41,9 @@ struct RunOptions {
   bool check_agents = true;
   // Stop at the first finding (a failing seed is replayed, not read twice).
   bool stop_at_first_finding = true;
+  // A traced job's name (e.g. "j58"): its story — every event each agent
+  // recorded for it, in world time — goes into SimResult::explanation.
+  std::string explain;
 };
 
 struct SimResult {
@@ -54,7 +57,8 @@ struct SimResult {
   int submitted = 0;
   int succeeded = 0;
   int failed = 0;
-  int repeated_successes = 0;  // see chaos::check
+  int repeated_successes = 0;            // see chaos::check
+  std::vector<std::string> explanation;  // RunOptions::explain
 };
 
 SimResult run_simulation(const Scenario& scenario, const RunOptions& options);

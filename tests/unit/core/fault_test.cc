@@ -44,6 +44,43 @@ TEST(FaultTest, ATargetFrozenPastItsLeaseStopsTheCopyAtTheLeaseEndNotAtItsFinish
   EXPECT_EQ(record->restarts, 1);
 }
 
+// Found by the federation simulator (issue 18, seed 67): envelopes may
+// arrive out of order (a redial; the replay window takes them). A HOLDINGS
+// that east sealed before it bound the job, overtaken by the STATUS that
+// reported the binding, lists no copy of it. The source must not take that
+// old snapshot as proof the copy is gone: placing it again would run the
+// job at two clusters at once.
+TEST(FaultTest, AHoldingsOvertakenByANewerStatusDoesNotMakeACopyLost) {
+  Federation f(2s);
+  // Hold back one HOLDINGS from east while nothing of ours is there yet.
+  std::vector<uint8_t> early_holdings;
+  f.world.run_for(1s, 250ms, [&](const Wire& w) {
+    if (w.from == f.east->id && w.type == protocol::MessageType::kHoldings && early_holdings.empty()) {
+      early_holdings = w.bytes;
+      return false;
+    }
+    return true;
+  });
+  ASSERT_FALSE(early_holdings.empty()) << "east answered no DIGEST";
+  std::string uid = f.bind_at_east(workload("job", 4000, 3600s), 1s);
+  auto bound = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(bound->phase, model::Phase::kRunning);
+
+  // Now the old snapshot arrives, after the STATUS that said Running.
+  size_t handled = 0;
+  f.world.step(*f.source, [&] { handled = f.source->agent->handle_wire(early_holdings); });
+  ASSERT_EQ(handled, 1u) << "taken (within the replay window), not dropped";
+  f.world.deliver();
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  EXPECT_EQ(record->cluster, "east");
+  EXPECT_EQ(record->epoch, bound->epoch) << "no new placement round";
+  EXPECT_FALSE(event_contains(*f.source, uid, "LostAtTarget"));
+  EXPECT_FALSE(copy_at(*f.west, uid).has_value()) << "never placed a second time";
+  f.world.run_for(3s);
+  EXPECT_EQ(running_copies(*f.east, uid), 1);
+}
+
 // A source frozen past workerLostTimeout wakes with its targets' reports
 // still unread. It must read them before it calls anyone lost: the job
 // finished at east, and placing it again would run it twice.
