@@ -132,12 +132,6 @@ std::vector<const InvitationBook::Owned*> InvitationBook::accepted_from(
   return out;
 }
 
-std::vector<std::string> InvitationBook::issuers() const {
-  std::vector<std::string> out;
-  for (const auto& [peer, ids] : accepted_by_peer_) out.push_back(peer);
-  return out;
-}
-
 std::vector<std::string> InvitationBook::revocations_to_tell(const std::string& peer,
                                                              TimePoint now) const {
   std::vector<std::string> out;

@@ -85,6 +85,7 @@ void Federation::boot(SimAgent& agent) {
       std::make_unique<core::Agent>(config, agent.identity, *agent.clock, *agent.transport,
                                     *agent.store, *agent.cluster, *agent.rng);
   ++agent.boots;
+  agent.ticked_since_boot = false;
   step(agent, [&] {
     Status started = agent.agent->start();
     if (!started.is_ok()) {
@@ -191,9 +192,14 @@ void Federation::tick_until_idle(SimAgent& agent) {
 
 void Federation::schedule_wake(SimAgent& agent) {
   if (!agent.up()) return;
+  // Never at this very instant: a timer due now runs in the loop's next
+  // iteration, and one that stays due (a bug tick_until_idle reports)
+  // cannot stop the clock.
   TimePoint deadline = agent.agent->next_deadline();
-  TimePoint world = deadline <= agent.clock->now() ? clock_.now()
-                                                   : deadline - agent.clock->skew() + kWakeLateness;
+  TimePoint world =
+      std::max(deadline <= agent.clock->now() ? clock_.now() : deadline - agent.clock->skew(),
+               clock_.now()) +
+      kWakeLateness;
   if (world == agent.wake_at) return;
   // A wake already queued for another time is skipped when it comes up.
   agent.wake_at = world;
@@ -238,7 +244,10 @@ void Federation::thaw(SimAgent& agent) {
   for (const auto& bytes : held) {
     if (agent.up()) deliver(agent, *bytes);
   }
-  if (agent.up()) step(agent, [&] { tick_until_idle(agent); });
+  if (agent.up()) {
+    agent.ticked_since_boot = true;
+    step(agent, [&] { tick_until_idle(agent); });
+  }
 }
 
 bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {
@@ -255,6 +264,7 @@ bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {
         SimAgent& agent = *agents_[event.agent];
         if (event.at != agent.wake_at || !agent.up() || agent.frozen) break;
         agent.wake_at = TimePoint::max();
+        agent.ticked_since_boot = true;
         step(agent, [&] { tick_until_idle(agent); });
         break;
       }

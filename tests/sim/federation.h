@@ -90,7 +90,11 @@ struct SimAgent {
   std::unique_ptr<OutboxTransport> transport;
   std::unique_ptr<core::Agent> agent;
   uint32_t boots = 0;
-  bool frozen = false;                   // SIGSTOP: reads and ticks nothing until thawed
+  bool frozen = false;  // SIGSTOP: reads and ticks nothing until thawed
+  // Since its last boot: until its first tick, a restarted agent's records
+  // are as old as its crash (it re-attaches its copies, then its first tick
+  // takes what they did and fences lapsed leases, dated at the lease end).
+  bool ticked_since_boot = false;
   bool crash_in_next_step = false;       // the next step dies before it commits
   TimePoint wake_at = TimePoint::max();  // world time of its pending timer event
   bool up() const { return agent != nullptr; }

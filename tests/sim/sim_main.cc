@@ -7,9 +7,11 @@
 // Exit status 0 when every run held every invariant. A failing seed prints
 // the one command line that replays it exactly.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -121,6 +123,10 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--real-signatures", real_signatures,
       "sign with Ed25519 as agents do (default: a keyed hash, 50x cheaper; docs/simulation.md)");
+  Duration progress_every{0};
+  std::string progress = "0s";
+  app.add_option("--progress", progress, "print how far the run got every this much simulated time")
+      ->capture_default_str();
   app.add_option("--explain", r.explain, "print every agent's events for this job (e.g. j58)");
   app.add_option("-o,--output", output, "text | json")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -137,7 +143,8 @@ int main(int argc, char** argv) {
         std::tuple{&mean_duration, "--mean-duration", &o.mean_duration},
         std::tuple{&skew, "--skew", &o.max_clock_skew},
         std::tuple{&ready_window, "--ready-window", &o.ready_window},
-        std::tuple{&check_every, "--check-every", &r.check_every}}) {
+        std::tuple{&check_every, "--check-every", &r.check_every},
+        std::tuple{&progress, "--progress", &progress_every}}) {
     auto d = parse_duration(*text, field);
     if (!d.is_ok()) return fail(d.status().message());
     *target = *d;
@@ -156,6 +163,20 @@ int main(int argc, char** argv) {
   if (output != "text" && output != "json")
     return fail("-o: expected text or json, got '" + output + "'");
   r.check_agents = !no_agent_checks;
+  if (progress_every.count() > 0) {
+    auto wall_start = std::chrono::steady_clock::now();
+    auto next = std::make_shared<Duration>(progress_every);
+    r.progress = [=](Duration simulated, const Federation::Stats& stats) {
+      if (simulated < *next) return;
+      *next = simulated + progress_every;
+      double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+      std::fprintf(
+          stderr, "  %s simulated in %.1f s: %llu steps, %llu deliveries, peak RSS %.0f MiB\n",
+          format_duration(simulated).c_str(), wall, static_cast<unsigned long long>(stats.steps),
+          static_cast<unsigned long long>(stats.deliveries), peak_rss_mib());
+    };
+  }
   if (!crypto::initialize().is_ok()) return fail("libsodium did not initialize");
   crypto::set_simulated_signatures(!real_signatures);
 
@@ -220,6 +241,10 @@ int main(int argc, char** argv) {
       }
       for (const std::string& finding : result.findings) std::printf("  %s\n", finding.c_str());
       for (const std::string& line : result.explanation) std::printf("  | %s\n", line.c_str());
+      if (!r.explain.empty()) {
+        for (const Fault& fault : scenario.faults)
+          std::printf("  fault: %s\n", describe(fault).c_str());
+      }
       if (!ok) std::printf("  replay: %s\n", replay_command(o, r, real_signatures).c_str());
       std::fflush(stdout);
     }

@@ -164,10 +164,11 @@ void Run::check_now() {
   Duration expiry_slack = timers.heartbeat_interval + 1s;
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> holders;
   for (auto& agent : federation_.agents()) {
-    // A frozen agent's records are as old as its pause: it stops what its
+    // A frozen agent's records are as old as its pause, and a restarted
+    // one's as old as its crash until its first tick: it stops what its
     // lapsed leases covered when it wakes, dated at the lease's end
     // (docs/lifecycle.md), and the run records judge that at the end.
-    if (!agent->up() || agent->frozen) continue;
+    if (!agent->up() || agent->frozen || !agent->ticked_since_boot) continue;
     if (options_.check_agents) {
       if (std::string broken = agent->agent->broken_invariant(); !broken.empty()) {
         report("agent invariants",
@@ -182,7 +183,7 @@ void Run::check_now() {
     for (const store::ReservationRecord& r : agent->agent->reservations()) {
       if (r.phase == store::ReservationPhase::kBound ||
           r.phase == store::ReservationPhase::kRunning) {
-        holders[{r.source, r.uid}].push_back(agent->name);
+        holders[{r.source, r.spec.key() + " (" + r.uid + ")"}].push_back(agent->name);
       }
       if (r.phase == store::ReservationPhase::kReserved &&
           r.expires_at + expiry_slack < agent->clock->now()) {
@@ -362,6 +363,7 @@ SimResult Run::go() {
     TimePoint next = federation_.now() + options_.check_every;
     if (!federation_.run_until(next, stop)) break;
     check_now();
+    if (options_.progress) options_.progress(federation_.now() - start, federation_.stats());
     bool all_in = submissions_done_ == scenario_.trace.size();
     if (all_in && federation_.now() >= start + healed && unfinished() == 0) break;
     if (federation_.now() > deadline) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,8 @@ struct RunOptions {
   // A traced job's name (e.g. "j58"): its story — every event each agent
   // recorded for it, in world time — goes into SimResult::explanation.
   std::string explain;
+  // Called after each check with the simulated time so far (for --progress).
+  std::function<void(Duration simulated, const Federation::Stats&)> progress;
 };
 
 struct SimResult {
