@@ -204,7 +204,15 @@ Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs) {
   Quality q;
   std::vector<double> jct;
   double wait_sum = 0, cpu_seconds = 0;
-  int64_t first_arrival = std::numeric_limits<int64_t>::max(), last_finish = 0;
+  int64_t first_arrival = std::numeric_limits<int64_t>::max(), last_finish = 0, last_arrival = 0;
+  for (const JobOutcome& o : jobs) {
+    first_arrival = std::min(first_arrival, o.arrival.count());
+    last_arrival = std::max(last_arrival, o.arrival.count());
+  }
+  // Utilization is measured while work arrives (the steady state), not
+  // over the drain after the last arrival, whose long tail says nothing
+  // about the scheduler; when all arrive at once, over the makespan.
+  auto window_end = [&] { return last_arrival > first_arrival ? last_arrival : last_finish; };
   std::map<std::string, size_t> ns_index;
   for (int i = 0; i < std::max(1, scenario.options.namespaces); ++i)
     ns_index["ns-" + std::to_string(i)] = i;
@@ -213,7 +221,6 @@ Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs) {
   for (size_t j = 0; j < jobs.size() && j < scenario.trace.size(); ++j) {
     const JobOutcome& o = jobs[j];
     int64_t arrival = o.arrival.count();
-    first_arrival = std::min(first_arrival, arrival);
     if (o.finished_ms < 0 || o.started_ms < 0) continue;
     double cpu = static_cast<double>(scenario.trace[j].spec.total().cpu_milli);
     size_t n = ns_index.count(scenario.trace[j].spec.namespace_name)
@@ -221,7 +228,6 @@ Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs) {
                    : 0;
     jct.push_back(static_cast<double>(o.finished_ms - arrival) / 1000.0);
     wait_sum += static_cast<double>(o.started_ms - arrival) / 1000.0;
-    cpu_seconds += cpu / 1000.0 * static_cast<double>(o.finished_ms - o.started_ms) / 1000.0;
     last_finish = std::max(last_finish, o.finished_ms);
     deltas.emplace_back(arrival, n, 0.0, cpu);
     deltas.emplace_back(o.started_ms, n, cpu, 0.0);
@@ -238,7 +244,18 @@ Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs) {
   q.mean_wait_s = wait_sum / static_cast<double>(jct.size());
   q.makespan_s = static_cast<double>(last_finish - first_arrival) / 1000.0;
   double capacity = static_cast<double>(scenario.total_cpu_milli());
-  q.utilization = q.makespan_s > 0 ? cpu_seconds * 1000.0 / (capacity * q.makespan_s) : 0;
+  int64_t from = first_arrival, to = window_end();
+  for (size_t j = 0; j < jobs.size() && j < scenario.trace.size(); ++j) {
+    const JobOutcome& o = jobs[j];
+    if (o.finished_ms < 0 || o.started_ms < 0) continue;
+    int64_t overlap = std::min(o.finished_ms, to) - std::max(o.started_ms, from);
+    if (overlap > 0) {
+      cpu_seconds += static_cast<double>(scenario.trace[j].spec.total().cpu_milli) / 1000.0 *
+                     static_cast<double>(overlap) / 1000.0;
+    }
+  }
+  double window_s = static_cast<double>(to - from) / 1000.0;
+  q.utilization = window_s > 0 ? cpu_seconds * 1000.0 / (capacity * window_s) : 0;
 
   // Share error, sampled every 10 s over the run.
   std::sort(deltas.begin(), deltas.end(),
