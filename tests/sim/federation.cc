@@ -56,7 +56,7 @@ SimAgent& Federation::add_agent(model::ClusterSpec spec, uint32_t org, Duration 
   agent->identity = crypto::Identity::from_seed(key_seed);
   agent->id = crypto::key_to_text(agent->identity.public_key());
   agent->cluster_spec = std::move(spec);
-  agent->clock = std::make_unique<AgentClock>(clock_, skew);
+  agent->clock = std::make_unique<SkewedClock>(clock_, skew);
   agent->store = std::make_unique<MemoryStore>();
   network_.place(agent->index, org);
   index_by_id_[agent->id] = agent->index;

@@ -24,32 +24,11 @@
 #include "agent/core/agent.h"
 #include "common/time.h"
 #include "crypto/identity.h"
+#include "tests/sim/clocks.h"
 #include "tests/sim/memory_store.h"
 #include "tests/sim/network.h"
 
 namespace shoal::sim {
-
-// The virtual world clock, and one agent's view of it (off by a fixed skew,
-// as real hosts are within maxClockSkew of each other).
-class VirtualClock final : public Clock {
- public:
-  TimePoint now() const override { return now_; }
-  void set(TimePoint t) { now_ = t; }
-
- private:
-  TimePoint now_ = from_millis(1'800'000'000'000);
-};
-
-class AgentClock final : public Clock {
- public:
-  AgentClock(const Clock& world, Duration skew) : world_(world), skew_(skew) {}
-  TimePoint now() const override { return world_.now() + skew_; }
-  Duration skew() const { return skew_; }
-
- private:
-  const Clock& world_;
-  Duration skew_;
-};
 
 // splitmix64: the agents' injected randomness, one stream per agent and boot.
 class SeededRng final : public core::Rng {
@@ -82,7 +61,7 @@ struct SimAgent {
   crypto::Identity identity;
   std::string id;  // peer id
   model::ClusterSpec cluster_spec;
-  std::unique_ptr<AgentClock> clock;
+  std::unique_ptr<SkewedClock> clock;
   std::unique_ptr<MemoryStore> store;
   // Gone while the agent is down.
   std::unique_ptr<cluster::NodeCluster> cluster;

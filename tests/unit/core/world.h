@@ -14,30 +14,13 @@
 #include "agent/cluster/node_cluster.h"
 #include "agent/core/agent.h"
 #include "store/sqlite_store.h"
+#include "tests/sim/clocks.h"
 
 namespace shoal::core::testing {
 
-class FakeClock final : public Clock {
- public:
-  TimePoint now() const override { return now_; }
-  void advance(Duration d) { now_ += d; }
-
- private:
-  TimePoint now_ = from_millis(1'800'000'000'000);
-};
-
-// One agent's view of the world clock: off by a fixed skew, as real hosts
-// are (within maxClockSkew of each other).
-class SkewedClock final : public Clock {
- public:
-  SkewedClock(const Clock& world, Duration skew) : world_(world), skew_(skew) {}
-  TimePoint now() const override { return world_.now() + skew_; }
-  Duration skew() const { return skew_; }
-
- private:
-  const Clock& world_;
-  Duration skew_;
-};
+// The world's clock, and each agent's skewed view of it.
+using FakeClock = sim::VirtualClock;
+using sim::SkewedClock;
 
 class CountingRng final : public Rng {
  public:
