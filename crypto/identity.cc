@@ -70,16 +70,21 @@ std::atomic<bool> simulated_signatures{false};
 
 Signature simulated_signature(const PublicKey& key, std::span<const uint8_t> message) {
   Signature out;
-  crypto_generichash(out.data(), out.size(), message.data(), message.size(), key.data(), key.size());
+  crypto_generichash(out.data(), out.size(), message.data(), message.size(), key.data(),
+                     key.size());
   return out;
 }
 
 }  // namespace
 
-void set_simulated_signatures(bool on) { simulated_signatures.store(on, std::memory_order_relaxed); }
+void set_simulated_signatures(bool on) {
+  simulated_signatures.store(on, std::memory_order_relaxed);
+}
 
 Signature Identity::sign(std::span<const uint8_t> message) const {
-  if (simulated_signatures.load(std::memory_order_relaxed)) return simulated_signature(public_key_, message);
+  if (simulated_signatures.load(std::memory_order_relaxed)) {
+    return simulated_signature(public_key_, message);
+  }
   Signature signature;
   crypto_sign_detached(signature.data(), nullptr, message.data(), message.size(),
                        secret_key_.data());

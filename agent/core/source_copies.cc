@@ -82,8 +82,7 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload, ResendBound bound) 
     return due;
   }
   for (const auto& [peer_id, cancel] : workload.cancels) {
-    due = std::min(
-        {due, cancel.give_up_at, resend_at(peer_id, cancel.last_sent, cancel.resends)});
+    due = std::min({due, cancel.give_up_at, resend_at(peer_id, cancel.last_sent, cancel.resends)});
   }
   if (workload.waiting_ticket) return due;  // for a slot (admit_waiting), not a time
   if (record.winner.empty() && record.spec.placement.ready_window.count() == 0 &&
@@ -110,8 +109,8 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload, ResendBound bound) 
   if (record.phase != model::Phase::kPlacing) return due;
   if (!record.winner.empty()) {
     if (!may_renew_lease(record.winner)) return due;  // until we hear from it (an input)
-    return std::min(due, resend_at(record.winner, workload.last_approve_sent,
-                                            workload.approve_resends));
+    return std::min(due,
+                    resend_at(record.winner, workload.last_approve_sent, workload.approve_resends));
   }
   const model::PlacementSpec& placement = record.spec.placement;
   if (placement.ready_window.count() > 0 &&

@@ -109,7 +109,9 @@ std::string SourceRole::broken_invariant() const {
     if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
       return "a Pending workload has a winner";
     }
-    if (!is_quiet(workload) && !awake_.count(uid)) return "a workload with something due is not awake";
+    if (!is_quiet(workload) && !awake_.count(uid)) {
+      return "a workload with something due is not awake";
+    }
     // A parked workload is woken by its entry in parked_.
     if (workload.parked_until != TimePoint{} &&
         !parked_.count({workload.parked_until, uid})) {
@@ -117,7 +119,9 @@ std::string SourceRole::broken_invariant() const {
     }
     // The window: a slot is held only by a round in flight; whoever waits
     // is Pending and in line exactly once.
-    if (placing_.count(uid) && !holds_slot(workload.record)) return "a workload holds a window slot without a round in flight";
+    if (placing_.count(uid) && !holds_slot(workload.record)) {
+      return "a workload holds a window slot without a round in flight";
+    }
     if (workload.waiting_ticket &&
         (workload.record.phase != model::Phase::kPending || placing_.count(uid) ||
          !waiting_.count(
@@ -125,11 +129,18 @@ std::string SourceRole::broken_invariant() const {
       return "a waiting workload is not Pending and in line exactly once";
     }
   }
-  if (static_cast<int64_t>(placing_.size()) > config_.placement_window) return "more rounds in flight than placementWindow";
-  if (!readied_.empty()) return "a batch ended with READYs undecided";  // every batch decides what it read (decide_readied)
+  if (static_cast<int64_t>(placing_.size()) > config_.placement_window) {
+    return "more rounds in flight than placementWindow";
+  }
+  // every batch decides what it read (decide_readied)
+  if (!readied_.empty()) {
+    return "a batch ended with READYs undecided";
+  }
   for (const auto& [priority, ticket, uid] : waiting_) {
     auto it = workloads_.find(uid);
-    if (it == workloads_.end() || it->second.waiting_ticket != ticket) return "the line names a workload that is gone or holds another ticket";
+    if (it == workloads_.end() || it->second.waiting_ticket != ticket) {
+      return "the line names a workload that is gone or holds another ticket";
+    }
   }
   for (const auto& uid : placing_) {
     if (!workloads_.count(uid)) return "placing_ names a workload that is gone";
@@ -137,7 +148,9 @@ std::string SourceRole::broken_invariant() const {
   // Room never wakes what waits for a slot (it would walk the whole line).
   for (const auto& uid : room_waiters_) {
     auto it = workloads_.find(uid);
-    if (it != workloads_.end() && it->second.waiting_ticket != 0) return "a workload waiting for a slot also waits for room";
+    if (it != workloads_.end() && it->second.waiting_ticket != 0) {
+      return "a workload waiting for a slot also waits for room";
+    }
   }
   // The counts kept as workloads change are what a recount finds.
   std::array<size_t, std::size(model::kPhaseNames)> by_phase{};
@@ -168,9 +181,13 @@ std::string SourceRole::broken_invariant() const {
     std::set<std::string> winners;
     for (const auto& copy_uid : copy_uids) {
       auto copy = workloads_.find(copy_uid);
-      if (copy == workloads_.end() || copy->second.record.parent != group_uid) return "a group's copy is gone or names another parent";
+      if (copy == workloads_.end() || copy->second.record.parent != group_uid) {
+        return "a group's copy is gone or names another parent";
+      }
       if (copy->second.record.winner.empty()) continue;
-      if (!winners.insert(copy->second.record.winner).second) return "two copies of a group won the same cluster";
+      if (!winners.insert(copy->second.record.winner).second) {
+        return "two copies of a group won the same cluster";
+      }
     }
   }
   return "";

@@ -589,11 +589,17 @@ std::string TargetRole::broken_invariant() const {
     held[key.first].resources += reservation.record.spec.total();
     held[key.first].workloads += 1;
   }
-  if (held.size() != held_by_source_.size()) return "held_by_source_ lists other sources than the reservations";
+  if (held.size() != held_by_source_.size()) {
+    return "held_by_source_ lists other sources than the reservations";
+  }
   // The cluster's queue holds what queued_ holds, under the cluster's key.
-  if (queued_by_cluster_key_.size() != queued_.size()) return "the cluster's queue and queued_ differ in size";
+  if (queued_by_cluster_key_.size() != queued_.size()) {
+    return "the cluster's queue and queued_ differ in size";
+  }
   for (const auto& [cluster_name, key] : queued_by_cluster_key_) {
-    if (!queued_.contains(key) || cluster_name != cluster_key(key.first, key.second)) return "a queued key is not under its cluster key";
+    if (!queued_.contains(key) || cluster_name != cluster_key(key.first, key.second)) {
+      return "a queued key is not under its cluster key";
+    }
   }
   for (const auto& [source, usage] : held) {
     auto cached = held_by_source_.find(source);
@@ -604,7 +610,9 @@ std::string TargetRole::broken_invariant() const {
   }
   for (const auto& [key, reservation] : reservations_) {
     const auto& record = reservation.record;
-    if (key.first != record.source || key.second != record.uid) return "a reservation is filed under another key";
+    if (key.first != record.source || key.second != record.uid) {
+      return "a reservation is filed under another key";
+    }
     // Whatever holds resources holds one node per replica.
     if (store::holds_resources(record.phase) &&
         record.nodes.size() != static_cast<size_t>(record.spec.replicas)) {
@@ -624,7 +632,9 @@ std::string TargetRole::broken_invariant() const {
     }
   }
   for (const auto& [key, entry] : queued_) {
-    if (entry.hold_until < next_queue_expiry_) return "a queue entry expires before next_queue_expiry_";
+    if (entry.hold_until < next_queue_expiry_) {
+      return "a queue entry expires before next_queue_expiry_";
+    }
   }
   // Every step ends with what it asked served (Agent::drain_local).
   return asked_.empty() ? "" : "a step ended with asks unserved";

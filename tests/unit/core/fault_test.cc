@@ -55,7 +55,8 @@ TEST(FaultTest, AHoldingsOvertakenByANewerStatusDoesNotMakeACopyLost) {
   // Hold back one HOLDINGS from east while nothing of ours is there yet.
   std::vector<uint8_t> early_holdings;
   f.world.run_for(1s, 250ms, [&](const Wire& w) {
-    if (w.from == f.east->id && w.type == protocol::MessageType::kHoldings && early_holdings.empty()) {
+    bool holdings = w.from == f.east->id && w.type == protocol::MessageType::kHoldings;
+    if (holdings && early_holdings.empty()) {
       early_holdings = w.bytes;
       return false;
     }
