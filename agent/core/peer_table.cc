@@ -98,10 +98,13 @@ void PeerTable::set_lease(const std::string& id, int64_t lease_ms, int64_t lease
 }
 
 std::optional<TimePoint> PeerTable::lease_end_of(const std::string& id) const {
-  if (id == self_id_) return std::nullopt;
   const Peer* peer = find(id);
-  if (!peer || peer->lease_ms == 0) return std::nullopt;
-  return from_millis(peer->lease_until_ms);
+  return peer ? lease_end_of(id, *peer) : std::nullopt;
+}
+
+std::optional<TimePoint> PeerTable::lease_end_of(const std::string& id, const Peer& peer) const {
+  if (peer.lease_ms == 0 || id == self_id_) return std::nullopt;
+  return from_millis(peer.lease_until_ms);
 }
 
 std::optional<Duration> PeerTable::notice_tick(TimePoint now, Duration heartbeat) {

@@ -86,6 +86,8 @@ class PeerTable {
   void set_lease(const std::string& id, int64_t lease_ms, int64_t lease_until_ms);
   // When the lease of `id` ends; none when it does not fence (or is us).
   std::optional<TimePoint> lease_end_of(const std::string& id) const;
+  // The same for an entry of all(), without looking it up again.
+  std::optional<TimePoint> lease_end_of(const std::string& id, const Peer& peer) const;
 
   // The loop ticks every few milliseconds; a gap longer than `heartbeat`
   // means this process was stopped or starved, and what peers sent

@@ -147,7 +147,7 @@ void TargetRole::enforce_leases() {
   // Leases are per source, and sources are few: find the lapsed ones, then
   // visit only their reservations (reservations_ is ordered by source).
   for (const auto& [source_id, peer] : peers_.all()) {
-    std::optional<TimePoint> ends = peers_.lease_end_of(source_id);
+    std::optional<TimePoint> ends = peers_.lease_end_of(source_id, peer);
     if (!ends || *ends > now) continue;
     for (auto it = reservations_.lower_bound({source_id, ""});
          it != reservations_.end() && it->first.first == source_id; ++it) {
@@ -552,7 +552,7 @@ TimePoint TargetRole::next_deadline() const {
   TimePoint next = std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
                              last_gc_ + config_.gc_interval, cluster_.next_event_at()});
   for (const auto& [id, peer] : peers_.all()) {
-    if (std::optional<TimePoint> ends = peers_.lease_end_of(id)) {
+    if (std::optional<TimePoint> ends = peers_.lease_end_of(id, peer)) {
       // A lapsed lease matters only while the source still runs work here
       // (enforce_leases stops bound and running copies, nothing else).
       if (*ends < next && runs_work_of(id)) next = *ends;
