@@ -27,7 +27,8 @@ struct Quality {
   double p99_jct_s = 0;
   double mean_wait_s = 0;  // start - arrival
   double makespan_s = 0;   // last finish - first arrival
-  double utilization = 0;  // cpu-seconds used / capacity, while jobs arrive (else over the makespan)
+  double utilization =
+      0;  // cpu-seconds used / capacity, while jobs arrive (else over the makespan)
   // Mean over moments when work waits of sum_n |allocated_n - deserved_n| /
   // (2 × capacity): 0 is a perfect weighted max-min fair split of the
   // federation's cpu among the namespaces' demands.

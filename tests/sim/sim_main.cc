@@ -150,6 +150,14 @@ int main(int argc, char** argv) {
     *target = *d;
   }
   if (r.check_every.count() <= 0) return fail("--check-every: expected a positive duration");
+  // Fencing is sound only while clocks differ by less than the agents'
+  // maxClockSkew (docs/lifecycle.md): a larger skew would report violations
+  // the configuration itself allows.
+  Duration allowed = agent_config_for(o).max_clock_skew;
+  if (o.max_clock_skew > allowed) {
+    return fail("--skew: expected at most the agents' maxClockSkew, " + format_duration(allowed) +
+                (o.fast_timers ? " with --fast-timers" : ""));
+  }
   if (!dispatcher.empty()) {
     bool known = false;
     for (int i = 0; i < 3; ++i) {

@@ -49,11 +49,7 @@ class Run {
     result_.findings.push_back(invariant + ": " + detail);
   }
   bool stopped() const { return options_.stop_at_first_finding && !result_.findings.empty(); }
-  core::AgentConfig config() const {
-    core::AgentConfig config;
-    if (scenario_.options.fast_timers) fast_timers(config);
-    return config;
-  }
+  core::AgentConfig config() const { return agent_config_for(scenario_.options); }
   void build();
   void submit(size_t job);
   void schedule_faults();
@@ -385,6 +381,12 @@ SimResult Run::go() {
 }
 
 }  // namespace
+
+core::AgentConfig agent_config_for(const ScenarioOptions& options) {
+  core::AgentConfig config;
+  if (options.fast_timers) fast_timers(config);
+  return config;
+}
 
 SimResult run_simulation(const Scenario& scenario, const RunOptions& options) {
   Run run(scenario, options);

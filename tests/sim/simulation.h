@@ -66,4 +66,8 @@ struct SimResult {
 
 SimResult run_simulation(const Scenario& scenario, const RunOptions& options);
 
+// The timers every agent of a run gets: the defaults, or with
+// `fast_timers` lease 2 s, worker lost 6 s, heartbeat 1 s (docs/simulation.md).
+core::AgentConfig agent_config_for(const ScenarioOptions& options);
+
 }  // namespace shoal::sim
