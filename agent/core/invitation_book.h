@@ -8,7 +8,6 @@
 #pragma once
 
 #include <map>
-#include <ranges>
 #include <set>
 #include <string>
 #include <vector>
@@ -63,9 +62,12 @@ class InvitationBook {
   // Every invitation with `peer`, in any state.
   std::vector<const Owned*> issued_to(const std::string& peer) const;
   std::vector<const Owned*> accepted_from(const std::string& peer) const;
-  // Every agent that ever invited us: a view of the index, no copy (the
-  // source walks it for every deadline).
-  auto issuers() const { return std::views::keys(accepted_by_peer_); }
+  // Every agent that ever invited us: the keys of this index (peer id ->
+  // ids of the invitations it issued us). A reference, no copy: the source
+  // walks it for every deadline.
+  const std::map<std::string, std::vector<std::string>>& issuers() const {
+    return accepted_by_peer_;
+  }
   // Invitations we issued to `peer` and revoked that it could still present
   // (not expired): it must hear of them.
   std::vector<std::string> revocations_to_tell(const std::string& peer, TimePoint now) const;

@@ -48,7 +48,7 @@ TimePoint SourceRole::next_deadline() const {
   touched_since_tick_.clear();
   next = std::min(next, touched_due_);
   Duration interval = digest_interval();
-  for (const std::string& id : invitations_.issuers()) {
+  for (const auto& [id, invitation_ids] : invitations_.issuers()) {
     if (!may_renew_lease(id)) continue;  // until we hear from it again (an input)
     auto target = targets_.find(id);
     next =
@@ -313,7 +313,7 @@ Duration SourceRole::digest_interval() const {
 
 void SourceRole::send_digests(TimePoint now) {
   Duration interval = digest_interval();
-  for (const std::string& id : invitations_.issuers()) {
+  for (const auto& [id, invitation_ids] : invitations_.issuers()) {
     Target& peer = targets_[id];
     if (now - peer.last_digest_sent < interval) continue;
     // Renewing a lease tells the target "I still see you".

@@ -294,7 +294,9 @@ void SourceRole::begin_delete(SourceWorkload& workload) {
   if (workload.candidates.empty() && record.phase != model::Phase::kPending) {
     // After a restart nobody knows who was asked: tell every target.
     maybe_holding.insert(self_id_);
-    for (const std::string& issuer : invitations_.issuers()) maybe_holding.insert(issuer);
+    for (const auto& [issuer, invitation_ids] : invitations_.issuers()) {
+      maybe_holding.insert(issuer);
+    }
   }
   if (!record.winner.empty()) maybe_holding.insert(record.winner);
   workload.cancels.clear();

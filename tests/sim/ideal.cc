@@ -34,7 +34,7 @@ class Ideal {
     }
     first_node_.push_back(static_cast<uint32_t>(free_.size()));
     for (int i = 0; i < std::max(1, scenario.options.namespaces); ++i) {
-      namespace_index_["ns-" + std::to_string(i)] = i;
+      namespace_index_["ns-" + std::to_string(i)] = size_t(i);
     }
     queues_.resize(namespace_index_.size());
     allocated_.resize(namespace_index_.size(), 0);
@@ -87,10 +87,10 @@ class Ideal {
         int pick = -1;
         for (size_t n = 0; n < queues_.size(); ++n) {
           if (blocked[n] || queues_[n].empty()) continue;
-          if (pick < 0 || allocated_[n] < allocated_[pick]) pick = static_cast<int>(n);
+          if (pick < 0 || allocated_[n] < allocated_[size_t(pick)]) pick = static_cast<int>(n);
         }
         if (pick < 0) break;
-        auto& queue = queues_[pick];
+        auto& queue = queues_[size_t(pick)];
         bool placed = false;
         for (size_t k = 0; k < queue.size() && k < kBackfillDepth; ++k) {
           size_t j = queue[k];
@@ -104,7 +104,7 @@ class Ideal {
           placed = true;
           break;
         }
-        if (!placed) blocked[pick] = true;
+        if (!placed) blocked[size_t(pick)] = true;
       }
     }
     return out;
@@ -125,7 +125,7 @@ class Ideal {
     uint32_t best = UINT32_MAX;
     int best_limit = -1;
     for (const Allowed& allowed : allowed_[scenario_.trace[j].source][ns_of(j)]) {
-      if (allowed.limit >= 0 && limit_left_[allowed.limit] < cpu) continue;
+      if (allowed.limit >= 0 && limit_left_[size_t(allowed.limit)] < cpu) continue;
       for (uint32_t node = first_node_[allowed.cluster]; node < first_node_[allowed.cluster + 1];
            ++node) {
         int64_t left = free_[node] - cpu;
@@ -138,7 +138,7 @@ class Ideal {
     }
     if (best == UINT32_MAX) return false;
     set_free(best, free_[best] - cpu);
-    if (best_limit >= 0) limit_left_[best_limit] -= cpu;
+    if (best_limit >= 0) limit_left_[size_t(best_limit)] -= cpu;
     placed_node_[j] = best;
     placed_limit_[j] = best_limit;
     allocated_[ns_of(j)] += cpu;
@@ -148,7 +148,7 @@ class Ideal {
   void unplace(size_t j) {
     int64_t cpu = cpu_of(j);
     set_free(placed_node_[j], free_[placed_node_[j]] + cpu);
-    if (placed_limit_[j] >= 0) limit_left_[placed_limit_[j]] += cpu;
+    if (placed_limit_[j] >= 0) limit_left_[size_t(placed_limit_[j])] += cpu;
     allocated_[ns_of(j)] -= cpu;
   }
 
@@ -215,7 +215,7 @@ Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs) {
   auto window_end = [&] { return last_arrival > first_arrival ? last_arrival : last_finish; };
   std::map<std::string, size_t> ns_index;
   for (int i = 0; i < std::max(1, scenario.options.namespaces); ++i)
-    ns_index["ns-" + std::to_string(i)] = i;
+    ns_index["ns-" + std::to_string(i)] = size_t(i);
   // (time, namespace, delta allocated, delta demand)
   std::vector<std::tuple<int64_t, size_t, double, double>> deltas;
   for (size_t j = 0; j < jobs.size() && j < scenario.trace.size(); ++j) {

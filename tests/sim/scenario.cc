@@ -129,7 +129,7 @@ Scenario make_scenario(const ScenarioOptions& options) {
       int64_t cluster_cpu = options.node_cpu_milli * options.nodes;
       for (int t = 0; t < n; ++t) {
         for (int s = 0; s < n; ++s) {
-          if (s != t && out.org_of[s] == out.org_of[t]) {
+          if (s != t && out.org_of[size_t(s)] == out.org_of[size_t(t)]) {
             out.invites.push_back({uint32_t(t), uint32_t(s), all_namespaces, {}});
           }
         }
@@ -139,7 +139,7 @@ Scenario make_scenario(const ScenarioOptions& options) {
         std::set<int> outsiders;
         for (int tries = 0; tries < 100 && outsiders.size() < 2; ++tries) {
           int s = static_cast<int>(uniform(0, n - 1));
-          if (out.org_of[s] != out.org_of[t]) outsiders.insert(s);
+          if (out.org_of[size_t(s)] != out.org_of[size_t(t)]) outsiders.insert(s);
         }
         for (int s : outsiders) {
           crypto::InvitationLimits limits;
@@ -175,7 +175,7 @@ Scenario make_scenario(const ScenarioOptions& options) {
     model::WorkloadSpec& spec = job.spec;
     spec.name = "j" + std::to_string(j);
     spec.namespace_name =
-        all_namespaces[uniform(0, static_cast<int64_t>(all_namespaces.size()) - 1)];
+        all_namespaces[size_t(uniform(0, static_cast<int64_t>(all_namespaces.size()) - 1))];
     int64_t cpu = kSizes[size_of(rng)].cpu_milli;
     cpu = std::min(cpu, options.node_cpu_milli);
     spec.resources = {cpu, cpu * (int64_t{2} << 30) / 1000, 0};
