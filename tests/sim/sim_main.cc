@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
     auto wall_start = std::chrono::steady_clock::now();
     auto next = std::make_shared<Duration>(progress_every);
     r.progress = [=](Duration simulated, const Federation::Stats& stats) {
+      if (simulated + progress_every < *next) *next = progress_every;  // the next seed's run
       if (simulated < *next) return;
       *next = simulated + progress_every;
       double wall =
