@@ -229,7 +229,10 @@ TEST_F(Exec, DeleteKillsTheWholeProcessGroupAndWhatIgnoresSigtermAfterTheGrace) 
   ASSERT_TRUE(wait_until([&] { return !alive(child) && !alive(main_process); }, 15s));
   // SIGTERM alone could not have ended them: the grace had to pass first.
   EXPECT_GE(std::chrono::steady_clock::now() - deleted_at, 1s);
-  EXPECT_EQ(read_file(replica_dir(uid) + "/exit"), "signaled 9\n");
+  // The monitor records the status once it has reaped the group: await it.
+  std::string exit_file = replica_dir(uid) + "/exit";
+  EXPECT_TRUE(wait_until([&] { return !read_file(exit_file).empty(); }, 5s));
+  EXPECT_EQ(read_file(exit_file), "signaled 9\n");
 }
 
 TEST_F(Exec, ATargetAgentKilledAndRestartedReadoptsItsProcessWhichFinishesOnce) {
