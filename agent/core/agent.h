@@ -144,10 +144,11 @@ class Agent {
   }
   void abandon_peer_log(uint64_t id) { remote_logs_.abandon(id); }
   // The same for a copy this cluster runs for another source (the target
-  // operator's view): the one hosted copy named namespace/name.
+  // operator's view): the one hosted copy named namespace/name, or, once
+  // its source has let it go, the newest that ran here (from the run rows).
   Result<cluster::LogChunk> read_hosted_log(const std::string& namespace_name,
                                             const std::string& name, int replica, int64_t offset,
-                                            size_t max_bytes) const;
+                                            size_t max_bytes);
   std::vector<store::ReservationRecord> reservations() const;
   std::vector<PeerView> peers() const;
   // Every known peer's id, without building views (for the handshake check).

@@ -301,20 +301,44 @@ Result<Agent::LogRead> Agent::read_log(const store::WorkloadRecord& record, int 
 
 Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_name,
                                                  const std::string& name, int replica,
-                                                 int64_t offset, size_t max_bytes) const {
+                                                 int64_t offset, size_t max_bytes) {
   std::string key = namespace_name + "/" + name;
-  const store::ReservationRecord* found = nullptr;
-  std::vector<store::ReservationRecord> hosted = reservations();
-  for (const auto& record : hosted) {
+  std::optional<std::pair<std::string, std::string>> copy;  // (source, uid)
+  int replicas = 0;
+  auto found = [&](const std::string& source, const std::string& uid, int count) -> Status {
+    if (copy && *copy != std::pair{source, uid}) {
+      return invalid_argument(key + ": several sources run work by that name here");
+    }
+    copy = {source, uid};
+    replicas = count;
+    return Status::ok();
+  };
+  for (const auto& record : reservations()) {
     if (record.source == context_.self_id() || record.spec.key() != key) continue;
-    if (found) return invalid_argument(key + ": several sources run work by that name here");
-    found = &record;
+    SHOAL_RETURN_IF_ERROR(found(record.source, record.uid, record.spec.replicas));
   }
-  if (!found) return not_found("workload " + key + " not found");
-  if (replica < 0 || replica >= found->spec.replicas) {
-    return invalid_argument("--replica: expected 0.." + std::to_string(found->spec.replicas - 1));
+  if (!copy) {
+    // A finished copy its source has let go of: its run row still names it,
+    // and the cluster may still keep its output (the newest such run).
+    SHOAL_ASSIGN_OR_RETURN(std::vector<store::RunRecord> runs, context_.store().load_runs());
+    const store::RunRecord* newest = nullptr;
+    for (const auto& run : runs) {
+      if (run.source == context_.self_id() || run.namespace_name != namespace_name ||
+          run.name != name) {
+        continue;
+      }
+      if (!newest || run.started_at_ms > newest->started_at_ms) newest = &run;
+    }
+    if (newest) {
+      SHOAL_RETURN_IF_ERROR(
+          found(newest->source, newest->uid, static_cast<int>(newest->nodes.size())));
+    }
   }
-  return context_.cluster().read_log(TargetRole::cluster_key(found->source, found->uid), replica,
+  if (!copy) return not_found("workload " + key + " not found");
+  if (replica < 0 || replica >= replicas) {
+    return invalid_argument("--replica: expected 0.." + std::to_string(replicas - 1));
+  }
+  return context_.cluster().read_log(TargetRole::cluster_key(copy->first, copy->second), replica,
                                      offset, max_bytes);
 }
 

@@ -151,8 +151,16 @@ TEST_F(Exec, AWorkloadRunsAtAPeerAndItsExitCodeIsMirroredAtTheSource) {
   CommandResult at_source = source_.ctl({"logs", "default/hello"});
   EXPECT_EQ(at_source.exit_code, 0) << at_source.err;
   EXPECT_EQ(at_source.out, "ran on east for source\n");
-  // The target's operator reads it with shoalctl logs (the copy it runs for
-  // the source); a replica that does not exist is named.
+  // The target's operator reads it with shoalctl logs (the copy it ran for
+  // the source), also once the source has let it go and its reservation is
+  // collected: the run row still names it. A replica that does not exist is
+  // named.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json held = east_.ctl_json({"get", "reservations"});
+        return !held.is_null() && held["items"].empty();
+      },
+      20s));
   CommandResult logs = east_.ctl({"logs", "default/hello"});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_EQ(logs.out, "ran on east for source\n");

@@ -317,6 +317,18 @@ json numbers_zeroed(const json& value) {
   return value;
 }
 
+// The times a heartbeat moves (a peer's last message, its lease) blanked,
+// wherever they are: under the sanitizers three reads span a heartbeat.
+json heartbeat_times_blanked(const json& value) {
+  if (!value.is_object() && !value.is_array()) return value;
+  json out = value;
+  for (auto it = out.begin(); it != out.end(); ++it) {
+    bool moves = value.is_object() && (it.key() == "lastSeen" || it.key() == "leaseUntil");
+    *it = moves ? json("") : heartbeat_times_blanked(*it);
+  }
+  return out;
+}
+
 TEST_F(Operate, EveryCommandsJsonEqualsItsYamlReadBack) {
   std::string manifest = write_workloads(dir_.path(), "job", 6, "1", "1s");
   ASSERT_EQ(source_.ctl({"submit", "-f", manifest}).exit_code, 0);
@@ -344,6 +356,7 @@ TEST_F(Operate, EveryCommandsJsonEqualsItsYamlReadBack) {
     // between two equal JSON reads. (status counts the very requests that
     // read it: there, numbers are compared as numbers, not by value.)
     bool volatile_numbers = command[0] == "status";
+    bool heartbeat_times = command[0] == "peers" || command[0] == "describe";
     bool compared = false;
     for (int attempt = 0; attempt < 20 && !compared; ++attempt) {
       CommandResult before = with("json"), yaml = with("yaml"), after = with("json");
@@ -356,6 +369,11 @@ TEST_F(Operate, EveryCommandsJsonEqualsItsYamlReadBack) {
         first = numbers_zeroed(first);
         second = numbers_zeroed(second);
         from_yaml = numbers_zeroed(from_yaml);
+      }
+      if (heartbeat_times) {
+        first = heartbeat_times_blanked(first);
+        second = heartbeat_times_blanked(second);
+        from_yaml = heartbeat_times_blanked(from_yaml);
       }
       if (first != second) continue;
       EXPECT_EQ(from_yaml, first) << what << "\n" << yaml.out;
