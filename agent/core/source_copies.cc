@@ -47,13 +47,18 @@ TimePoint SourceRole::next_deadline() const {
   }
   touched_since_tick_.clear();
   next = std::min(next, touched_due_);
+  // This walk runs after every step: the issuers and targets_ (both by
+  // peer id) are walked side by side rather than looked up, and a peer's
+  // silence only for a digest that would be the earliest yet.
   Duration interval = digest_interval();
+  auto target = targets_.begin();
   for (const auto& [id, invitation_ids] : invitations_.issuers()) {
+    while (target != targets_.end() && target->first < id) ++target;
+    bool known = target != targets_.end() && target->first == id;
+    TimePoint digest_due = (known ? target->second.last_digest_sent : TimePoint{}) + interval;
+    if (digest_due >= next) continue;
     if (!may_renew_lease(id)) continue;  // until we hear from it again (an input)
-    auto target = targets_.find(id);
-    next =
-        std::min(next, (target == targets_.end() ? TimePoint{} : target->second.last_digest_sent) +
-                           interval);
+    next = digest_due;
   }
   return next;
 }

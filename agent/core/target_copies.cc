@@ -551,11 +551,14 @@ TimePoint TargetRole::next_deadline() const {
   if (!failed_launches_.empty() || capacity_changed_ || !asked_.empty()) return TimePoint::min();
   TimePoint next = std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
                              last_gc_ + config_.gc_interval, cluster_.next_event_at()});
+  // After every step: the cheap test (would this lease end first?) before
+  // the lookups (is it a lease at all, does the source run work here).
   for (const auto& [id, peer] : peers_.all()) {
+    if (from_millis(peer.lease_until_ms) >= next) continue;
     if (std::optional<TimePoint> ends = peers_.lease_end_of(id, peer)) {
       // A lapsed lease matters only while the source still runs work here
       // (enforce_leases stops bound and running copies, nothing else).
-      if (*ends < next && runs_work_of(id)) next = *ends;
+      if (runs_work_of(id)) next = *ends;
     }
   }
   return next;
