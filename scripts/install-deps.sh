@@ -19,6 +19,8 @@ PACKAGES=(
   libbenchmark-dev
   librapidcheck-dev
   clang-14 libclang-rt-14-dev
+  # A throw-away Slurm cluster for the slurm backend's tests (scripts/slurm-dev.sh).
+  slurmctld slurmd slurmrestd slurm-client munge
 )
 
 missing=()
