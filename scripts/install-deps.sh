@@ -16,6 +16,7 @@ PACKAGES=(
   libyaml-cpp-dev
   nlohmann-json3-dev
   libcpp-httplib-dev
+  libcurl4-openssl-dev
   libbenchmark-dev
   librapidcheck-dev
   clang-14 libclang-rt-14-dev

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "agent/cluster/slurm/slurm_rest.h"
 #include "agent/control/inventory_json.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
@@ -81,6 +82,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (json.is_object() && json.contains("items") && json["items"].is_array()) {
           for (const auto& item : json["items"]) (void)shoal::control::candidate_from_json(item);
         }
+      }
+      // What slurmrestd answers the slurm backend, and jobcomp's lines.
+      {
+        std::string_view text = as_text(bytes.data(), bytes.size());
+        (void)shoal::cluster::slurm::parse_nodes(text);
+        (void)shoal::cluster::slurm::parse_jobs(text);
+        (void)shoal::cluster::slurm::parse_submitted_job_id(text);
+        (void)shoal::cluster::slurm::slurm_errors(text);
+        (void)shoal::cluster::slurm::parse_jobcomp_line(text);
       }
       break;
     case 5: {

@@ -109,6 +109,18 @@ std::vector<std::vector<uint8_t>> seeds() {
                                       "{\"cluster\": {\"workloads\": 3, \"cpu\": \"1\", \"queued\": 1}, "
                                       "\"namespaces\": {\"default\": {\"workloads\": 1}}, \"queues\": {\"q\": 2}}, "
                                       "\"sourceWorkloads\": 1}]}")));
+  // slurmrestd's answers (v0.0.38, trimmed) and a jobcomp/filetxt line.
+  out.push_back(tagged(4, std::string("{\"nodes\": [{\"name\": \"n1\", \"state\": \"mixed\", \"state_flags\": "
+                                      "[\"DRAIN\"], \"cpus\": 8, \"alloc_cpus\": 2, \"real_memory\": 16384, "
+                                      "\"alloc_memory\": 512, \"reason\": \"\"}], \"errors\": []}")));
+  out.push_back(tagged(4, std::string("{\"jobs\": [{\"job_id\": 7, \"name\": \"shoal\", \"comment\": \"shoal "
+                                      "uid=u epoch=1\", \"job_state\": \"FAILED\", \"state_reason\": \"None\", "
+                                      "\"exit_code\": 768, \"nodes\": \"n1\", \"start_time\": 1795557423, "
+                                      "\"end_time\": 1795557424, \"standard_output\": \"/o.log\"}]}")));
+  out.push_back(tagged(4, std::string("{\"job_id\": 1, \"step_id\": \"BATCH\", \"errors\": [{\"description\": "
+                                      "\"Unable to find JobId=9\", \"error_number\": 2017}]}")));
+  out.push_back(tagged(4, std::string("JobId=1 UserId=root(0) GroupId=root(0) Name=wrap JobState=FAILED "
+                                      "Partition=dev NodeList=n1 ExitCode=3:0")));
   return out;
 }
 

@@ -1,0 +1,198 @@
+// SlurmRestClient against a real Slurm: a 4-node dev cluster from
+// scripts/slurm-dev.sh, its slurmrestd on a unix socket. Needs root (slurmd
+// runs jobs as their user); skipped without it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "agent/cluster/slurm/slurm_rest.h"
+
+namespace shoal::cluster::slurm {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string run(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (size_t read = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, read);
+    pclose(pipe);
+  }
+  return out;
+}
+
+template <typename Condition>
+bool wait_until(Condition condition, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return condition();
+}
+
+class SlurmLive : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) return;
+    char pattern[] = "/tmp/shoal-slurm-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    std::string out = run("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh up " + dir_ +
+                          " --nodes 4 --cpus 8 2>&1");
+    std::string last = out.substr(out.find_last_of('\n', out.size() - 2) + 1);
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    socket_ = last;
+    if (!std::filesystem::exists(socket_)) {
+      std::fprintf(stderr, "slurm-dev.sh up failed:\n%s\n", out.c_str());
+      socket_.clear();
+    }
+    output_ = dir_ + "/output";
+    std::filesystem::create_directories(output_);
+    run("chown shoal-slurm " + output_);
+  }
+  static void TearDownTestSuite() {
+    if (dir_.empty()) return;
+    run("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh down " + dir_ + " 2>&1");
+    std::filesystem::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "the dev Slurm cluster needs root";
+    ASSERT_FALSE(socket_.empty()) << "scripts/slurm-dev.sh up did not bring the cluster up";
+  }
+
+  SlurmClientOptions options(std::chrono::milliseconds timeout = 2000ms) const {
+    SlurmClientOptions options;
+    options.endpoint.unix_socket = socket_;
+    options.endpoint.base_url = "http://localhost";
+    options.timeout = timeout;
+    return options;
+  }
+  SlurmJobRequest request(const std::string& name, const std::string& body) const {
+    SlurmJobRequest request;
+    request.name = name;
+    request.comment = "shoal uid=" + name + " epoch=1 copy=0";
+    request.partition = "dev";
+    request.script = "#!/bin/sh\n" + body + "\n";
+    request.working_directory = "/tmp";
+    request.standard_output = output_ + "/" + name + ".log";
+    request.cpus_per_task = 2;
+    request.memory_per_node_mib = 256;
+    return request;
+  }
+
+  static std::string dir_, socket_, output_;
+};
+std::string SlurmLive::dir_, SlurmLive::socket_, SlurmLive::output_;
+
+TEST_F(SlurmLive, NodesAreReadAndAJobsExitCodeAndTagComeBack) {
+  SlurmRestClient client(options());
+  ASSERT_TRUE(client.ping().is_ok());
+  auto nodes = client.nodes();
+  ASSERT_TRUE(nodes.is_ok()) << nodes.status().message();
+  ASSERT_EQ(nodes->size(), 4u);
+  for (const SlurmNode& node : *nodes) {
+    EXPECT_EQ(node.cpus, 8) << node.name;
+    EXPECT_TRUE(node.usable()) << node.name << " " << node.state;
+  }
+
+  auto id = client.submit(request("exit3", "echo ran; exit 3"));
+  ASSERT_TRUE(id.is_ok()) << id.status().message();
+  SlurmJob seen;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto job = client.job(*id);
+        if (job.is_ok()) seen = *job;
+        return job.is_ok() && job->finished();
+      },
+      30s))
+      << seen.state;
+  EXPECT_EQ(seen.state, "FAILED");
+  EXPECT_EQ(seen.exit_code, 3);
+  EXPECT_EQ(seen.comment, "shoal uid=exit3 epoch=1 copy=0");
+  std::ifstream log(output_ + "/exit3.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(text.str(), "ran\n");
+
+  // Its completion line is kept for when Slurm forgets the job.
+  std::ifstream jobcomp(dir_ + "/log/jobcomp.txt");
+  std::string line;
+  bool found = false;
+  while (std::getline(jobcomp, line)) {
+    auto record = parse_jobcomp_line(line);
+    if (record && record->job_id == *id) {
+      found = true;
+      EXPECT_EQ(record->state, "FAILED");
+      EXPECT_EQ(record->exit_code, 3);
+    }
+  }
+  EXPECT_TRUE(found) << "no jobcomp line for job " << *id;
+  EXPECT_EQ(client.job(999999).status().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(SlurmLive, ARunningJobIsCancelledAndChangesAreReadIncrementally) {
+  SlurmRestClient client(options());
+  int64_t before = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count() -
+                   1;
+  auto id = client.submit(request("sleeper", "sleep 300"));
+  ASSERT_TRUE(id.is_ok()) << id.status().message();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto job = client.job(*id);
+        return job.is_ok() && job->state == "RUNNING";
+      },
+      30s));
+  auto changed = client.jobs(before);
+  ASSERT_TRUE(changed.is_ok()) << changed.status().message();
+  bool listed = false;
+  for (const SlurmJob& job : *changed) listed = listed || job.job_id == *id;
+  EXPECT_TRUE(listed) << "a job changed since " << before << " is in the incremental listing";
+
+  auto cancelled_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client.cancel(*id).is_ok());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto job = client.job(*id);
+        return job.is_ok() && job->state == "CANCELLED";
+      },
+      10s));
+  // Not a timing assertion: the bound for a delete, with room.
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, 5s);
+}
+
+TEST_F(SlurmLive, ASilentSlurmrestdIsUnavailableWithinTheTimeoutNotAHang) {
+  // slurmrestd stopped (SIGSTOP) accepts the connection and never answers.
+  std::ifstream pid_file(dir_ + "/run/slurmrestd.pid");
+  pid_t pid = 0;
+  pid_file >> pid;
+  ASSERT_GT(pid, 0);
+  // The pid is env's, which exec'd slurmrestd: the same process.
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  SlurmRestClient client(options(300ms));
+  auto started = std::chrono::steady_clock::now();
+  Status ping = client.ping();
+  auto took = std::chrono::steady_clock::now() - started;
+  kill(pid, SIGCONT);
+  EXPECT_EQ(ping.code(), ErrorCode::kUnavailable) << ping.message();
+  EXPECT_NE(ping.message().find("slurmrestd"), std::string::npos) << ping.message();
+  EXPECT_LT(took, 5s) << "the call is bounded by its timeout";
+  ASSERT_TRUE(wait_until([&] { return client.ping().is_ok(); }, 10s)) << "recovers once it answers";
+
+  SlurmClientOptions nowhere = options();
+  nowhere.endpoint.unix_socket = dir_ + "/run/no-such.sock";
+  EXPECT_EQ(SlurmRestClient(nowhere).ping().code(), ErrorCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace shoal::cluster::slurm
