@@ -23,6 +23,18 @@
 namespace shoal::testing {
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 using nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -161,8 +173,14 @@ TEST_F(FloodTest, AFloodingPeerDelaysAnotherPeersPlacementsByAtMostTwice) {
   EXPECT_GT(status["messages"]["dropped"].value("RateLimited", 0ULL), 0u);
   // 2x the calm median, and never less than a few ms over it: on a calm
   // loopback a placement takes a few ms, below what a shared machine's
-  // scheduling noise can promise.
-  EXPECT_LE(flooded_median, std::max<int64_t>(2 * calm_median, calm_median + 10));
+  // scheduling noise can promise. Under the sanitizers (several times
+  // slower, the flood's four threads sharing two cores with the agents) the
+  // bound says nothing about shoal: there the test looks for memory errors
+  // and that every placement still completes, as the plain build checks
+  // the latency.
+  if (!kSanitized) {
+    EXPECT_LE(flooded_median, std::max<int64_t>(2 * calm_median, calm_median + 10));
+  }
   EXPECT_EQ(target_.reap_if_exited(), -1);
 }
 
