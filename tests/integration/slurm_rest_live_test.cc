@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "agent/cluster/slurm/slurm_rest.h"
@@ -161,14 +163,26 @@ TEST_F(SlurmLive, ARunningJobIsCancelledAndChangesAreReadIncrementally) {
 
   auto cancelled_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(client.cancel(*id).is_ok());
-  ASSERT_TRUE(wait_until(
-      [&] {
-        auto job = client.job(*id);
-        return job.is_ok() && job->state == "CANCELLED";
-      },
-      10s));
+  std::string last_seen;
+  auto state_is = [&](std::initializer_list<std::string_view> states) {
+    auto job = client.job(*id);
+    last_seen = job.is_ok() ? job->state : job.status().message();
+    if (!job.is_ok()) return false;
+    for (std::string_view state : states) {
+      if (job->state == state) return true;
+    }
+    return false;
+  };
+  // The cancel takes hold at once: the job leaves RUNNING.
+  ASSERT_TRUE(wait_until([&] { return state_is({"COMPLETING", "CANCELLED"}); }, 10s))
+      << "job " << *id << " last seen as " << last_seen;
   // Not a timing assertion: the bound for a delete, with room.
   EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, 5s);
+  // It ends CANCELLED, but not always within seconds: a cancel that meets the
+  // batch step still starting (seen on a loaded machine) leaves slurmstepd's
+  // completion RPC to its 20 s retry, COMPLETING until then.
+  ASSERT_TRUE(wait_until([&] { return state_is({"CANCELLED"}); }, 60s))
+      << "job " << *id << " last seen as " << last_seen;
 }
 
 TEST_F(SlurmLive, ASilentSlurmrestdIsUnavailableWithinTheTimeoutNotAHang) {
