@@ -227,6 +227,59 @@ ClusterSpec default_cluster_spec(const std::string& name) {
 
 namespace {
 
+Result<SlurmSpec> parse_slurm(Fields& f, const YAML::Node& slurm) {
+  if (!slurm || !slurm.IsMap()) {
+    return f.fail("spec.slurm", "expected a mapping with endpoint (backend slurm)");
+  }
+  SHOAL_RETURN_IF_ERROR(f.only_known(slurm, "spec.slurm",
+                                     {"endpoint", "tokenFile", "userName", "partition", "account",
+                                      "apiVersion", "outputDir", "completionLog", "timeout"}));
+  SlurmSpec spec;
+  if (!slurm["endpoint"]) {
+    return f.fail("spec.slurm.endpoint", "expected unix:///path/to/slurmrestd.sock or http://host:port");
+  }
+  SHOAL_ASSIGN_OR_RETURN(spec.endpoint, f.scalar(slurm["endpoint"], "spec.slurm.endpoint"));
+  bool over_unix = spec.endpoint.rfind("unix://", 0) == 0;
+  if (!over_unix && spec.endpoint.rfind("http://", 0) != 0) {
+    return f.fail("spec.slurm.endpoint", "expected unix:///path/to/slurmrestd.sock or http://host:port, got \"" +
+                                             spec.endpoint + "\"");
+  }
+  auto optional_text = [&](const char* key, std::string& out) -> Status {
+    if (!slurm[key]) return Status::ok();
+    SHOAL_ASSIGN_OR_RETURN(out, f.scalar(slurm[key], std::string("spec.slurm.") + key));
+    return Status::ok();
+  };
+  SHOAL_RETURN_IF_ERROR(optional_text("tokenFile", spec.token_file));
+  SHOAL_RETURN_IF_ERROR(optional_text("userName", spec.user_name));
+  SHOAL_RETURN_IF_ERROR(optional_text("partition", spec.partition));
+  SHOAL_RETURN_IF_ERROR(optional_text("account", spec.account));
+  SHOAL_RETURN_IF_ERROR(optional_text("apiVersion", spec.api_version));
+  SHOAL_RETURN_IF_ERROR(optional_text("outputDir", spec.output_dir));
+  SHOAL_RETURN_IF_ERROR(optional_text("completionLog", spec.completion_log));
+  if (spec.api_version != "v0.0.38") {
+    return f.fail("spec.slurm.apiVersion", "expected v0.0.38 (Slurm 22.05), got \"" + spec.api_version + "\"");
+  }
+  if (!over_unix && (spec.token_file.empty() || spec.user_name.empty())) {
+    return f.fail("spec.slurm.tokenFile",
+                  "expected a JWT file and spec.slurm.userName with an http:// endpoint");
+  }
+  for (const std::string* path : {&spec.output_dir, &spec.completion_log, &spec.token_file}) {
+    if (!path->empty() && (*path)[0] != '/') {
+      return f.fail("spec.slurm", "expected absolute paths, got \"" + *path + "\"");
+    }
+  }
+  if (slurm["timeout"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(slurm["timeout"], "spec.slurm.timeout"));
+    SHOAL_ASSIGN_OR_RETURN(Duration timeout,
+                           parse_duration(text, "cluster manifest spec.slurm.timeout"));
+    if (timeout < std::chrono::milliseconds(10) || timeout > std::chrono::minutes(1)) {
+      return f.fail("spec.slurm.timeout", "expected a duration from 10ms to 1m");
+    }
+    spec.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  }
+  return spec;
+}
+
 Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   Fields f("cluster manifest ");
   SHOAL_RETURN_IF_ERROR(f.header(doc, "Cluster"));
@@ -242,20 +295,28 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   const YAML::Node body = doc["spec"];
   if (!body) return f.fail("spec", "expected a mapping with nodes");
   SHOAL_RETURN_IF_ERROR(f.only_known(
-      body, "spec", {"claims", "backend", "nodes", "queues", "resourceQuotas", "fairShare", "nodeOrder"}));
+      body, "spec",
+      {"claims", "backend", "nodes", "queues", "resourceQuotas", "fairShare", "nodeOrder", "slurm"}));
   SHOAL_ASSIGN_OR_RETURN(spec.claims, f.labels(body["claims"], "spec.claims"));
   if (body["backend"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.backend, f.scalar(body["backend"], "spec.backend"));
-    if (spec.backend != "sim" && spec.backend != "exec") {
-      return f.fail("spec.backend", "expected \"sim\" or \"exec\", got \"" + spec.backend + "\"");
+    if (spec.backend != "sim" && spec.backend != "exec" && spec.backend != "slurm") {
+      return f.fail("spec.backend",
+                    "expected \"sim\", \"exec\" or \"slurm\", got \"" + spec.backend + "\"");
     }
   }
+  if (spec.backend == "slurm") {
+    SHOAL_ASSIGN_OR_RETURN(spec.slurm, parse_slurm(f, body["slurm"]));
+    if (body["nodes"]) return f.fail("spec.nodes", "expected none with backend slurm: Slurm's nodes are used");
+  } else if (body["slurm"]) {
+    return f.fail("spec.slurm", "expected only with backend slurm");
+  }
   const YAML::Node nodes = body["nodes"];
-  if (!nodes || !nodes.IsSequence() || nodes.size() == 0) {
+  if (spec.backend != "slurm" && (!nodes || !nodes.IsSequence() || nodes.size() == 0)) {
     return f.fail("spec.nodes", "expected a non-empty list of node groups");
   }
   std::set<std::string> names;
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  for (size_t i = 0; nodes && i < nodes.size(); ++i) {
     std::string path = "spec.nodes[" + std::to_string(i) + "]";
     const YAML::Node group = nodes[i];
     SHOAL_RETURN_IF_ERROR(f.only_known(group, path, {"name", "count", "capacity", "labels"}));

@@ -3,6 +3,8 @@
 // field and what was expected; nothing here throws.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,24 @@ struct ResourceQuotaSpec {
 
 enum class NodeOrder { kLeastAllocated, kMostAllocated };
 
+// `spec.slurm` of a cluster whose work a Slurm cluster runs (backend: slurm,
+// docs/backends.md). Its nodes come from Slurm, not from spec.nodes.
+struct SlurmSpec {
+  std::string endpoint;    // unix:///path/rest.sock or http://host:port
+  std::string token_file;  // a JWT (scontrol token) for http://; "" on a unix socket
+  std::string user_name;   // the user the JWT is for (X-SLURM-USER-NAME)
+  std::string partition;   // "" : Slurm's default partition, every node
+  std::string account;
+  std::string api_version = "v0.0.38";
+  // Where jobs write their output; the jobs' user must be able to write it
+  // and the agent to read it. "": <data>/slurm-output.
+  std::string output_dir;
+  // jobcomp/filetxt's file, when the agent can read it: how a job ended
+  // that Slurm forgot while the agent was down. "": such a job is Lost.
+  std::string completion_log;
+  std::chrono::milliseconds timeout{2000};  // per REST call
+};
+
 struct ClusterSpec {
   std::string name;
   Labels labels;
@@ -48,6 +68,7 @@ struct ClusterSpec {
   std::vector<ResourceQuotaSpec> resource_quotas;
   bool borrowing = false;  // fairShare.borrowing
   NodeOrder node_order = NodeOrder::kLeastAllocated;
+  std::optional<SlurmSpec> slurm;  // backend: slurm only
 };
 
 // The cluster a sim backend runs when no manifest is given: 4 nodes × 8 cpu × 32Gi.

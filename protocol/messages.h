@@ -124,11 +124,12 @@ enum class RejectCode : uint8_t {
   kStartFailed,         // the cluster could not start the bound copy
   kDeletedAtTarget,     // the target's operator removed it
   kHoldsAnotherCopy,    // (source side) the target runs a sibling copy
+  kBackendUnavailable,  // the target's cluster manager does not answer now
 };
 inline constexpr std::string_view kRejectCodeNames[] = {
     "Other",           "NoCapacity",      "NotInvited",   "InvitationNotValid", "QuotaExceeded",
     "NeverFits",       "StaleEpoch",      "AlreadyBound", "ReservationExpired", "StartFailed",
-    "DeletedAtTarget", "HoldsAnotherCopy"};
+    "DeletedAtTarget", "HoldsAnotherCopy", "BackendUnavailable"};
 inline std::string_view reject_code_name(RejectCode code) {
   return kRejectCodeNames[static_cast<size_t>(code)];
 }

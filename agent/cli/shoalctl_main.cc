@@ -606,14 +606,18 @@ int cmd_status(const Options& o) {
     std::cout << "  state database NOT WRITABLE: " << copy["storage"].value("error", "")
               << " (taking no new work; reads answer)\n";
   }
+  if (copy.contains("backend") && !copy["backend"].value("healthy", true)) {
+    std::cout << "  backend " << copy["backend"].value("name", "") << " UNAVAILABLE: "
+              << copy["backend"].value("error", "") << " (refusing new candidates)\n";
+  }
   for (const auto& [reason, count] : copy["messages"]["dropped"].items()) {
     if (count.get<uint64_t>() > 0) std::cout << "  dropped " << reason << ": " << count << "\n";
   }
-  Table table({"NODE", "CPU", "MEMORY", "GPU", "ALLOCATED CPU", "PEAK CPU"});
+  Table table({"NODE", "CPU", "MEMORY", "GPU", "ALLOCATED CPU", "PEAK CPU", "OTHERS' CPU"});
   for (const auto& node : copy["nodes"]) {
     table.add({node["name"], node["capacity"]["cpu"], node["capacity"]["memory"],
                std::to_string(node["capacity"]["gpu"].get<int64_t>()), node["allocated"]["cpu"],
-               node["peakAllocated"]["cpu"]});
+               node["peakAllocated"]["cpu"], node["takenByOthers"]["cpu"]});
   }
   table.print(std::cout);
   return 0;

@@ -23,6 +23,7 @@ struct NodeUsage {
   model::Resources capacity;
   model::Resources allocated;
   model::Resources peak_allocated;  // the most ever allocated at once: proof of no over-commit
+  model::Resources taken_by_others;  // held by work not this agent's (a shared backend)
 };
 
 struct CapacitySummary {
@@ -35,7 +36,8 @@ struct CapacitySummary {
 // account for (its processes vanished without an exit status, e.g. while the
 // agent was down: reason AgentRestart). kStopped says work stopped after
 // release() or stop() is gone and its room free again (no key reservation
-// remains; the core only advertises the room).
+// remains; the core only advertises the room); with an empty key, room that
+// others' work held on a shared backend is free again.
 enum class WorkloadEventKind { kStarted, kSucceeded, kFailed, kLost, kStopped };
 
 struct WorkloadEvent {
@@ -132,6 +134,11 @@ class Cluster {
   // What the backend can say about `key`'s work for `describe` (how limits
   // are enforced, where it runs); empty when nothing.
   virtual std::string describe(const std::string& key) const = 0;
+
+  // Ok while the backend can take new work; else why not (its manager
+  // does not answer, say). The agent then refuses candidates with
+  // BackendUnavailable and keeps serving everything else.
+  virtual Status health() const { return Status::ok(); }
 
   virtual CapacitySummary capacity() const = 0;
   // What a workload of `namespace_name` could get: capacity() capped by the

@@ -54,6 +54,7 @@ Result<FairShareScheduler> FairShareScheduler::create(const model::ClusterSpec& 
   FairShareScheduler scheduler(spec);
   for (const auto& node : spec.nodes) scheduler.capacity_ += node.capacity;
   scheduler.allocated_.assign(spec.nodes.size(), Resources{});
+  scheduler.taken_.assign(spec.nodes.size(), Resources{});
   for (size_t n = 0; n < spec.nodes.size(); ++n) scheduler.node_index_[spec.nodes[n].name] = n;
   for (size_t i = 0; i < spec.resource_quotas.size(); ++i) {
     const auto& quota = spec.resource_quotas[i];
@@ -119,6 +120,11 @@ void FairShareScheduler::release(const model::WorkloadSpec& spec, const std::vec
   namespace_workloads_[spec.namespace_name] -= 1;
   queue_allocated_[spec.queue] -= amount;
   queue_namespace_allocated_[{spec.queue, spec.namespace_name}] -= amount;
+}
+
+void FairShareScheduler::set_room_taken(std::vector<Resources> taken) {
+  taken.resize(spec_.nodes.size());
+  taken_ = std::move(taken);
 }
 
 Status FairShareScheduler::restore(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes) {
@@ -236,7 +242,7 @@ std::vector<FairShareScheduler::Served> FairShareScheduler::serve(ScheduleQueue&
   }
   auto place_task = [&](const model::WorkloadSpec& spec, std::vector<size_t>* chosen) -> bool {
     auto fits = [&](size_t n) {
-      return (spec_.nodes[n].capacity - allocated_[n]).fits(spec.resources) &&
+      return (spec_.nodes[n].capacity - allocated_[n] - taken_[n]).fits(spec.resources) &&
              node_matches(spec_.nodes[n], spec.node_selector);
     };
     std::optional<size_t> pick;

@@ -92,6 +92,12 @@ class FairShareScheduler {
   std::optional<model::Resources> queue_headroom(const std::string& queue) const;
   const model::ClusterSpec& spec() const { return spec_; }
 
+  // Room on each node (by index, as spec().nodes) that work outside this
+  // scheduler holds — a shared backend's other users, or a whole node its
+  // manager has down. Nothing is admitted into it; what is already held
+  // stays (restore() ignores it: it re-applies what is known to run).
+  void set_room_taken(std::vector<model::Resources> taken);
+
   int64_t namespace_weight(const std::string& namespace_name) const;
   const std::vector<model::Resources>& node_allocated() const { return allocated_; }
 
@@ -101,6 +107,7 @@ class FairShareScheduler {
   model::ClusterSpec spec_;
   model::Resources capacity_;
   std::vector<model::Resources> allocated_;  // per node
+  std::vector<model::Resources> taken_;      // per node, by others (set_room_taken)
   std::map<std::string, int64_t> namespace_weights_;
   std::map<std::string, NamespaceQuota> quotas_;
   std::map<std::string, model::Resources> namespace_used_;   // quota accounting

@@ -55,7 +55,7 @@ NodeCluster::NodeCluster(model::ClusterSpec spec, FairShareScheduler scheduler,
       scheduler_(scheduler),
       idle_scheduler_(std::move(scheduler)),
       runner_(std::move(runner)) {
-  for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}});
+  for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}, {}});
 }
 
 void NodeCluster::allocate(size_t node, const model::Resources& amount) {
@@ -67,6 +67,9 @@ void NodeCluster::allocate(size_t node, const model::Resources& amount) {
 Result<std::vector<std::string>> NodeCluster::reserve(const std::string& key,
                                                      const model::WorkloadSpec& spec) {
   if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  if (Status health = runner_->health(); !health.is_ok()) {
+    return Status(ErrorCode::kUnavailable, "BackendUnavailable: " + health.message());
+  }
   SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> nodes, scheduler_.admit(key, spec));
   hold(key, spec, nodes);
   return nodes;
@@ -81,7 +84,8 @@ void NodeCluster::withdraw(const std::string& key) { queue_.erase(key); }
 
 std::vector<Cluster::Reserved> NodeCluster::serve_queue() {
   std::vector<Reserved> reserved;
-  if (queue_.empty()) return reserved;
+  // Nothing is reserved on a backend that cannot run it now: the queue waits.
+  if (queue_.empty() || !runner_->health().is_ok()) return reserved;
   std::vector<FairShareScheduler::Served> served = scheduler_.serve(queue_, /*whole=*/true);
   reserved.reserve(served.size());
   for (FairShareScheduler::Served& one : served) {
@@ -96,6 +100,7 @@ std::string NodeCluster::queued_reason(const std::string& key) const {
 }
 
 Status NodeCluster::fits_when_idle(const model::WorkloadSpec& spec) const {
+  SHOAL_RETURN_IF_ERROR(runner_->supports(spec));
   FairShareScheduler idle = idle_scheduler_;
   return idle.admit("idle-check", spec).status();
 }
@@ -171,6 +176,9 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   std::vector<WorkloadEvent> observed = runner_->observe(now);
   events.insert(events.end(), std::make_move_iterator(observed.begin()),
                 std::make_move_iterator(observed.end()));
+  if (refresh_room_taken()) {
+    events.push_back({"", WorkloadEventKind::kStopped, now, 0, "room freed by work not ours"});
+  }
   for (const WorkloadEvent& event : events) {
     if (event.kind == WorkloadEventKind::kStopped) {
       auto it = stopping_.find(event.key);
@@ -190,6 +198,23 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   return events;
 }
 
+bool NodeCluster::refresh_room_taken() {
+  std::map<std::string, model::Resources> taken = runner_->room_taken_by_others();
+  bool changed = false, freed = false;
+  std::vector<model::Resources> by_index(usage_.size());
+  for (size_t i = 0; i < usage_.size(); ++i) {
+    auto it = taken.find(usage_[i].name);
+    by_index[i] = it == taken.end() ? model::Resources{} : it->second;
+    const model::Resources& before = usage_[i].taken_by_others;
+    if (by_index[i] == before) continue;
+    changed = true;
+    freed = freed || !by_index[i].fits(before);
+    usage_[i].taken_by_others = by_index[i];
+  }
+  if (changed) scheduler_.set_room_taken(std::move(by_index));
+  return freed;
+}
+
 TimePoint NodeCluster::next_event_at() const {
   return unreported_starts_.empty() ? runner_->next_event_at() : TimePoint::min();
 }
@@ -197,7 +222,8 @@ TimePoint NodeCluster::next_event_at() const {
 CapacitySummary NodeCluster::capacity() const {
   CapacitySummary summary;
   for (const auto& node : usage_) {
-    model::Resources free = node.capacity - node.allocated;
+    model::Resources free =
+        model::Resources::max(node.capacity - node.allocated - node.taken_by_others, {});
     summary.free += free;
     summary.largest_free_node = model::Resources::max(summary.largest_free_node, free);
   }

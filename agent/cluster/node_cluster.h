@@ -39,6 +39,15 @@ class Runner {
   virtual std::string describe(const std::string& key) const = 0;
   virtual Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                                     size_t max_bytes) const = 0;
+  // Room on each node (by name) that work not this agent's holds, as the
+  // runner last saw it: a shared backend (Slurm) whose own users submit to
+  // it directly, or a node its manager has down (all of it). Empty for a
+  // runner that owns its nodes.
+  virtual std::map<std::string, model::Resources> room_taken_by_others() const { return {}; }
+  // Ok while the runner can carry out new work; else why not.
+  virtual Status health() const { return Status::ok(); }
+  // Ok when the runner can run `spec` at all; else why it never can.
+  virtual Status supports(const model::WorkloadSpec&) const { return Status::ok(); }
 };
 
 // Runs a workload for spec.sim.duration of the injected clock, then ends it
@@ -97,6 +106,7 @@ class NodeCluster final : public Cluster {
                                               const std::string& queue) const override;
   std::vector<std::string> queue_names() const override;
   std::vector<NodeUsage> nodes() const override;
+  Status health() const override { return runner_->health(); }
 
   // Asserts the bookkeeping: allocations match holdings (stopping ones
   // included), nothing over capacity, the queue consistent and holding
@@ -113,6 +123,8 @@ class NodeCluster final : public Cluster {
   void allocate(size_t node, const model::Resources& amount);
   void hold(const std::string& key, const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
   void free_room(const Holding& holding);
+  // Takes in the runner's room_taken_by_others(); true when some was freed.
+  bool refresh_room_taken();
 
   model::ClusterSpec spec_;
   FairShareScheduler scheduler_;

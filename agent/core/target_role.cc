@@ -133,6 +133,14 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
     reject_candidate(from, message, refusal);
     return;
   }
+  // A cluster manager that does not answer cannot start anything: say so
+  // now, so the source tries elsewhere or again later. What already waits
+  // in our queue keeps its place.
+  if (Status health = cluster_.health(); !health.is_ok() && !queued_.count(key)) {
+    reject_candidate(from, message,
+                     {protocol::RejectCode::kBackendUnavailable, "BackendUnavailable: " + health.message()});
+    return;
+  }
   TimePoint now = clock_.now();
   auto queued = queued_.find(key);
   if (queued != queued_.end()) {

@@ -138,8 +138,10 @@ json status_json(const ControlContext& context) {
                      {"capacity", resources_json(node.capacity)},
                      {"allocated", resources_json(node.allocated)},
                      {"peakAllocated", resources_json(node.peak_allocated)},
+                     {"takenByOthers", resources_json(node.taken_by_others)},
                      {"overCommitted", !node.capacity.fits(node.peak_allocated)}});
   }
+  Status backend_health = context.cluster.health();
   json sent_by_type = json::object(), received_by_type = json::object();
   for (uint8_t type = 1; type <= protocol::kMaxMessageType; ++type) {
     std::string name(protocol::kMessageTypeNames[type]);
@@ -157,6 +159,12 @@ json status_json(const ControlContext& context) {
   return {
       {"ok", true},
       {"cluster", context.cluster.spec().name},
+      // Whether the cluster's manager (a slurm backend's slurmrestd)
+      // answers; while it does not, candidates are refused BackendUnavailable.
+      {"backend",
+       {{"name", context.cluster.spec().backend},
+        {"healthy", backend_health.is_ok()},
+        {"error", backend_health.message()}}},
       {"candidatesRejected", rejected},
       {"id", context.agent.self_id()},
       {"messages",

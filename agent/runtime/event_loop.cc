@@ -23,6 +23,7 @@
 #include <zmq_addon.hpp>
 
 #include "agent/cluster/exec/exec_runner.h"
+#include "agent/cluster/slurm/slurm_runner.h"
 #include "agent/cluster/node_cluster.h"
 #include "agent/control/commands.h"
 #include "agent/core/agent.h"
@@ -79,11 +80,16 @@ Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
   SHOAL_ASSIGN_OR_RETURN(std::string text, read_bounded_file(file.cluster_config, model::kMaxYamlBytes,
                                                              "cluster manifest"));
   SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(text));
-  SHOAL_RETURN_IF_ERROR(cluster::FairShareScheduler::create(spec).status());
   if (spec.name != file.cluster) {
     return invalid_argument("cluster manifest metadata.name: expected \"" + file.cluster +
                             "\" (the agent's cluster), got \"" + spec.name + "\"");
   }
+  if (spec.slurm) {
+    // The nodes are Slurm's, as it has them at start (a node added to the
+    // partition later is used after a restart).
+    SHOAL_ASSIGN_OR_RETURN(spec.nodes, cluster::slurm::discover_nodes(*spec.slurm));
+  }
+  SHOAL_RETURN_IF_ERROR(cluster::FairShareScheduler::create(spec).status());
   return spec;
 }
 
@@ -220,6 +226,18 @@ class AgentFactory {
       options.cluster_name = config_.cluster;
       options.cgroup_root = cluster::find_writable_cgroup();
       runner = std::make_unique<cluster::ExecRunner>(std::move(options));
+    } else if (cluster_spec_.slurm) {
+      // A fresh runner lists every job first and re-adopts the copies it
+      // finds by their tags: the core launches every bound copy again.
+      cluster::slurm::SlurmRunnerOptions options;
+      options.spec = *cluster_spec_.slurm;
+      SHOAL_ASSIGN_OR_RETURN(options.client, cluster::slurm::client_options(options.spec));
+      options.cluster_name = config_.cluster;
+      options.state_dir = data_dir_ + "/slurm";
+      options.output_dir =
+          options.spec.output_dir.empty() ? data_dir_ + "/slurm-output" : options.spec.output_dir;
+      options.keep_finished = exec_options_.keep_finished;
+      SHOAL_ASSIGN_OR_RETURN(runner, cluster::slurm::SlurmRunner::create(std::move(options)));
     } else {
       runner = std::make_unique<cluster::SimRunner>();
     }

@@ -160,6 +160,11 @@ TEST_F(SlurmLive, ARunningJobIsCancelledAndChangesAreReadIncrementally) {
   bool listed = false;
   for (const SlurmJob& job : *changed) listed = listed || job.job_id == *id;
   EXPECT_TRUE(listed) << "a job changed since " << before << " is in the incremental listing";
+  // Nothing changed since a time to come: slurmrestd says 304, which is no
+  // job, not an error.
+  auto unchanged = client.jobs(before + 3600);
+  ASSERT_TRUE(unchanged.is_ok()) << unchanged.status().message();
+  EXPECT_TRUE(unchanged->empty());
 
   auto cancelled_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(client.cancel(*id).is_ok());

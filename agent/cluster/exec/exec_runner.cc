@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/cluster/log_file.h"
 #include "common/file.h"
 
 namespace shoal::cluster {
@@ -487,26 +488,7 @@ Result<LogChunk> ExecRunner::read_log(const std::string& key, int replica, int64
   if (!owns(key) || !fs::exists(dir + "/epoch")) {
     return not_found("no output for replica " + std::to_string(replica) + " of " + uid + " here");
   }
-  LogChunk chunk;
-  std::ifstream in(dir + "/output.log", std::ios::binary);
-  std::error_code error;
-  int64_t size = in ? static_cast<int64_t>(fs::file_size(dir + "/output.log", error)) : 0;
-  if (error) size = 0;
-  // A file rotated since the last read is shorter than where that read
-  // ended: start again at its beginning.
-  if (offset < 0) offset = std::max<int64_t>(0, size + offset);
-  if (offset > size) offset = 0;
-  chunk.offset = offset;
-  size_t length = static_cast<size_t>(std::min<int64_t>(size - offset, static_cast<int64_t>(max_bytes)));
-  chunk.data.resize(length);
-  if (length > 0) {
-    in.seekg(offset);
-    in.read(chunk.data.data(), static_cast<std::streamsize>(length));
-    chunk.data.resize(static_cast<size_t>(in.gcount()));
-  }
-  chunk.next_offset = offset + static_cast<int64_t>(chunk.data.size());
-  chunk.finished = fs::exists(dir + "/exit") && chunk.next_offset >= size;
-  return chunk;
+  return read_log_file(dir + "/output.log", offset, max_bytes, fs::exists(dir + "/exit"));
 }
 
 std::string ExecRunner::describe(const std::string&) const {

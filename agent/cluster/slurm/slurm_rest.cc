@@ -113,6 +113,11 @@ Result<std::vector<SlurmNode>> parse_nodes(std::string_view body) {
         if (flag.is_string()) node.state_flags.push_back(flag.get<std::string>());
       }
     }
+    if (auto partitions = item.find("partitions"); partitions != item.end() && partitions->is_array()) {
+      for (const json& partition : *partitions) {
+        if (partition.is_string()) node.partitions.push_back(partition.get<std::string>());
+      }
+    }
     if (node.name.empty()) return invalid_argument("nodes[].name: expected a node name");
     nodes.push_back(std::move(node));
   }
@@ -188,6 +193,8 @@ std::string encode_submit(const SlurmJobRequest& request) {
   if (!request.standard_output.empty()) job["standard_output"] = request.standard_output;
   if (!request.standard_error.empty()) job["standard_error"] = request.standard_error;
   if (request.memory_per_node_mib > 0) job["memory_per_node"] = request.memory_per_node_mib;
+  // v0.0.38 disables "required_nodes"; "node_list" is its ReqNodeList.
+  if (!request.node_list.empty()) job["node_list"] = request.node_list;
   return json{{"script", request.script}, {"job", job}}.dump();
 }
 
@@ -318,6 +325,8 @@ Result<std::vector<SlurmNode>> SlurmRestClient::nodes() {
 Result<std::vector<SlurmJob>> SlurmRestClient::jobs(int64_t since) {
   std::string path = since > 0 ? "/jobs?update_time=" + std::to_string(since) : "/jobs";
   SHOAL_ASSIGN_OR_RETURN(Answer answer, call("GET", path, ""));
+  // "Nothing changed since" is 304 with an empty body.
+  if (answer.status == 304) return std::vector<SlurmJob>{};
   if (answer.status != 200) return answer_error("jobs", answer.status, answer.body);
   return parse_jobs(answer.body);
 }
@@ -340,7 +349,16 @@ Result<SlurmJob> SlurmRestClient::job(int64_t job_id) {
 
 Result<int64_t> SlurmRestClient::submit(const SlurmJobRequest& request) {
   SHOAL_ASSIGN_OR_RETURN(Answer answer, call("POST", "/job/submit", encode_submit(request)));
-  if (answer.status != 200) return answer_error("job/submit", answer.status, answer.body);
+  if (answer.status != 200) {
+    // An answer with Slurm's errors is a refusal of this job (bad partition,
+    // a node configuration it cannot have); one without, or about the
+    // controller, is Slurm being unavailable.
+    std::string errors = slurm_errors(answer.body);
+    if (errors.empty() || errors.find("Unable to contact") != std::string::npos) {
+      return answer_error("job/submit", answer.status, answer.body);
+    }
+    return invalid_argument("Slurm refused the job: " + errors);
+  }
   return parse_submitted_job_id(answer.body);
 }
 

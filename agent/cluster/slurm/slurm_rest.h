@@ -9,9 +9,7 @@
 // bounded by a timeout. It blocks for at most that long: the backend calls it
 // off the agent's loop.
 //
-// TODO(issue 20): the `backend: slurm` Runner over this client (capacity from
-// node states, READY/REJECT, launch with the (uid, epoch) tag, observe,
-// stop, logs, BackendUnavailable) and its integration tests.
+// The backend over it is SlurmRunner (slurm_runner.h).
 #pragma once
 
 #include <chrono>
@@ -45,6 +43,7 @@ struct SlurmNode {
   int64_t real_memory_mib = 0;
   int64_t alloc_memory_mib = 0;
   std::string reason;
+  std::vector<std::string> partitions;
   // Up and schedulable: neither down nor drained/draining nor failing. Nodes
   // that are not count as absent from the cluster's capacity.
   bool usable() const;
@@ -81,6 +80,7 @@ struct SlurmJobRequest {
   int64_t tasks = 1;
   int64_t cpus_per_task = 1;
   int64_t memory_per_node_mib = 0;  // 0: the partition's default
+  std::string node_list;  // "n1,n2": exactly these nodes ("" : Slurm chooses)
 };
 
 // Each returns a one-line error naming what was expected where.
@@ -119,6 +119,8 @@ class SlurmRestClient {
   Result<std::vector<SlurmJob>> jobs(int64_t since = 0);
   // NotFound once Slurm has forgotten the job (MinJobAge).
   Result<SlurmJob> job(int64_t job_id);
+  // InvalidArgument when Slurm refused the job (its reason); Unavailable when
+  // it did not answer (the job may still have been accepted).
   Result<int64_t> submit(const SlurmJobRequest& request);
   Status cancel(int64_t job_id);
 

@@ -1,0 +1,618 @@
+#include "agent/cluster/slurm/slurm_runner.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "agent/cluster/log_file.h"
+#include "common/file.h"
+
+namespace shoal::cluster::slurm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+// A job changed within this many seconds before a listing may still be
+// missing from it (Slurm's update times are whole seconds): the next
+// incremental listing reaches back this far.
+constexpr int64_t kListingOverlapSeconds = 2;
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A stable name for files of `key` (a peer's id and a uid, neither of which
+// may be trusted to be a file name): FNV-1a, 64 bits, in hex.
+std::string file_stem(const std::string& key) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : key) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+// Written and synced, with its directory: once this returns, a crash does
+// not undo the file.
+Status write_durably(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return internal_error("cannot write " + path + ": " + std::strerror(errno));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return internal_error("cannot write " + path + ": " + std::strerror(errno));
+  int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return Status::ok();
+}
+
+std::string shell_quote(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+model::Resources node_capacity(const SlurmNode& node) {
+  return {node.cpus * 1000, node.real_memory_mib * kMiB, 0};
+}
+
+bool in_partition(const SlurmNode& node, const std::string& partition) {
+  return partition.empty() ||
+         std::find(node.partitions.begin(), node.partitions.end(), partition) != node.partitions.end();
+}
+
+// Holds room on its nodes: started and not yet ended.
+bool holds_room(const SlurmJob& job) { return job.state != "PENDING" && !job.finished(); }
+
+}  // namespace
+
+Result<SlurmClientOptions> client_options(const model::SlurmSpec& spec) {
+  SlurmClientOptions options;
+  SHOAL_ASSIGN_OR_RETURN(options.endpoint, parse_slurm_endpoint(spec.endpoint));
+  options.api_version = spec.api_version;
+  options.user_name = spec.user_name;
+  options.timeout = spec.timeout;
+  if (!spec.token_file.empty()) {
+    SHOAL_ASSIGN_OR_RETURN(std::string token,
+                           read_bounded_file(spec.token_file, 64 << 10, "spec.slurm.tokenFile"));
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
+      token.pop_back();
+    }
+    // `scontrol token` prints SLURM_JWT=...; the file may hold that line.
+    if (token.rfind("SLURM_JWT=", 0) == 0) token = token.substr(10);
+    if (token.empty()) return invalid_argument("spec.slurm.tokenFile: expected a JWT, got an empty file");
+    options.token = token;
+  }
+  return options;
+}
+
+Result<std::vector<model::NodeSpec>> discover_nodes(const model::SlurmSpec& spec) {
+  SHOAL_ASSIGN_OR_RETURN(SlurmClientOptions options, client_options(spec));
+  SlurmRestClient client(options);
+  Result<std::vector<SlurmNode>> nodes = client.nodes();
+  if (!nodes.is_ok()) {
+    return Status(nodes.status().code(), "cannot read Slurm's nodes from " + spec.endpoint + ": " +
+                                             nodes.status().message());
+  }
+  std::vector<model::NodeSpec> out;
+  for (const SlurmNode& node : *nodes) {
+    if (!in_partition(node, spec.partition)) continue;
+    model::Labels labels;
+    if (!spec.partition.empty()) labels["slurm.partition"] = spec.partition;
+    out.push_back({node.name, node_capacity(node), std::move(labels)});
+  }
+  if (out.empty()) {
+    return invalid_argument("spec.slurm.partition: Slurm at " + spec.endpoint + " has no nodes" +
+                            (spec.partition.empty() ? "" : " in partition \"" + spec.partition + "\""));
+  }
+  return out;
+}
+
+std::string format_tag(const JobTag& tag) {
+  return "shoal cluster=" + tag.cluster + " key=" + tag.key + " epoch=" + std::to_string(tag.epoch);
+}
+
+std::optional<JobTag> parse_tag(std::string_view comment) {
+  constexpr std::string_view kPrefix = "shoal ";
+  if (!comment.starts_with(kPrefix)) return std::nullopt;
+  std::istringstream words{std::string(comment.substr(kPrefix.size()))};
+  JobTag tag;
+  std::string word;
+  bool has_cluster = false, has_key = false, has_epoch = false;
+  while (words >> word) {
+    size_t equals = word.find('=');
+    if (equals == std::string::npos) return std::nullopt;
+    std::string name = word.substr(0, equals), value = word.substr(equals + 1);
+    if (name == "cluster") {
+      tag.cluster = value;
+      has_cluster = !value.empty();
+    } else if (name == "key") {
+      tag.key = value;
+      has_key = !value.empty();
+    } else if (name == "epoch") {
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long epoch = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || errno != 0 || *end != '\0' || value[0] == '-') return std::nullopt;
+      tag.epoch = epoch;
+      has_epoch = true;
+    }
+  }
+  if (!has_cluster || !has_key || !has_epoch) return std::nullopt;
+  return tag;
+}
+
+std::string batch_script(const std::vector<std::string>& command,
+                         const std::vector<std::string>& args) {
+  std::string line = "exec";
+  for (const auto& word : command) line += " " + shell_quote(word);
+  for (const auto& word : args) line += " " + shell_quote(word);
+  return "#!/bin/sh\n" + line + "\n";
+}
+
+Result<std::unique_ptr<SlurmRunner>> SlurmRunner::create(SlurmRunnerOptions options) {
+  std::error_code error;
+  fs::create_directories(options.state_dir, error);
+  if (error) return internal_error("cannot create " + options.state_dir + ": " + error.message());
+  if (!fs::exists(options.output_dir)) {
+    fs::create_directories(options.output_dir, error);
+    if (error) return internal_error("cannot create " + options.output_dir + ": " + error.message());
+    // Jobs run as Slurm's user for them (over a unix socket, slurmrestd's),
+    // not as the agent's: like /tmp, anyone may write, none may remove
+    // another's files.
+    ::chmod(options.output_dir.c_str(), 01777);
+  }
+  return std::unique_ptr<SlurmRunner>(new SlurmRunner(std::move(options)));
+}
+
+SlurmRunner::SlurmRunner(SlurmRunnerOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { work(); });
+}
+
+SlurmRunner::~SlurmRunner() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_thread_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::string SlurmRunner::marker_path(const std::string& key, uint64_t epoch) const {
+  return options_.state_dir + "/" + file_stem(key) + "." + std::to_string(epoch);
+}
+
+std::string SlurmRunner::output_path(const std::string& key, uint64_t epoch) const {
+  return options_.output_dir + "/" + file_stem(key) + "." + std::to_string(epoch) + ".log";
+}
+
+void SlurmRunner::work() {
+  SlurmRestClient client(options_.client);
+  std::unique_lock lock(mutex_);
+  while (!stopping_thread_) {
+    lock.unlock();
+    cycle(client);
+    lock.lock();
+    // Woken early by a command (a launch should not wait out the interval).
+    wake_.wait_for(lock, options_.poll_interval,
+                   [&] { return stopping_thread_ || !commands_.empty(); });
+  }
+}
+
+void SlurmRunner::cycle(SlurmRestClient& client) {
+  int64_t started = unix_seconds();
+  bool listed;
+  int64_t since;
+  {
+    std::lock_guard lock(mutex_);
+    listed = snapshot_.listed;
+    since = listed_since_;
+  }
+  Result<std::vector<SlurmNode>> nodes = client.nodes();
+  Result<std::vector<SlurmJob>> jobs =
+      nodes.is_ok() ? client.jobs(listed ? since : 0) : Result<std::vector<SlurmJob>>(nodes.status());
+  std::deque<Command> commands;
+  {
+    std::lock_guard lock(mutex_);
+    if (!jobs.is_ok()) {
+      snapshot_.reachable = jobs.status();
+      return;
+    }
+    snapshot_.reachable = Status::ok();
+    snapshot_.nodes = std::move(*nodes);
+    for (SlurmJob& job : *jobs) {
+      std::optional<JobTag> tag = parse_tag(job.comment);
+      if (!tag || tag->cluster != options_.cluster_name) continue;
+      snapshot_.job_of[{tag->key, tag->epoch}] = job.job_id;
+      snapshot_.jobs[job.job_id] = std::move(job);
+    }
+    snapshot_.listed = true;
+    listed_since_ = started - kListingOverlapSeconds;
+    commands.swap(commands_);
+  }
+
+  std::deque<Command> retry;
+  for (Command& command : commands) {
+    std::pair<std::string, uint64_t> copy{command.tag.key, command.tag.epoch};
+    if (command.kind == Command::Kind::kSubmit) {
+      {
+        std::lock_guard lock(mutex_);
+        if (snapshot_.job_of.count(copy)) continue;  // an earlier try got through
+      }
+      std::string marker = marker_path(command.tag.key, command.tag.epoch);
+      if (!fs::exists(marker)) {
+        if (Status made = write_durably(marker, "submitting\n"); !made.is_ok()) {
+          std::lock_guard lock(mutex_);
+          snapshot_.refused[copy] = made.message();
+          continue;
+        }
+      }
+      Result<int64_t> id = client.submit(command.request);
+      std::lock_guard lock(mutex_);
+      if (id.is_ok()) {
+        SlurmJob job;
+        job.job_id = *id;
+        job.comment = command.request.comment;
+        job.state = "PENDING";
+        snapshot_.job_of[copy] = *id;
+        snapshot_.jobs[*id] = std::move(job);
+        (void)write_durably(marker, std::to_string(*id) + "\n");
+      } else if (id.status().code() == ErrorCode::kInvalidArgument) {
+        snapshot_.refused[copy] = id.status().message();
+      } else {
+        // No answer: the job may have been accepted all the same. The next
+        // listing reaches back before this try and shows it if so.
+        snapshot_.reachable = id.status();
+        retry.push_back(std::move(command));
+      }
+      continue;
+    }
+    // kCancel: every unfinished job of the key (of its epoch, or any when 0).
+    std::vector<int64_t> victims;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [id, job] : snapshot_.jobs) {
+        std::optional<JobTag> tag = parse_tag(job.comment);
+        if (!tag || tag->key != command.tag.key || job.finished()) continue;
+        if (command.tag.epoch != 0 && tag->epoch != command.tag.epoch) continue;
+        victims.push_back(id);
+      }
+    }
+    bool again = false;
+    for (int64_t id : victims) {
+      Status cancelled = client.cancel(id);
+      if (!cancelled.is_ok() && cancelled.code() != ErrorCode::kNotFound) again = true;
+    }
+    if (again) retry.push_back(std::move(command));
+  }
+  if (!retry.empty()) {
+    std::lock_guard lock(mutex_);
+    for (auto it = retry.rbegin(); it != retry.rend(); ++it) commands_.push_front(std::move(*it));
+  }
+}
+
+Status SlurmRunner::supports(const model::WorkloadSpec& spec) const {
+  if (spec.command.empty()) {
+    return invalid_argument("spec.command: the slurm backend needs a command to run");
+  }
+  if (spec.replicas != 1) {
+    // TODO(issue 20): replicas as tasks of one job (srun), laid out on the
+    // reserved nodes.
+    return invalid_argument("NeverFits: the slurm backend runs one replica per workload so far");
+  }
+  if (spec.resources.gpu > 0) {
+    return invalid_argument("NeverFits: the slurm backend does not request GPUs yet");
+  }
+  return Status::ok();
+}
+
+Status SlurmRunner::launch(const LaunchRequest& request) {
+  if (auto it = runs_.find(request.key); it != runs_.end() && it->second.epoch == request.epoch) {
+    return Status::ok();
+  }
+  SHOAL_RETURN_IF_ERROR(supports(request.spec));
+  const model::WorkloadSpec& spec = request.spec;
+  Run run;
+  run.epoch = request.epoch;
+  run.per_node = spec.resources;
+  std::set<std::string> distinct(request.nodes.begin(), request.nodes.end());
+  run.nodes.assign(distinct.begin(), distinct.end());
+  // Submitted by an earlier life of this agent: found again by its tag,
+  // never submitted a second time.
+  if (std::optional<std::string> marker = read_text_file(marker_path(request.key, request.epoch))) {
+    run.submitted_before = true;
+    run.remembered_job_id = std::atoll(marker->c_str());
+    runs_[request.key] = std::move(run);
+    return Status::ok();
+  }
+
+  SlurmJobRequest job;
+  job.name = "shoal-" + spec.name;
+  job.comment = format_tag({options_.cluster_name, request.key, request.epoch});
+  job.partition = options_.spec.partition;
+  job.account = options_.spec.account;
+  job.script = batch_script(spec.command, spec.args);
+  job.environment = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                     {"SHOAL_CLUSTER", options_.cluster_name},
+                     {"SHOAL_SOURCE_CLUSTER", request.source_cluster},
+                     {"SHOAL_NAMESPACE", spec.namespace_name},
+                     {"SHOAL_WORKLOAD", spec.name},
+                     {"SHOAL_UID", request.uid},
+                     {"SHOAL_EPOCH", std::to_string(request.epoch)},
+                     {"SHOAL_REPLICA", "0"},
+                     {"SHOAL_NODE", run.nodes.empty() ? "" : run.nodes.front()}};
+  for (const auto& [name, value] : spec.env) job.environment[name] = value;
+  job.working_directory = !spec.working_dir.empty() && spec.working_dir[0] == '/'
+                              ? spec.working_dir
+                              : options_.output_dir;
+  job.standard_output = output_path(request.key, request.epoch);
+  job.cpus_per_task = std::max<int64_t>(1, (spec.resources.cpu_milli + 999) / 1000);
+  job.memory_per_node_mib = (spec.resources.memory_bytes + kMiB - 1) / kMiB;
+  // Where the local scheduler reserved room: Slurm must use those nodes, so
+  // that what the agent holds and what Slurm allocates stay one picture.
+  for (const std::string& node : run.nodes) {
+    job.node_list += (job.node_list.empty() ? "" : ",") + node;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    commands_.push_back({Command::Kind::kSubmit, {options_.cluster_name, request.key, request.epoch},
+                         std::move(job)});
+  }
+  wake_.notify_all();
+  runs_[request.key] = std::move(run);
+  return Status::ok();
+}
+
+bool SlurmRunner::stop(const std::string& key, Duration) {
+  // Slurm's own KillWait is the grace between its SIGTERM and SIGKILL.
+  Run run;
+  if (auto it = runs_.find(key); it != runs_.end()) {
+    run = std::move(it->second);
+    runs_.erase(it);
+  } else if (stopping_.count(key)) {
+    return true;  // its kStopped is owed to the holding stopped first
+  } else {
+    run.epoch = 0;  // restored after a restart and never launched: any job of the key
+  }
+  bool queued_submit = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto pending = std::find_if(commands_.begin(), commands_.end(), [&](const Command& command) {
+      return command.kind == Command::Kind::kSubmit && command.tag.key == key;
+    });
+    if (pending != commands_.end() && !fs::exists(marker_path(key, pending->tag.epoch))) {
+      commands_.erase(pending);  // never left this agent: nothing to cancel
+      queued_submit = true;
+    }
+    if (queued_submit && run.epoch != 0) return true;
+    commands_.push_back({Command::Kind::kCancel, {options_.cluster_name, key, run.epoch}, {}});
+  }
+  wake_.notify_all();
+  stopping_[key].push_back(std::move(run));
+  return false;
+}
+
+std::optional<SlurmJob> SlurmRunner::from_completion_log(int64_t job_id) const {
+  if (options_.spec.completion_log.empty() || job_id <= 0) return std::nullopt;
+  std::ifstream in(options_.spec.completion_log);
+  std::string line;
+  std::optional<SlurmJob> found;
+  while (std::getline(in, line)) {
+    std::optional<SlurmJob> record = parse_jobcomp_line(line);
+    if (record && record->job_id == job_id) found = std::move(record);
+  }
+  return found;
+}
+
+std::optional<WorkloadEvent> SlurmRunner::outcome(const std::string& key, const Run& run,
+                                                  const Snapshot& snapshot, TimePoint now) const {
+  std::pair<std::string, uint64_t> copy{key, run.epoch};
+  if (auto refused = snapshot.refused.find(copy); refused != snapshot.refused.end()) {
+    return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1, "StartFailed: " + refused->second};
+  }
+  std::optional<SlurmJob> job;
+  if (auto id = snapshot.job_of.find(copy); id != snapshot.job_of.end()) {
+    job = snapshot.jobs.at(id->second);
+  } else if (!snapshot.listed || !run.submitted_before) {
+    return std::nullopt;  // not listed yet, or its submission is under way
+  } else if (!(job = from_completion_log(run.remembered_job_id))) {
+    return WorkloadEvent{key, WorkloadEventKind::kLost, now, -1,
+                         "AgentRestart: submitted to Slurm before the agent restarted, and Slurm "
+                         "no longer knows the job" +
+                             (run.remembered_job_id > 0
+                                  ? " (" + std::to_string(run.remembered_job_id) + ")"
+                                  : std::string())};
+  }
+  if (!job->finished()) return std::nullopt;
+  std::string which = "Slurm job " + std::to_string(job->job_id);
+  if (job->state == "COMPLETED") return WorkloadEvent{key, WorkloadEventKind::kSucceeded, now, 0, ""};
+  if (job->state == "FAILED" && job->signal == 0) {
+    return WorkloadEvent{key, WorkloadEventKind::kFailed, now, job->exit_code,
+                         "exited with code " + std::to_string(job->exit_code) + " (" + which + ")"};
+  }
+  if (job->signal != 0) {
+    return WorkloadEvent{key, WorkloadEventKind::kFailed, now, 128 + job->signal,
+                         "killed by signal " + std::to_string(job->signal) + " (" + which + ", " +
+                             job->state + ")"};
+  }
+  // Slurm ended it: cancelled by someone else, timed out, its node failed...
+  std::string reason = job->state_reason.empty() || job->state_reason == "None"
+                           ? ""
+                           : ", " + job->state_reason;
+  return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
+                       "Slurm: " + job->state + " (" + which + reason + ")"};
+}
+
+std::vector<WorkloadEvent> SlurmRunner::observe(TimePoint now) {
+  last_observe_ = now;
+  if (now >= next_sweep_) {
+    next_sweep_ = now + std::chrono::minutes(1);
+    sweep_forgotten();
+  }
+  std::vector<WorkloadEvent> events;
+  std::lock_guard lock(mutex_);
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    std::optional<WorkloadEvent> ended = outcome(it->first, it->second, snapshot_, now);
+    if (!ended) {
+      ++it;
+      continue;
+    }
+    events.push_back(std::move(*ended));
+    it = runs_.erase(it);
+  }
+  // A stopped copy is gone once no job of it is unfinished (COMPLETING is
+  // not gone: its processes may still run) and no cancel is still owed.
+  for (auto it = stopping_.begin(); it != stopping_.end();) {
+    const std::string& key = it->first;
+    bool cancel_owed = std::any_of(commands_.begin(), commands_.end(), [&](const Command& command) {
+      return command.kind == Command::Kind::kCancel && command.tag.key == key;
+    });
+    bool unfinished = std::any_of(snapshot_.jobs.begin(), snapshot_.jobs.end(), [&](const auto& entry) {
+      std::optional<JobTag> tag = parse_tag(entry.second.comment);
+      return tag && tag->key == key && !entry.second.finished();
+    });
+    if (snapshot_.listed && !cancel_owed && !unfinished) {
+      for (size_t i = 0; i < it->second.size(); ++i) {
+        events.push_back({key, WorkloadEventKind::kStopped, now, 0, ""});
+      }
+      it = stopping_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return events;
+}
+
+TimePoint SlurmRunner::next_event_at() const {
+  if (runs_.empty() && stopping_.empty()) return next_sweep_;
+  return std::min(next_sweep_, last_observe_ + options_.poll_interval);
+}
+
+std::map<std::string, model::Resources> SlurmRunner::room_taken_by_others() const {
+  std::map<std::string, model::Resources> taken;
+  std::lock_guard lock(mutex_);
+  // What our own started jobs hold, per node, as the local scheduler counts it.
+  std::map<std::string, model::Resources> ours;
+  auto count = [&](const std::string& key, const Run& run) {
+    auto id = snapshot_.job_of.find({key, run.epoch});
+    if (id == snapshot_.job_of.end() || !holds_room(snapshot_.jobs.at(id->second))) return;
+    for (const std::string& node : run.nodes) ours[node] += run.per_node;
+  };
+  for (const auto& [key, run] : runs_) count(key, run);
+  for (const auto& [key, runs] : stopping_) {
+    for (const Run& run : runs) count(key, run);
+  }
+  for (const SlurmNode& node : snapshot_.nodes) {
+    if (!in_partition(node, options_.spec.partition)) continue;
+    if (!node.usable()) {
+      taken[node.name] = node_capacity(node);
+      continue;
+    }
+    model::Resources allocated{node.alloc_cpus * 1000, node.alloc_memory_mib * kMiB, 0};
+    taken[node.name] = model::Resources::max(allocated - ours[node.name], {});
+  }
+  return taken;
+}
+
+Status SlurmRunner::health() const {
+  std::lock_guard lock(mutex_);
+  if (snapshot_.reachable.is_ok()) return Status::ok();
+  return Status(ErrorCode::kUnavailable, snapshot_.reachable.message());
+}
+
+void SlurmRunner::forget(const std::string& key) {
+  if (runs_.count(key) || stopping_.count(key)) return;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = snapshot_.job_of.begin(); it != snapshot_.job_of.end();) {
+      if (it->first.first != key) {
+        ++it;
+        continue;
+      }
+      snapshot_.jobs.erase(it->second);
+      snapshot_.refused.erase(it->first);
+      it = snapshot_.job_of.erase(it);
+    }
+  }
+  // Its output stays readable a while (shoalctl logs of finished work); a
+  // later sweep removes it and the markers.
+  (void)write_durably(options_.state_dir + "/" + file_stem(key) + ".forgotten", key + "\n");
+}
+
+void SlurmRunner::sweep_forgotten() {
+  std::error_code error;
+  auto now = fs::file_time_type::clock::now();
+  std::vector<std::string> stems;
+  for (fs::directory_iterator it(options_.state_dir, error), end; !error && it != end;
+       it.increment(error)) {
+    if (it->path().extension() != ".forgotten") continue;
+    std::error_code age_error;
+    auto when = fs::last_write_time(it->path(), age_error);
+    if (!age_error && now - when >= options_.keep_finished) stems.push_back(it->path().stem().string());
+  }
+  for (const std::string& stem : stems) {
+    for (const std::string& dir : {options_.state_dir, options_.output_dir}) {
+      for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+        if (it->path().filename().string().rfind(stem + ".", 0) == 0) {
+          std::error_code remove_error;
+          fs::remove(it->path(), remove_error);
+        }
+      }
+    }
+  }
+}
+
+Result<LogChunk> SlurmRunner::read_log(const std::string& key, int replica, int64_t offset,
+                                      size_t max_bytes) const {
+  if (replica != 0) return not_found("the slurm backend runs one replica per workload");
+  // The newest epoch this agent submitted for the key.
+  std::optional<uint64_t> epoch;
+  if (auto it = runs_.find(key); it != runs_.end()) epoch = it->second.epoch;
+  std::error_code error;
+  std::string stem = file_stem(key) + ".";
+  if (!epoch) {
+    for (fs::directory_iterator it(options_.state_dir, error), end; !error && it != end;
+         it.increment(error)) {
+      std::string name = it->path().filename().string();
+      if (name.rfind(stem, 0) != 0) continue;
+      std::string rest = name.substr(stem.size());
+      if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) continue;
+      uint64_t found = std::strtoull(rest.c_str(), nullptr, 10);
+      epoch = std::max(epoch.value_or(0), found);
+    }
+  }
+  if (!epoch) return not_found("no output for " + key + " here");
+  bool running = runs_.count(key) > 0 || stopping_.count(key) > 0;
+  return read_log_file(output_path(key, *epoch), offset, max_bytes, !running);
+}
+
+std::string SlurmRunner::describe(const std::string&) const {
+  return "slurm: one batch job in partition " +
+         (options_.spec.partition.empty() ? std::string("(Slurm's default)") : options_.spec.partition) +
+         "; Slurm enforces cpu and memory as it is configured to";
+}
+
+}  // namespace shoal::cluster::slurm

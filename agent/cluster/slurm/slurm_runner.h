@@ -1,0 +1,142 @@
+// The slurm backend (issue 20, docs/backends.md): a NodeCluster whose nodes
+// are a Slurm partition's and whose work SlurmRunner hands to Slurm, one
+// batch job per copy, through slurmrestd.
+//
+// Every REST call runs on the runner's own thread; the agent's loop only
+// reads that thread's latest snapshot (node states, our jobs' states) and
+// queues submissions and cancels. A slow or dead slurmrestd therefore never
+// blocks the loop: the runner turns unhealthy (the agent answers candidates
+// BackendUnavailable) and recovers when slurmrestd answers again.
+//
+// Exactly once: a copy's job carries the tag "shoal cluster=C key=K epoch=E"
+// in its comment, and a marker file <state>/<key>.<epoch> is made durable
+// before the job is submitted. A restarted agent lists every job first and
+// re-adopts the one with its tag; a marker without a job (Slurm forgot it,
+// or the submission never arrived) is never submitted again: the copy is
+// reported from the completion log if one is configured, else Lost.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/cluster/node_cluster.h"
+#include "agent/cluster/slurm/slurm_rest.h"
+#include "model/manifest.h"
+
+namespace shoal::cluster::slurm {
+
+// The client options `spec` asks for: the endpoint parsed, the JWT read
+// from spec.tokenFile. One-line errors naming the field.
+Result<SlurmClientOptions> client_options(const model::SlurmSpec& spec);
+
+// The nodes of spec.partition (every node when none is named) as the
+// cluster's nodes: cpus and real memory, labelled slurm.partition.
+Result<std::vector<model::NodeSpec>> discover_nodes(const model::SlurmSpec& spec);
+
+// The tag a copy's job carries, and its reading.
+struct JobTag {
+  std::string cluster;
+  std::string key;
+  uint64_t epoch = 0;
+};
+std::string format_tag(const JobTag& tag);
+std::optional<JobTag> parse_tag(std::string_view comment);
+
+// The batch script that runs `command` + `args` (each word single-quoted).
+std::string batch_script(const std::vector<std::string>& command,
+                         const std::vector<std::string>& args);
+
+struct SlurmRunnerOptions {
+  model::SlurmSpec spec;
+  SlurmClientOptions client;
+  std::string cluster_name;
+  std::string state_dir;   // <data>/slurm: the submission markers
+  std::string output_dir;  // spec.outputDir or <data>/slurm-output
+  std::chrono::milliseconds poll_interval{250};
+  // How long a finished copy's output outlives the agent's record of it.
+  std::chrono::seconds keep_finished = std::chrono::hours(1);
+};
+
+class SlurmRunner final : public Runner {
+ public:
+  // Creates the state and output directories and starts the thread.
+  static Result<std::unique_ptr<SlurmRunner>> create(SlurmRunnerOptions options);
+  ~SlurmRunner() override;
+
+  Status launch(const LaunchRequest& request) override;
+  bool stop(const std::string& key, Duration grace) override;
+  std::vector<WorkloadEvent> observe(TimePoint now) override;
+  TimePoint next_event_at() const override;
+  void forget(const std::string& key) override;
+  std::string describe(const std::string& key) const override;
+  Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
+                            size_t max_bytes) const override;
+  std::map<std::string, model::Resources> room_taken_by_others() const override;
+  Status health() const override;
+  Status supports(const model::WorkloadSpec& spec) const override;
+
+  // The output file of `key`'s copy of `epoch`.
+  std::string output_path(const std::string& key, uint64_t epoch) const;
+
+ private:
+  explicit SlurmRunner(SlurmRunnerOptions options);
+
+  // What the loop asks of the thread.
+  struct Command {
+    enum class Kind { kSubmit, kCancel } kind;
+    JobTag tag;
+    SlurmJobRequest request;  // kSubmit
+  };
+  // What the thread last saw, and what it did with the commands.
+  struct Snapshot {
+    bool listed = false;  // every job was listed once since the thread started
+    Status reachable = Status::ok();
+    std::vector<SlurmNode> nodes;
+    std::map<int64_t, SlurmJob> jobs;  // tagged with our cluster, as last seen
+    std::map<std::pair<std::string, uint64_t>, int64_t> job_of;  // (key, epoch) -> job id
+    std::map<std::pair<std::string, uint64_t>, std::string> refused;  // submissions Slurm refused
+  };
+  // A copy the loop launched (or is stopping).
+  struct Run {
+    uint64_t epoch = 0;
+    model::Resources per_node;
+    std::vector<std::string> nodes;  // distinct, as reserved
+    bool submitted_before = false;   // its marker existed at launch: never submit again
+    int64_t remembered_job_id = 0;   // what the marker says Slurm called it (0: unknown)
+  };
+
+  void work();                         // the thread
+  void cycle(SlurmRestClient& client);  // one poll: list, then carry out commands
+  std::string marker_path(const std::string& key, uint64_t epoch) const;
+  // How the copy ended, or nullopt while it has not (or the thread has not
+  // seen it yet). `snapshot` is locked by the caller.
+  std::optional<WorkloadEvent> outcome(const std::string& key, const Run& run,
+                                       const Snapshot& snapshot, TimePoint now) const;
+  std::optional<SlurmJob> from_completion_log(int64_t job_id) const;
+  void sweep_forgotten();
+
+  SlurmRunnerOptions options_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_thread_ = false;
+  std::deque<Command> commands_;
+  Snapshot snapshot_;
+  int64_t listed_since_ = 0;  // the next incremental listing's update_time
+  std::thread thread_;
+
+  // The loop's own (no lock: only the loop thread touches them).
+  std::map<std::string, Run> runs_;
+  std::map<std::string, std::deque<Run>> stopping_;
+  TimePoint last_observe_{};
+  TimePoint next_sweep_{};
+};
+
+}  // namespace shoal::cluster::slurm
