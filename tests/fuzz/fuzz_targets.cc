@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "agent/cluster/slurm/slurm_rest.h"
+#include "agent/cluster/slurm/slurm_runner.h"
 #include "agent/control/inventory_json.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
@@ -91,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)shoal::cluster::slurm::parse_submitted_job_id(text);
         (void)shoal::cluster::slurm::slurm_errors(text);
         (void)shoal::cluster::slurm::parse_jobcomp_line(text);
+        (void)shoal::cluster::slurm::parse_tag(text);  // a job's comment: anyone's text
       }
       break;
     case 5: {

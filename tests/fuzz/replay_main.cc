@@ -121,6 +121,10 @@ std::vector<std::vector<uint8_t>> seeds() {
                                       "\"Unable to find JobId=9\", \"error_number\": 2017}]}")));
   out.push_back(tagged(4, std::string("JobId=1 UserId=root(0) GroupId=root(0) Name=wrap JobState=FAILED "
                                       "Partition=dev NodeList=n1 ExitCode=3:0")));
+  out.push_back(tagged(4, std::string("shoal cluster=east key=ab12/u-1 epoch=3")));
+  out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
+                                      "spec:\n  backend: slurm\n  slurm: {endpoint: 'http://h:6820', "
+                                      "tokenFile: /t, userName: u, partition: p, timeout: 2s}\n")));
   return out;
 }
 

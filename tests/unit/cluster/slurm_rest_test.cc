@@ -1,6 +1,7 @@
 // The slurmrestd answer parsers (agent/cluster/slurm/slurm_rest.h), on
 // answers as slurmrestd 22.05 (v0.0.38) gives them, trimmed.
 #include "agent/cluster/slurm/slurm_rest.h"
+#include "agent/cluster/slurm/slurm_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -149,6 +150,27 @@ TEST(SlurmJobComp, AFinishedJobIsReadFromItsCompletionLine) {
   EXPECT_FALSE(parse_jobcomp_line("").has_value());
   EXPECT_FALSE(parse_jobcomp_line("JobId=x JobState=FAILED").has_value());
   EXPECT_FALSE(parse_jobcomp_line("JobState=COMPLETED").has_value());
+}
+
+TEST(SlurmRunnerTest, ATagReadsBackAndAnythingElseIsNotOurs) {
+  JobTag tag{"east", "0a1b2c/u-1", 42};
+  std::optional<JobTag> read = parse_tag(format_tag(tag));
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->cluster, "east");
+  EXPECT_EQ(read->key, "0a1b2c/u-1");
+  EXPECT_EQ(read->epoch, 42u);
+  // Comments are anyone's text: only a whole tag counts.
+  for (const char* comment : {"", "shoal", "shoal cluster=east key=k", "shoal cluster=east key=k epoch=-1",
+                              "shoal cluster=east key=k epoch=1x", "shoal cluster= key=k epoch=1",
+                              "shoal cluster=east key=k epoch=99999999999999999999999",
+                              "my job cluster=east key=k epoch=1", "shoal cluster=east junk key=k epoch=1"}) {
+    EXPECT_FALSE(parse_tag(comment).has_value()) << comment;
+  }
+}
+
+TEST(SlurmRunnerTest, TheBatchScriptQuotesEveryWord) {
+  EXPECT_EQ(batch_script({"sh", "-c", "echo 'hi'; exit 3"}, {"$HOME"}),
+            "#!/bin/sh\nexec 'sh' '-c' 'echo '\\''hi'\\''; exit 3' '$HOME'\n");
 }
 
 }  // namespace

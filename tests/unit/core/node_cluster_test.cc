@@ -2,6 +2,7 @@
 
 #include "agent/cluster/node_cluster.h"
 
+#include <map>
 #include <memory>
 
 namespace shoal::cluster {
@@ -101,6 +102,79 @@ TEST(SimClusterTest, QuotaAndQueueDecideAdmissionAndCapAdvertisedCapacity) {
   EXPECT_EQ(cluster.reserve("c", unknown_queue).status().message(), "NoSuchQueue:gpu");
   cluster.release("a");
   EXPECT_TRUE(cluster.reserve("b", work(2000, 10)).is_ok()) << "released quota is usable again";
+  EXPECT_TRUE(cluster.check_invariants());
+}
+
+// A runner on a shared backend (Slurm): others' work takes room, and the
+// manager may stop answering. Set by the test.
+class SharedRunner final : public Runner {
+ public:
+  std::map<std::string, model::Resources> taken;
+  Status healthy = Status::ok();
+  Status launch(const LaunchRequest&) override { return Status::ok(); }
+  bool stop(const std::string&, Duration) override { return true; }
+  std::vector<WorkloadEvent> observe(TimePoint) override { return {}; }
+  TimePoint next_event_at() const override { return TimePoint::max(); }
+  void forget(const std::string&) override {}
+  std::string describe(const std::string&) const override { return ""; }
+  Result<LogChunk> read_log(const std::string&, int, int64_t, size_t) const override {
+    return not_found("none");
+  }
+  std::map<std::string, model::Resources> room_taken_by_others() const override { return taken; }
+  Status health() const override { return healthy; }
+};
+
+TEST(SharedBackendTest, OthersWorkShrinksTheRoomAndItsEndIsReportedAsFreedRoom) {
+  auto runner = std::make_unique<SharedRunner>();
+  SharedRunner& shared = *runner;
+  auto made = NodeCluster::create(two_nodes(), std::move(runner));
+  ASSERT_TRUE(made.is_ok());
+  NodeCluster& cluster = **made;
+  TimePoint now = from_millis(1000);
+  // A local user takes all of n1 and 3 of n0's 4 cpus.
+  shared.taken = {{"n0", {3000, 0, 0}}, {"n1", {8000, 1000, 1}}};
+  EXPECT_TRUE(cluster.observe(now).empty()) << "taking room frees none";
+  EXPECT_EQ(cluster.capacity().free.cpu_milli, 1000);
+  EXPECT_EQ(cluster.capacity().largest_free_node.cpu_milli, 1000);
+  EXPECT_FALSE(cluster.reserve("big", work(2000, 10)).is_ok()) << "no node has 2 cpus free";
+  ASSERT_TRUE(cluster.reserve("small", work(1000, 10)).is_ok());
+  EXPECT_EQ(cluster.capacity().free.cpu_milli, 0);
+  // Whatever it could run when idle still counts as fitting (worth queuing).
+  EXPECT_TRUE(cluster.fits_when_idle(work(8000, 10)).is_ok());
+  EXPECT_TRUE(cluster.enqueue("big", work(2000, 10)));
+  EXPECT_TRUE(cluster.serve_queue().empty());
+
+  // The local user's work ends: room freed, said once, and the queue gets it.
+  shared.taken = {{"n0", {3000, 0, 0}}};
+  std::vector<WorkloadEvent> events = cluster.observe(now);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, WorkloadEventKind::kStopped);
+  EXPECT_EQ(events[0].key, "");
+  EXPECT_TRUE(cluster.observe(now).empty()) << "no change, no event";
+  std::vector<Cluster::Reserved> served = cluster.serve_queue();
+  ASSERT_EQ(served.size(), 1u);
+  EXPECT_EQ(served[0].nodes, std::vector<std::string>{"n1"});
+  for (const NodeUsage& node : cluster.nodes()) {
+    EXPECT_EQ(node.taken_by_others.cpu_milli, node.name == "n0" ? 3000 : 0);
+  }
+  EXPECT_TRUE(cluster.check_invariants());
+}
+
+TEST(SharedBackendTest, AnUnansweringBackendReservesNothingAndSaysWhy) {
+  auto runner = std::make_unique<SharedRunner>();
+  SharedRunner& shared = *runner;
+  auto made = NodeCluster::create(two_nodes(), std::move(runner));
+  ASSERT_TRUE(made.is_ok());
+  NodeCluster& cluster = **made;
+  shared.healthy = Status(ErrorCode::kUnavailable, "slurmrestd: timed out");
+  EXPECT_EQ(cluster.health().message(), "slurmrestd: timed out");
+  auto refused = cluster.reserve("a", work(1000, 10));
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().message(), "BackendUnavailable: slurmrestd: timed out");
+  EXPECT_TRUE(cluster.enqueue("a", work(1000, 10)));
+  EXPECT_TRUE(cluster.serve_queue().empty()) << "the queue waits for the backend";
+  shared.healthy = Status::ok();
+  EXPECT_EQ(cluster.serve_queue().size(), 1u);
   EXPECT_TRUE(cluster.check_invariants());
 }
 

@@ -216,5 +216,50 @@ TEST(ManifestTest, DocumentNumbersCountRealDocumentsOnly) {
   EXPECT_EQ(two->size(), 2u);
 }
 
+TEST(ManifestTest, ASlurmClusterNamesItsEndpointAndTakesItsNodesFromSlurm) {
+  const std::string head = "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\nspec:\n";
+  auto parsed = parse_cluster(head +
+                              "  backend: slurm\n  slurm:\n    endpoint: unix:///run/slurmrestd.sock\n"
+                              "    partition: batch\n    account: shared\n    timeout: 750ms\n");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
+  ASSERT_TRUE(parsed->slurm.has_value());
+  EXPECT_EQ(parsed->slurm->endpoint, "unix:///run/slurmrestd.sock");
+  EXPECT_EQ(parsed->slurm->partition, "batch");
+  EXPECT_EQ(parsed->slurm->account, "shared");
+  EXPECT_EQ(parsed->slurm->api_version, "v0.0.38");
+  EXPECT_EQ(parsed->slurm->timeout, std::chrono::milliseconds(750));
+  EXPECT_TRUE(parsed->nodes.empty()) << "Slurm's nodes are read when the agent starts";
+
+  auto error_of = [&](const std::string& body) {
+    auto result = parse_cluster(head + body);
+    return result.is_ok() ? std::string("(accepted)") : result.status().message();
+  };
+  EXPECT_NE(error_of("  backend: slurm\n").find("spec.slurm: expected a mapping with endpoint"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: slurm\n  slurm: {endpoint: 'ftp://x'}\n").find("spec.slurm.endpoint"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: slurm\n  slurm: {endpoint: 'http://h:6820'}\n").find("spec.slurm.tokenFile"),
+            std::string::npos)
+      << "TCP needs a JWT";
+  EXPECT_NE(error_of("  backend: slurm\n  slurm: {endpoint: 'unix:///s', apiVersion: v0.0.39}\n")
+                .find("spec.slurm.apiVersion"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: slurm\n  slurm: {endpoint: 'unix:///s', outputDir: out}\n")
+                .find("absolute"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: slurm\n  slurm: {endpoint: 'unix:///s', timeout: 1h}\n")
+                .find("spec.slurm.timeout"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: slurm\n  slurm: {endpoint: 'unix:///s', queue: q}\n").find("spec.slurm"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: slurm\n  slurm: {endpoint: 'unix:///s'}\n"
+                     "  nodes:\n  - {name: n, capacity: {cpu: 1}}\n")
+                .find("spec.nodes: expected none with backend slurm"),
+            std::string::npos);
+  EXPECT_NE(error_of("  slurm: {endpoint: 'unix:///s'}\n  nodes:\n  - {name: n, capacity: {cpu: 1}}\n")
+                .find("spec.slurm: expected only with backend slurm"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace shoal::model
