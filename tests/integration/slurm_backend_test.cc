@@ -12,6 +12,7 @@
 
 #include "agent/cluster/slurm/slurm_rest.h"
 #include "agent/cluster/slurm/slurm_runner.h"
+#include "dev_slurm.h"
 #include "harness.h"
 
 namespace shoal::testing {
@@ -21,48 +22,19 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 namespace slurm = cluster::slurm;
 
-std::string shell(const std::string& command) {
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[4096];
-    while (size_t read = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, read);
-    pclose(pipe);
-  }
-  return out;
-}
-
 class SlurmBackend : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (geteuid() != 0) return;
-    char pattern[] = "/tmp/shoal-slurmb-XXXXXX";
-    slurm_dir_ = mkdtemp(pattern);
-    std::string out = shell("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh up " + slurm_dir_ +
-                            " --nodes 4 --cpus 8 2>&1");
-    std::string last = out.substr(out.find_last_of('\n', out.size() - 2) + 1);
-    while (!last.empty() && last.back() == '\n') last.pop_back();
-    socket_ = std::filesystem::exists(last) ? last : "";
-    if (socket_.empty()) std::fprintf(stderr, "slurm-dev.sh up failed:\n%s\n", out.c_str());
-    // Jobs run as slurmrestd's user: their output goes where it may write.
-    output_ = slurm_dir_ + "/output";
-    std::filesystem::create_directories(output_);
-    shell("chmod 1777 " + output_);
+    slurm_.up(4, 8);
+    slurm_dir_ = slurm_.dir();
+    socket_ = slurm_.socket();
+    output_ = slurm_.output();
   }
   static void TearDownTestSuite() {
-    if (slurm_dir_.empty()) return;
-    std::string out = shell("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh down " + slurm_dir_ + " 2>&1");
-    // Nothing of that Slurm (daemons, job steps, tasks) may outlive it.
-    std::vector<std::string> left;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream in(entry.path() / "cmdline");
-      std::stringstream cmdline;
-      cmdline << in.rdbuf();
-      if (cmdline.str().find(slurm_dir_) != std::string::npos) left.push_back(name);
-    }
+    std::string out;
+    std::vector<std::string> left = slurm_.down(&out);
     EXPECT_TRUE(left.empty()) << left.size() << " processes of the dev Slurm left behind:\n" << out;
-    std::filesystem::remove_all(slurm_dir_);
   }
 
   void SetUp() override {
@@ -167,8 +139,10 @@ class SlurmBackend : public ::testing::Test {
   TempDir dir_;
   AgentProcess source_{"source", dir_.path()};
   AgentProcess east_{"east", dir_.path()};
+  static DevSlurm slurm_;
   static std::string slurm_dir_, socket_, output_;
 };
+DevSlurm SlurmBackend::slurm_;
 std::string SlurmBackend::slurm_dir_, SlurmBackend::socket_, SlurmBackend::output_;
 
 TEST_F(SlurmBackend, AWorkloadRunsAsOneTaggedSlurmJobItsOutputIsReadAtTheSourceAndExit3IsFailed3) {

@@ -16,21 +16,12 @@
 #include <thread>
 
 #include "agent/cluster/slurm/slurm_rest.h"
+#include "dev_slurm.h"
 
 namespace shoal::cluster::slurm {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string run(const std::string& command) {
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[4096];
-    while (size_t read = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, read);
-    pclose(pipe);
-  }
-  return out;
-}
 
 template <typename Condition>
 bool wait_until(Condition condition, std::chrono::milliseconds limit) {
@@ -46,25 +37,14 @@ class SlurmLive : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (geteuid() != 0) return;
-    char pattern[] = "/tmp/shoal-slurm-XXXXXX";
-    dir_ = mkdtemp(pattern);
-    std::string out = run("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh up " + dir_ +
-                          " --nodes 4 --cpus 8 2>&1");
-    std::string last = out.substr(out.find_last_of('\n', out.size() - 2) + 1);
-    while (!last.empty() && last.back() == '\n') last.pop_back();
-    socket_ = last;
-    if (!std::filesystem::exists(socket_)) {
-      std::fprintf(stderr, "slurm-dev.sh up failed:\n%s\n", out.c_str());
-      socket_.clear();
-    }
-    output_ = dir_ + "/output";
-    std::filesystem::create_directories(output_);
-    run("chown shoal-slurm " + output_);
+    slurm_.up(4, 8);
+    dir_ = slurm_.dir();
+    socket_ = slurm_.socket();
+    output_ = slurm_.output();
   }
   static void TearDownTestSuite() {
-    if (dir_.empty()) return;
-    run("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh down " + dir_ + " 2>&1");
-    std::filesystem::remove_all(dir_);
+    std::vector<std::string> left = slurm_.down();
+    EXPECT_TRUE(left.empty()) << left.size() << " processes of the dev Slurm left behind";
   }
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "the dev Slurm cluster needs root";
@@ -91,8 +71,10 @@ class SlurmLive : public ::testing::Test {
     return request;
   }
 
+  static shoal::testing::DevSlurm slurm_;
   static std::string dir_, socket_, output_;
 };
+shoal::testing::DevSlurm SlurmLive::slurm_;
 std::string SlurmLive::dir_, SlurmLive::socket_, SlurmLive::output_;
 
 TEST_F(SlurmLive, NodesAreReadAndAJobsExitCodeAndTagComeBack) {

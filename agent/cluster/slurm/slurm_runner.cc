@@ -271,6 +271,9 @@ void SlurmRunner::cycle(SlurmRestClient& client) {
         }
       }
       Result<int64_t> id = client.submit(command.request);
+      // The marker remembers the job's id: how it ended can be read from
+      // the completion log if Slurm forgets it while the agent is down.
+      if (id.is_ok()) (void)write_durably(marker, std::to_string(*id) + "\n");
       std::lock_guard lock(mutex_);
       if (id.is_ok()) {
         SlurmJob job;
@@ -279,7 +282,6 @@ void SlurmRunner::cycle(SlurmRestClient& client) {
         job.state = "PENDING";
         snapshot_.job_of[copy] = *id;
         snapshot_.jobs[*id] = std::move(job);
-        (void)write_durably(marker, std::to_string(*id) + "\n");
       } else if (id.status().code() == ErrorCode::kInvalidArgument) {
         snapshot_.refused[copy] = id.status().message();
       } else {
@@ -449,7 +451,7 @@ std::optional<WorkloadEvent> SlurmRunner::outcome(const std::string& key, const 
   if (!job->finished()) return std::nullopt;
   std::string which = "Slurm job " + std::to_string(job->job_id);
   if (job->state == "COMPLETED") return WorkloadEvent{key, WorkloadEventKind::kSucceeded, now, 0, ""};
-  if (job->state == "FAILED" && job->signal == 0) {
+  if (job->state == "FAILED" && job->signal == 0 && job->exit_code != 0) {
     return WorkloadEvent{key, WorkloadEventKind::kFailed, now, job->exit_code,
                          "exited with code " + std::to_string(job->exit_code) + " (" + which + ")"};
   }

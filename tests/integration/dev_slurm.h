@@ -1,0 +1,77 @@
+// A throw-away dev Slurm (scripts/slurm-dev.sh) for one test suite: up once
+// in SetUpTestSuite, down in TearDownTestSuite. Needs root; tests skip
+// without it. Header-only: the suites that use it are separate binaries.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace shoal::testing {
+
+// Runs `command` through the shell; its stdout.
+inline std::string run_shell(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (size_t read = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, read);
+    pclose(pipe);
+  }
+  return out;
+}
+
+class DevSlurm {
+ public:
+  // Starts `nodes` nodes of `cpus` cpus in a fresh directory. socket() is
+  // empty when it did not come up (the script's output went to stderr).
+  void up(int nodes, int cpus) {
+    char pattern[] = "/tmp/shoal-slurm-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    std::string out = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh up " + dir_ +
+                                " --nodes " + std::to_string(nodes) + " --cpus " +
+                                std::to_string(cpus) + " 2>&1");
+    std::string last = out.substr(out.find_last_of('\n', out.size() - 2) + 1);
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    socket_ = std::filesystem::exists(last) ? last : "";
+    if (socket_.empty()) std::fprintf(stderr, "slurm-dev.sh up failed:\n%s\n", out.c_str());
+    // Jobs run as slurmrestd's user: their output goes where it may write.
+    output_ = dir_ + "/output";
+    std::filesystem::create_directories(output_);
+    run_shell("chmod 1777 " + output_);
+  }
+
+  // Stops it and removes its directory. Returns the pids of processes of
+  // this Slurm (daemons, job steps, tasks) still alive after `down`, with
+  // the script's output: both empty-handed is a clean stop.
+  std::vector<std::string> down(std::string* script_output = nullptr) {
+    if (dir_.empty()) return {};
+    std::string out = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh down " + dir_ + " 2>&1");
+    if (script_output) *script_output = out;
+    std::vector<std::string> left;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream in(entry.path() / "cmdline");
+      std::stringstream cmdline;
+      cmdline << in.rdbuf();
+      if (cmdline.str().find(dir_) != std::string::npos) left.push_back(name);
+    }
+    std::filesystem::remove_all(dir_);
+    dir_.clear();
+    return left;
+  }
+
+  const std::string& dir() const { return dir_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& output() const { return output_; }  // writable by the jobs
+
+ private:
+  std::string dir_, socket_, output_;
+};
+
+}  // namespace shoal::testing
