@@ -37,8 +37,8 @@ int64_t unix_seconds() {
 // may be trusted to be a file name): FNV-1a, 64 bits, in hex.
 std::string file_stem(const std::string& key) {
   uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : key) {
-    hash ^= c;
+  for (char c : key) {
+    hash ^= static_cast<unsigned char>(c);
     hash *= 1099511628211ULL;
   }
   char text[17];
