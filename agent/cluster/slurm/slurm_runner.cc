@@ -216,9 +216,11 @@ void SlurmRunner::work() {
     lock.unlock();
     cycle(client);
     lock.lock();
-    // Woken early by a command (a launch should not wait out the interval).
-    wake_.wait_for(lock, options_.poll_interval,
-                   [&] { return stopping_thread_ || !commands_.empty(); });
+    // Woken early by a new command (a launch should not wait out the
+    // interval); commands kept for a retry wait for the next poll, so an
+    // absent slurmrestd is asked once per interval, not in a spin.
+    wake_.wait_for(lock, options_.poll_interval, [&] { return stopping_thread_ || new_command_; });
+    new_command_ = false;
   }
 }
 
@@ -382,6 +384,7 @@ Status SlurmRunner::launch(const LaunchRequest& request) {
     std::lock_guard lock(mutex_);
     commands_.push_back({Command::Kind::kSubmit, {options_.cluster_name, request.key, request.epoch},
                          std::move(job)});
+    new_command_ = true;
   }
   wake_.notify_all();
   runs_[request.key] = std::move(run);
@@ -411,6 +414,7 @@ bool SlurmRunner::stop(const std::string& key, Duration) {
     }
     if (queued_submit && run.epoch != 0) return true;
     commands_.push_back({Command::Kind::kCancel, {options_.cluster_name, key, run.epoch}, {}});
+    new_command_ = true;
   }
   wake_.notify_all();
   stopping_[key].push_back(std::move(run));

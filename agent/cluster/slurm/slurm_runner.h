@@ -127,6 +127,7 @@ class SlurmRunner final : public Runner {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_thread_ = false;
+  bool new_command_ = false;  // wakes the thread before its interval ends
   std::deque<Command> commands_;
   Snapshot snapshot_;
   int64_t listed_since_ = 0;  // the next incremental listing's update_time
