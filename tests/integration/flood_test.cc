@@ -170,15 +170,18 @@ TEST_F(FloodTest, AFloodingPeerDelaysAnotherPeersPlacementsByAtMostTwice) {
       kPlacements, static_cast<long long>(calm_median), static_cast<long long>(flooded_median),
       static_cast<unsigned long long>(flood_sent),
       static_cast<unsigned long long>(status["messages"]["dropped"].value("RateLimited", 0ULL)));
-  EXPECT_GT(status["messages"]["dropped"].value("RateLimited", 0ULL), 0u);
   // 2x the calm median, and never less than a few ms over it: on a calm
   // loopback a placement takes a few ms, below what a shared machine's
   // scheduling noise can promise. Under the sanitizers (several times
-  // slower, the flood's four threads sharing two cores with the agents) the
-  // bound says nothing about shoal: there the test looks for memory errors
-  // and that every placement still completes, as the plain build checks
-  // the latency.
+  // slower, the flood's four threads sharing two cores with the agents)
+  // neither check says anything about shoal: the target reads the flood
+  // slower than the limiter's rate, so the connection's high-water mark
+  // (TCP pushing back) holds it back before the limiter has to (a CI run
+  // saw 0 rate-limited), and the latency is the machine's. There the test
+  // looks for memory errors and that every placement still completes; the
+  // plain build checks the limiter and the latency.
   if (!kSanitized) {
+    EXPECT_GT(status["messages"]["dropped"].value("RateLimited", 0ULL), 0u);
     EXPECT_LE(flooded_median, std::max<int64_t>(2 * calm_median, calm_median + 10));
   }
   EXPECT_EQ(target_.reap_if_exited(), -1);
