@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "agent/cluster/slurm/slurm_rest.h"
@@ -22,34 +24,85 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 namespace slurm = cluster::slurm;
 
-class SlurmBackend : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (geteuid() != 0) return;
-    slurm_.up(4, 8);
-    slurm_dir_ = slurm_.dir();
-    socket_ = slurm_.socket();
-    output_ = slurm_.output();
+// One dev Slurm for every suite of this binary: up before the first test,
+// down (and checked to leave nothing) after the last.
+DevSlurm& dev_slurm() {
+  static DevSlurm slurm;
+  return slurm;
+}
+class DevSlurmEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (geteuid() == 0) dev_slurm().up(4, 8);
   }
-  static void TearDownTestSuite() {
+  void TearDown() override {
     std::string out;
-    std::vector<std::string> left = slurm_.down(&out);
+    std::vector<std::string> left = dev_slurm().down(&out);
     EXPECT_TRUE(left.empty()) << left.size() << " processes of the dev Slurm left behind:\n" << out;
   }
+};
+const auto* const kDevSlurm = ::testing::AddGlobalTestEnvironment(new DevSlurmEnvironment);
 
+// What both suites need: the dev Slurm up and idle, and a REST client to it.
+class DevSlurmTest : public ::testing::Test {
+ protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "the dev Slurm cluster needs root";
-    ASSERT_FALSE(socket_.empty()) << "scripts/slurm-dev.sh up did not bring the cluster up";
+    ASSERT_FALSE(socket().empty()) << "scripts/slurm-dev.sh up did not bring the cluster up";
     // Every test starts from an idle Slurm.
     ASSERT_TRUE(wait_until([&] { return unfinished_jobs().empty(); }, 30s));
+  }
+  void TearDown() override {
+    // Cancel whatever a failed test left, so the next starts idle.
+    slurm::SlurmRestClient client(options());
+    for (const slurm::SlurmJob& job : unfinished_jobs()) (void)client.cancel(job.job_id);
+  }
+
+  static const std::string& socket() { return dev_slurm().socket(); }
+  static slurm::SlurmClientOptions options() {
+    slurm::SlurmClientOptions options;
+    options.endpoint.unix_socket = socket();
+    options.endpoint.base_url = "http://localhost";
+    return options;
+  }
+  std::vector<slurm::SlurmJob> all_jobs() {
+    slurm::SlurmRestClient client(options());
+    auto jobs = client.jobs();
+    return jobs.is_ok() ? *jobs : std::vector<slurm::SlurmJob>{};
+  }
+  std::vector<slurm::SlurmJob> unfinished_jobs() {
+    std::vector<slurm::SlurmJob> out;
+    for (slurm::SlurmJob& job : all_jobs()) {
+      if (!job.finished()) out.push_back(std::move(job));
+    }
+    return out;
+  }
+  // Slurm's jobs tagged as `cluster`'s copies of a key ending in `key_end`.
+  std::vector<slurm::SlurmJob> jobs_of(const std::string& key_end, const std::string& cluster = "east") {
+    std::vector<slurm::SlurmJob> out;
+    for (slurm::SlurmJob& job : all_jobs()) {
+      auto tag = slurm::parse_tag(job.comment);
+      if (tag && tag->cluster == cluster && tag->key.ends_with(key_end)) out.push_back(std::move(job));
+    }
+    return out;
+  }
+
+  TempDir dir_;
+};
+
+class SlurmBackend : public DevSlurmTest {
+ protected:
+  void SetUp() override {
+    DevSlurmTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     std::string tiny = dir_.path() + "/tiny.yaml";
     std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
                            "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
     std::string east = dir_.path() + "/east.yaml";
     std::ofstream(east) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
                            "spec:\n  backend: slurm\n  slurm:\n    endpoint: unix://"
-                        << socket_ << "\n    partition: dev\n    outputDir: " << output_
-                        << "\n    completionLog: " << slurm_dir_ << "/log/jobcomp.txt\n"
+                        << socket() << "\n    partition: dev\n    outputDir: " << dev_slurm().output()
+                        << "\n    completionLog: " << dev_slurm().dir() << "/log/jobcomp.txt\n"
                         << "    timeout: 500ms\n";
     source_.init({"--cluster-config", tiny});
     east_.init({"--cluster-config", east});
@@ -69,38 +122,7 @@ class SlurmBackend : public ::testing::Test {
   void TearDown() override {
     source_.stop();
     east_.stop();
-    // Cancel whatever a failed test left, so the next starts idle.
-    slurm::SlurmRestClient client(options());
-    for (const slurm::SlurmJob& job : unfinished_jobs()) (void)client.cancel(job.job_id);
-  }
-
-  static slurm::SlurmClientOptions options() {
-    slurm::SlurmClientOptions options;
-    options.endpoint.unix_socket = socket_;
-    options.endpoint.base_url = "http://localhost";
-    return options;
-  }
-
-  std::vector<slurm::SlurmJob> all_jobs() {
-    slurm::SlurmRestClient client(options());
-    auto jobs = client.jobs();
-    return jobs.is_ok() ? *jobs : std::vector<slurm::SlurmJob>{};
-  }
-  std::vector<slurm::SlurmJob> unfinished_jobs() {
-    std::vector<slurm::SlurmJob> out;
-    for (slurm::SlurmJob& job : all_jobs()) {
-      if (!job.finished()) out.push_back(std::move(job));
-    }
-    return out;
-  }
-  // Slurm's jobs tagged as east's copies of `uid`.
-  std::vector<slurm::SlurmJob> jobs_of(const std::string& uid) {
-    std::vector<slurm::SlurmJob> out;
-    for (slurm::SlurmJob& job : all_jobs()) {
-      auto tag = slurm::parse_tag(job.comment);
-      if (tag && tag->cluster == "east" && tag->key.ends_with("/" + uid)) out.push_back(std::move(job));
-    }
-    return out;
+    DevSlurmTest::TearDown();
   }
 
   // What east tells the source it has free in "default", as printed ("32").
@@ -136,14 +158,9 @@ class SlurmBackend : public ::testing::Test {
     return described.is_null() ? "" : described["status"].value("reason", "");
   }
 
-  TempDir dir_;
   AgentProcess source_{"source", dir_.path()};
   AgentProcess east_{"east", dir_.path()};
-  static DevSlurm slurm_;
-  static std::string slurm_dir_, socket_, output_;
 };
-DevSlurm SlurmBackend::slurm_;
-std::string SlurmBackend::slurm_dir_, SlurmBackend::socket_, SlurmBackend::output_;
 
 TEST_F(SlurmBackend, AWorkloadRunsAsOneTaggedSlurmJobItsOutputIsReadAtTheSourceAndExit3IsFailed3) {
   std::string uid = submit("hello", "resources: {cpu: \"2\", memory: 256Mi}, "
@@ -154,7 +171,7 @@ TEST_F(SlurmBackend, AWorkloadRunsAsOneTaggedSlurmJobItsOutputIsReadAtTheSourceA
   EXPECT_EQ(described["status"]["cluster"], "east");
   EXPECT_EQ(described["status"]["exitCode"], 3) << described.dump();
 
-  std::vector<slurm::SlurmJob> jobs = jobs_of(uid);
+  std::vector<slurm::SlurmJob> jobs = jobs_of("/" + uid);
   ASSERT_EQ(jobs.size(), 1u) << "one Slurm job per copy";
   EXPECT_EQ(jobs[0].state, "FAILED");
   EXPECT_EQ(jobs[0].exit_code, 3);
@@ -171,7 +188,7 @@ TEST_F(SlurmBackend, DeleteAtTheSourceCancelsTheSlurmJob) {
   std::string uid = submit("sleeper", "resources: {cpu: \"1\"}, command: [sleep, \"300\"]");
   ASSERT_TRUE(wait_until(
       [&] {
-        auto jobs = jobs_of(uid);
+        auto jobs = jobs_of("/" + uid);
         return jobs.size() == 1 && jobs[0].state == "RUNNING";
       },
       30s));
@@ -182,18 +199,18 @@ TEST_F(SlurmBackend, DeleteAtTheSourceCancelsTheSlurmJob) {
   ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
   ASSERT_TRUE(wait_until(
       [&] {
-        auto jobs = jobs_of(uid);
+        auto jobs = jobs_of("/" + uid);
         return jobs.size() == 1 && jobs[0].state != "RUNNING";
       },
       10s));
   // Slurm's own clock: it ended the job within the 2 s (its times
   // are whole seconds, hence the one more).
-  std::vector<slurm::SlurmJob> jobs = jobs_of(uid);
+  std::vector<slurm::SlurmJob> jobs = jobs_of("/" + uid);
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_LE(jobs[0].end_time - deleted_at, 3) << "ended at " << jobs[0].end_time;
   // CANCELLED in the end (a cancel that meets the step starting can wait
   // for slurmstepd's 20 s retry, COMPLETING until then).
-  EXPECT_TRUE(wait_until([&] { return jobs_of(uid)[0].state == "CANCELLED"; }, 60s));
+  EXPECT_TRUE(wait_until([&] { return jobs_of("/" + uid)[0].state == "CANCELLED"; }, 60s));
 }
 
 TEST_F(SlurmBackend, ATargetKilledAndRestartedReadoptsItsJobWhichFinishesOnce) {
@@ -201,14 +218,14 @@ TEST_F(SlurmBackend, ATargetKilledAndRestartedReadoptsItsJobWhichFinishesOnce) {
                                        "command: [sh, -c, 'sleep 4; echo done']");
   ASSERT_TRUE(wait_until(
       [&] {
-        auto jobs = jobs_of(uid);
+        auto jobs = jobs_of("/" + uid);
         return jobs.size() == 1 && jobs[0].state == "RUNNING" && phase("survivor") == "Running";
       },
       30s));
   east_.kill_hard();
   ASSERT_TRUE(east_.start()) << east_.log();
   ASSERT_TRUE(wait_until([&] { return phase("survivor") == "Succeeded"; }, 60s)) << phase("survivor");
-  std::vector<slurm::SlurmJob> jobs = jobs_of(uid);
+  std::vector<slurm::SlurmJob> jobs = jobs_of("/" + uid);
   ASSERT_EQ(jobs.size(), 1u) << "Slurm saw exactly one job for the copy";
   EXPECT_EQ(jobs[0].state, "COMPLETED");
   EXPECT_EQ(describe("survivor")["status"]["cluster"], "east");
@@ -248,13 +265,13 @@ TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
   std::string uid = submit("patient", "resources: {cpu: \"1\"}, command: [echo, ran]");
   ASSERT_FALSE(uid.empty());
   // It waits: nothing of it reaches Slurm while the room is taken.
-  EXPECT_FALSE(wait_until([&] { return !jobs_of(uid).empty(); }, 2s));
+  EXPECT_FALSE(wait_until([&] { return !jobs_of("/" + uid).empty(); }, 2s));
   EXPECT_NE(phase("patient"), "Running");
 
   for (int64_t id : local) ASSERT_TRUE(client.cancel(id).is_ok());
   ASSERT_TRUE(wait_until([&] { return phase("patient") == "Succeeded"; }, 60s))
       << phase("patient") << " " << status_reason("patient");
-  EXPECT_EQ(jobs_of(uid).size(), 1u);
+  EXPECT_EQ(jobs_of("/" + uid).size(), 1u);
 }
 
 TEST_F(SlurmBackend, AWorkloadBiggerThanAnySlurmNodeIsUnschedulableWithTheTargetsReason) {
@@ -268,7 +285,7 @@ TEST_F(SlurmBackend, AWorkloadBiggerThanAnySlurmNodeIsUnschedulableWithTheTarget
 }
 
 TEST_F(SlurmBackend, AStoppedSlurmrestdMakesTheAgentRefuseCandidatesAndItRecovers) {
-  std::ifstream pid_file(slurm_dir_ + "/run/slurmrestd.pid");
+  std::ifstream pid_file(dev_slurm().dir() + "/run/slurmrestd.pid");
   pid_t pid = 0;
   pid_file >> pid;
   ASSERT_GT(pid, 0);
@@ -298,7 +315,157 @@ TEST_F(SlurmBackend, AStoppedSlurmrestdMakesTheAgentRefuseCandidatesAndItRecover
   // Back: the workload is placed again and runs.
   ASSERT_TRUE(wait_until([&] { return phase("patient") == "Succeeded"; }, 90s))
       << phase("patient") << " " << status_reason("patient");
-  EXPECT_EQ(jobs_of(uid).size(), 1u);
+  EXPECT_EQ(jobs_of("/" + uid).size(), 1u);
+}
+
+// SlurmRunner alone against the dev Slurm: what the agents above cannot
+// arrange on demand (a key relaunched while its old job stops, forged tags).
+class SlurmRunnerLive : public DevSlurmTest {
+ protected:
+  void TearDown() override {
+    runner_.reset();
+    DevSlurmTest::TearDown();
+  }
+
+  std::unique_ptr<slurm::SlurmRunner> make_runner() {
+    slurm::SlurmRunnerOptions options;
+    options.spec.endpoint = "unix://" + socket();
+    options.spec.partition = "dev";
+    options.client = this->options();
+    options.cluster_name = "unit";
+    options.state_dir = dir_.path() + "/state";
+    options.output_dir = dev_slurm().output();
+    options.poll_interval = 100ms;
+    auto runner = slurm::SlurmRunner::create(std::move(options));
+    EXPECT_TRUE(runner.is_ok()) << runner.status().message();
+    return runner.is_ok() ? std::move(*runner) : nullptr;
+  }
+  static cluster::LaunchRequest nap(const std::string& key, uint64_t epoch, const std::string& node) {
+    cluster::LaunchRequest request;
+    request.key = key;
+    request.uid = key.substr(key.find('/') + 1);
+    request.epoch = epoch;
+    request.source_cluster = "src";
+    request.spec.name = "nap";
+    request.spec.namespace_name = "default";
+    request.spec.command = {"sh", "-c", "echo up; exec sleep 300"};
+    request.spec.resources = {1000, 64 << 20, 0};
+    request.nodes = {node};
+    return request;
+  }
+  // Whether (key, epoch)'s job has started its command. A cancel that meets
+  // a batch step still starting leaves the job COMPLETING for Slurm's 20 s
+  // retry; waiting for this first keeps the tests off that race.
+  bool started(const std::string& key, uint64_t epoch) {
+    std::ifstream in(runner_->output_path(key, epoch));
+    std::string line;
+    return std::getline(in, line) && line == "up" && running(key, epoch).has_value();
+  }
+  // The job Slurm runs for (key, epoch), once it runs.
+  std::optional<slurm::SlurmJob> running(const std::string& key, uint64_t epoch) {
+    for (slurm::SlurmJob& job : jobs_of(key, "unit")) {
+      auto tag = slurm::parse_tag(job.comment);
+      if (tag->key == key && tag->epoch == epoch && job.state == "RUNNING") return std::move(job);
+    }
+    return std::nullopt;
+  }
+  // Observes until an event of `kind` for `key` arrives (true) or `limit` passes.
+  bool observe_until(const std::string& key, cluster::WorkloadEventKind kind,
+                     std::chrono::milliseconds limit, std::vector<cluster::WorkloadEvent>* seen = nullptr) {
+    return wait_until(
+        [&] {
+          bool found = false;
+          for (cluster::WorkloadEvent& event : runner_->observe(now())) {
+            found = found || (event.key == key && event.kind == kind);
+            if (seen) seen->push_back(std::move(event));
+          }
+          return found;
+        },
+        limit);
+  }
+  static TimePoint now() {
+    return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  }
+
+  std::unique_ptr<slurm::SlurmRunner> runner_;
+};
+
+// A stopped copy's room is free once its own job ended, though the key was
+// launched again (a new epoch) meanwhile and that job still runs.
+TEST_F(SlurmRunnerLive, AStoppedCopyIsGoneWhenItsOwnJobEndsThoughItsKeyRunsAgain) {
+  runner_ = make_runner();
+  ASSERT_NE(runner_, nullptr);
+  const std::string key = "src/again";
+  ASSERT_TRUE(runner_->launch(nap(key, 1, "n1")).is_ok());
+  ASSERT_TRUE(wait_until([&] { return started(key, 1); }, 20s));
+  EXPECT_FALSE(runner_->stop(key, 1s));  // its job still runs: a kStopped follows
+  ASSERT_TRUE(runner_->launch(nap(key, 2, "n2")).is_ok());
+  ASSERT_TRUE(wait_until([&] { return started(key, 2); }, 20s));
+  std::vector<cluster::WorkloadEvent> seen;
+  ASSERT_TRUE(observe_until(key, cluster::WorkloadEventKind::kStopped, 60s, &seen))
+      << "the stopped copy was not reported gone while its relaunch runs";
+  for (const cluster::WorkloadEvent& event : seen) {
+    EXPECT_TRUE(event.key != key || event.kind == cluster::WorkloadEventKind::kStopped) << event.message;
+  }
+  EXPECT_TRUE(running(key, 2).has_value()) << "the relaunch was cancelled with its predecessor";
+  for (const slurm::SlurmJob& job : jobs_of(key, "unit")) {
+    if (slurm::parse_tag(job.comment)->epoch == 1) {
+      EXPECT_EQ(job.state, "CANCELLED");
+    }
+  }
+  EXPECT_FALSE(runner_->stop(key, 1s));
+  EXPECT_TRUE(observe_until(key, cluster::WorkloadEventKind::kStopped, 60s));
+  EXPECT_TRUE(unfinished_jobs().empty());
+}
+
+// After a restart, a copy restored and never launched again is stopped by
+// cancelling what the agent submitted before; one it never submitted has
+// nothing running and is free at once.
+TEST_F(SlurmRunnerLive, ARestartedRunnerStopsWhatItSubmittedBeforeAndNothingElse) {
+  const std::string key = "src/before";
+  runner_ = make_runner();
+  ASSERT_NE(runner_, nullptr);
+  ASSERT_TRUE(runner_->launch(nap(key, 3, "n1")).is_ok());
+  ASSERT_TRUE(wait_until([&] { return started(key, 3); }, 20s));
+  runner_ = make_runner();  // a restart: the job runs on
+  ASSERT_NE(runner_, nullptr);
+  EXPECT_TRUE(runner_->stop("src/never", 1s));
+  EXPECT_FALSE(runner_->stop(key, 1s));
+  ASSERT_TRUE(observe_until(key, cluster::WorkloadEventKind::kStopped, 60s))
+      << (jobs_of(key, "unit").empty() ? "no job" : jobs_of(key, "unit")[0].state);
+  std::vector<slurm::SlurmJob> jobs = jobs_of(key, "unit");
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].state, "CANCELLED");
+}
+
+// Anyone may write a comment: a job with this agent's tag that runs as
+// another user is not its job, and does not end its copy.
+TEST_F(SlurmRunnerLive, AJobWithOurTagRunAsAnotherUserIsNotOurs) {
+  const std::string key = "src/forged";
+  runner_ = make_runner();
+  ASSERT_NE(runner_, nullptr);
+  ASSERT_TRUE(runner_->launch(nap(key, 1, "n1")).is_ok());
+  ASSERT_TRUE(wait_until([&] { return started(key, 1); }, 20s));
+  // The runner has listed its own job once, and so knows whom its jobs run as.
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(dir_.path() + "/state/user"); }, 10s));
+  std::string forged = run_shell("SLURM_CONF=" + dev_slurm().dir() +
+                                 "/etc/slurm.conf runuser -u nobody -- sbatch --parsable -p dev "
+                                 "--comment='" + slurm::format_tag({"unit", key, 1}) +
+                                 "' -o /dev/null --wrap true 2>&1");
+  ASSERT_FALSE(forged.empty());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (const slurm::SlurmJob& job : jobs_of(key, "unit")) {
+          if (job.user_name == "nobody" && job.state == "COMPLETED") return true;
+        }
+        return false;
+      },
+      20s))
+      << forged;
+  std::vector<cluster::WorkloadEvent> seen;
+  EXPECT_FALSE(observe_until(key, cluster::WorkloadEventKind::kSucceeded, 2s, &seen));
+  for (const cluster::WorkloadEvent& event : seen) EXPECT_NE(event.key, key) << event.message;
+  EXPECT_TRUE(running(key, 1).has_value());
 }
 
 }  // namespace

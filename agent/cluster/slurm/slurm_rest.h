@@ -53,6 +53,7 @@ struct SlurmJob {
   int64_t job_id = 0;
   std::string name;
   std::string comment;
+  std::string user_name;     // whom it runs as
   std::string state;         // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
   std::string state_reason;  // "None", "Resources", "JobLaunchFailure", ...
   // Slurm's exit_code is a raw wait status: exit 3 reads 768.

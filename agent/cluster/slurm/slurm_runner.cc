@@ -189,6 +189,26 @@ Result<std::unique_ptr<SlurmRunner>> SlurmRunner::create(SlurmRunnerOptions opti
 }
 
 SlurmRunner::SlurmRunner(SlurmRunnerOptions options) : options_(std::move(options)) {
+  // Over TCP the jobs run as spec.userName; over a unix socket as
+  // slurmrestd's user, learned from the first job this agent submitted.
+  job_user_ = options_.spec.user_name;
+  if (job_user_.empty()) {
+    if (std::optional<std::string> kept = read_text_file(options_.state_dir + "/user")) {
+      job_user_ = *kept;
+      while (!job_user_.empty() && job_user_.back() == '\n') job_user_.pop_back();
+    }
+  }
+  std::error_code error;
+  for (fs::directory_iterator it(options_.state_dir, error), end; !error && it != end;
+       it.increment(error)) {
+    std::string name = it->path().filename().string();
+    size_t dot = name.find('.');
+    if (dot == std::string::npos) continue;
+    std::string epoch = name.substr(dot + 1);
+    if (epoch.empty() || epoch.find_first_not_of("0123456789") != std::string::npos) continue;
+    uint64_t& newest = newest_marker_[name.substr(0, dot)];
+    newest = std::max<uint64_t>(newest, std::strtoull(epoch.c_str(), nullptr, 10));
+  }
   thread_ = std::thread([this] { work(); });
 }
 
@@ -247,10 +267,11 @@ void SlurmRunner::cycle(SlurmRestClient& client) {
     snapshot_.nodes = std::move(*nodes);
     for (SlurmJob& job : *jobs) {
       std::optional<JobTag> tag = parse_tag(job.comment);
-      if (!tag || tag->cluster != options_.cluster_name) continue;
+      if (!tag || tag->cluster != options_.cluster_name || !owned(job)) continue;
       snapshot_.job_of[{tag->key, tag->epoch}] = job.job_id;
       snapshot_.jobs[job.job_id] = std::move(job);
     }
+    submitted_.clear();
     snapshot_.listed = true;
     listed_since_ = started - kListingOverlapSeconds;
     commands.swap(commands_);
@@ -280,6 +301,7 @@ void SlurmRunner::cycle(SlurmRestClient& client) {
       if (id.is_ok()) {
         SlurmJob job;
         job.job_id = *id;
+        submitted_.insert(*id);
         job.comment = command.request.comment;
         job.state = "PENDING";
         snapshot_.job_of[copy] = *id;
@@ -290,20 +312,16 @@ void SlurmRunner::cycle(SlurmRestClient& client) {
         // No answer: the job may have been accepted all the same. The next
         // listing reaches back before this try and shows it if so.
         snapshot_.reachable = id.status();
+        command.tried = true;
         retry.push_back(std::move(command));
       }
       continue;
     }
-    // kCancel: every unfinished job of the key (of its epoch, or any when 0).
+    // kCancel: every unfinished job of the key in the stopped epochs.
     std::vector<int64_t> victims;
     {
       std::lock_guard lock(mutex_);
-      for (const auto& [id, job] : snapshot_.jobs) {
-        std::optional<JobTag> tag = parse_tag(job.comment);
-        if (!tag || tag->key != command.tag.key || job.finished()) continue;
-        if (command.tag.epoch != 0 && tag->epoch != command.tag.epoch) continue;
-        victims.push_back(id);
-      }
+      victims = unfinished_jobs(snapshot_, command.tag.key, command.epochs);
     }
     bool again = false;
     for (int64_t id : victims) {
@@ -316,6 +334,28 @@ void SlurmRunner::cycle(SlurmRestClient& client) {
     std::lock_guard lock(mutex_);
     for (auto it = retry.rbegin(); it != retry.rend(); ++it) commands_.push_front(std::move(*it));
   }
+}
+
+bool SlurmRunner::owned(const SlurmJob& job) {
+  if (submitted_.count(job.job_id)) {
+    if (job_user_.empty() && !job.user_name.empty()) {
+      job_user_ = job.user_name;
+      (void)write_durably(options_.state_dir + "/user", job_user_ + "\n");
+    }
+    return true;
+  }
+  if (snapshot_.jobs.count(job.job_id)) return true;
+  return job_user_.empty() || job.user_name.empty() || job.user_name == job_user_;
+}
+
+std::vector<int64_t> SlurmRunner::unfinished_jobs(const Snapshot& snapshot, const std::string& key,
+                                                  Epochs epochs) {
+  std::vector<int64_t> ids;
+  for (auto it = snapshot.job_of.lower_bound({key, epochs.first});
+       it != snapshot.job_of.end() && it->first.first == key && it->first.second <= epochs.last; ++it) {
+    if (!snapshot.jobs.at(it->second).finished()) ids.push_back(it->second);
+  }
+  return ids;
 }
 
 Status SlurmRunner::supports(const model::WorkloadSpec& spec) const {
@@ -352,6 +392,8 @@ Status SlurmRunner::launch(const LaunchRequest& request) {
     runs_[request.key] = std::move(run);
     return Status::ok();
   }
+  uint64_t& newest = newest_marker_[file_stem(request.key)];
+  newest = std::max(newest, request.epoch);
 
   SlurmJobRequest job;
   job.name = "shoal-" + spec.name;
@@ -383,7 +425,7 @@ Status SlurmRunner::launch(const LaunchRequest& request) {
   {
     std::lock_guard lock(mutex_);
     commands_.push_back({Command::Kind::kSubmit, {options_.cluster_name, request.key, request.epoch},
-                         std::move(job)});
+                         {}, std::move(job)});
     new_command_ = true;
   }
   wake_.notify_all();
@@ -393,31 +435,37 @@ Status SlurmRunner::launch(const LaunchRequest& request) {
 
 bool SlurmRunner::stop(const std::string& key, Duration) {
   // Slurm's own KillWait is the grace between its SIGTERM and SIGKILL.
-  Run run;
+  Stop stop;
   if (auto it = runs_.find(key); it != runs_.end()) {
-    run = std::move(it->second);
+    stop.run = std::move(it->second);
     runs_.erase(it);
+    stop.epochs = {stop.run.epoch, stop.run.epoch};
   } else if (stopping_.count(key)) {
     return true;  // its kStopped is owed to the holding stopped first
   } else {
-    run.epoch = 0;  // restored after a restart and never launched: any job of the key
+    // Restored after a restart and never launched: whatever this agent
+    // submitted for the key before; nothing runs when it submitted nothing.
+    auto newest = newest_marker_.find(file_stem(key));
+    if (newest == newest_marker_.end() || newest->second == 0) return true;
+    stop.epochs = {0, newest->second};
   }
-  bool queued_submit = false;
   {
     std::lock_guard lock(mutex_);
-    auto pending = std::find_if(commands_.begin(), commands_.end(), [&](const Command& command) {
-      return command.kind == Command::Kind::kSubmit && command.tag.key == key;
-    });
-    if (pending != commands_.end() && !fs::exists(marker_path(key, pending->tag.epoch))) {
-      commands_.erase(pending);  // never left this agent: nothing to cancel
-      queued_submit = true;
+    if (stop.run.epoch != 0) {
+      auto pending = std::find_if(commands_.begin(), commands_.end(), [&](const Command& command) {
+        return command.kind == Command::Kind::kSubmit && command.tag.key == key &&
+               command.tag.epoch == stop.run.epoch;
+      });
+      if (pending != commands_.end() && !pending->tried) {
+        commands_.erase(pending);  // never left this agent: nothing to cancel
+        return true;
+      }
     }
-    if (queued_submit && run.epoch != 0) return true;
-    commands_.push_back({Command::Kind::kCancel, {options_.cluster_name, key, run.epoch}, {}});
+    commands_.push_back({Command::Kind::kCancel, {options_.cluster_name, key, 0}, stop.epochs, {}});
     new_command_ = true;
   }
   wake_.notify_all();
-  stopping_[key].push_back(std::move(run));
+  stopping_[key].push_back(std::move(stop));
   return false;
 }
 
@@ -489,25 +537,25 @@ std::vector<WorkloadEvent> SlurmRunner::observe(TimePoint now) {
     events.push_back(std::move(*ended));
     it = runs_.erase(it);
   }
-  // A stopped copy is gone once no job of it is unfinished (COMPLETING is
-  // not gone: its processes may still run) and no cancel is still owed.
+  // A stopped copy is gone once no job of its epochs is unfinished
+  // (COMPLETING is not: its processes may still run) and no cancel of them
+  // is still owed. Oldest first: NodeCluster frees a key's holdings in the
+  // order they were stopped.
+  if (!snapshot_.listed) return events;
   for (auto it = stopping_.begin(); it != stopping_.end();) {
     const std::string& key = it->first;
-    bool cancel_owed = std::any_of(commands_.begin(), commands_.end(), [&](const Command& command) {
-      return command.kind == Command::Kind::kCancel && command.tag.key == key;
-    });
-    bool unfinished = std::any_of(snapshot_.jobs.begin(), snapshot_.jobs.end(), [&](const auto& entry) {
-      std::optional<JobTag> tag = parse_tag(entry.second.comment);
-      return tag && tag->key == key && !entry.second.finished();
-    });
-    if (snapshot_.listed && !cancel_owed && !unfinished) {
-      for (size_t i = 0; i < it->second.size(); ++i) {
-        events.push_back({key, WorkloadEventKind::kStopped, now, 0, ""});
-      }
-      it = stopping_.erase(it);
-    } else {
-      ++it;
+    std::deque<Stop>& stops = it->second;
+    while (!stops.empty()) {
+      Epochs epochs = stops.front().epochs;
+      bool cancel_owed = std::any_of(commands_.begin(), commands_.end(), [&](const Command& command) {
+        return command.kind == Command::Kind::kCancel && command.tag.key == key &&
+               command.epochs.first == epochs.first && command.epochs.last == epochs.last;
+      });
+      if (cancel_owed || !unfinished_jobs(snapshot_, key, epochs).empty()) break;
+      events.push_back({key, WorkloadEventKind::kStopped, now, 0, ""});
+      stops.pop_front();
     }
+    it = stops.empty() ? stopping_.erase(it) : std::next(it);
   }
   return events;
 }
@@ -528,8 +576,8 @@ std::map<std::string, model::Resources> SlurmRunner::room_taken_by_others() cons
     for (const std::string& node : run.nodes) ours[node] += run.per_node;
   };
   for (const auto& [key, run] : runs_) count(key, run);
-  for (const auto& [key, runs] : stopping_) {
-    for (const Run& run : runs) count(key, run);
+  for (const auto& [key, stops] : stopping_) {
+    for (const Stop& stop : stops) count(key, stop.run);
   }
   for (const SlurmNode& node : snapshot_.nodes) {
     if (!in_partition(node, options_.spec.partition)) continue;
@@ -571,44 +619,38 @@ void SlurmRunner::forget(const std::string& key) {
 void SlurmRunner::sweep_forgotten() {
   std::error_code error;
   auto now = fs::file_time_type::clock::now();
-  std::vector<std::string> stems;
+  std::set<std::string> stems;
   for (fs::directory_iterator it(options_.state_dir, error), end; !error && it != end;
        it.increment(error)) {
     if (it->path().extension() != ".forgotten") continue;
     std::error_code age_error;
     auto when = fs::last_write_time(it->path(), age_error);
-    if (!age_error && now - when >= options_.keep_finished) stems.push_back(it->path().stem().string());
+    if (!age_error && now - when >= options_.keep_finished) stems.insert(it->path().stem().string());
   }
-  for (const std::string& stem : stems) {
-    for (const std::string& dir : {options_.state_dir, options_.output_dir}) {
-      for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-        if (it->path().filename().string().rfind(stem + ".", 0) == 0) {
-          std::error_code remove_error;
-          fs::remove(it->path(), remove_error);
-        }
-      }
+  if (stems.empty()) return;
+  for (const std::string& dir : {options_.state_dir, options_.output_dir}) {
+    std::vector<fs::path> doomed;
+    for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+      std::string name = it->path().filename().string();
+      if (stems.count(name.substr(0, name.find('.')))) doomed.push_back(it->path());
+    }
+    for (const fs::path& path : doomed) {
+      std::error_code remove_error;
+      fs::remove(path, remove_error);
     }
   }
+  for (const std::string& stem : stems) newest_marker_.erase(stem);
 }
 
 Result<LogChunk> SlurmRunner::read_log(const std::string& key, int replica, int64_t offset,
                                       size_t max_bytes) const {
   if (replica != 0) return not_found("the slurm backend runs one replica per workload");
-  // The newest epoch this agent submitted for the key.
+  // The running copy's, else the newest epoch this agent submitted for the key.
   std::optional<uint64_t> epoch;
-  if (auto it = runs_.find(key); it != runs_.end()) epoch = it->second.epoch;
-  std::error_code error;
-  std::string stem = file_stem(key) + ".";
-  if (!epoch) {
-    for (fs::directory_iterator it(options_.state_dir, error), end; !error && it != end;
-         it.increment(error)) {
-      std::string name = it->path().filename().string();
-      if (name.rfind(stem, 0) != 0) continue;
-      std::string rest = name.substr(stem.size());
-      if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) continue;
-      uint64_t found = std::strtoull(rest.c_str(), nullptr, 10);
-      epoch = std::max(epoch.value_or(0), found);
-    }
+  if (auto it = runs_.find(key); it != runs_.end()) {
+    epoch = it->second.epoch;
+  } else if (auto newest = newest_marker_.find(file_stem(key)); newest != newest_marker_.end()) {
+    epoch = newest->second;
   }
   if (!epoch) return not_found("no output for " + key + " here");
   bool running = runs_.count(key) > 0 || stopping_.count(key) > 0;

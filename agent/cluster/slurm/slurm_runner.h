@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,28 +89,43 @@ class SlurmRunner final : public Runner {
  private:
   explicit SlurmRunner(SlurmRunnerOptions options);
 
+  // The epochs of a key a stop is about: the launched copy's one, or for
+  // a copy restored after a restart and never launched, every epoch this
+  // agent submitted for the key before (a relaunch's newer epoch is not
+  // the old work).
+  struct Epochs {
+    uint64_t first = 0, last = 0;
+    bool covers(uint64_t epoch) const { return first <= epoch && epoch <= last; }
+  };
   // What the loop asks of the thread.
   struct Command {
     enum class Kind { kSubmit, kCancel } kind;
-    JobTag tag;
+    JobTag tag;               // kSubmit: the copy; kCancel: the key
+    Epochs epochs;            // kCancel
     SlurmJobRequest request;  // kSubmit
+    bool tried = false;       // kSubmit: sent once without an answer (its marker exists)
   };
   // What the thread last saw, and what it did with the commands.
   struct Snapshot {
     bool listed = false;  // every job was listed once since the thread started
     Status reachable = Status::ok();
     std::vector<SlurmNode> nodes;
-    std::map<int64_t, SlurmJob> jobs;  // tagged with our cluster, as last seen
+    std::map<int64_t, SlurmJob> jobs;  // ours (tag and user), as last seen
     std::map<std::pair<std::string, uint64_t>, int64_t> job_of;  // (key, epoch) -> job id
     std::map<std::pair<std::string, uint64_t>, std::string> refused;  // submissions Slurm refused
   };
-  // A copy the loop launched (or is stopping).
+  // A copy the loop launched.
   struct Run {
     uint64_t epoch = 0;
     model::Resources per_node;
     std::vector<std::string> nodes;  // distinct, as reserved
     bool submitted_before = false;   // its marker existed at launch: never submit again
     int64_t remembered_job_id = 0;   // what the marker says Slurm called it (0: unknown)
+  };
+  // A stopped copy whose job Slurm has not yet shown ended.
+  struct Stop {
+    Epochs epochs;
+    Run run;  // as launched (no nodes for a copy restored and never launched)
   };
 
   void work();                         // the thread
@@ -120,6 +136,14 @@ class SlurmRunner final : public Runner {
   std::optional<WorkloadEvent> outcome(const std::string& key, const Run& run,
                                        const Snapshot& snapshot, TimePoint now) const;
   std::optional<SlurmJob> from_completion_log(int64_t job_id) const;
+  // The ids of `key`'s unfinished jobs in `epochs`. `snapshot` is locked by the caller.
+  static std::vector<int64_t> unfinished_jobs(const Snapshot& snapshot, const std::string& key,
+                                              Epochs epochs);
+  // Whether `job`, tagged with this cluster, is this agent's: one it
+  // submitted, or one run as the user its jobs run as (a tag alone is not
+  // enough: anyone may write a comment). Learns that user from the first
+  // job it submits. The thread's, with `mutex_` held.
+  bool owned(const SlurmJob& job);
   void sweep_forgotten();
 
   SlurmRunnerOptions options_;
@@ -133,9 +157,16 @@ class SlurmRunner final : public Runner {
   int64_t listed_since_ = 0;  // the next incremental listing's update_time
   std::thread thread_;
 
+  // The thread's own.
+  std::string job_user_;           // spec.userName, or learned (and kept in <state>/user)
+  std::set<int64_t> submitted_;    // submitted in this life, until listed once
+
   // The loop's own (no lock: only the loop thread touches them).
   std::map<std::string, Run> runs_;
-  std::map<std::string, std::deque<Run>> stopping_;
+  std::map<std::string, std::deque<Stop>> stopping_;  // oldest first
+  // The newest epoch with a marker, by file stem: what a restored copy's
+  // stop is about, and whose output read_log shows when none runs.
+  std::map<std::string, uint64_t> newest_marker_;
   TimePoint last_observe_{};
   TimePoint next_sweep_{};
 };

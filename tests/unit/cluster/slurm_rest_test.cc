@@ -55,7 +55,8 @@ TEST(SlurmNodes, StatesAndAllocationsAreReadAndDrainedOrDownNodesAreNotUsable) {
 
 TEST(SlurmJobs, TheRawWaitStatusIsSplitIntoExitCodeAndSignal) {
   auto jobs = parse_jobs(R"({"jobs": [
-      {"job_id": 1, "name": "shoal-a", "comment": "shoal uid=a epoch=1", "job_state": "FAILED",
+      {"job_id": 1, "name": "shoal-a", "comment": "shoal uid=a epoch=1", "user_name": "slurm",
+       "job_state": "FAILED",
        "state_reason": "NonZeroExitCode", "exit_code": 768, "nodes": "n1",
        "start_time": 1795557423, "end_time": 1795557424, "standard_output": "/o/a.log"},
       {"job_id": 2, "name": "b", "job_state": "CANCELLED", "exit_code": 15, "nodes": "n2"},
@@ -66,6 +67,8 @@ TEST(SlurmJobs, TheRawWaitStatusIsSplitIntoExitCodeAndSignal) {
   const SlurmJob& failed = (*jobs)[0];
   EXPECT_EQ(failed.job_id, 1);
   EXPECT_EQ(failed.comment, "shoal uid=a epoch=1");
+  EXPECT_EQ(failed.user_name, "slurm");
+  EXPECT_EQ((*jobs)[1].user_name, "");  // absent
   EXPECT_EQ(failed.exit_code, 3);  // 768 = 3 << 8
   EXPECT_EQ(failed.signal, 0);
   EXPECT_EQ(failed.start_time, 1795557423);
