@@ -66,7 +66,9 @@ struct QueueCapacity {
   std::string queue;
   model::Resources free;
   model::Resources largest_free_node;
-  int64_t workloads = 0;  // of this queue and namespace here: bound, running or queued
+  // Of this queue and namespace here: bound, running or queued; plus what
+  // waits in the target's backend that is not the agent's (Slurm's pending jobs).
+  int64_t workloads = 0;
   friend bool operator==(const QueueCapacity&, const QueueCapacity&) = default;
 };
 

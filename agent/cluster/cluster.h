@@ -139,6 +139,10 @@ class Cluster {
   // does not answer, say). The agent then refuses candidates with
   // BackendUnavailable and keeps serving everything else.
   virtual Status health() const { return Status::ok(); }
+  // Work waiting in the backend's own queue that is not this agent's (a
+  // shared Slurm's pending jobs of its local users): it competes for the
+  // same room, so weighted routing's `queue` metric counts it.
+  virtual int64_t backlog() const { return 0; }
 
   virtual CapacitySummary capacity() const = 0;
   // What a workload of `namespace_name` could get: capacity() capped by the

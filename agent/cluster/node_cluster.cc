@@ -161,13 +161,14 @@ Status NodeCluster::launch(const LaunchRequest& request) {
   auto it = holdings_.find(request.key);
   if (it == holdings_.end()) return not_found("no reservation for " + request.key);
   SHOAL_RETURN_IF_ERROR(runner_->launch(request));
-  unreported_starts_.insert(request.key);
+  if (!runner_->reports_starts()) unreported_starts_.insert(request.key);
   return Status::ok();
 }
 
 std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   // Every launch is reported Started once, before how it ended (a re-attach
-  // after a restart again: the core takes the first).
+  // after a restart again: the core takes the first); here at launch,
+  // unless the runner reports starts itself.
   std::vector<WorkloadEvent> events;
   for (const std::string& key : unreported_starts_) {
     events.push_back({key, WorkloadEventKind::kStarted, now, 0, runner_->describe(key)});

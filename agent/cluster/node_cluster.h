@@ -30,7 +30,8 @@ class Runner {
   // may be launched again (a new epoch) while the old work still stops.
   virtual bool stop(const std::string& key, Duration grace) = 0;
   // Succeeded / Failed / Lost for launched keys, kStopped for stopped ones,
-  // oldest first (NodeCluster reports each launch Started).
+  // oldest first; kStarted too when reports_starts() (else NodeCluster
+  // reports each launch Started).
   virtual std::vector<WorkloadEvent> observe(TimePoint now) = 0;
   virtual TimePoint next_event_at() const = 0;
   virtual void forget(const std::string& key) = 0;
@@ -48,6 +49,12 @@ class Runner {
   virtual Status health() const { return Status::ok(); }
   // Ok when the runner can run `spec` at all; else why it never can.
   virtual Status supports(const model::WorkloadSpec&) const { return Status::ok(); }
+  // As Cluster::backlog, as the runner last saw it.
+  virtual int64_t backlog() const { return 0; }
+  // True when the runner reports each launch's kStarted itself, once the
+  // work really starts (a backend's own queue may hold it first); else
+  // NodeCluster reports it at launch.
+  virtual bool reports_starts() const { return false; }
 };
 
 // Runs a workload for spec.sim.duration of the injected clock, then ends it
@@ -107,6 +114,7 @@ class NodeCluster final : public Cluster {
   std::vector<std::string> queue_names() const override;
   std::vector<NodeUsage> nodes() const override;
   Status health() const override { return runner_->health(); }
+  int64_t backlog() const override { return runner_->backlog(); }
 
   // Asserts the bookkeeping: allocations match holdings (stopping ones
   // included), nothing over capacity, the queue consistent and holding

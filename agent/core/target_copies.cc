@@ -394,6 +394,8 @@ std::vector<protocol::NamespaceCapacity> TargetRole::capacity_for(
   // Only aggregates, only for the namespaces this source is invited into,
   // each capped by that namespace's quota headroom and the invitation's limits.
   std::vector<protocol::NamespaceCapacity> out;
+  // What waits in the backend's own queue competes for the same room.
+  const int64_t backlog = cluster_.backlog();
   for (const auto& ns : namespaces) {
     cluster::CapacitySummary summary = cluster_.capacity_for(ns);
     protocol::NamespaceCapacity entry{ns, cap(summary.free), cap(summary.largest_free_node), {}, {}};
@@ -401,7 +403,7 @@ std::vector<protocol::NamespaceCapacity> TargetRole::capacity_for(
       if (auto per_queue = cluster_.capacity_for(ns, queue)) {
         auto workloads = queue_workloads_.find({ns, queue});
         entry.queues.push_back({queue, cap(per_queue->free), cap(per_queue->largest_free_node),
-                                workloads == queue_workloads_.end() ? 0 : workloads->second});
+                                (workloads == queue_workloads_.end() ? 0 : workloads->second) + backlog});
       }
     }
     if (auto counts = counts_by_namespace_.find(ns); counts != counts_by_namespace_.end()) {
@@ -419,10 +421,15 @@ protocol::Capacity TargetRole::own_counts(const std::string& namespace_name) con
   if (auto counts = counts_by_namespace_.find(namespace_name); counts != counts_by_namespace_.end()) {
     entry.counts = counts->second;
   }
+  std::map<std::string, int64_t> queues;
   for (auto it = queue_workloads_.lower_bound({namespace_name, ""});
        it != queue_workloads_.end() && it->first.first == namespace_name; ++it) {
-    entry.queues.push_back({it->first.second, {}, {}, it->second});
+    queues[it->first.second] = it->second;
   }
+  if (int64_t backlog = cluster_.backlog(); backlog > 0) {
+    for (const std::string& queue : cluster_.queue_names()) queues[queue] += backlog;
+  }
+  for (const auto& [queue, workloads] : queues) entry.queues.push_back({queue, {}, {}, workloads});
   out.namespaces.push_back(std::move(entry));
   out.cluster = protocol::ClusterFacts{};
   out.cluster->counts = cluster_counts_;

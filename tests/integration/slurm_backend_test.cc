@@ -137,6 +137,16 @@ class SlurmBackend : public DevSlurmTest {
     return "";
   }
 
+  // What the source reads as east's count of work in queue "default" (-1: none yet).
+  int64_t queue_count_at_source() {
+    json clusters = source_.ctl_json({"get", "clusters"});
+    if (clusters.is_null()) return -1;
+    for (const auto& c : clusters["items"]) {
+      if (c["cluster"] == "east") return c["counts"]["queues"].value("default", int64_t{0});
+    }
+    return -1;
+  }
+
   std::string submit(const std::string& name, const std::string& spec) {
     std::string path = dir_.path() + "/" + name + ".yaml";
     std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
@@ -261,6 +271,19 @@ TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
       30s));
   // Within a heartbeat or two (300 ms here) of Slurm starting them.
   EXPECT_TRUE(wait_until([&] { return free_cpu_at_source() == "0"; }, 5s)) << free_cpu_at_source();
+  // One more local job waits in Slurm's queue: weighted routing's `queue`
+  // metric at the source counts it.
+  slurm::SlurmJobRequest waiting;
+  waiting.name = "local-waiting";
+  waiting.partition = "dev";
+  waiting.script = "#!/bin/sh\nsleep 300\n";
+  waiting.working_directory = "/tmp";
+  waiting.standard_output = "/dev/null";
+  waiting.cpus_per_task = 1;
+  auto waiting_id = client.submit(waiting);
+  ASSERT_TRUE(waiting_id.is_ok()) << waiting_id.status().message();
+  local.push_back(*waiting_id);
+  EXPECT_TRUE(wait_until([&] { return queue_count_at_source() == 1; }, 5s)) << queue_count_at_source();
 
   std::string uid = submit("patient", "resources: {cpu: \"1\"}, command: [echo, ran]");
   ASSERT_FALSE(uid.empty());
@@ -466,6 +489,46 @@ TEST_F(SlurmRunnerLive, AJobWithOurTagRunAsAnotherUserIsNotOurs) {
   EXPECT_FALSE(observe_until(key, cluster::WorkloadEventKind::kSucceeded, 2s, &seen));
   for (const cluster::WorkloadEvent& event : seen) EXPECT_NE(event.key, key) << event.message;
   EXPECT_TRUE(running(key, 1).has_value());
+}
+
+// A copy is Started when Slurm starts its job, not when it is submitted:
+// one Slurm holds PENDING (a local user's job took the node first) is not
+// running yet. The local user's pending jobs are the runner's backlog;
+// its own are not.
+TEST_F(SlurmRunnerLive, ACopyStartsWhenSlurmStartsItsJobNotWhenItIsSubmitted) {
+  const std::string key = "src/late";
+  runner_ = make_runner();
+  ASSERT_NE(runner_, nullptr);
+  auto local = [&](const std::string& node) {
+    return run_shell("SLURM_CONF=" + dev_slurm().dir() +
+                     "/etc/slurm.conf runuser -u nobody -- sbatch --parsable -p dev -w " + node +
+                     " -c 8 -o /dev/null --wrap 'sleep 300' 2>&1");
+  };
+  std::string taker = local("n1");
+  ASSERT_TRUE(wait_until([&] { return unfinished_jobs().size() == 1 && unfinished_jobs()[0].state == "RUNNING"; }, 20s))
+      << taker;
+  ASSERT_TRUE(runner_->launch(nap(key, 1, "n1")).is_ok());
+  ASSERT_TRUE(wait_until([&] { return !jobs_of(key, "unit").empty(); }, 20s));
+  EXPECT_EQ(jobs_of(key, "unit")[0].state, "PENDING");
+  EXPECT_FALSE(observe_until(key, cluster::WorkloadEventKind::kStarted, 1500ms));
+  EXPECT_EQ(runner_->backlog(), 0) << "its own pending job is not others' backlog";
+  std::string queued = local("n1");  // waits behind both
+  EXPECT_TRUE(wait_until([&] { return runner_->backlog() == 1; }, 10s)) << queued;
+
+  slurm::SlurmRestClient client(options());
+  ASSERT_TRUE(client.cancel(std::stoll(taker)).is_ok());
+  std::vector<cluster::WorkloadEvent> seen;
+  ASSERT_TRUE(observe_until(key, cluster::WorkloadEventKind::kStarted, 30s, &seen));
+  for (const cluster::WorkloadEvent& event : seen) {
+    if (event.kind == cluster::WorkloadEventKind::kStarted) {
+      EXPECT_NE(event.message.find("slurm: job " + std::to_string(jobs_of(key, "unit")[0].job_id) + " on n1"),
+                std::string::npos)
+          << event.message;
+    }
+  }
+  EXPECT_TRUE(running(key, 1).has_value());
+  ASSERT_TRUE(client.cancel(std::stoll(queued)).is_ok());
+  EXPECT_TRUE(wait_until([&] { return runner_->backlog() == 0; }, 10s));
 }
 
 }  // namespace

@@ -138,6 +138,7 @@ Result<std::vector<SlurmJob>> parse_jobs(std::string_view body) {
     SHOAL_ASSIGN_OR_RETURN(job.name, field_of<std::string>(item, "name", "jobs[]"));
     SHOAL_ASSIGN_OR_RETURN(job.comment, field_of<std::string>(item, "comment", "jobs[]"));
     SHOAL_ASSIGN_OR_RETURN(job.user_name, field_of<std::string>(item, "user_name", "jobs[]"));
+    SHOAL_ASSIGN_OR_RETURN(job.partition, field_of<std::string>(item, "partition", "jobs[]"));
     SHOAL_ASSIGN_OR_RETURN(job.state, field_of<std::string>(item, "job_state", "jobs[]"));
     SHOAL_ASSIGN_OR_RETURN(job.state_reason, field_of<std::string>(item, "state_reason", "jobs[]"));
     SHOAL_ASSIGN_OR_RETURN(int64_t wait_status, field_of<int64_t>(item, "exit_code", "jobs[]"));

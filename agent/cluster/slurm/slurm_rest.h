@@ -54,6 +54,7 @@ struct SlurmJob {
   std::string name;
   std::string comment;
   std::string user_name;     // whom it runs as
+  std::string partition;     // "dev"; a pending job may name several: "dev,big"
   std::string state;         // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
   std::string state_reason;  // "None", "Resources", "JobLaunchFailure", ...
   // Slurm's exit_code is a raw wait status: exit 3 reads 768.

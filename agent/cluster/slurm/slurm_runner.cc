@@ -84,8 +84,26 @@ bool in_partition(const SlurmNode& node, const std::string& partition) {
          std::find(node.partitions.begin(), node.partitions.end(), partition) != node.partitions.end();
 }
 
+bool in_partition(const SlurmJob& job, const std::string& partition) {
+  if (partition.empty()) return true;
+  std::string_view rest = job.partition;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == partition) return true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return false;
+}
+
 // Holds room on its nodes: started and not yet ended.
 bool holds_room(const SlurmJob& job) { return job.state != "PENDING" && !job.finished(); }
+
+// Ran at all: a job cancelled while PENDING ends without ever starting.
+bool has_started(const SlurmJob& job) {
+  if (job.state == "PENDING") return false;
+  if (job.state == "CANCELLED") return job.start_time > 0 && job.end_time > job.start_time;
+  return true;
+}
 
 }  // namespace
 
@@ -267,7 +285,14 @@ void SlurmRunner::cycle(SlurmRestClient& client) {
     snapshot_.nodes = std::move(*nodes);
     for (SlurmJob& job : *jobs) {
       std::optional<JobTag> tag = parse_tag(job.comment);
-      if (!tag || tag->cluster != options_.cluster_name || !owned(job)) continue;
+      if (!tag || tag->cluster != options_.cluster_name || !owned(job)) {
+        if (job.state == "PENDING" && in_partition(job, options_.spec.partition)) {
+          snapshot_.others_pending.insert(job.job_id);
+        } else {
+          snapshot_.others_pending.erase(job.job_id);
+        }
+        continue;
+      }
       snapshot_.job_of[{tag->key, tag->epoch}] = job.job_id;
       snapshot_.jobs[job.job_id] = std::move(job);
     }
@@ -529,6 +554,18 @@ std::vector<WorkloadEvent> SlurmRunner::observe(TimePoint now) {
   std::vector<WorkloadEvent> events;
   std::lock_guard lock(mutex_);
   for (auto it = runs_.begin(); it != runs_.end();) {
+    // Started once Slurm started it: a job Slurm keeps PENDING (its own
+    // limits, or a local user's job that took the room first) is not running.
+    if (auto id = snapshot_.job_of.find({it->first, it->second.epoch});
+        !it->second.start_reported && id != snapshot_.job_of.end()) {
+      const SlurmJob& job = snapshot_.jobs.at(id->second);
+      if (has_started(job)) {
+        it->second.start_reported = true;
+        events.push_back({it->first, WorkloadEventKind::kStarted, now, 0,
+                          "slurm: job " + std::to_string(job.job_id) +
+                              (job.nodes.empty() ? "" : " on " + job.nodes) + "; " + describe(it->first)});
+      }
+    }
     std::optional<WorkloadEvent> ended = outcome(it->first, it->second, snapshot_, now);
     if (!ended) {
       ++it;
@@ -589,6 +626,11 @@ std::map<std::string, model::Resources> SlurmRunner::room_taken_by_others() cons
     taken[node.name] = model::Resources::max(allocated - ours[node.name], {});
   }
   return taken;
+}
+
+int64_t SlurmRunner::backlog() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int64_t>(snapshot_.others_pending.size());
 }
 
 Status SlurmRunner::health() const {
@@ -658,7 +700,7 @@ Result<LogChunk> SlurmRunner::read_log(const std::string& key, int replica, int6
 }
 
 std::string SlurmRunner::describe(const std::string&) const {
-  return "slurm: one batch job in partition " +
+  return "one batch job in partition " +
          (options_.spec.partition.empty() ? std::string("(Slurm's default)") : options_.spec.partition) +
          "; Slurm enforces cpu and memory as it is configured to";
 }

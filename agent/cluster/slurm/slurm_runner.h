@@ -82,6 +82,8 @@ class SlurmRunner final : public Runner {
   std::map<std::string, model::Resources> room_taken_by_others() const override;
   Status health() const override;
   Status supports(const model::WorkloadSpec& spec) const override;
+  int64_t backlog() const override;
+  bool reports_starts() const override { return true; }
 
   // The output file of `key`'s copy of `epoch`.
   std::string output_path(const std::string& key, uint64_t epoch) const;
@@ -113,6 +115,7 @@ class SlurmRunner final : public Runner {
     std::map<int64_t, SlurmJob> jobs;  // ours (tag and user), as last seen
     std::map<std::pair<std::string, uint64_t>, int64_t> job_of;  // (key, epoch) -> job id
     std::map<std::pair<std::string, uint64_t>, std::string> refused;  // submissions Slurm refused
+    std::set<int64_t> others_pending;  // jobs not ours pending in the partition
   };
   // A copy the loop launched.
   struct Run {
@@ -121,6 +124,7 @@ class SlurmRunner final : public Runner {
     std::vector<std::string> nodes;  // distinct, as reserved
     bool submitted_before = false;   // its marker existed at launch: never submit again
     int64_t remembered_job_id = 0;   // what the marker says Slurm called it (0: unknown)
+    bool start_reported = false;     // its kStarted went out (Slurm showed it started)
   };
   // A stopped copy whose job Slurm has not yet shown ended.
   struct Stop {

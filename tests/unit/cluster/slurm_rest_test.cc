@@ -56,6 +56,7 @@ TEST(SlurmNodes, StatesAndAllocationsAreReadAndDrainedOrDownNodesAreNotUsable) {
 TEST(SlurmJobs, TheRawWaitStatusIsSplitIntoExitCodeAndSignal) {
   auto jobs = parse_jobs(R"({"jobs": [
       {"job_id": 1, "name": "shoal-a", "comment": "shoal uid=a epoch=1", "user_name": "slurm",
+       "partition": "dev",
        "job_state": "FAILED",
        "state_reason": "NonZeroExitCode", "exit_code": 768, "nodes": "n1",
        "start_time": 1795557423, "end_time": 1795557424, "standard_output": "/o/a.log"},
@@ -68,6 +69,7 @@ TEST(SlurmJobs, TheRawWaitStatusIsSplitIntoExitCodeAndSignal) {
   EXPECT_EQ(failed.job_id, 1);
   EXPECT_EQ(failed.comment, "shoal uid=a epoch=1");
   EXPECT_EQ(failed.user_name, "slurm");
+  EXPECT_EQ(failed.partition, "dev");
   EXPECT_EQ((*jobs)[1].user_name, "");  // absent
   EXPECT_EQ(failed.exit_code, 3);  // 768 = 3 << 8
   EXPECT_EQ(failed.signal, 0);

@@ -111,6 +111,7 @@ class SharedRunner final : public Runner {
  public:
   std::map<std::string, model::Resources> taken;
   Status healthy = Status::ok();
+  bool own_starts = false;
   Status launch(const LaunchRequest&) override { return Status::ok(); }
   bool stop(const std::string&, Duration) override { return true; }
   std::vector<WorkloadEvent> observe(TimePoint) override { return {}; }
@@ -122,6 +123,7 @@ class SharedRunner final : public Runner {
   }
   std::map<std::string, model::Resources> room_taken_by_others() const override { return taken; }
   Status health() const override { return healthy; }
+  bool reports_starts() const override { return own_starts; }
 };
 
 TEST(SharedBackendTest, OthersWorkShrinksTheRoomAndItsEndIsReportedAsFreedRoom) {
@@ -176,6 +178,33 @@ TEST(SharedBackendTest, AnUnansweringBackendReservesNothingAndSaysWhy) {
   shared.healthy = Status::ok();
   EXPECT_EQ(cluster.serve_queue().size(), 1u);
   EXPECT_TRUE(cluster.check_invariants());
+}
+
+// A runner whose backend may queue the work (Slurm) says when it started;
+// the others' launches are Started at once.
+TEST(SharedBackendTest, ALaunchIsStartedAtOnceUnlessTheRunnerReportsStartsItself) {
+  for (bool own_starts : {false, true}) {
+    auto runner = std::make_unique<SharedRunner>();
+    runner->own_starts = own_starts;
+    auto made = NodeCluster::create(two_nodes(), std::move(runner));
+    ASSERT_TRUE(made.is_ok());
+    NodeCluster& cluster = **made;
+    auto nodes = cluster.reserve("a", work(1000, 10));
+    ASSERT_TRUE(nodes.is_ok());
+    LaunchRequest request;
+    request.key = "a";
+    request.epoch = 1;
+    request.spec = work(1000, 10);
+    request.nodes = *nodes;
+    ASSERT_TRUE(cluster.launch(request).is_ok());
+    std::vector<WorkloadEvent> events = cluster.observe(from_millis(1000));
+    if (own_starts) {
+      EXPECT_TRUE(events.empty());
+    } else {
+      ASSERT_EQ(events.size(), 1u);
+      EXPECT_EQ(events[0].kind, WorkloadEventKind::kStarted);
+    }
+  }
 }
 
 }  // namespace
