@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "agent/cluster/slurm/slurm_rest.h"
@@ -295,6 +296,44 @@ TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
   ASSERT_TRUE(wait_until([&] { return phase("patient") == "Succeeded"; }, 60s))
       << phase("patient") << " " << status_reason("patient");
   EXPECT_EQ(jobs_of("/" + uid).size(), 1u);
+}
+
+// Replicas are a gang: one Slurm job of a task per replica, each on the
+// node the local scheduler reserved for it, each with its own output.
+TEST_F(SlurmBackend, AGangRunsAsOneSlurmJobOfATaskPerReplicaOnTheReservedNodes) {
+  std::string uid = submit("gang",
+                           "replicas: 3, resources: {cpu: \"4\", memory: 256Mi}, "
+                           "command: [sh, -c, 'echo replica $SHOAL_REPLICA on $SHOAL_NODE; sleep 1']");
+  ASSERT_FALSE(uid.empty());
+  // While it runs, Slurm's allocation on every node is exactly what east
+  // holds for it: nothing shows up as others' room.
+  ASSERT_TRUE(wait_until([&] { return phase("gang") == "Running"; }, 30s)) << phase("gang");
+  json status = east_.ctl_json({"status"});
+  for (const auto& node : status["nodes"]) {
+    EXPECT_EQ(node["takenByOthers"]["cpu"], "0") << node.dump();
+  }
+  ASSERT_TRUE(wait_until([&] { return phase("gang") == "Succeeded"; }, 30s))
+      << phase("gang") << " " << status_reason("gang");
+  std::vector<slurm::SlurmJob> jobs = jobs_of("/" + uid);
+  ASSERT_EQ(jobs.size(), 1u) << "one Slurm job for the gang";
+  EXPECT_EQ(jobs[0].state, "COMPLETED");
+  std::set<std::string> nodes;
+  for (int replica = 0; replica < 3; ++replica) {
+    CommandResult logs = source_.ctl({"logs", "default/gang", "--replica", std::to_string(replica)});
+    ASSERT_EQ(logs.exit_code, 0) << logs.err;
+    std::string prefix = "replica " + std::to_string(replica) + " on n";
+    ASSERT_EQ(logs.out.rfind(prefix, 0), 0u) << logs.out;
+    nodes.insert(logs.out.substr(prefix.size() - 1));
+  }
+  EXPECT_EQ(nodes.size(), 3u) << "three 4-cpu replicas on 8-cpu nodes left idle: one per node";
+}
+
+// A replica that fails ends its gang, and the gang is Failed with its code.
+TEST_F(SlurmBackend, AGangWhoseReplicaFailsIsFailedWithItsExitCode) {
+  submit("broken", "replicas: 2, resources: {cpu: \"1\"}, "
+                   "command: [sh, -c, 'if [ $SHOAL_REPLICA = 1 ]; then exit 4; fi; sleep 300']");
+  ASSERT_TRUE(wait_until([&] { return phase("broken") == "Failed"; }, 30s)) << phase("broken");
+  EXPECT_EQ(describe("broken")["status"]["exitCode"], 4) << describe("broken").dump();
 }
 
 TEST_F(SlurmBackend, AWorkloadBiggerThanAnySlurmNodeIsUnschedulableWithTheTargetsReason) {

@@ -195,6 +195,8 @@ std::string encode_submit(const SlurmJobRequest& request) {
   if (!request.standard_output.empty()) job["standard_output"] = request.standard_output;
   if (!request.standard_error.empty()) job["standard_error"] = request.standard_error;
   if (request.memory_per_node_mib > 0) job["memory_per_node"] = request.memory_per_node_mib;
+  if (request.memory_per_cpu_mib > 0) job["memory_per_cpu"] = request.memory_per_cpu_mib;
+  if (!request.distribution.empty()) job["distribution"] = request.distribution;
   // v0.0.38 disables "required_nodes"; "node_list" is its ReqNodeList.
   if (!request.node_list.empty()) job["node_list"] = request.node_list;
   return json{{"script", request.script}, {"job", job}}.dump();

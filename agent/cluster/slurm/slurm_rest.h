@@ -81,8 +81,12 @@ struct SlurmJobRequest {
   std::string standard_error;  // "" to interleave with standard_output
   int64_t tasks = 1;
   int64_t cpus_per_task = 1;
-  int64_t memory_per_node_mib = 0;  // 0: the partition's default
+  int64_t memory_per_node_mib = 0;  // 0: the partition's default (or per cpu)
+  int64_t memory_per_cpu_mib = 0;   // instead of per node, for tasks laid out unevenly
   std::string node_list;  // "n1,n2": exactly these nodes ("" : Slurm chooses)
+  // "arbitrary": task i runs on the i-th entry of node_list (which then
+  // names a node once per task on it); "" : Slurm's default.
+  std::string distribution;
 };
 
 // Each returns a one-line error naming what was expected where.

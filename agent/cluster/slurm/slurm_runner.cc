@@ -184,11 +184,21 @@ std::optional<JobTag> parse_tag(std::string_view comment) {
 }
 
 std::string batch_script(const std::vector<std::string>& command,
-                         const std::vector<std::string>& args) {
-  std::string line = "exec";
-  for (const auto& word : command) line += " " + shell_quote(word);
-  for (const auto& word : args) line += " " + shell_quote(word);
-  return "#!/bin/sh\n" + line + "\n";
+                         const std::vector<std::string>& args, const GangFiles& gang) {
+  std::string words;
+  for (const auto& word : command) words += " " + shell_quote(word);
+  for (const auto& word : args) words += " " + shell_quote(word);
+  if (gang.task_output.empty()) return "#!/bin/sh\nexec" + words + "\n";
+  // srun ends the other tasks when one fails (they die of its SIGTERM
+  // before writing anything), and itself exits with the largest code, that
+  // of a task it killed: the failed task's own code is kept in a file.
+  std::string exit_file = shell_quote(gang.exit_codes);
+  std::string task = "export SHOAL_REPLICA=$SLURM_PROCID SHOAL_NODE=$SLURMD_NODENAME; \"$@\"; "
+                     "code=$?; if [ $code -ne 0 ]; then echo $code >> " + exit_file + "; fi; exit $code";
+  return "#!/bin/sh\nsrun --kill-on-bad-exit=1 --output=" + shell_quote(gang.task_output) +
+         " /bin/sh -c " + shell_quote(task) + " shoal-replica" + words +
+         "\ncode=$?\nif [ -s " + exit_file + " ]; then read first < " + exit_file +
+         "; exit \"$first\"; fi\nexit $code\n";
 }
 
 Result<std::unique_ptr<SlurmRunner>> SlurmRunner::create(SlurmRunnerOptions options) {
@@ -245,6 +255,11 @@ std::string SlurmRunner::marker_path(const std::string& key, uint64_t epoch) con
 
 std::string SlurmRunner::output_path(const std::string& key, uint64_t epoch) const {
   return options_.output_dir + "/" + file_stem(key) + "." + std::to_string(epoch) + ".log";
+}
+
+std::string SlurmRunner::replica_output_path(const std::string& key, uint64_t epoch, int replica) const {
+  return options_.output_dir + "/" + file_stem(key) + "." + std::to_string(epoch) + "." +
+         std::to_string(replica) + ".log";
 }
 
 void SlurmRunner::work() {
@@ -387,11 +402,6 @@ Status SlurmRunner::supports(const model::WorkloadSpec& spec) const {
   if (spec.command.empty()) {
     return invalid_argument("spec.command: the slurm backend needs a command to run");
   }
-  if (spec.replicas != 1) {
-    // TODO(issue 20): replicas as tasks of one job (srun), laid out on the
-    // reserved nodes.
-    return invalid_argument("NeverFits: the slurm backend runs one replica per workload so far");
-  }
   if (spec.resources.gpu > 0) {
     return invalid_argument("NeverFits: the slurm backend does not request GPUs yet");
   }
@@ -407,8 +417,7 @@ Status SlurmRunner::launch(const LaunchRequest& request) {
   Run run;
   run.epoch = request.epoch;
   run.per_node = spec.resources;
-  std::set<std::string> distinct(request.nodes.begin(), request.nodes.end());
-  run.nodes.assign(distinct.begin(), distinct.end());
+  run.nodes = request.nodes;
   // Submitted by an earlier life of this agent: found again by its tag,
   // never submitted a second time.
   if (std::optional<std::string> marker = read_text_file(marker_path(request.key, request.epoch))) {
@@ -425,7 +434,11 @@ Status SlurmRunner::launch(const LaunchRequest& request) {
   job.comment = format_tag({options_.cluster_name, request.key, request.epoch});
   job.partition = options_.spec.partition;
   job.account = options_.spec.account;
-  job.script = batch_script(spec.command, spec.args);
+  const bool gang = request.nodes.size() > 1;
+  std::string files = options_.output_dir + "/" + file_stem(request.key) + "." +
+                      std::to_string(request.epoch);
+  job.script = gang ? batch_script(spec.command, spec.args, {files + ".%t.log", files + ".exit"})
+                    : batch_script(spec.command, spec.args);
   job.environment = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
                      {"SHOAL_CLUSTER", options_.cluster_name},
                      {"SHOAL_SOURCE_CLUSTER", request.source_cluster},
@@ -434,18 +447,28 @@ Status SlurmRunner::launch(const LaunchRequest& request) {
                      {"SHOAL_UID", request.uid},
                      {"SHOAL_EPOCH", std::to_string(request.epoch)},
                      {"SHOAL_REPLICA", "0"},
-                     {"SHOAL_NODE", run.nodes.empty() ? "" : run.nodes.front()}};
+                     {"SHOAL_NODE", request.nodes.empty() ? "" : request.nodes.front()}};
   for (const auto& [name, value] : spec.env) job.environment[name] = value;
   job.working_directory = !spec.working_dir.empty() && spec.working_dir[0] == '/'
                               ? spec.working_dir
                               : options_.output_dir;
   job.standard_output = output_path(request.key, request.epoch);
   job.cpus_per_task = std::max<int64_t>(1, (spec.resources.cpu_milli + 999) / 1000);
-  job.memory_per_node_mib = (spec.resources.memory_bytes + kMiB - 1) / kMiB;
+  int64_t memory_mib = (spec.resources.memory_bytes + kMiB - 1) / kMiB;
   // Where the local scheduler reserved room: Slurm must use those nodes, so
-  // that what the agent holds and what Slurm allocates stay one picture.
+  // that what the agent holds and what Slurm allocates stay one picture. A
+  // gang is one job of a task per replica, task i on the i-th reserved node
+  // (a node twice for two replicas there): memory then goes per cpu, since
+  // a node's share is its tasks'.
   for (const std::string& node : run.nodes) {
     job.node_list += (job.node_list.empty() ? "" : ",") + node;
+  }
+  if (gang) {
+    job.tasks = static_cast<int64_t>(request.nodes.size());
+    job.distribution = "arbitrary";
+    job.memory_per_cpu_mib = memory_mib > 0 ? (memory_mib + job.cpus_per_task - 1) / job.cpus_per_task : 0;
+  } else {
+    job.memory_per_node_mib = memory_mib;
   }
   {
     std::lock_guard lock(mutex_);
@@ -686,7 +709,7 @@ void SlurmRunner::sweep_forgotten() {
 
 Result<LogChunk> SlurmRunner::read_log(const std::string& key, int replica, int64_t offset,
                                       size_t max_bytes) const {
-  if (replica != 0) return not_found("the slurm backend runs one replica per workload");
+  if (replica < 0) return not_found("no replica " + std::to_string(replica));
   // The running copy's, else the newest epoch this agent submitted for the key.
   std::optional<uint64_t> epoch;
   if (auto it = runs_.find(key); it != runs_.end()) {
@@ -696,7 +719,22 @@ Result<LogChunk> SlurmRunner::read_log(const std::string& key, int replica, int6
   }
   if (!epoch) return not_found("no output for " + key + " here");
   bool running = runs_.count(key) > 0 || stopping_.count(key) > 0;
-  return read_log_file(output_path(key, *epoch), offset, max_bytes, !running);
+  // A gang's replicas write their own files (empty until srun starts
+  // them). A single replica's output is its batch script's, and so is what
+  // a gang printed before srun started (its errors, say).
+  std::string path = replica_output_path(key, *epoch, replica);
+  if (std::error_code missing; !fs::exists(path, missing)) {
+    auto run = runs_.find(key);
+    bool gang = run != runs_.end() && run->second.nodes.size() > 1;
+    if (gang && replica < static_cast<int>(run->second.nodes.size())) {
+      // Its file is still to come.
+    } else if (replica == 0) {
+      path = output_path(key, *epoch);
+    } else {
+      return not_found("no replica " + std::to_string(replica) + " of " + key + " here");
+    }
+  }
+  return read_log_file(path, offset, max_bytes, !running);
 }
 
 std::string SlurmRunner::describe(const std::string&) const {

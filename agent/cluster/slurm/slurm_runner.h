@@ -50,9 +50,18 @@ struct JobTag {
 std::string format_tag(const JobTag& tag);
 std::optional<JobTag> parse_tag(std::string_view comment);
 
+// A gang's files: each task's output (srun's %t: the task's number), and
+// where failed tasks leave their exit codes.
+struct GangFiles {
+  std::string task_output;
+  std::string exit_codes;
+};
 // The batch script that runs `command` + `args` (each word single-quoted).
+// For a gang (replicas as the job's tasks) srun starts every task, each
+// with SHOAL_REPLICA and SHOAL_NODE set; a task that fails ends the others,
+// and the job exits with the first failed task's code.
 std::string batch_script(const std::vector<std::string>& command,
-                         const std::vector<std::string>& args);
+                         const std::vector<std::string>& args, const GangFiles& gang = {});
 
 struct SlurmRunnerOptions {
   model::SlurmSpec spec;
@@ -85,8 +94,10 @@ class SlurmRunner final : public Runner {
   int64_t backlog() const override;
   bool reports_starts() const override { return true; }
 
-  // The output file of `key`'s copy of `epoch`.
+  // The output file of `key`'s copy of `epoch` (its batch script's; a
+  // gang's replicas write their own: replica_output_path).
   std::string output_path(const std::string& key, uint64_t epoch) const;
+  std::string replica_output_path(const std::string& key, uint64_t epoch, int replica) const;
 
  private:
   explicit SlurmRunner(SlurmRunnerOptions options);
@@ -121,7 +132,7 @@ class SlurmRunner final : public Runner {
   struct Run {
     uint64_t epoch = 0;
     model::Resources per_node;
-    std::vector<std::string> nodes;  // distinct, as reserved
+    std::vector<std::string> nodes;  // one per replica, as reserved
     bool submitted_before = false;   // its marker existed at launch: never submit again
     int64_t remembered_job_id = 0;   // what the marker says Slurm called it (0: unknown)
     bool start_reported = false;     // its kStarted went out (Slurm showed it started)

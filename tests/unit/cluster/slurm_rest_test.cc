@@ -124,6 +124,20 @@ TEST(SlurmSubmit, TheRequestCarriesTheTagAndAnEnvironmentAndErrorsAreSlurmsOwnWo
   EXPECT_EQ(encoded["job"]["memory_per_node"], 512);
   EXPECT_EQ(encoded["job"]["partition"], "dev");
   EXPECT_FALSE(encoded["job"].contains("account"));
+  EXPECT_FALSE(encoded["job"].contains("distribution"));
+  EXPECT_FALSE(encoded["job"].contains("memory_per_cpu"));
+  // A gang: a task per replica, laid out as listed, memory per cpu.
+  request.tasks = 3;
+  request.node_list = "n1,n1,n2";
+  request.distribution = "arbitrary";
+  request.memory_per_node_mib = 0;
+  request.memory_per_cpu_mib = 128;
+  auto gang = nlohmann::json::parse(encode_submit(request));
+  EXPECT_EQ(gang["job"]["tasks"], 3);
+  EXPECT_EQ(gang["job"]["node_list"], "n1,n1,n2");
+  EXPECT_EQ(gang["job"]["distribution"], "arbitrary");
+  EXPECT_EQ(gang["job"]["memory_per_cpu"], 128);
+  EXPECT_FALSE(gang["job"].contains("memory_per_node"));
   // slurmrestd answers 400 to a submission without one.
   EXPECT_TRUE(encoded["job"]["environment"].contains("PATH"));
 
@@ -176,6 +190,15 @@ TEST(SlurmRunnerTest, ATagReadsBackAndAnythingElseIsNotOurs) {
 TEST(SlurmRunnerTest, TheBatchScriptQuotesEveryWord) {
   EXPECT_EQ(batch_script({"sh", "-c", "echo 'hi'; exit 3"}, {"$HOME"}),
             "#!/bin/sh\nexec 'sh' '-c' 'echo '\\''hi'\\''; exit 3' '$HOME'\n");
+  // A gang: srun starts the tasks, each told its replica and node; the job
+  // exits with the first failed task's code.
+  EXPECT_EQ(batch_script({"echo", "hi"}, {}, {"/out/k.1.%t.log", "/out/k.1.exit"}),
+            "#!/bin/sh\nsrun --kill-on-bad-exit=1 --output='/out/k.1.%t.log' /bin/sh -c "
+            "'export SHOAL_REPLICA=$SLURM_PROCID SHOAL_NODE=$SLURMD_NODENAME; \"$@\"; code=$?; "
+            "if [ $code -ne 0 ]; then echo $code >> '\\''/out/k.1.exit'\\''; fi; exit $code' "
+            "shoal-replica 'echo' 'hi'\ncode=$?\n"
+            "if [ -s '/out/k.1.exit' ]; then read first < '/out/k.1.exit'; exit \"$first\"; fi\n"
+            "exit $code\n");
 }
 
 }  // namespace
