@@ -4,8 +4,11 @@
 # slurmrestd on a unix socket, all under one directory.
 #
 #   scripts/slurm-dev.sh up DIR [--nodes N] [--cpus C] [--memory MIB]
+#                               [--min-job-age SECONDS]
 #       starts it, waits until sinfo shows every node idle, and prints the
-#       path of slurmrestd's socket (the last line of its output).
+#       path of slurmrestd's socket (the last line of its output). Slurm
+#       forgets a finished job after --min-job-age (300; slurmctld purges
+#       once a minute).
 #   scripts/slurm-dev.sh down DIR
 #       cancels its jobs and stops exactly the processes `up` started (by the
 #       pids it recorded in DIR/run) and what they left behind (job steps
@@ -39,15 +42,17 @@ shift 2
 NODES=4
 CPUS=8
 MEMORY=16384
+MIN_JOB_AGE=300
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) NODES=$2; shift 2 ;;
     --cpus) CPUS=$2; shift 2 ;;
     --memory) MEMORY=$2; shift 2 ;;
-    *) fail "unknown option $1 (expected --nodes, --cpus or --memory)" ;;
+    --min-job-age) MIN_JOB_AGE=$2; shift 2 ;;
+    *) fail "unknown option $1 (expected --nodes, --cpus, --memory or --min-job-age)" ;;
   esac
 done
-for number in "$NODES" "$CPUS" "$MEMORY"; do
+for number in "$NODES" "$CPUS" "$MEMORY" "$MIN_JOB_AGE"; do
   [[ "$number" =~ ^[1-9][0-9]*$ ]] || fail "expected a positive whole number, got '$number'"
 done
 [ "$NODES" -le 64 ] || fail "--nodes: expected at most 64, got $NODES"
@@ -151,7 +156,7 @@ up() {
     echo "JobCompType=jobcomp/filetxt"
     echo "JobCompLoc=$DIR/log/jobcomp.txt"
     echo "ReturnToService=2"
-    echo "MinJobAge=300"
+    echo "MinJobAge=$MIN_JOB_AGE"
     echo "DefMemPerCPU=1024"
     for ((n = 1; n <= NODES; n++)); do
       echo "NodeName=n$n NodeHostname=$host NodeAddr=127.0.0.1 Port=${ports[$n]} CPUs=$CPUS RealMemory=$MEMORY State=UNKNOWN"

@@ -27,14 +27,15 @@ inline std::string run_shell(const std::string& command) {
 
 class DevSlurm {
  public:
-  // Starts `nodes` nodes of `cpus` cpus in a fresh directory. socket() is
-  // empty when it did not come up (the script's output went to stderr).
-  void up(int nodes, int cpus) {
+  // Starts `nodes` nodes of `cpus` cpus in a fresh directory, with the
+  // script's `options` ("--min-job-age 2"). socket() is empty when it did
+  // not come up (the script's output went to stderr).
+  void up(int nodes, int cpus, const std::string& options = "") {
     char pattern[] = "/tmp/shoal-slurm-XXXXXX";
     dir_ = mkdtemp(pattern);
     std::string out = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh up " + dir_ +
                                 " --nodes " + std::to_string(nodes) + " --cpus " +
-                                std::to_string(cpus) + " 2>&1");
+                                std::to_string(cpus) + " " + options + " 2>&1");
     std::string last = out.substr(out.find_last_of('\n', out.size() - 2) + 1);
     while (!last.empty() && last.back() == '\n') last.pop_back();
     socket_ = std::filesystem::exists(last) ? last : "";

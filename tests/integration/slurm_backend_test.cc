@@ -389,11 +389,13 @@ class SlurmRunnerLive : public DevSlurmTest {
     DevSlurmTest::TearDown();
   }
 
-  std::unique_ptr<slurm::SlurmRunner> make_runner() {
+  std::unique_ptr<slurm::SlurmRunner> make_runner(const DevSlurm& slurm = dev_slurm()) {
     slurm::SlurmRunnerOptions options;
-    options.spec.endpoint = "unix://" + socket();
+    options.spec.endpoint = "unix://" + slurm.socket();
     options.spec.partition = "dev";
+    options.spec.completion_log = slurm.dir() + "/log/jobcomp.txt";
     options.client = this->options();
+    options.client.endpoint.unix_socket = slurm.socket();
     options.cluster_name = "unit";
     options.state_dir = dir_.path() + "/state";
     options.output_dir = dev_slurm().output();
@@ -568,6 +570,55 @@ TEST_F(SlurmRunnerLive, ACopyStartsWhenSlurmStartsItsJobNotWhenItIsSubmitted) {
   EXPECT_TRUE(running(key, 1).has_value());
   ASSERT_TRUE(client.cancel(std::stoll(queued)).is_ok());
   EXPECT_TRUE(wait_until([&] { return runner_->backlog() == 0; }, 10s));
+}
+
+// A copy whose job ended while the agent was down, and which Slurm then
+// forgot (MinJobAge), is reported from the completion log as it ended:
+// neither Lost nor submitted again. Its own dev Slurm forgets within
+// seconds (slurmctld purges once a minute).
+TEST_F(SlurmRunnerLive, AJobSlurmForgotWhileTheAgentWasDownIsReadFromTheCompletionLog) {
+  DevSlurm forgetful;
+  forgetful.up(1, 4, "--min-job-age 2");
+  struct Down {
+    DevSlurm& slurm;
+    ~Down() { EXPECT_TRUE(slurm.down().empty()) << "the forgetful Slurm left processes behind"; }
+  } down{forgetful};
+  ASSERT_FALSE(forgetful.socket().empty());
+  slurm::SlurmClientOptions client_options = options();
+  client_options.endpoint.unix_socket = forgetful.socket();
+  slurm::SlurmRestClient client(client_options);
+  auto listed = [&] {
+    auto jobs = client.jobs();
+    return jobs.is_ok() ? *jobs : std::vector<slurm::SlurmJob>{};
+  };
+
+  const std::string key = "src/forgotten";
+  runner_ = make_runner(forgetful);
+  ASSERT_NE(runner_, nullptr);
+  cluster::LaunchRequest request = nap(key, 1, "n1");
+  request.spec.command = {"sh", "-c", "exit 3"};
+  ASSERT_TRUE(runner_->launch(request).is_ok());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto jobs = listed();
+        return jobs.size() == 1 && jobs[0].state == "FAILED";
+      },
+      20s));
+  runner_.reset();  // the agent is down while the job ends and is forgotten
+  ASSERT_TRUE(wait_until([&] { return listed().empty(); }, 150s)) << "Slurm never forgot the job";
+
+  runner_ = make_runner(forgetful);
+  ASSERT_NE(runner_, nullptr);
+  ASSERT_TRUE(runner_->launch(request).is_ok());  // the restored copy, re-attached
+  std::vector<cluster::WorkloadEvent> seen;
+  ASSERT_TRUE(observe_until(key, cluster::WorkloadEventKind::kFailed, 10s, &seen));
+  for (const cluster::WorkloadEvent& event : seen) {
+    EXPECT_NE(event.kind, cluster::WorkloadEventKind::kLost) << event.message;
+    if (event.kind == cluster::WorkloadEventKind::kFailed) {
+      EXPECT_EQ(event.exit_code, 3) << event.message;
+    }
+  }
+  EXPECT_TRUE(listed().empty()) << "submitted again";
 }
 
 }  // namespace
