@@ -610,6 +610,11 @@ int cmd_status(const Options& o) {
     std::cout << "  backend " << copy["backend"].value("name", "") << " UNAVAILABLE: "
               << copy["backend"].value("error", "") << " (refusing new candidates)\n";
   }
+  if (int64_t backlog = copy.contains("backend") ? copy["backend"].value("backlog", int64_t{0}) : 0;
+      backlog > 0) {
+    std::cout << "  backend " << copy["backend"].value("name", "") << " backlog: " << backlog
+              << " pending job(s) of others (counted in every queue's length)\n";
+  }
   for (const auto& [reason, count] : copy["messages"]["dropped"].items()) {
     if (count.get<uint64_t>() > 0) std::cout << "  dropped " << reason << ": " << count << "\n";
   }

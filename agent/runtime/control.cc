@@ -164,7 +164,10 @@ json status_json(const ControlContext& context) {
       {"backend",
        {{"name", context.cluster.spec().backend},
         {"healthy", backend_health.is_ok()},
-        {"error", backend_health.message()}}},
+        {"error", backend_health.message()},
+        // Work of others waiting in the backend's own queue (Slurm's
+        // pending jobs): counted in every queue of the CAPACITY advertised.
+        {"backlog", context.cluster.backlog()}}},
       {"candidatesRejected", rejected},
       {"id", context.agent.self_id()},
       {"messages",

@@ -285,6 +285,8 @@ TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
   ASSERT_TRUE(waiting_id.is_ok()) << waiting_id.status().message();
   local.push_back(*waiting_id);
   EXPECT_TRUE(wait_until([&] { return queue_count_at_source() == 1; }, 5s)) << queue_count_at_source();
+  EXPECT_EQ(east_.ctl_json({"status"})["backend"]["backlog"], 1);
+  EXPECT_NE(east_.ctl({"status"}).out.find("backend slurm backlog: 1 pending job(s) of others"), std::string::npos);
 
   std::string uid = submit("patient", "resources: {cpu: \"1\"}, command: [echo, ran]");
   ASSERT_FALSE(uid.empty());
