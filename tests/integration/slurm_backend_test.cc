@@ -78,6 +78,19 @@ class DevSlurmTest : public ::testing::Test {
     }
     return out;
   }
+  // A local user's job, straight to Slurm: `cpus` cpus (on `node`, if named) for 300 s.
+  static slurm::SlurmJobRequest local_job(int64_t cpus, const std::string& node = "") {
+    slurm::SlurmJobRequest request;
+    request.name = "local-user";
+    request.partition = "dev";
+    request.script = "#!/bin/sh\nsleep 300\n";
+    request.working_directory = "/tmp";
+    request.standard_output = "/dev/null";
+    request.cpus_per_task = cpus;
+    request.memory_per_node_mib = 256;
+    request.node_list = node;
+    return request;
+  }
   // Slurm's jobs tagged as `cluster`'s copies of a key ending in `key_end`.
   std::vector<slurm::SlurmJob> jobs_of(const std::string& key_end, const std::string& cluster = "east") {
     std::vector<slurm::SlurmJob> out;
@@ -249,16 +262,7 @@ TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
   slurm::SlurmRestClient client(options());
   std::vector<int64_t> local;
   for (int n = 1; n <= 4; ++n) {
-    slurm::SlurmJobRequest request;
-    request.name = "local-user";
-    request.partition = "dev";
-    request.script = "#!/bin/sh\nsleep 300\n";
-    request.working_directory = "/tmp";
-    request.standard_output = "/dev/null";
-    request.cpus_per_task = 8;
-    request.memory_per_node_mib = 256;
-    request.node_list = "n" + std::to_string(n);
-    auto id = client.submit(request);
+    auto id = client.submit(local_job(8, "n" + std::to_string(n)));
     ASSERT_TRUE(id.is_ok()) << id.status().message();
     local.push_back(*id);
   }
@@ -274,14 +278,7 @@ TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
   EXPECT_TRUE(wait_until([&] { return free_cpu_at_source() == "0"; }, 5s)) << free_cpu_at_source();
   // One more local job waits in Slurm's queue: weighted routing's `queue`
   // metric at the source counts it.
-  slurm::SlurmJobRequest waiting;
-  waiting.name = "local-waiting";
-  waiting.partition = "dev";
-  waiting.script = "#!/bin/sh\nsleep 300\n";
-  waiting.working_directory = "/tmp";
-  waiting.standard_output = "/dev/null";
-  waiting.cpus_per_task = 1;
-  auto waiting_id = client.submit(waiting);
+  auto waiting_id = client.submit(local_job(1));
   ASSERT_TRUE(waiting_id.is_ok()) << waiting_id.status().message();
   local.push_back(*waiting_id);
   EXPECT_TRUE(wait_until([&] { return queue_count_at_source() == 1; }, 5s)) << queue_count_at_source();
