@@ -107,8 +107,7 @@ class SlurmRunner final : public Runner {
   // agent submitted for the key before (a relaunch's newer epoch is not
   // the old work).
   struct Epochs {
-    uint64_t first = 0, last = 0;
-    bool covers(uint64_t epoch) const { return first <= epoch && epoch <= last; }
+    uint64_t first = 0, last = 0;  // inclusive
   };
   // What the loop asks of the thread.
   struct Command {
