@@ -5,9 +5,10 @@
 # Starts a throw-away 4-node Slurm on this host (scripts/slurm-dev.sh), an
 # agent "hpc" beside it (backend: slurm) and an agent "lab" whose own
 # cluster is too small for the work; hpc invites lab into namespace
-# "default". lab submits 3 jobs of 4 cpus: each runs at hpc as one Slurm
-# job (seen in squeue with its tag), and lab reads what each printed with
-# shoalctl logs. Leaves no process behind.
+# "default". lab submits 3 jobs of 4 cpus and a gang of 2 replicas: each
+# runs at hpc as one Slurm job (seen in squeue with its tag; the gang's
+# replicas are its 2 tasks), and lab reads what each printed with shoalctl
+# logs. Leaves no process behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -87,7 +88,7 @@ for p in json.load(sys.stdin)["items"]:
 done
 ctl lab peers -o wide
 
-echo "== lab submits 3 jobs of 4 cpus (its own cluster has 1)"
+echo "== lab submits 3 jobs of 4 cpus and a gang of 2 x 2 cpus (its own cluster has 1)"
 MANIFEST="$WORK/jobs.yaml"
 for i in 1 2 3; do
   cat >>"$MANIFEST" <<YAML
@@ -100,11 +101,21 @@ spec:
   command: ["sh", "-c", "echo \"\$SHOAL_WORKLOAD of \$SHOAL_SOURCE_CLUSTER ran in Slurm job \$SLURM_JOB_ID on \$SLURMD_NODENAME\"; sleep 3"]
 YAML
 done
+cat >>"$MANIFEST" <<'YAML'
+---
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: gang, namespace: default}
+spec:
+  replicas: 2
+  resources: {cpu: "2", memory: 512Mi}
+  command: ["sh", "-c", "echo \"replica $SHOAL_REPLICA of $SHOAL_WORKLOAD on $SHOAL_NODE: task $SLURM_PROCID of Slurm job $SLURM_JOB_ID\"; sleep 3"]
+YAML
 ctl lab submit -f "$MANIFEST"
 
 echo "== in Slurm: one job per copy, tagged with the copy's key and epoch"
 for _ in $(seq 100); do
-  [ "$(squeue -h -t RUNNING | wc -l)" -ge 3 ] && break
+  [ "$(squeue -h -t RUNNING | wc -l)" -ge 4 ] && break
   sleep 0.1
 done
 squeue -o "%.6i %.12j %.8T %.6C %.6N %k"
@@ -113,7 +124,7 @@ ctl hpc status | sed -n '1,12p'
 echo "== waiting for the jobs to finish"
 for _ in $(seq 300); do
   done_count=$(ctl lab get workloads -o json | python3 -c 'import json,sys; print(sum(w["status"]["phase"] in ("Succeeded","Failed") for w in json.load(sys.stdin)["items"]))')
-  [ "$done_count" = 3 ] && break
+  [ "$done_count" = 4 ] && break
   sleep 0.2
 done
 ctl lab get workloads -o wide
@@ -121,10 +132,14 @@ echo
 echo "== what they printed, read at lab (shoalctl logs, over the peer link)"
 LOGS="$WORK/logs.txt"
 for i in 1 2 3; do ctl lab logs "default/sim-$i" | tee -a "$LOGS"; done
+for replica in 0 1; do ctl lab logs default/gang --replica "$replica" | tee -a "$LOGS"; done
 ctl lab get workloads -o json | python3 -c '
 import json, sys
 items = json.load(sys.stdin)["items"]
 ok = sum(w["status"]["phase"] == "Succeeded" and w["status"]["cluster"] == "hpc" for w in items)
-lines = [l for l in open(sys.argv[1]).read().splitlines() if "ran in Slurm job" in l]
-print(f"{ok}/{len(items)} Succeeded at hpc; {len(lines)} printed their Slurm job id")
-sys.exit(0 if ok == 3 and len(lines) == 3 else 1)' "$LOGS"
+text = open(sys.argv[1]).read().splitlines()
+lines = [l for l in text if "ran in Slurm job" in l]
+tasks = [l for l in text if "of gang on" in l]
+print(f"{ok}/{len(items)} Succeeded at hpc; {len(lines)} printed their Slurm job id; "
+      f"the gang ran as {len(tasks)} tasks of one job")
+sys.exit(0 if ok == 4 and len(lines) == 3 and len(tasks) == 2 else 1)' "$LOGS"
