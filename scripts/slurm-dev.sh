@@ -7,8 +7,8 @@
 #                               [--min-job-age SECONDS]
 #       starts it, waits until sinfo shows every node idle, and prints the
 #       path of slurmrestd's socket (the last line of its output). Slurm
-#       forgets a finished job after --min-job-age (300; slurmctld purges
-#       once a minute).
+#       forgets a finished job once it is --min-job-age seconds old (300)
+#       and slurmctld next purges.
 #   scripts/slurm-dev.sh down DIR
 #       cancels its jobs and stops exactly the processes `up` started (by the
 #       pids it recorded in DIR/run) and what they left behind (job steps
