@@ -21,9 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+free_port() { python3 scripts/free-ports; }
 
 ctl() { local name=$1; shift; "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
 

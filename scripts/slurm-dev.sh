@@ -61,17 +61,7 @@ SLURM_USER=shoal-slurm
 CONF="$DIR/etc/slurm.conf"
 RUN="$DIR/run"
 
-free_ports() {
-  python3 - "$1" <<'EOF'
-import socket, sys
-sockets = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    sockets.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in sockets))
-EOF
-}
+free_ports() { python3 "$(dirname "${BASH_SOURCE[0]}")/free-ports" "$1"; }
 
 # Waits (bounded) until "$@" succeeds.
 await() {

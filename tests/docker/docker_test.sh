@@ -20,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "docker test: $*" >&2; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+free_port() { python3 "$SOURCE_DIR/scripts/free-ports"; }
 
 AGENTS="east west north"
 METRICS_PORT=$(free_port)

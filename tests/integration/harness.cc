@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -74,18 +77,52 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::sec
   return result;
 }
 
-int free_port() {
+namespace {
+
+// The kernel's ephemeral range (ip_local_port_range): every outgoing
+// connection on this machine takes a port from it, so a port picked there
+// can be taken between the pick and the agent's bind (seen in CI: a zmq
+// connection of a parallel test took a harness port).
+std::pair<int, int> ephemeral_ports() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && low > 0 && high >= low) return {low, high};
+  return {32768, 60999};
+}
+
+bool can_bind(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  int port = ntohs(address.sin_port);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
   close(fd);
-  return port;
+  return bound;
+}
+
+}  // namespace
+
+int free_port() {
+  // Below the ephemeral range, where only other tests' picks can collide;
+  // AgentProcess::start moves an agent that still lost the race.
+  static std::mutex mutex;
+  static std::mt19937 random(std::random_device{}());
+  static std::set<int> handed_out;
+  std::lock_guard lock(mutex);
+  auto [ephemeral_low, ephemeral_high] = ephemeral_ports();
+  const int low = 20000;
+  const int high = ephemeral_low > low + 1000 ? ephemeral_low - 1 : 65535;
+  std::uniform_int_distribution<int> pick(low, high);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    int port = pick(random);
+    if (high == 65535 && port >= ephemeral_low && port <= ephemeral_high) continue;
+    if (handed_out.count(port) || !can_bind(port)) continue;
+    handed_out.insert(port);
+    return port;
+  }
+  throw std::runtime_error("free_port: no free port outside the ephemeral range");
 }
 
 TempDir::TempDir() {
@@ -131,8 +168,29 @@ void AgentProcess::init(const std::vector<std::string>& extra) {
 bool AgentProcess::start() {
   std::vector<std::string> argv = {bin_path("shoald"), "run", "--data", data_dir_};
   if (!log_level_.empty()) argv.insert(argv.end(), {"--log-level", log_level_});
-  pid_ = spawn(argv, "/dev/null", log_path_, descriptor_limit_);
-  return wait_until([&] { return ctl({"status"}).exit_code == 0; }, std::chrono::seconds(20));
+  // Before its first start nobody knows the agent's endpoint yet (no identity
+  // card handed out), so a port lost to a parallel test is replaced.
+  const int attempts = started_before_ ? 1 : 5;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    size_t logged_before = log().size();
+    pid_ = spawn(argv, "/dev/null", log_path_, descriptor_limit_);
+    bool exited = false;
+    bool answered = wait_until(
+        [&] {
+          if (reap_if_exited() != -1) exited = true;
+          return exited || ctl({"status"}).exit_code == 0;
+        },
+        std::chrono::seconds(20));
+    if (answered && !exited) {
+      started_before_ = true;
+      return true;
+    }
+    if (!exited) return false;
+    if (log().find("Address already in use", logged_before) == std::string::npos) return false;
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(free_port());
+    set_config("listen", endpoint_);
+  }
+  return false;
 }
 
 void AgentProcess::kill_hard() {

@@ -26,7 +26,9 @@ struct CommandResult {
 CommandResult run_command(const std::vector<std::string>& argv,
                           std::chrono::seconds timeout = std::chrono::seconds(30));
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's
+// ephemeral range (so no outgoing connection takes it before it is bound)
+// and never handed out twice by this process.
 int free_port();
 
 // A fresh directory under /tmp (short, so ipc:// paths stay within limits),
@@ -53,7 +55,9 @@ class AgentProcess {
 
   // shoald init; extra arguments are appended (e.g. --cluster-config).
   void init(const std::vector<std::string>& extra = {});
-  // shoald run in the background; returns when the control socket answers.
+  // shoald run in the background; returns when the control socket answers,
+  // false at once if the agent exits. On the first start only, an agent
+  // whose port was taken meanwhile is moved to another one (endpoint()).
   bool start();
   void kill_hard();  // SIGKILL, then reap
   void stop();       // SIGTERM, then reap
@@ -91,6 +95,7 @@ class AgentProcess {
   std::string endpoint_;
   std::string log_path_;
   int pid_ = -1;
+  bool started_before_ = false;
   unsigned descriptor_limit_ = 0;
   std::string log_level_;
 };

@@ -45,7 +45,7 @@ bash -c "source '$ROOT/usr/share/bash-completion/completions/shoalctl' && comple
 "$ROOT/usr/bin/shoalctl" --help | grep -q "backup" || fail "shoalctl --help"
 
 # An agent from the installed files: init + run, then real work through it.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+port=$(python3 "$SOURCE_DIR/scripts/free-ports")
 DATA="$SCRATCH/data"
 "$ROOT/usr/bin/shoald" init --data "$DATA" --cluster east --org acme --listen "tcp://127.0.0.1:$port" \
   --cluster-config "$ROOT/usr/share/doc/shoal/examples/cluster.yaml.example" >/dev/null
