@@ -47,20 +47,21 @@ TimePoint SourceRole::next_deadline() const {
   }
   touched_since_tick_.clear();
   next = std::min(next, touched_due_);
-  // This walk runs after every step: the issuers and targets_ (both by
-  // peer id) are walked side by side rather than looked up, and a peer's
-  // silence only for a digest that would be the earliest yet.
-  Duration interval = digest_interval();
-  auto target = targets_.begin();
-  for (const auto& [id, invitation_ids] : invitations_.issuers()) {
-    while (target != targets_.end() && target->first < id) ++target;
-    bool known = target != targets_.end() && target->first == id;
-    TimePoint digest_due = (known ? target->second.last_digest_sent : TimePoint{}) + interval;
-    if (digest_due >= next) continue;
-    if (!may_renew_lease(id)) continue;  // until we hear from it again (an input)
-    next = digest_due;
-  }
-  return next;
+  // An issuer not yet in the digests' plan: its first DIGEST is due now.
+  if (invitations_.issuers().size() != digest_issuers_seen_) return TimePoint::min();
+  return std::min(next, next_digest_due_);
+}
+
+void SourceRole::greet_target(const std::string& target) {
+  targets_[target].last_digest_sent = TimePoint{};
+  if (invitations_.issuers().count(target)) next_digest_due_ = TimePoint::min();
+}
+
+void SourceRole::heard_from(const std::string& peer) {
+  if (!invitations_.issuers().count(peer)) return;
+  auto target = targets_.find(peer);
+  TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
+  next_digest_due_ = std::min(next_digest_due_, last_sent + digest_interval());
 }
 
 // Mirrors drive_source_workload: each time here is one at which that
@@ -318,11 +319,17 @@ Duration SourceRole::digest_interval() const {
 
 void SourceRole::send_digests(TimePoint now) {
   Duration interval = digest_interval();
+  next_digest_due_ = TimePoint::max();
+  digest_issuers_seen_ = invitations_.issuers().size();
   for (const auto& [id, invitation_ids] : invitations_.issuers()) {
     Target& peer = targets_[id];
-    if (now - peer.last_digest_sent < interval) continue;
-    // Renewing a lease tells the target "I still see you".
+    // Renewing a lease tells the target "I still see you". One that may
+    // not be renewed waits until we hear from it (heard_from).
     if (!may_renew_lease(id)) continue;
+    if (now - peer.last_digest_sent < interval) {
+      next_digest_due_ = std::min(next_digest_due_, peer.last_digest_sent + interval);
+      continue;
+    }
     protocol::Digest digest;
     digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
     for (const auto& [uid, workload] : workloads_) {
@@ -332,6 +339,7 @@ void SourceRole::send_digests(TimePoint now) {
       }
     }
     peer.last_digest_sent = now;
+    next_digest_due_ = std::min(next_digest_due_, now + interval);
     send(id, std::move(digest));
   }
 }

@@ -132,6 +132,16 @@ std::string SourceRole::broken_invariant() const {
   if (static_cast<int64_t>(placing_.size()) > config_.placement_window) {
     return "more rounds in flight than placementWindow";
   }
+  // The digests' plan is a lower bound (next_deadline).
+  if (invitations_.issuers().size() == digest_issuers_seen_) {
+    for (const auto& [id, invitation_ids] : invitations_.issuers()) {
+      auto target = targets_.find(id);
+      TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
+      if (last_sent + digest_interval() < next_digest_due_ && may_renew_lease(id)) {
+        return "a DIGEST is due before next_digest_due_";
+      }
+    }
+  }
   // every batch decides what it read (decide_readied)
   if (!readied_.empty()) {
     return "a batch ended with READYs undecided";
@@ -336,7 +346,10 @@ void SourceRole::forget_workload(const std::string& uid) {
     copies_.erase(uid);
   } else {
     std::erase(copies_[parent], uid);
-    awake_.insert(parent);  // a deleting group goes once its last copy has
+    // A deleting group goes once its last copy has: due now, so touched
+    // (in a tick, the group may have been driven before this copy went).
+    awake_.insert(parent);
+    touched_since_tick_.insert(parent);
   }
   if (it->second.waiting_ticket) {
     waiting_.erase({-int64_t{it->second.record.spec.priority}, it->second.waiting_ticket, uid});

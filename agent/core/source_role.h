@@ -54,7 +54,10 @@ class SourceRole {
   // `target` revoked what we could place there: forget its capacity.
   void forget_target_capacity(const std::string& target) { targets_[target].capacity.clear(); }
   // A target's first HELLO of a boot: reconcile with it at the next tick.
-  void greet_target(const std::string& target) { targets_[target].last_digest_sent = TimePoint{}; }
+  void greet_target(const std::string& target);
+  // An authentic envelope from `peer` was read: a target too long silent to
+  // renew its lease may be renewed again (next_deadline).
+  void heard_from(const std::string& peer);
 
   // The role's timers: retries, rounds, restarts, deletes, worker-lost, and
   // the digests that renew leases. `local_room_freed`: our own cluster has
@@ -400,6 +403,15 @@ class SourceRole {
   TimePoint due_after_tick_ = TimePoint::min();
   mutable TimePoint touched_due_ = TimePoint::max();
   mutable std::set<std::string> touched_since_tick_;
+  // The earliest DIGEST due, as of the last tick (send_digests), so that
+  // next_deadline() need not walk every issuer after every step. Between
+  // ticks a digest comes due earlier only by a greeting (greet_target), by
+  // hearing again from a target too long silent to renew (heard_from), or
+  // by a new issuer (digest_issuers_seen_ no longer the count); a silence
+  // that grows only makes a digest wait, so this stays a lower bound: the
+  // tick may come early, never late.
+  TimePoint next_digest_due_ = TimePoint::min();
+  size_t digest_issuers_seen_ = 0;
 };
 
 }  // namespace shoal::core

@@ -68,6 +68,7 @@ void TargetRole::on_digest(const std::string& from, const protocol::Digest& mess
   } else {
     peers_.set_lease(from, lease_ms, source->lease_until_ms);
     renew_lease(from);
+    note_lease(from);
   }
   // Garbage collection: a finished copy whose last status the source has
   // acknowledged, and which the source no longer counts as held here, is
@@ -140,6 +141,26 @@ void TargetRole::renew_lease(const std::string& source_id) {
   }
   peers_.set_lease(source_id, source->lease_ms,
                    std::max(source->lease_until_ms, sent_at + source->lease_ms));
+  note_lease(source_id);
+}
+
+void TargetRole::note_lease(const std::string& source_id) {
+  if (std::optional<TimePoint> ends = peers_.lease_end_of(source_id)) {
+    next_lease_end_ = std::min(next_lease_end_, *ends);
+  }
+}
+
+void TargetRole::plan_lease_ends(TimePoint now) {
+  next_lease_end_ = TimePoint::max();
+  for (const auto& [id, peer] : peers_.all()) {
+    if (from_millis(peer.lease_until_ms) >= next_lease_end_) continue;
+    std::optional<TimePoint> ends = peers_.lease_end_of(id, peer);
+    if (!ends) continue;
+    // An ended lease matters only while the source still runs work here
+    // (enforce_leases stops bound and running copies, nothing else).
+    if (*ends <= now && !runs_work_of(id)) continue;
+    next_lease_end_ = *ends;
+  }
 }
 
 void TargetRole::enforce_leases() {
@@ -497,6 +518,7 @@ bool TargetRole::tick(TimePoint now, bool heartbeat) {
   fail_launches();
   apply_cluster_events();
   enforce_leases();
+  plan_lease_ends(now);
   expire_reservations();
   // Freed room goes to queued candidates first, before it is advertised.
   if (capacity_changed_) serve_queue();
@@ -556,19 +578,8 @@ void TargetRole::fail_launches() {
 
 TimePoint TargetRole::next_deadline() const {
   if (!failed_launches_.empty() || capacity_changed_ || !asked_.empty()) return TimePoint::min();
-  TimePoint next = std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
-                             last_gc_ + config_.gc_interval, cluster_.next_event_at()});
-  // After every step: the cheap test (would this lease end first?) before
-  // the lookups (is it a lease at all, does the source run work here).
-  for (const auto& [id, peer] : peers_.all()) {
-    if (from_millis(peer.lease_until_ms) >= next) continue;
-    if (std::optional<TimePoint> ends = peers_.lease_end_of(id, peer)) {
-      // A lapsed lease matters only while the source still runs work here
-      // (enforce_leases stops bound and running copies, nothing else).
-      if (runs_work_of(id)) next = *ends;
-    }
-  }
-  return next;
+  return std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
+                   last_gc_ + config_.gc_interval, cluster_.next_event_at(), next_lease_end_});
 }
 
 bool TargetRole::runs_work_of(const std::string& source) const {
@@ -644,6 +655,12 @@ std::string TargetRole::broken_invariant() const {
   for (const auto& [key, entry] : queued_) {
     if (entry.hold_until < next_queue_expiry_) {
       return "a queue entry expires before next_queue_expiry_";
+    }
+  }
+  for (const auto& [id, peer] : peers_.all()) {
+    std::optional<TimePoint> ends = peers_.lease_end_of(id, peer);
+    if (ends && *ends < next_lease_end_ && runs_work_of(id)) {
+      return "a lease of a source with work here ends before next_lease_end_";
     }
   }
   // Every step ends with what it asked served (Agent::drain_local).

@@ -242,6 +242,10 @@ class TargetRole {
   void renew_lease(const std::string& source_id);
   // Stops every bound or running copy of sources whose lease ran out.
   void enforce_leases();
+  // Plans next_lease_end_ afresh (after enforce_leases, in the tick).
+  void plan_lease_ends(TimePoint now);
+  // `source_id`'s lease was set or renewed: its end joins the plan.
+  void note_lease(const std::string& source_id);
   // Stops the copy `key` still runs as of `lease_end`, its source's lease having lapsed.
   void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
   // Forgets finished copies of our own cluster's work once acknowledged.
@@ -270,6 +274,13 @@ class TargetRole {
   TimePoint next_reservation_expiry_{};
   TimePoint next_status_retry_{};
   TimePoint next_queue_expiry_ = TimePoint::max();
+  // The earliest lease end enforce_leases may have to act on, planned by
+  // the tick rather than walked after every step: every future lease end
+  // (a source with no work here costs one early tick when its lease ends),
+  // and an ended one while its source still runs work here. Between ticks a
+  // lease moves only by set_lease (note_lease), and only later unless it is
+  // new or revived, which note_lease brings in.
+  TimePoint next_lease_end_ = TimePoint::min();
   TimePoint last_gc_{};
   bool capacity_changed_ = false;
   bool counts_changed_ = false;  // the routing counts moved since the last tick (count_usage)

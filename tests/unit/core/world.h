@@ -176,6 +176,8 @@ class World {
     bool crash = node.crash_in_next_step;
     if (!crash && node.agent->finish_batch().is_ok() && node.store->commit().is_ok()) {
       node.agent->batch_committed();  // effects on the cluster, after the commit
+      // Every step ends with the agent whole: its deadlines' plans among them.
+      EXPECT_EQ(node.agent->broken_invariant(), "") << node.name << " after a step";
       return;
     }
     node.store->rollback();
