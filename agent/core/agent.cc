@@ -96,9 +96,9 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   // Authentic and fresh: whatever its messages say, this (boot, seq) is
   // used. The mark is written with this batch (finish_batch), so a message
   // captured before either side restarts stays a replay afterwards.
-  peers_.accept(from, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
+  Duration silence = peers_.accept(from, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
   peers_.note_read(from, envelope.acked_boot, envelope.acked_sent_at_ms, context_.boot(), now);
-  source_.heard_from(from);
+  source_.heard_from(from, silence);
   context_.set_sent_at(sent_at);
   context_.set_envelope_order({envelope.boot, envelope.seq});
   ++context_.stats().envelopes_received;

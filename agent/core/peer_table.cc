@@ -45,9 +45,11 @@ bool PeerTable::is_fresh(const std::string& id, uint64_t boot, uint64_t seq) con
   return behind < kReplayWindow && ((peer->seen >> behind) & 1) == 0;
 }
 
-void PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq, int64_t sent_at_ms,
-                       TimePoint now) {
+Duration PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq,
+                           int64_t sent_at_ms, TimePoint now) {
   Peer& peer = at(id);
+  TimePoint silent_since = listening_since_;
+  if (peer.last_seen) silent_since = std::max(silent_since, *peer.last_seen);
   if (boot != peer.last_boot) {
     peer.last_boot = boot;
     peer.last_seq = seq;
@@ -63,6 +65,7 @@ void PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq, int64
   peer.newest_sent_at_ms = std::max(peer.newest_sent_at_ms, sent_at_ms);
   peer.last_seen = now;
   unsaved_.insert(id);
+  return id == self_id_ ? Duration{0} : now - silent_since;
 }
 
 void PeerTable::note_read(const std::string& id, uint64_t acked_boot, int64_t acked_sent_at_ms,

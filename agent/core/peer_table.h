@@ -68,8 +68,9 @@ class PeerTable {
   // every one, or late within kReplayWindow and not seen.
   bool is_fresh(const std::string& id, uint64_t boot, uint64_t seq) const;
   // An envelope from `id` passed every check: advance its replay marks.
-  void accept(const std::string& id, uint64_t boot, uint64_t seq, int64_t sent_at_ms,
-              TimePoint now);
+  // Returns the silence it ends (silent_for just before).
+  Duration accept(const std::string& id, uint64_t boot, uint64_t seq, int64_t sent_at_ms,
+                  TimePoint now);
   // `id` acknowledged reading our traffic of `acked_boot` up to the envelope
   // we sent at `acked_sent_at_ms`; ignored unless `acked_boot` is ours.
   void note_read(const std::string& id, uint64_t acked_boot, int64_t acked_sent_at_ms,

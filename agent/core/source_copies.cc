@@ -57,8 +57,9 @@ void SourceRole::greet_target(const std::string& target) {
   if (invitations_.issuers().count(target)) next_digest_due_ = TimePoint::min();
 }
 
-void SourceRole::heard_from(const std::string& peer) {
-  if (!invitations_.issuers().count(peer)) return;
+void SourceRole::heard_from(const std::string& peer, Duration silence) {
+  // Silent for less, it was renewable all along, so in the plan already.
+  if (may_renew_after(silence) || !invitations_.issuers().count(peer)) return;
   auto target = targets_.find(peer);
   TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
   next_digest_due_ = std::min(next_digest_due_, last_sent + digest_interval());
@@ -145,11 +146,15 @@ bool SourceRole::lost(const std::string& peer_id) const {
 }
 
 bool SourceRole::may_renew_lease(const std::string& peer_id) const {
+  return may_renew_after(silent_for(peer_id));
+}
+
+bool SourceRole::may_renew_after(Duration silence) const {
   // Stop once the target has been silent so long that worker-lost handling
   // will need its copies stopped: then its lease has ended lease + skew
   // before we place them again.
   return config_.lease.count() == 0 ||
-         silent_for(peer_id) < config_.worker_lost_timeout - config_.lease - config_.max_clock_skew;
+         silence < config_.worker_lost_timeout - config_.lease - config_.max_clock_skew;
 }
 
 void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch) {

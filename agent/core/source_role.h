@@ -55,9 +55,10 @@ class SourceRole {
   void forget_target_capacity(const std::string& target) { targets_[target].capacity.clear(); }
   // A target's first HELLO of a boot: reconcile with it at the next tick.
   void greet_target(const std::string& target);
-  // An authentic envelope from `peer` was read: a target too long silent to
-  // renew its lease may be renewed again (next_deadline).
-  void heard_from(const std::string& peer);
+  // An authentic envelope from `peer` ended a silence of `silence`: a
+  // target too long silent to renew its lease may be renewed again
+  // (next_deadline).
+  void heard_from(const std::string& peer, Duration silence);
 
   // The role's timers: retries, rounds, restarts, deletes, worker-lost, and
   // the digests that renew leases. `local_room_freed`: our own cluster has
@@ -314,6 +315,7 @@ class SourceRole {
   bool lost(const std::string& peer_id) const;
   // Whether a lease-renewing message (DIGEST, APPROVE) may go to this peer.
   bool may_renew_lease(const std::string& peer_id) const;
+  bool may_renew_after(Duration silence) const;  // silent this long
   void drive_source_workloads(TimePoint now);
   // One workload's timers: retries, rounds, deletes, a lost winner.
   void drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,

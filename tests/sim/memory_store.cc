@@ -6,21 +6,26 @@ namespace shoal::sim {
 
 template <typename Map, typename Key, typename Value>
 void MemoryStore::write(Map& table, const Key& key, const Value* value) {
+  // One lookup per write: every envelope read writes its sender's row.
+  auto it = table.lower_bound(key);
+  bool found = it != table.end() && !(table.key_comp()(key, it->first));
   if (in_batch_) {
-    auto it = table.find(key);
     std::optional<Value> before;
-    if (it != table.end()) before = it->second;
-    undo_.push_back([&table, key, before] {
+    if (found) before = it->second;
+    undo_.push_back([&table, key, before = std::move(before)] {
       if (before)
         table[key] = *before;
       else
         table.erase(key);
     });
   }
-  if (value)
-    table[key] = *value;
-  else
-    table.erase(key);
+  if (!value) {
+    if (found) table.erase(it);
+  } else if (found) {
+    it->second = *value;
+  } else {
+    table.emplace_hint(it, key, *value);
+  }
 }
 
 Status MemoryStore::begin() {
