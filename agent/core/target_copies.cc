@@ -67,8 +67,7 @@ void TargetRole::on_digest(const std::string& from, const protocol::Digest& mess
     peers_.set_lease(from, 0, 0);  // the source runs without fencing
   } else {
     peers_.set_lease(from, lease_ms, source->lease_until_ms);
-    renew_lease(from);
-    note_lease(from);
+    renew_lease(from);  // and note_lease
   }
   // Garbage collection: a finished copy whose last status the source has
   // acknowledged, and which the source no longer counts as held here, is
