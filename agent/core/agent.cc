@@ -31,8 +31,9 @@ Status Agent::start() {
   context_.set_boot(boot);
   SHOAL_RETURN_IF_ERROR(load());
   context_.record_event("agent", "started, boot " + std::to_string(boot));
-  send_heartbeats();
-  target_.advertise_capacity(/*force=*/true);
+  last_heartbeat_ = context_.now();
+  send_heartbeats(/*silent_since=*/TimePoint::max());  // every peer
+  target_.advertise_capacity(TargetRole::Advertise::kEverySource);
   drain_local();
   return finish_batch();
 }
@@ -295,10 +296,17 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
   if (!is_target(from)) source_.forget_target_capacity(from);  // nothing to place there any more
 }
 
-void Agent::send_heartbeats() {
+void Agent::send_heartbeats(TimePoint silent_since) {
+  // Any envelope tells a peer we are alive and reading (its silence count,
+  // our acknowledgements); a HELLO is only for a link that carries nothing
+  // else. Passes run every half interval: a peer we sent nothing since the
+  // previous pass would wait longer than an interval for the next one, so
+  // it gets a HELLO now. An idle link carries one HELLO per interval, as
+  // before; a busy one none. (By pass, not by elapsed time: a tick a
+  // millisecond late must not make every pass send.)
   const AgentConfig& config = context_.config();
-  last_heartbeat_ = context_.now();
   for (const auto& [id, peer] : peers_.all()) {
+    if (peer.last_sent_to >= silent_since) continue;
     if (is_source(id) || is_target(id)) {
       context_.send(id, protocol::Hello{config.cluster, config.org, config.endpoint});
     }
@@ -323,9 +331,13 @@ void Agent::tick() {
       logger->warn("no tick for {}; peers' silence counts from now", format_duration(*gap));
     }
   }
-  bool heartbeat = now - last_heartbeat_ >= config.heartbeat_interval;
-  if (heartbeat) send_heartbeats();
-  bool room_freed = target_.tick(now, heartbeat);
+  std::optional<TimePoint> previous_pass;
+  if (now - last_heartbeat_ >= config.heartbeat_interval / 2) {
+    previous_pass = last_heartbeat_;
+    last_heartbeat_ = now;
+    send_heartbeats(*previous_pass);
+  }
+  bool room_freed = target_.tick(now, previous_pass);
   source_.tick(now, room_freed);
   drain_local();
 }
@@ -343,7 +355,7 @@ void Agent::batch_committed() { target_.launch_bound(); }
 
 TimePoint Agent::next_deadline() const {
   Duration heartbeat = context_.config().heartbeat_interval;
-  TimePoint next = last_heartbeat_ + heartbeat;
+  TimePoint next = last_heartbeat_ + heartbeat / 2;  // the next heartbeat pass
   // A tick at least every half heartbeat, idle or not: a gap of a whole
   // heartbeat between ticks is how a pause of this process is told
   // (PeerTable::notice_tick), and a tick that is merely late must not look

@@ -8,7 +8,7 @@ namespace shoal::core {
 
 Context::Context(AgentConfig config, crypto::Identity identity, const Clock& clock,
                  Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
-                 std::shared_ptr<spdlog::logger> logger, const PeerTable& peers)
+                 std::shared_ptr<spdlog::logger> logger, PeerTable& peers)
     : config_(std::move(config)),
       identity_(std::move(identity)),
       self_id_(crypto::key_to_text(identity_.public_key())),
@@ -34,7 +34,7 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
 
 void Context::seal_outgoing() {
   for (auto& [peer_id, messages] : outgoing_) {
-    const PeerTable::Peer* peer = peers_.find(peer_id);
+    const PeerTable::Peer* peer = peers_.note_sending(peer_id, clock_.now());
     auto to = crypto::key_from_text(peer_id, "peer id");
     if (!peer || !to.is_ok()) continue;
     protocol::Envelope envelope;

@@ -34,7 +34,7 @@ class Context {
  public:
   Context(AgentConfig config, crypto::Identity identity, const Clock& clock, Transport& transport,
           store::Store& store, cluster::Cluster& cluster, Rng& rng,
-          std::shared_ptr<spdlog::logger> logger, const PeerTable& peers);
+          std::shared_ptr<spdlog::logger> logger, PeerTable& peers);
 
   const AgentConfig& config() const { return config_; }
   const crypto::Identity& identity() const { return identity_; }
@@ -59,7 +59,7 @@ class Context {
   // Signs what this batch queued, one envelope per peer (a BATCH of every
   // message, in order; more envelopes only past kMaxBodyBytes), and hands
   // the envelopes to the transport. Signing dominated the agent's CPU at one
-  // signature per message (issue 14).
+  // signature per message (issue 14). Each peer's last_sent_to is now.
   void seal_outgoing();
   bool has_local() const { return !local_inbox_.empty(); }
   protocol::Body take_local();
@@ -133,7 +133,7 @@ class Context {
   cluster::Cluster& cluster_;
   Rng& rng_;
   std::shared_ptr<spdlog::logger> logger_;
-  const PeerTable& peers_;
+  PeerTable& peers_;  // read, and told when an envelope is sealed (note_sending)
 
   uint64_t boot_ = 0;
   uint64_t seq_ = 0;

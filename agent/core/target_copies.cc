@@ -473,7 +473,7 @@ protocol::ClusterFacts TargetRole::cluster_facts() const {
   return facts;
 }
 
-void TargetRole::advertise_capacity(bool force) {
+void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   TimePoint now = clock_.now();
   std::optional<protocol::ClusterFacts> facts;
   for (const auto& [id, peer] : peers_.all()) {
@@ -490,7 +490,9 @@ void TargetRole::advertise_capacity(bool force) {
     bool labels_read = last.labels_at && known && known->read_until >= *last.labels_at;
     bool labels_changed = facts->labels != last.facts.labels || facts->claims != last.facts.claims;
     bool labels_due = !labels_read || labels_changed || now - *last.labels_at >= kLabelRefresh;
-    if (!force && !changed && !labels_due && last.at) continue;
+    bool due = !last.at || to == Advertise::kEverySource ||
+               (to == Advertise::kChangedOrDue && *last.at < due_before);
+    if (!due && !changed && !labels_due) continue;
     last.at = now;
     last.capacity = capacity;
     last.facts = *facts;
@@ -510,10 +512,10 @@ void TargetRole::advertise_capacity(bool force) {
 void TargetRole::greet_source(const std::string& source_id) {
   advertised_[source_id].at.reset();
   advertised_[source_id].labels_at.reset();  // a new boot knows none of our labels
-  advertise_capacity(/*force=*/false);
+  advertise_capacity(Advertise::kChanged);
 }
 
-bool TargetRole::tick(TimePoint now, bool heartbeat) {
+bool TargetRole::tick(TimePoint now, std::optional<TimePoint> previous_pass) {
   fail_launches();
   apply_cluster_events();
   enforce_leases();
@@ -524,7 +526,13 @@ bool TargetRole::tick(TimePoint now, bool heartbeat) {
   retry_status_reports();
   // Something was released or finished: say so even if the totals look the
   // same as last time, since a source may have been refused in between.
-  if (heartbeat || capacity_changed_ || counts_changed_) advertise_capacity(/*force=*/true);
+  if (capacity_changed_) {
+    advertise_capacity(Advertise::kEverySource);
+  } else if (previous_pass) {
+    advertise_capacity(Advertise::kChangedOrDue, *previous_pass);
+  } else if (counts_changed_) {
+    advertise_capacity(Advertise::kChanged);
+  }
   counts_changed_ = false;
   if (now - last_gc_ >= config_.gc_interval) {
     last_gc_ = now;

@@ -243,7 +243,7 @@ void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
   record.expires_at = clock_.now() + config_.reservation_ttl;
   next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
   persist(record);
-  capacity_changed_ = true;
+  counts_changed_ = true;  // room taken: sources hear of it at the next tick
   reservation.ready_score = free_cpu_score();
   double score = reservation.ready_score;
   reservations_[key] = std::move(reservation);

@@ -58,12 +58,20 @@ class TargetRole {
   void greet_source(const std::string& source_id);
 
   // The role's timers, in order: cluster events, leases, expiry, the queue,
-  // STATUS retries, advertisements (all sources when `heartbeat`), garbage.
-  // Returns whether room was freed in this step.
-  bool tick(TimePoint now, bool heartbeat);
-  // CAPACITY to every invited source: all of them with `force`, else those
-  // whose numbers changed since the last one.
-  void advertise_capacity(bool force);
+  // STATUS retries, advertisements, garbage. `previous_pass`: set when this
+  // tick is a heartbeat pass (Agent::tick, every half interval) — a source
+  // that has had no CAPACITY since the previous pass gets one, so each
+  // hears from us at least once an interval. Returns whether room was freed
+  // in this step.
+  bool tick(TimePoint now, std::optional<TimePoint> previous_pass);
+  // Who hears our CAPACITY now (sources read it only from a CAPACITY,
+  // however many other envelopes they get):
+  enum class Advertise {
+    kEverySource,   // room was freed: a source refused meanwhile may now fit
+    kChangedOrDue,  // changed numbers, or none since `due_before` (a heartbeat pass)
+    kChanged,       // numbers (or labels) changed since its last CAPACITY
+  };
+  void advertise_capacity(Advertise to, TimePoint due_before = {});
   // Our own work's counts, as a source of ours would read them: the
   // namespace's (with its queues' workloads) and the whole cluster's.
   protocol::Capacity own_counts(const std::string& namespace_name) const;
@@ -282,8 +290,13 @@ class TargetRole {
   // new or revived, which note_lease brings in.
   TimePoint next_lease_end_ = TimePoint::min();
   TimePoint last_gc_{};
-  bool capacity_changed_ = false;
-  bool counts_changed_ = false;  // the routing counts moved since the last tick (count_usage)
+  bool capacity_changed_ = false;  // room freed (or the invitations changed): tick now
+  // Room taken by a reservation, or the routing counts moved (count_usage):
+  // advertised at the next tick, not at once. Most reservations of an
+  // AllAtOnce round are released within a round trip, before that tick, and
+  // then no source needs to hear of either; a source's own reservations it
+  // counts itself until our CAPACITY does (SourceRole::Target::unadvertised).
+  bool counts_changed_ = false;
 };
 
 }  // namespace shoal::core

@@ -7,6 +7,7 @@
 // Exit status 0 when every run held every invariant. A failing seed prints
 // the one command line that replays it exactly.
 #include <CLI/CLI.hpp>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +19,7 @@
 
 #include "common/time.h"
 #include "crypto/identity.h"
+#include "protocol/messages.h"
 #include "tests/sim/ideal.h"
 #include "tests/sim/scenario.h"
 #include "tests/sim/simulation.h"
@@ -174,7 +176,8 @@ int main(int argc, char** argv) {
   if (progress_every.count() > 0) {
     auto wall_start = std::chrono::steady_clock::now();
     auto next = std::make_shared<Duration>(progress_every);
-    r.progress = [=](Duration simulated, const Federation::Stats& stats) {
+    r.progress = [=](Duration simulated, Federation& federation) {
+      const Federation::Stats& stats = federation.stats();
       if (simulated + progress_every < *next) *next = progress_every;  // the next seed's run
       if (simulated < *next) return;
       *next = simulated + progress_every;
@@ -184,6 +187,24 @@ int main(int argc, char** argv) {
           stderr, "  %s simulated in %.1f s: %llu steps, %llu deliveries, peak RSS %.0f MiB\n",
           format_duration(simulated).c_str(), wall, static_cast<unsigned long long>(stats.steps),
           static_cast<unsigned long long>(stats.deliveries), peak_rss_mib());
+      // What the agents sent, by message type, since their last boots: where
+      // the traffic goes (envelopes carry one message, or a BATCH of several).
+      std::array<uint64_t, protocol::kMaxMessageType + 1> sent{};
+      uint64_t envelopes = 0;
+      for (const auto& agent : federation.agents()) {
+        if (!agent->up()) continue;
+        const core::AgentStats& agent_stats = agent->agent->stats();
+        envelopes += agent_stats.envelopes_sent;
+        for (size_t type = 0; type < sent.size(); ++type) sent[type] += agent_stats.sent_by_type[type];
+      }
+      std::string by_type;
+      for (size_t type = 1; type < sent.size(); ++type) {
+        if (sent[type] == 0) continue;
+        by_type += " " + std::string(protocol::message_type_name(static_cast<protocol::MessageType>(type))) +
+                   " " + std::to_string(sent[type]);
+      }
+      std::fprintf(stderr, "    sent: %llu envelopes;%s\n", static_cast<unsigned long long>(envelopes),
+                   by_type.c_str());
     };
   }
   if (!crypto::initialize().is_ok()) return fail("libsodium did not initialize");

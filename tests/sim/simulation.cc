@@ -359,7 +359,7 @@ SimResult Run::go() {
     TimePoint next = federation_.now() + options_.check_every;
     if (!federation_.run_until(next, stop)) break;
     check_now();
-    if (options_.progress) options_.progress(federation_.now() - start, federation_.stats());
+    if (options_.progress) options_.progress(federation_.now() - start, federation_);
     bool all_in = submissions_done_ == scenario_.trace.size();
     if (all_in && federation_.now() >= start + healed && unfinished() == 0) break;
     if (federation_.now() > deadline) {

@@ -46,7 +46,7 @@ struct RunOptions {
   // recorded for it, in world time — goes into SimResult::explanation.
   std::string explain;
   // Called after each check with the simulated time so far (for --progress).
-  std::function<void(Duration simulated, const Federation::Stats&)> progress;
+  std::function<void(Duration simulated, Federation&)> progress;
 };
 
 struct SimResult {

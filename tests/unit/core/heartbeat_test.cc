@@ -1,0 +1,172 @@
+// Heartbeats and CAPACITY: what each link carries when nothing else does,
+// and when a source hears of room taken and freed (Agent::send_heartbeats,
+// TargetRole::advertise_capacity).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "world.h"
+
+namespace shoal::core::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::MessageType;
+
+// Every envelope delivered on one link (from → to), by world time, and the
+// messages it carried by type.
+struct LinkLog {
+  std::vector<TimePoint> envelopes;
+  std::map<MessageType, int> messages;
+  std::set<uint64_t> seen;  // envelope ids
+  void note(const Wire& w, TimePoint at) {
+    ++messages[w.type];
+    if (seen.insert(w.envelope).second) envelopes.push_back(at);
+  }
+  Duration longest_gap() const {
+    Duration longest{0};
+    for (size_t i = 1; i < envelopes.size(); ++i) {
+      longest = std::max(longest, envelopes[i] - envelopes[i - 1]);
+    }
+    return longest;
+  }
+};
+
+// The free cpu a CAPACITY message tells for "default" (none if absent).
+std::optional<int64_t> advertised_free_cpu(const Wire& w) {
+  if (w.type != MessageType::kCapacity) return std::nullopt;
+  protocol::DropReason reason;
+  auto envelope = protocol::open(w.bytes, &reason);
+  if (!envelope.is_ok()) return std::nullopt;
+  auto body = protocol::decode_body(MessageType::kCapacity, envelope->body);
+  if (!body.is_ok()) return std::nullopt;
+  for (const auto& ns : std::get<protocol::Capacity>(*body).namespaces) {
+    if (ns.namespace_name == "default") return ns.free.cpu_milli;
+  }
+  return std::nullopt;
+}
+
+// With nothing to place, each direction of a link carries one envelope per
+// heartbeat interval (2 s): a source's HELLO, a target's HELLO and
+// CAPACITY. Heartbeat passes run every half interval, ticks wake a little
+// late as a real loop does, and still no pass sends twice as often, nor
+// does any link go silent for longer than an interval.
+TEST(HeartbeatTest, AnIdleLinkCarriesOneEnvelopeEachWayPerInterval) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_as_runtime_for(5s);
+  LinkLog to_target, to_source;
+  auto record = [&](const Wire& w) {
+    if (w.from == source.id && w.to == target.id) to_target.note(w, world.clock().now());
+    if (w.from == target.id && w.to == source.id) to_source.note(w, world.clock().now());
+    return true;
+  };
+  world.run_as_runtime_for(20s, 3ms, record);
+  for (auto [name, log] : {std::pair{"source to target", &to_target},
+                                  std::pair{"target to source", &to_source}}) {
+    SCOPED_TRACE(name);
+    EXPECT_GE(log->envelopes.size(), 9u);
+    EXPECT_LE(log->envelopes.size(), 11u) << "one per interval, not one per pass";
+    EXPECT_LE(log->longest_gap(), 2s + 50ms) << "never silent for longer than an interval";
+  }
+  EXPECT_GE(to_source.messages[MessageType::kCapacity], 9) << "a source hears CAPACITY each interval";
+  EXPECT_EQ(to_target.messages[MessageType::kCapacity], 0);
+}
+
+// A link that carries protocol messages needs no HELLO on top: a source
+// that sends a CANDIDATE more often than every half interval greets the
+// target with nothing else, and the target, whose jobs end as often (each
+// end is a CAPACITY to its sources at once), sends no HELLO either. Yet
+// neither direction is ever silent for longer than an interval.
+TEST(HeartbeatTest, ABusyLinkCarriesNoHello) {
+  World world;
+  Node& source = world.add("source", 1, 100);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_as_runtime_for(5s);
+  LinkLog to_target, to_source;
+  auto record = [&](const Wire& w) {
+    if (w.from == source.id && w.to == target.id) to_target.note(w, world.clock().now());
+    if (w.from == target.id && w.to == source.id) to_source.note(w, world.clock().now());
+    return true;
+  };
+  for (int i = 0; i < 40; ++i) {  // a 1-second job every 400 ms, for 16 s
+    world.step(source, [&] {
+      ASSERT_TRUE(source.agent->submit({workload("job-" + std::to_string(i), 1000, 1s)}).is_ok());
+    });
+    world.deliver(record);
+    world.run_as_runtime_for(400ms, 3ms, record);
+  }
+  world.run_as_runtime_for(3s, 3ms, record);
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(phase_of(source, "job-" + std::to_string(i)), model::Phase::kSucceeded) << i;
+  }
+  // The first pass after the settling may still greet once.
+  EXPECT_LE(to_target.messages[MessageType::kHello], 1) << "CANDIDATEs and APPROVEs said it";
+  EXPECT_LE(to_source.messages[MessageType::kHello], 1) << "READYs, STATUSes and CAPACITY said it";
+  EXPECT_GE(to_source.messages[MessageType::kCapacity], 40) << "each end told at once";
+  EXPECT_LE(to_target.longest_gap(), 2s + 50ms);
+  EXPECT_LE(to_source.longest_gap(), 2s + 50ms);
+}
+
+// Room taken by a reservation reaches the other sources by the target's
+// next tick (at most half an interval), not at once: most reservations of
+// an AllAtOnce round are released within a round trip, and then neither
+// needs telling. Room freed reaches every source in the step that freed it.
+TEST(HeartbeatTest, TakenRoomIsAdvertisedByTheNextTickAndFreedRoomAtOnce) {
+  World world;
+  Node& first = world.add("first", 1, 100);
+  Node& second = world.add("second", 1, 100);
+  Node& target = world.add("target", 1, 8000);
+  world.invite(target, first);
+  world.invite(target, second);
+  world.run_as_runtime_for(5s);
+  std::vector<std::pair<TimePoint, int64_t>> heard_by_second;  // (when, free cpu)
+  auto record = [&](const Wire& w) {
+    if (w.from == target.id && w.to == second.id) {
+      if (auto free = advertised_free_cpu(w)) heard_by_second.push_back({world.clock().now(), *free});
+    }
+    return true;
+  };
+  // The target reserves; its READY waits at the frozen source.
+  world.step(first, [&] { ASSERT_TRUE(first.agent->submit({workload("job", 6000, 3s)}).is_ok()); });
+  world.freeze(first);
+  world.deliver(record);
+  ASSERT_EQ(target.agent->reservations().size(), 1u);
+  TimePoint reserved_at = world.clock().now();
+  EXPECT_GT(target.agent->next_deadline(), target.clock->now())
+      << "room taken wakes no tick of its own";
+  EXPECT_TRUE(heard_by_second.empty());
+  world.run_as_runtime_for(1s + 10ms, 3ms, record);
+  ASSERT_FALSE(heard_by_second.empty()) << "a tick within half an interval tells it";
+  EXPECT_EQ(heard_by_second.front().second, 2000) << "8 cpu less the job's 6";
+  EXPECT_LE(heard_by_second.front().first - reserved_at, 1s + 10ms);
+
+  // Approved, run, ended: the CAPACITY that frees its room leaves in the
+  // step that saw the job end, with the STATUS that tells the source.
+  world.thaw(first, /*read_first=*/true);
+  world.deliver(record);
+  size_t heard_before_end = heard_by_second.size();
+  TimePoint ended_by = world.clock().now();
+  for (int i = 0; i < 1000 && phase_of(first, "job") != model::Phase::kSucceeded; ++i) {
+    ended_by = world.clock().now();
+    world.run_as_runtime_for(5ms, 1ms, record);
+  }
+  ASSERT_EQ(phase_of(first, "job"), model::Phase::kSucceeded);
+  bool told = false;
+  for (size_t i = heard_before_end; i < heard_by_second.size(); ++i) {
+    if (heard_by_second[i].second == 8000) {
+      told = true;
+      EXPECT_LE(heard_by_second[i].first - ended_by, 10ms) << "at once, not at the next pass";
+    }
+  }
+  EXPECT_TRUE(told) << "the other source hears the room come back";
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
