@@ -306,7 +306,7 @@ void Agent::send_heartbeats(TimePoint silent_since) {
   // millisecond late must not make every pass send.)
   const AgentConfig& config = context_.config();
   for (const auto& [id, peer] : peers_.all()) {
-    if (peer.last_sent_to >= silent_since) continue;
+    if (peer.last_sent_to >= silent_since || id == context_.self_id()) continue;
     if (is_source(id) || is_target(id)) {
       context_.send(id, protocol::Hello{config.cluster, config.org, config.endpoint});
     }
@@ -335,10 +335,12 @@ void Agent::tick() {
   if (now - last_heartbeat_ >= config.heartbeat_interval / 2) {
     previous_pass = last_heartbeat_;
     last_heartbeat_ = now;
-    send_heartbeats(*previous_pass);
   }
   bool room_freed = target_.tick(now, previous_pass);
   source_.tick(now, room_freed);
+  // Last, so that what the roles sent in this tick (a CAPACITY, a DIGEST)
+  // is the heartbeat of its link.
+  if (previous_pass) send_heartbeats(*previous_pass);
   drain_local();
 }
 

@@ -25,7 +25,7 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
     local_inbox_.push_back(std::move(body));
     return;
   }
-  if (!peers_.find(peer_id)) return;
+  if (!peers_.note_sending(peer_id, clock_.now())) return;
   protocol::MessageType type = protocol::type_of(body);
   outgoing_[peer_id].push_back({static_cast<uint8_t>(type), protocol::encode_body(body)});
   ++stats_.sent;
@@ -34,7 +34,7 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
 
 void Context::seal_outgoing() {
   for (auto& [peer_id, messages] : outgoing_) {
-    const PeerTable::Peer* peer = peers_.note_sending(peer_id, clock_.now());
+    const PeerTable::Peer* peer = peers_.find(peer_id);
     auto to = crypto::key_from_text(peer_id, "peer id");
     if (!peer || !to.is_ok()) continue;
     protocol::Envelope envelope;

@@ -54,12 +54,15 @@ class Context {
 
   // Queues `body` for `peer_id` until seal_outgoing(); the transport sends
   // it once the batch commits. To ourselves it joins the local inbox and is
-  // handled within the same step (Agent::drain_local).
+  // handled within the same step (Agent::drain_local). Sets the peer's
+  // last_sent_to: a batch that does not commit leaves no agent behind to
+  // remember it (the runtime rebuilds it from the store, the sim restarts
+  // it).
   void send(const std::string& peer_id, protocol::Body body);
   // Signs what this batch queued, one envelope per peer (a BATCH of every
   // message, in order; more envelopes only past kMaxBodyBytes), and hands
   // the envelopes to the transport. Signing dominated the agent's CPU at one
-  // signature per message (issue 14). Each peer's last_sent_to is now.
+  // signature per message (issue 14).
   void seal_outgoing();
   bool has_local() const { return !local_inbox_.empty(); }
   protocol::Body take_local();
@@ -133,7 +136,7 @@ class Context {
   cluster::Cluster& cluster_;
   Rng& rng_;
   std::shared_ptr<spdlog::logger> logger_;
-  PeerTable& peers_;  // read, and told when an envelope is sealed (note_sending)
+  PeerTable& peers_;  // read, and told of each message queued (note_sending)
 
   uint64_t boot_ = 0;
   uint64_t seq_ = 0;
