@@ -490,10 +490,11 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     bool labels_read = last.labels_at && known && known->read_until >= *last.labels_at;
     bool labels_changed = facts->labels != last.facts.labels || facts->claims != last.facts.claims;
     bool labels_due = !labels_read || labels_changed || now - *last.labels_at >= kLabelRefresh;
-    bool due = !last.at || to == Advertise::kEverySource ||
-               (to == Advertise::kChangedOrDue && *last.at < due_before);
+    bool due = !last.at || to == Advertise::kEverySource || *last.at < due_before ||
+               (to == Advertise::kRoomFreed && last.refused);
     if (!due && !changed && !labels_due) continue;
     last.at = now;
+    last.refused = false;
     last.capacity = capacity;
     last.facts = *facts;
     protocol::ClusterFacts sent = *facts;
@@ -524,14 +525,13 @@ bool TargetRole::tick(TimePoint now, std::optional<TimePoint> previous_pass) {
   // Freed room goes to queued candidates first, before it is advertised.
   if (capacity_changed_) serve_queue();
   retry_status_reports();
-  // Something was released or finished: say so even if the totals look the
-  // same as last time, since a source may have been refused in between.
+  // Something was released or finished: say so to a source refused in
+  // between even if the totals look the same as last time.
+  TimePoint due_before = previous_pass.value_or(TimePoint{});
   if (capacity_changed_) {
-    advertise_capacity(Advertise::kEverySource);
-  } else if (previous_pass) {
-    advertise_capacity(Advertise::kChangedOrDue, *previous_pass);
-  } else if (counts_changed_) {
-    advertise_capacity(Advertise::kChanged);
+    advertise_capacity(Advertise::kRoomFreed, due_before);
+  } else if (counts_changed_ || previous_pass) {
+    advertise_capacity(Advertise::kChanged, due_before);
   }
   counts_changed_ = false;
   if (now - last_gc_ >= config_.gc_interval) {

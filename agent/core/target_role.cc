@@ -62,6 +62,7 @@ void TargetRole::reject_candidate(const std::string& from, const protocol::Candi
   // resource or queue, which is what an operator needs to see.
   ++context_.stats().rejected[refusal.reason];
   if (from != self_id_) {
+    advertised_[from].refused = true;  // it hears of the next room freed
     record_event("peer/" + from,
                  "rejected candidate " + message.spec.key() + ": " + refusal.reason);
   }

@@ -67,10 +67,11 @@ class TargetRole {
   // Who hears our CAPACITY now (sources read it only from a CAPACITY,
   // however many other envelopes they get):
   enum class Advertise {
-    kEverySource,   // room was freed: a source refused meanwhile may now fit
-    kChangedOrDue,  // changed numbers, or none since `due_before` (a heartbeat pass)
-    kChanged,       // numbers (or labels) changed since its last CAPACITY
+    kEverySource,  // all of them (at start)
+    kRoomFreed,    // changed numbers, or refused a CANDIDATE since: it may fit now
+    kChanged,      // numbers (or labels) changed since its last CAPACITY
   };
+  // And, at a heartbeat pass, every source that had none since `due_before`.
   void advertise_capacity(Advertise to, TimePoint due_before = {});
   // Our own work's counts, as a source of ours would read them: the
   // namespace's (with its queues' workloads) and the whole cluster's.
@@ -141,6 +142,10 @@ class TargetRole {
     // time they were re-sent after being read); sent again until the source
     // acknowledges an envelope at or after it.
     std::optional<TimePoint> labels_at;
+    // We refused it a CANDIDATE since (reject_candidate): its view said the
+    // work fits, so it hears of the next room freed even when our numbers
+    // are back where they were (a reservation it never heard of, released).
+    bool refused = false;
   };
   // Labels and claims go out again this often even unchanged, in case the
   // CAPACITY that carried them was lost with a connection.

@@ -168,5 +168,42 @@ TEST(HeartbeatTest, TakenRoomIsAdvertisedByTheNextTickAndFreedRoomAtOnce) {
   EXPECT_TRUE(told) << "the other source hears the room come back";
 }
 
+// An AllAtOnce round reserves at every target and releases at the losers
+// within a round trip. A loser whose reservation no other source heard of
+// tells them nothing when it releases it: their view of it never changed,
+// and none of them was refused meanwhile.
+TEST(HeartbeatTest, AReservationReleasedBeforeAnyoneHeardOfItIsNotAdvertised) {
+  World world;
+  Node& source = world.add("source", 1, 100);
+  Node& observer = world.add("observer", 1, 100);
+  Node& one = world.add("one", 1, 8000);
+  Node& two = world.add("two", 1, 8000);
+  for (Node* target : {&one, &two}) {
+    world.invite(*target, source);
+    world.invite(*target, observer);
+  }
+  world.run_as_runtime_for(5s);
+  // The whole round in one delivery: CANDIDATEs, READYs, one APPROVE, one
+  // CANCEL; no target ticks in between.
+  world.step(source, [&] { ASSERT_TRUE(source.agent->submit({workload("job", 6000, 60s)}).is_ok()); });
+  world.deliver();
+  int reservations = 0;
+  Node* loser = nullptr;
+  for (Node* target : {&one, &two}) {
+    int held = static_cast<int>(target->agent->reservations().size());
+    reservations += held;
+    if (held == 0) loser = target;
+  }
+  ASSERT_EQ(reservations, 1) << "one bound, one released";
+  ASSERT_NE(loser, nullptr);
+  ASSERT_LE(loser->agent->next_deadline(), loser->clock->now()) << "the release wakes a tick";
+  loser->transport->outbox.clear();
+  world.step(*loser, [&] { World::tick_until_idle(*loser); });
+  for (const Wire& w : loser->transport->outbox) {
+    EXPECT_FALSE(w.to == observer.id && w.type == MessageType::kCapacity)
+        << "the observer's view of " << loser->name << " did not change";
+  }
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
