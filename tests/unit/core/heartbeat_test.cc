@@ -3,6 +3,7 @@
 // TargetRole::advertise_capacity).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -35,6 +36,28 @@ struct LinkLog {
   }
 };
 
+// A source and a target it is invited by, settled, and a log of each
+// direction of their link for `record` to fill.
+struct WatchedLink {
+  explicit WatchedLink(int64_t source_cpu_milli)
+      : source(world.add("source", 1, source_cpu_milli)), target(world.add("target")) {
+    world.invite(target, source);
+    world.run_as_runtime_for(5s);
+  }
+  // A `keep` for World::deliver and run_as_runtime_for: logs, drops nothing.
+  std::function<bool(const Wire&)> record() {
+    return [this](const Wire& w) {
+      if (w.from == source.id && w.to == target.id) to_target.note(w, world.clock().now());
+      if (w.from == target.id && w.to == source.id) to_source.note(w, world.clock().now());
+      return true;
+    };
+  }
+  World world;
+  Node& source;
+  Node& target;
+  LinkLog to_target, to_source;
+};
+
 // The free cpu a CAPACITY message tells for "default" (none if absent).
 std::optional<int64_t> advertised_free_cpu(const Wire& w) {
   if (w.type != MessageType::kCapacity) return std::nullopt;
@@ -55,20 +78,12 @@ std::optional<int64_t> advertised_free_cpu(const Wire& w) {
 // late as a real loop does, and still no pass sends twice as often, nor
 // does any link go silent for longer than an interval.
 TEST(HeartbeatTest, AnIdleLinkCarriesOneEnvelopeEachWayPerInterval) {
-  World world;
-  Node& source = world.add("source", 1, 1000);
-  Node& target = world.add("target");
-  world.invite(target, source);
-  world.run_as_runtime_for(5s);
-  LinkLog to_target, to_source;
-  auto record = [&](const Wire& w) {
-    if (w.from == source.id && w.to == target.id) to_target.note(w, world.clock().now());
-    if (w.from == target.id && w.to == source.id) to_source.note(w, world.clock().now());
-    return true;
-  };
-  world.run_as_runtime_for(20s, 3ms, record);
+  WatchedLink link(1000);
+  LinkLog& to_target = link.to_target;
+  LinkLog& to_source = link.to_source;
+  link.world.run_as_runtime_for(20s, 3ms, link.record());
   for (auto [name, log] : {std::pair{"source to target", &to_target},
-                                  std::pair{"target to source", &to_source}}) {
+                          std::pair{"target to source", &to_source}}) {
     SCOPED_TRACE(name);
     EXPECT_GE(log->envelopes.size(), 9u);
     EXPECT_LE(log->envelopes.size(), 11u) << "one per interval, not one per pass";
@@ -84,17 +99,12 @@ TEST(HeartbeatTest, AnIdleLinkCarriesOneEnvelopeEachWayPerInterval) {
 // end is a CAPACITY to its sources at once), sends no HELLO either. Yet
 // neither direction is ever silent for longer than an interval.
 TEST(HeartbeatTest, ABusyLinkCarriesNoHello) {
-  World world;
-  Node& source = world.add("source", 1, 100);
-  Node& target = world.add("target");
-  world.invite(target, source);
-  world.run_as_runtime_for(5s);
-  LinkLog to_target, to_source;
-  auto record = [&](const Wire& w) {
-    if (w.from == source.id && w.to == target.id) to_target.note(w, world.clock().now());
-    if (w.from == target.id && w.to == source.id) to_source.note(w, world.clock().now());
-    return true;
-  };
+  WatchedLink link(100);
+  World& world = link.world;
+  Node& source = link.source;
+  LinkLog& to_target = link.to_target;
+  LinkLog& to_source = link.to_source;
+  auto record = link.record();
   for (int i = 0; i < 40; ++i) {  // a 1-second job every 400 ms, for 16 s
     world.step(source, [&] {
       ASSERT_TRUE(source.agent->submit({workload("job-" + std::to_string(i), 1000, 1s)}).is_ok());
