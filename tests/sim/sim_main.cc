@@ -127,7 +127,9 @@ int main(int argc, char** argv) {
       "sign with Ed25519 as agents do (default: a keyed hash, 50x cheaper; docs/simulation.md)");
   Duration progress_every{0};
   std::string progress = "0s";
-  app.add_option("--progress", progress, "print how far the run got every this much simulated time")
+  app.add_option("--progress", progress,
+                 "print how far the run got, and what the agents sent by message type, every this "
+                 "much simulated time")
       ->capture_default_str();
   app.add_option("--explain", r.explain, "print every agent's events for this job (e.g. j58)");
   app.add_option("-o,--output", output, "text | json")->capture_default_str();
@@ -195,16 +197,19 @@ int main(int argc, char** argv) {
         if (!agent->up()) continue;
         const core::AgentStats& agent_stats = agent->agent->stats();
         envelopes += agent_stats.envelopes_sent;
-        for (size_t type = 0; type < sent.size(); ++type) sent[type] += agent_stats.sent_by_type[type];
+        for (size_t type = 0; type < sent.size(); ++type)
+          sent[type] += agent_stats.sent_by_type[type];
       }
       std::string by_type;
       for (size_t type = 1; type < sent.size(); ++type) {
         if (sent[type] == 0) continue;
-        by_type += " " + std::string(protocol::message_type_name(static_cast<protocol::MessageType>(type))) +
-                   " " + std::to_string(sent[type]);
+        by_type +=
+            " " +
+            std::string(protocol::message_type_name(static_cast<protocol::MessageType>(type))) +
+            " " + std::to_string(sent[type]);
       }
-      std::fprintf(stderr, "    sent: %llu envelopes;%s\n", static_cast<unsigned long long>(envelopes),
-                   by_type.c_str());
+      std::fprintf(stderr, "    sent: %llu envelopes;%s\n",
+                   static_cast<unsigned long long>(envelopes), by_type.c_str());
     };
   }
   if (!crypto::initialize().is_ok()) return fail("libsodium did not initialize");

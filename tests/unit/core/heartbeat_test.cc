@@ -82,14 +82,15 @@ TEST(HeartbeatTest, AnIdleLinkCarriesOneEnvelopeEachWayPerInterval) {
   LinkLog& to_target = link.to_target;
   LinkLog& to_source = link.to_source;
   link.world.run_as_runtime_for(20s, 3ms, link.record());
-  for (auto [name, log] : {std::pair{"source to target", &to_target},
-                          std::pair{"target to source", &to_source}}) {
+  for (auto [name, log] :
+       {std::pair{"source to target", &to_target}, std::pair{"target to source", &to_source}}) {
     SCOPED_TRACE(name);
     EXPECT_GE(log->envelopes.size(), 9u);
     EXPECT_LE(log->envelopes.size(), 11u) << "one per interval, not one per pass";
     EXPECT_LE(log->longest_gap(), 2s + 50ms) << "never silent for longer than an interval";
   }
-  EXPECT_GE(to_source.messages[MessageType::kCapacity], 9) << "a source hears CAPACITY each interval";
+  EXPECT_GE(to_source.messages[MessageType::kCapacity], 9)
+      << "a source hears CAPACITY each interval";
   EXPECT_EQ(to_target.messages[MessageType::kCapacity], 0);
 }
 
@@ -139,7 +140,8 @@ TEST(HeartbeatTest, TakenRoomIsAdvertisedByTheNextTickAndFreedRoomAtOnce) {
   std::vector<std::pair<TimePoint, int64_t>> heard_by_second;  // (when, free cpu)
   auto record = [&](const Wire& w) {
     if (w.from == target.id && w.to == second.id) {
-      if (auto free = advertised_free_cpu(w)) heard_by_second.push_back({world.clock().now(), *free});
+      if (auto free = advertised_free_cpu(w))
+        heard_by_second.push_back({world.clock().now(), *free});
     }
     return true;
   };
@@ -195,7 +197,8 @@ TEST(HeartbeatTest, AReservationReleasedBeforeAnyoneHeardOfItIsNotAdvertised) {
   world.run_as_runtime_for(5s);
   // The whole round in one delivery: CANDIDATEs, READYs, one APPROVE, one
   // CANCEL; no target ticks in between.
-  world.step(source, [&] { ASSERT_TRUE(source.agent->submit({workload("job", 6000, 60s)}).is_ok()); });
+  world.step(source,
+             [&] { ASSERT_TRUE(source.agent->submit({workload("job", 6000, 60s)}).is_ok()); });
   world.deliver();
   int reservations = 0;
   Node* loser = nullptr;
