@@ -32,7 +32,7 @@ Status Agent::start() {
   SHOAL_RETURN_IF_ERROR(load());
   context_.record_event("agent", "started, boot " + std::to_string(boot));
   last_heartbeat_ = context_.now();
-  send_heartbeats();
+  send_heartbeats(/*silent_since=*/TimePoint::max());  // every peer
   target_.advertise_capacity(TargetRole::Advertise::kEverySource);
   drain_local();
   return finish_batch();
@@ -296,16 +296,17 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
   if (!is_target(from)) source_.forget_target_capacity(from);  // nothing to place there any more
 }
 
-void Agent::send_heartbeats() {
-  // A HELLO to every peer each interval, busy link or not. Skipping it on a
-  // link that carried other messages since the last pass halved the HELLOs
-  // of a large federation, but broke Invitations.CapturedMessageStaysA-
-  // ReplayAfterBothAgentsRestart (a message injected for a stopped source
-  // was never read); until that is understood, every peer is greeted.
-  // TODO(issue 18): find why, then greet only silent links again.
+void Agent::send_heartbeats(TimePoint silent_since) {
+  // Any envelope tells a peer we are alive and reading (its silence count,
+  // our acknowledgements); a HELLO is only for a link that carries nothing
+  // else. Passes run every half interval: a peer we sent nothing since the
+  // previous pass would wait longer than an interval for the next one, so
+  // it gets a HELLO now. An idle link carries one HELLO per interval, as
+  // before; a busy one none. (By pass, not by elapsed time: a tick a
+  // millisecond late must not make every pass send.)
   const AgentConfig& config = context_.config();
   for (const auto& [id, peer] : peers_.all()) {
-    if (id == context_.self_id()) continue;
+    if (peer.last_sent_to >= silent_since || id == context_.self_id()) continue;
     if (is_source(id) || is_target(id)) {
       context_.send(id, protocol::Hello{config.cluster, config.org, config.endpoint});
     }
@@ -331,13 +332,15 @@ void Agent::tick() {
     }
   }
   std::optional<TimePoint> previous_pass;
-  if (now - last_heartbeat_ >= config.heartbeat_interval) {
+  if (now - last_heartbeat_ >= config.heartbeat_interval / 2) {
     previous_pass = last_heartbeat_;
     last_heartbeat_ = now;
   }
   bool room_freed = target_.tick(now, previous_pass);
   source_.tick(now, room_freed);
-  if (previous_pass) send_heartbeats();
+  // Last, so that what the roles sent in this tick (a CAPACITY, a DIGEST)
+  // is the heartbeat of its link.
+  if (previous_pass) send_heartbeats(*previous_pass);
   drain_local();
 }
 
@@ -354,7 +357,7 @@ void Agent::batch_committed() { target_.launch_bound(); }
 
 TimePoint Agent::next_deadline() const {
   Duration heartbeat = context_.config().heartbeat_interval;
-  TimePoint next = last_heartbeat_ + heartbeat;  // the next heartbeat pass
+  TimePoint next = last_heartbeat_ + heartbeat / 2;  // the next heartbeat pass
   // A tick at least every half heartbeat, idle or not: a gap of a whole
   // heartbeat between ticks is how a pause of this process is told
   // (PeerTable::notice_tick), and a tick that is merely late must not look

@@ -195,8 +195,9 @@ class Agent {
   void drop(protocol::DropReason reason, const std::string& peer, const std::string& detail);
   void on_hello(const std::string& from, const protocol::Hello& hello);
   void on_revoke(const std::string& from, const protocol::Revoke& message);
-  // HELLO to every source and target of ours.
-  void send_heartbeats();
+  // HELLO to every peer we sent nothing since `silent_since` (a source or
+  // a target of ours).
+  void send_heartbeats(TimePoint silent_since);
   void remember_peer(const crypto::IdCard& card);
   // The end of a control mutation: self-addressed messages handled, peer
   // rows written; the first store failure, if any.

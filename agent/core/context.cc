@@ -8,7 +8,7 @@ namespace shoal::core {
 
 Context::Context(AgentConfig config, crypto::Identity identity, const Clock& clock,
                  Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
-                 std::shared_ptr<spdlog::logger> logger, const PeerTable& peers)
+                 std::shared_ptr<spdlog::logger> logger, PeerTable& peers)
     : config_(std::move(config)),
       identity_(std::move(identity)),
       self_id_(crypto::key_to_text(identity_.public_key())),
@@ -25,7 +25,7 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
     local_inbox_.push_back(std::move(body));
     return;
   }
-  if (!peers_.find(peer_id)) return;
+  if (!peers_.note_sending(peer_id, clock_.now())) return;
   protocol::MessageType type = protocol::type_of(body);
   outgoing_[peer_id].push_back({static_cast<uint8_t>(type), protocol::encode_body(body)});
   ++stats_.sent;

@@ -34,7 +34,7 @@ class Context {
  public:
   Context(AgentConfig config, crypto::Identity identity, const Clock& clock, Transport& transport,
           store::Store& store, cluster::Cluster& cluster, Rng& rng,
-          std::shared_ptr<spdlog::logger> logger, const PeerTable& peers);
+          std::shared_ptr<spdlog::logger> logger, PeerTable& peers);
 
   const AgentConfig& config() const { return config_; }
   const crypto::Identity& identity() const { return identity_; }
@@ -54,7 +54,10 @@ class Context {
 
   // Queues `body` for `peer_id` until seal_outgoing(); the transport sends
   // it once the batch commits. To ourselves it joins the local inbox and is
-  // handled within the same step (Agent::drain_local).
+  // handled within the same step (Agent::drain_local). Sets the peer's
+  // last_sent_to: a batch that does not commit leaves no agent behind to
+  // remember it (the runtime rebuilds it from the store, the sim restarts
+  // it).
   void send(const std::string& peer_id, protocol::Body body);
   // Signs what this batch queued, one envelope per peer (a BATCH of every
   // message, in order; more envelopes only past kMaxBodyBytes), and hands
@@ -133,7 +136,7 @@ class Context {
   cluster::Cluster& cluster_;
   Rng& rng_;
   std::shared_ptr<spdlog::logger> logger_;
-  const PeerTable& peers_;
+  PeerTable& peers_;  // read, and told of each message queued (note_sending)
 
   uint64_t boot_ = 0;
   uint64_t seq_ = 0;

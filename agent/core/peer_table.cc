@@ -25,6 +25,13 @@ const PeerTable::Peer* PeerTable::find(const std::string& id) const {
   return it == peers_.end() ? nullptr : &it->second;
 }
 
+const PeerTable::Peer* PeerTable::note_sending(const std::string& id, TimePoint now) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return nullptr;
+  it->second.last_sent_to = now;
+  return &it->second;
+}
+
 bool PeerTable::remember(const std::string& id, const std::string& cluster, const std::string& org,
                          const std::string& endpoint) {
   Peer& peer = at(id);

@@ -42,6 +42,10 @@ class PeerTable {
     TimePoint read_until{};
     TimePoint read_progress_at{};
     std::optional<TimePoint> last_seen;
+    // When we last queued a message to it, which leaves with that step's
+    // batch (memory only): a heartbeat goes only to a peer that would
+    // otherwise not hear from us for a whole interval (Agent::send_heartbeats).
+    TimePoint last_sent_to{};
     uint64_t greeted_boot = 0;  // the peer boot whose HELLO we answered: one answer per boot
     // As its target: the lease it asked for (0: it does not fence), and when
     // the lease ends (wall-clock ms, by the peer's send times).
@@ -55,6 +59,9 @@ class PeerTable {
   void load(const std::vector<store::PeerRecord>& records);
 
   const Peer* find(const std::string& id) const;
+  // A message to `id` is queued at `now`: records the time and returns the
+  // peer (nullptr for a stranger), in one lookup. Not a row change.
+  const Peer* note_sending(const std::string& id, TimePoint now);
   bool contains(const std::string& id) const { return peers_.count(id) > 0; }
   const std::map<std::string, Peer>& all() const { return peers_; }
 

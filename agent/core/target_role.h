@@ -59,9 +59,10 @@ class TargetRole {
 
   // The role's timers, in order: cluster events, leases, expiry, the queue,
   // STATUS retries, advertisements, garbage. `previous_pass`: set when this
-  // tick is a heartbeat pass (Agent::tick, every interval) — a source that
-  // has had no CAPACITY since the previous pass gets one. Returns whether
-  // room was freed in this step.
+  // tick is a heartbeat pass (Agent::tick, every half interval) — a source
+  // that has had no CAPACITY since the previous pass gets one, so each
+  // hears from us at least once an interval. Returns whether room was freed
+  // in this step.
   bool tick(TimePoint now, std::optional<TimePoint> previous_pass);
   // Who hears our CAPACITY now (sources read it only from a CAPACITY,
   // however many other envelopes they get):

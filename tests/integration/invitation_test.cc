@@ -141,6 +141,13 @@ class Invitations : public ::testing::Test {
     socket.send(zmq::buffer(wire), zmq::send_flags::none);
   }
 
+  // Envelopes the target accepted (authentic, fresh) since it started.
+  uint64_t envelopes_received() {
+    json status = target_.ctl_json({"status"});
+    if (status.is_null()) return 0;
+    return status["messages"]["envelopesReceived"].get<uint64_t>();
+  }
+
   uint64_t dropped(const std::string& reason) {
     json status = target_.ctl_json({"status"});
     if (status.is_null()) return 0;
@@ -303,8 +310,11 @@ TEST_F(Invitations, CapturedMessageStaysAReplayAfterBothAgentsRestart) {
   // a message of its boot 1, numbered far beyond what it sent, stands for one
   // captured on the wire.
   source_.stop();
+  uint64_t accepted = envelopes_received();
   send_as_source(protocol::Hello{"source", "org-source", source_.endpoint()}, 1, 1'000'000'000);
-  ASSERT_TRUE(wait_until([&] { return peer_state(target_, "source") == "Active"; }, 10s));
+  // Read and accepted. (Not "the peer is Active": that also needs the
+  // stopped source to have acknowledged the target's messages in time.)
+  ASSERT_TRUE(wait_until([&] { return envelopes_received() == accepted + 1; }, 10s));
   // The receiver restarts: the persisted (boot, seq) mark still catches it.
   target_.stop();
   ASSERT_TRUE(target_.start());

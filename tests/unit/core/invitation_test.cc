@@ -155,6 +155,33 @@ TEST(AgentInvitationTest, RevokeWithoutEvictLetsRunningWorkFinishAndRefusesNewWo
               target.agent->reservations().front().spec.name == "running");
 }
 
+// A REVOKE lost on the way is told again: on the source's next HELLO, and,
+// since a source busy offering work sends no HELLO (a link that carries
+// other messages needs none), with the refusal of its next CANDIDATE.
+TEST(AgentInvitationTest, ALostRevokeReachesASourceTooBusyToGreet) {
+  World world;
+  Node& source = world.add("source", 1, 100);
+  Node& target = world.add("target");
+  std::string id = world.invite(target, source, limited(32000));
+  world.run_for(3s);
+  auto no_revoke = [](const Wire& w) { return w.type != MessageType::kRevoke; };
+  world.step(target, [&] { ASSERT_TRUE(target.agent->revoke_invitation(id, false).is_ok()); });
+  world.deliver(no_revoke);
+  ASSERT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+            InvitationState::kActive);
+  // A new CANDIDATE every 400 ms: the link to the target is never idle for
+  // a heartbeat pass.
+  for (int i = 0; i < 5; ++i) {
+    world.step(source, [&] {
+      ASSERT_TRUE(source.agent->submit({workload("job-" + std::to_string(i), 1000, 1s)}).is_ok());
+    });
+    world.deliver();
+    world.run_as_runtime_for(400ms);
+  }
+  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+            InvitationState::kRevoked);
+}
+
 std::string peer_state(Node& node, const std::string& peer_id, std::string* reason = nullptr) {
   for (const auto& view : node.agent->peers()) {
     if (view.id != peer_id) continue;
