@@ -384,11 +384,11 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
   }
 }
 
-std::vector<protocol::NamespaceCapacity> TargetRole::capacity_for(
-    const std::string& peer_id) const {
+TargetRole::OfferKey TargetRole::offer_key(
+    const std::string& source_id, const std::vector<const crypto::Invitation*>& invitations) const {
   std::set<std::string> namespaces;
   const crypto::InvitationLimits* limits = nullptr;
-  for (const auto* invitation : invitations_.valid_issued(peer_id, clock_.now())) {
+  for (const auto* invitation : invitations) {
     namespaces.insert(invitation->namespaces.begin(), invitation->namespaces.end());
     limits = &invitation->limits;
   }
@@ -397,7 +397,7 @@ std::vector<protocol::NamespaceCapacity> TargetRole::capacity_for(
                              std::numeric_limits<int64_t>::max(),
                              std::numeric_limits<int64_t>::max()};
   if (limits) {
-    InvitationUsage usage = usage_of_source(peer_id);
+    InvitationUsage usage = usage_of_source(source_id);
     auto left = [](std::optional<int64_t> limit, int64_t used, int64_t& out) {
       if (limit) out = std::max<int64_t>(0, *limit - used);
     };
@@ -406,10 +406,15 @@ std::vector<protocol::NamespaceCapacity> TargetRole::capacity_for(
     left(limits->gpu, usage.resources.gpu, allowance.gpu);
     if (limits->workloads && usage.workloads >= *limits->workloads) allowance = {};
   }
+  return {std::vector<std::string>(namespaces.begin(), namespaces.end()), allowance.cpu_milli,
+          allowance.memory_bytes, allowance.gpu};
+}
+
+std::vector<protocol::NamespaceCapacity> TargetRole::compute_offer(const OfferKey& key) const {
+  const auto& [namespaces, cpu_milli, memory_bytes, gpu] = key;
   auto cap = [&](model::Resources r) {
-    return model::Resources{std::min(r.cpu_milli, allowance.cpu_milli),
-                            std::min(r.memory_bytes, allowance.memory_bytes),
-                            std::min(r.gpu, allowance.gpu)};
+    return model::Resources{std::min(r.cpu_milli, cpu_milli), std::min(r.memory_bytes, memory_bytes),
+                            std::min(r.gpu, gpu)};
   };
   // Only aggregates, only for the namespaces this source is invited into,
   // each capped by that namespace's quota headroom and the invitation's limits.
@@ -476,18 +481,35 @@ protocol::ClusterFacts TargetRole::cluster_facts() const {
 void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   TimePoint now = clock_.now();
   std::optional<protocol::ClusterFacts> facts;
+  // Each offer is computed once here, for every source that shares it, and
+  // the previous advertisement's object is kept when the numbers are equal.
+  std::map<OfferKey, Offer> offers;
   for (const auto& [id, peer] : peers_.all()) {
-    if (!invitations_.is_source(id, now)) continue;
+    std::vector<const crypto::Invitation*> invitations = invitations_.valid_issued(id, now);
+    if (invitations.empty()) continue;  // not a source of ours
     if (!facts) facts = cluster_facts();
-    std::vector<protocol::NamespaceCapacity> capacity = capacity_for(id);
+    OfferKey key = offer_key(id, invitations);
+    auto [slot, computing] = offers.try_emplace(key);
+    if (computing) {
+      auto computed = compute_offer(key);
+      auto previous = offers_.find(key);
+      if (previous != offers_.end() && *previous->second == computed) {
+        slot->second = previous->second;
+      } else {
+        slot->second = std::make_shared<const std::vector<protocol::NamespaceCapacity>>(std::move(computed));
+      }
+    }
+    const Offer& capacity = slot->second;
     Advertised& last = advertised_[id];
-    bool changed = capacity != last.capacity || facts->allocatable != last.facts.allocatable ||
+    if (last.capacity != capacity && last.capacity && *last.capacity == *capacity) {
+      last.capacity = capacity;  // the same numbers, recomputed
+    }
+    bool changed = last.capacity != capacity || facts->allocatable != last.facts.allocatable ||
                    facts->counts != last.facts.counts;
     // Labels go again until the source has read an envelope that carried
     // them: the first CAPACITY to a peer often leaves on a connection that
     // is still being set up, and is lost.
-    const PeerTable::Peer* known = peers_.find(id);
-    bool labels_read = last.labels_at && known && known->read_until >= *last.labels_at;
+    bool labels_read = last.labels_at && peer.read_until >= *last.labels_at;
     bool labels_changed = facts->labels != last.facts.labels || facts->claims != last.facts.claims;
     bool labels_due = !labels_read || labels_changed || now - *last.labels_at >= kLabelRefresh;
     bool due = !last.at || to == Advertise::kEverySource || *last.at < due_before ||
@@ -506,8 +528,9 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
       sent.labels.reset();  // as last sent: not on every heartbeat
       sent.claims.reset();
     }
-    send(id, protocol::Capacity{std::move(capacity), std::move(sent)});
+    send(id, protocol::Capacity{*capacity, std::move(sent)});
   }
+  offers_ = std::move(offers);
 }
 
 void TargetRole::greet_source(const std::string& source_id) {
@@ -527,7 +550,15 @@ bool TargetRole::tick(TimePoint now, std::optional<TimePoint> previous_pass) {
   retry_status_reports();
   // Something was released or finished: say so to a source refused in
   // between even if the totals look the same as last time.
-  TimePoint due_before = previous_pass.value_or(TimePoint{});
+  TimePoint due_before{};
+  if (previous_pass) {
+    // Due: a source that had no CAPACITY since three passes back, so one
+    // every other interval; the HELLO of the pass in between (sent when the
+    // link is otherwise silent) keeps it hearing from us every interval.
+    std::shift_left(recent_passes_.begin(), recent_passes_.end(), 1);
+    recent_passes_.back() = *previous_pass;
+    due_before = recent_passes_.front();
+  }
   if (capacity_changed_) {
     advertise_capacity(Advertise::kRoomFreed, due_before);
   } else if (counts_changed_ || previous_pass) {

@@ -10,12 +10,15 @@
 // work runs that the store does not know of.
 #pragma once
 
+#include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <utility>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agent/core/context.h"
@@ -60,9 +63,9 @@ class TargetRole {
   // The role's timers, in order: cluster events, leases, expiry, the queue,
   // STATUS retries, advertisements, garbage. `previous_pass`: set when this
   // tick is a heartbeat pass (Agent::tick, every half interval) — a source
-  // that has had no CAPACITY since the previous pass gets one, so each
-  // hears from us at least once an interval. Returns whether room was freed
-  // in this step.
+  // that has had no CAPACITY in the last three passes gets one, so each
+  // hears it at least every other interval (and a HELLO in between, when
+  // nothing else goes to it). Returns whether room was freed in this step.
   bool tick(TimePoint now, std::optional<TimePoint> previous_pass);
   // Who hears our CAPACITY now (sources read it only from a CAPACITY,
   // however many other envelopes they get):
@@ -134,9 +137,17 @@ class TargetRole {
     TimePoint hold_until{};
   };
   // What we last advertised to one source.
+  // What one source is told of our namespaces: aggregates per namespace it
+  // is invited into, capped by its invitation's allowance. Sources with the
+  // same namespaces and allowance share one (OfferKey); an offer is kept
+  // from one advertisement to the next while its numbers are unchanged, so
+  // "told this already" is mostly a pointer comparison.
+  using Offer = std::shared_ptr<const std::vector<protocol::NamespaceCapacity>>;
+  // (sorted namespaces, allowance cpu, memory, gpu)
+  using OfferKey = std::tuple<std::vector<std::string>, int64_t, int64_t, int64_t>;
   struct Advertised {
     std::optional<TimePoint> at;
-    std::vector<protocol::NamespaceCapacity> capacity;
+    Offer capacity;
     protocol::ClusterFacts facts;           // labels and claims: as last sent
     // When these labels and claims first went out unread (then the last
     // time they were re-sent after being read); sent again until the source
@@ -263,7 +274,10 @@ class TargetRole {
   void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
-  std::vector<protocol::NamespaceCapacity> capacity_for(const std::string& peer_id) const;
+  // The key of what `invitations` (a source's valid ones) let it be told.
+  OfferKey offer_key(const std::string& source_id,
+                     const std::vector<const crypto::Invitation*>& invitations) const;
+  std::vector<protocol::NamespaceCapacity> compute_offer(const OfferKey& key) const;
 
   Context& context_;
   PeerTable& peers_;
@@ -277,6 +291,10 @@ class TargetRole {
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
   std::map<std::string, Advertised> advertised_;  // by source id
+  std::map<OfferKey, Offer> offers_;  // as of the last advertisement
+  // The last three heartbeat passes, oldest first: a source that had no
+  // CAPACITY since the oldest gets one at this pass (every other interval).
+  std::array<TimePoint, 3> recent_passes_{};
   std::set<ReservationKey> asked_;  // queued or asked again, not yet served (serve_asked)
   // Bound (or restored) since the last launch_bound(), by key and epoch.
   std::vector<std::pair<ReservationKey, uint64_t>> to_launch_;
