@@ -5,37 +5,44 @@
 namespace shoal::cluster {
 
 Status SimRunner::launch(const LaunchRequest& request) {
-  if (runs_.count(request.key)) return Status::ok();  // re-attached: it runs on
-  runs_[request.key] = {request.started_at + request.spec.sim.duration, request.spec.sim.exit_code};
+  TimePoint finish_at = request.started_at + request.spec.sim.duration;
+  auto [run, launched] = runs_.try_emplace(request.key, Run{finish_at, request.spec.sim.exit_code});
+  if (!launched) return Status::ok();  // re-attached: it runs on
+  by_finish_.emplace(finish_at, request.key);
   return Status::ok();
 }
 
 bool SimRunner::stop(const std::string& key, Duration) {
-  runs_.erase(key);
+  if (auto run = runs_.find(key); run != runs_.end()) {
+    by_finish_.erase({run->second.finish_at, key});
+    runs_.erase(run);
+  }
   return true;
 }
 
 std::vector<WorkloadEvent> SimRunner::observe(TimePoint now) {
+  // The runs that are over, reported in key order.
+  std::vector<std::string> over;
+  while (!by_finish_.empty() && by_finish_.begin()->first <= now) {
+    over.push_back(std::move(by_finish_.begin()->second));
+    by_finish_.erase(by_finish_.begin());
+  }
+  std::sort(over.begin(), over.end());
   std::vector<WorkloadEvent> events;
-  for (auto it = runs_.begin(); it != runs_.end();) {
-    Run& run = it->second;
-    if (run.finish_at > now) {
-      ++it;
-      continue;
-    }
+  for (const std::string& key : over) {
+    auto it = runs_.find(key);
+    const Run& run = it->second;
     bool ok = run.exit_code == 0;
-    events.push_back({it->first, ok ? WorkloadEventKind::kSucceeded : WorkloadEventKind::kFailed,
+    events.push_back({key, ok ? WorkloadEventKind::kSucceeded : WorkloadEventKind::kFailed,
                       run.finish_at, run.exit_code,
                       ok ? "" : "exited with code " + std::to_string(run.exit_code)});
-    it = runs_.erase(it);
+    runs_.erase(it);
   }
   return events;
 }
 
 TimePoint SimRunner::next_event_at() const {
-  TimePoint next = TimePoint::max();
-  for (const auto& [key, run] : runs_) next = std::min(next, run.finish_at);
-  return next;
+  return by_finish_.empty() ? TimePoint::max() : by_finish_.begin()->first;
 }
 
 Result<std::unique_ptr<NodeCluster>> NodeCluster::create(model::ClusterSpec spec,

@@ -78,6 +78,7 @@ class SimRunner final : public Runner {
     int32_t exit_code = 0;
   };
   std::map<std::string, Run> runs_;
+  std::set<std::pair<TimePoint, std::string>> by_finish_;  // of runs_, soonest first
 };
 
 class NodeCluster final : public Cluster {

@@ -35,11 +35,10 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
 void Context::seal_outgoing() {
   for (auto& [peer_id, messages] : outgoing_) {
     const PeerTable::Peer* peer = peers_.find(peer_id);
-    auto to = crypto::key_from_text(peer_id, "peer id");
-    if (!peer || !to.is_ok()) continue;
+    if (!peer || !peer->key) continue;
     protocol::Envelope envelope;
     envelope.from = identity_.public_key();
-    envelope.to = *to;
+    envelope.to = *peer->key;
     envelope.boot = boot_;
     envelope.sent_at_ms = to_millis(clock_.now());
     envelope.acked_boot = peer->last_boot;

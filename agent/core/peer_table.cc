@@ -9,7 +9,7 @@ PeerTable::PeerTable(std::string self_id, std::string self_cluster)
 
 void PeerTable::load(const std::vector<store::PeerRecord>& records) {
   for (const auto& record : records) {
-    Peer& peer = peers_[record.id];
+    Peer& peer = at(record.id);
     peer.cluster = record.cluster;
     peer.org = record.org;
     peer.endpoint = record.endpoint;
@@ -18,6 +18,14 @@ void PeerTable::load(const std::vector<store::PeerRecord>& records) {
     peer.lease_ms = record.lease_ms;
     peer.lease_until_ms = record.lease_until_ms;
   }
+}
+
+PeerTable::Peer& PeerTable::at(const std::string& id) {
+  auto [it, made] = peers_.try_emplace(id);
+  if (made) {
+    if (auto key = crypto::key_from_text(id, "peer id"); key.is_ok()) it->second.key = *key;
+  }
+  return it->second;
 }
 
 const PeerTable::Peer* PeerTable::find(const std::string& id) const {

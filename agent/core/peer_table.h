@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "common/time.h"
+#include "crypto/identity.h"
 #include "store/store.h"
 
 namespace shoal::core {
@@ -25,6 +26,9 @@ namespace shoal::core {
 class PeerTable {
  public:
   struct Peer {
+    // The id read as a public key, once, when the row is made (what every
+    // envelope to the peer is addressed to); nullopt if the id is no key.
+    std::optional<crypto::PublicKey> key;
     std::string cluster, org, endpoint;
     uint64_t last_boot = 0;  // the newest (boot, seq) accepted from it
     uint64_t last_seq = 0;
@@ -117,7 +121,8 @@ class PeerTable {
   std::string broken_invariant() const;
 
  private:
-  Peer& at(const std::string& id) { return peers_[id]; }
+  // The row of `id`, made if new.
+  Peer& at(const std::string& id);
 
   std::string self_id_;
   std::string self_cluster_;

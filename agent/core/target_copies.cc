@@ -386,12 +386,14 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
 
 TargetRole::OfferKey TargetRole::offer_key(
     const std::string& source_id, const std::vector<const crypto::Invitation*>& invitations) const {
-  std::set<std::string> namespaces;
+  std::vector<std::string> namespaces;
   const crypto::InvitationLimits* limits = nullptr;
   for (const auto* invitation : invitations) {
-    namespaces.insert(invitation->namespaces.begin(), invitation->namespaces.end());
+    namespaces.insert(namespaces.end(), invitation->namespaces.begin(), invitation->namespaces.end());
     limits = &invitation->limits;
   }
+  std::sort(namespaces.begin(), namespaces.end());
+  namespaces.erase(std::unique(namespaces.begin(), namespaces.end()), namespaces.end());
   // What this source may still take under its invitation: limit - used.
   model::Resources allowance{std::numeric_limits<int64_t>::max(),
                              std::numeric_limits<int64_t>::max(),
@@ -406,8 +408,7 @@ TargetRole::OfferKey TargetRole::offer_key(
     left(limits->gpu, usage.resources.gpu, allowance.gpu);
     if (limits->workloads && usage.workloads >= *limits->workloads) allowance = {};
   }
-  return {std::vector<std::string>(namespaces.begin(), namespaces.end()), allowance.cpu_milli,
-          allowance.memory_bytes, allowance.gpu};
+  return {std::move(namespaces), allowance.cpu_milli, allowance.memory_bytes, allowance.gpu};
 }
 
 std::vector<protocol::NamespaceCapacity> TargetRole::compute_offer(const OfferKey& key) const {
