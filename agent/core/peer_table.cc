@@ -20,12 +20,18 @@ void PeerTable::load(const std::vector<store::PeerRecord>& records) {
   }
 }
 
-PeerTable::Peer& PeerTable::at(const std::string& id) {
-  auto [it, made] = peers_.try_emplace(id);
+PeerTable::Row PeerTable::make_row(const std::string& id) {
+  auto [row, made] = peers_.try_emplace(id);
   if (made) {
-    if (auto key = crypto::key_from_text(id, "peer id"); key.is_ok()) it->second.key = *key;
+    if (auto key = crypto::key_from_text(id, "peer id"); key.is_ok()) row->second.key = *key;
   }
-  return it->second;
+  return row;
+}
+
+void PeerTable::note_unsaved(Row row) {
+  if (row->second.unsaved) return;
+  row->second.unsaved = true;
+  unsaved_.push_back(row);
 }
 
 const PeerTable::Peer* PeerTable::find(const std::string& id) const {
@@ -42,12 +48,13 @@ const PeerTable::Peer* PeerTable::note_sending(const std::string& id, TimePoint 
 
 bool PeerTable::remember(const std::string& id, const std::string& cluster, const std::string& org,
                          const std::string& endpoint) {
-  Peer& peer = at(id);
+  auto row = make_row(id);
+  Peer& peer = row->second;
   if (peer.cluster == cluster && peer.org == org && peer.endpoint == endpoint) return false;
   peer.cluster = cluster;
   peer.org = org;
   peer.endpoint = endpoint;
-  unsaved_.insert(id);
+  note_unsaved(row);
   return true;
 }
 
@@ -62,7 +69,8 @@ bool PeerTable::is_fresh(const std::string& id, uint64_t boot, uint64_t seq) con
 
 Duration PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq,
                            int64_t sent_at_ms, TimePoint now) {
-  Peer& peer = at(id);
+  auto row = make_row(id);
+  Peer& peer = row->second;
   TimePoint silent_since = listening_since_;
   if (peer.last_seen) silent_since = std::max(silent_since, *peer.last_seen);
   if (boot != peer.last_boot) {
@@ -79,7 +87,7 @@ Duration PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq,
   }
   peer.newest_sent_at_ms = std::max(peer.newest_sent_at_ms, sent_at_ms);
   peer.last_seen = now;
-  unsaved_.insert(id);
+  note_unsaved(row);
   return id == self_id_ ? Duration{0} : now - silent_since;
 }
 
@@ -108,11 +116,12 @@ bool PeerTable::greet(const std::string& id) {
 }
 
 void PeerTable::set_lease(const std::string& id, int64_t lease_ms, int64_t lease_until_ms) {
-  Peer& peer = at(id);
+  auto row = make_row(id);
+  Peer& peer = row->second;
   if (peer.lease_ms == lease_ms && peer.lease_until_ms == lease_until_ms) return;
   peer.lease_ms = lease_ms;
   peer.lease_until_ms = lease_until_ms;
-  unsaved_.insert(id);
+  note_unsaved(row);
 }
 
 std::optional<TimePoint> PeerTable::lease_end_of(const std::string& id) const {
@@ -151,8 +160,10 @@ std::string PeerTable::cluster_name_of(const std::string& id) const {
 
 Status PeerTable::flush(store::Store& store) {
   Status first = Status::ok();
-  for (const auto& id : unsaved_) {
-    const Peer& peer = peers_.at(id);
+  for (auto row : unsaved_) {
+    const std::string& id = row->first;
+    Peer& peer = row->second;
+    peer.unsaved = false;
     Status written = store.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot,
                                      peer.last_seq, peer.lease_ms, peer.lease_until_ms});
     if (!written.is_ok() && first.is_ok()) first = written;
@@ -162,9 +173,9 @@ Status PeerTable::flush(store::Store& store) {
 }
 
 std::string PeerTable::broken_invariant() const {
-  bool known = std::all_of(unsaved_.begin(), unsaved_.end(),
-                           [&](const std::string& id) { return peers_.count(id) > 0; });
-  return known ? "" : "an unsaved peer is not in the table";
+  size_t marked = std::count_if(peers_.begin(), peers_.end(),
+                                [](const auto& entry) { return entry.second.unsaved; });
+  return marked == unsaved_.size() ? "" : "the unsaved list and the rows marked unsaved differ";
 }
 
 }  // namespace shoal::core

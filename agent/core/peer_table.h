@@ -51,6 +51,7 @@ class PeerTable {
     // otherwise not hear from us for a whole interval (Agent::send_heartbeats).
     TimePoint last_sent_to{};
     uint64_t greeted_boot = 0;  // the peer boot whose HELLO we answered: one answer per boot
+    bool unsaved = false;       // listed in unsaved_: its row goes to the store at flush()
     // As its target: the lease it asked for (0: it does not fence), and when
     // the lease ends (wall-clock ms, by the peer's send times).
     int64_t lease_ms = 0;
@@ -121,13 +122,17 @@ class PeerTable {
   std::string broken_invariant() const;
 
  private:
+  using Row = std::map<std::string, Peer>::iterator;  // stable: rows are never erased
   // The row of `id`, made if new.
-  Peer& at(const std::string& id);
+  Row make_row(const std::string& id);
+  Peer& at(const std::string& id) { return make_row(id)->second; }
+  // The row is written at the next flush (once, however often it changed).
+  void note_unsaved(Row row);
 
   std::string self_id_;
   std::string self_cluster_;
   std::map<std::string, Peer> peers_;
-  std::set<std::string> unsaved_;  // ids whose row differs from the store's
+  std::vector<Row> unsaved_;  // rows that differ from the store's (Peer::unsaved)
   // Since when we have listened without a break (start, or the end of a
   // pause): a peer's silence is counted from here at the earliest.
   TimePoint listening_since_{};
