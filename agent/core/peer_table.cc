@@ -173,8 +173,8 @@ Status PeerTable::flush(store::Store& store) {
 }
 
 std::string PeerTable::broken_invariant() const {
-  size_t marked = std::count_if(peers_.begin(), peers_.end(),
-                                [](const auto& entry) { return entry.second.unsaved; });
+  auto marked = static_cast<size_t>(std::count_if(
+      peers_.begin(), peers_.end(), [](const auto& entry) { return entry.second.unsaved; }));
   return marked == unsaved_.size() ? "" : "the unsaved list and the rows marked unsaved differ";
 }
 

@@ -60,6 +60,9 @@ class PeerTable {
 
   // `self_id` and `self_cluster` name this agent (cluster_name_of).
   PeerTable(std::string self_id, std::string self_cluster);
+  // unsaved_ holds iterators into the rows: a copy's would point into these.
+  PeerTable(const PeerTable&) = delete;
+  PeerTable& operator=(const PeerTable&) = delete;
 
   void load(const std::vector<store::PeerRecord>& records);
 

@@ -412,10 +412,12 @@ TargetRole::OfferKey TargetRole::offer_key(
 }
 
 std::vector<protocol::NamespaceCapacity> TargetRole::compute_offer(const OfferKey& key) const {
-  const auto& [namespaces, cpu_milli, memory_bytes, gpu] = key;
+  const std::vector<std::string>& namespaces = std::get<0>(key);
+  const model::Resources allowance{std::get<1>(key), std::get<2>(key), std::get<3>(key)};
   auto cap = [&](model::Resources r) {
-    return model::Resources{std::min(r.cpu_milli, cpu_milli), std::min(r.memory_bytes, memory_bytes),
-                            std::min(r.gpu, gpu)};
+    return model::Resources{std::min(r.cpu_milli, allowance.cpu_milli),
+                            std::min(r.memory_bytes, allowance.memory_bytes),
+                            std::min(r.gpu, allowance.gpu)};
   };
   // Only aggregates, only for the namespaces this source is invited into,
   // each capped by that namespace's quota headroom and the invitation's limits.
