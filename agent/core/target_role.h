@@ -136,7 +136,6 @@ class TargetRole {
     model::WorkloadSpec spec;
     TimePoint hold_until{};
   };
-  // What we last advertised to one source.
   // What one source is told of our namespaces: aggregates per namespace it
   // is invited into, capped by its invitation's allowance. Sources with the
   // same namespaces and allowance share one (OfferKey); an offer is kept
@@ -145,6 +144,7 @@ class TargetRole {
   using Offer = std::shared_ptr<const std::vector<protocol::NamespaceCapacity>>;
   // (sorted namespaces, allowance cpu, memory, gpu)
   using OfferKey = std::tuple<std::vector<std::string>, int64_t, int64_t, int64_t>;
+  // What we last advertised to one source.
   struct Advertised {
     std::optional<TimePoint> at;
     Offer capacity;

@@ -74,9 +74,9 @@ std::optional<int64_t> advertised_free_cpu(const Wire& w) {
 
 // With nothing to place, each direction of a link carries one envelope per
 // heartbeat interval (2 s): a source's HELLO, a target's CAPACITY and
-// HELLO by turns. Heartbeat passes run every half interval, ticks wake a little
-// late as a real loop does, and still no pass sends twice as often, nor
-// does any link go silent for longer than an interval.
+// HELLO by turns. Heartbeat passes run every half interval, ticks wake a
+// little late as a real loop does, and still no pass sends twice as often,
+// nor does any link go silent for longer than an interval.
 TEST(HeartbeatTest, AnIdleLinkCarriesOneEnvelopeEachWayPerInterval) {
   WatchedLink link(1000);
   LinkLog& to_target = link.to_target;
