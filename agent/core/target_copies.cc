@@ -484,8 +484,7 @@ protocol::ClusterFacts TargetRole::cluster_facts() const {
 void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   TimePoint now = clock_.now();
   std::optional<protocol::ClusterFacts> facts;
-  // Each offer is computed once here, for every source that shares it, and
-  // the previous advertisement's object is kept when the numbers are equal.
+  // Each offer is computed once here, for every source that shares it.
   std::map<OfferKey, Offer> offers;
   for (const auto& [id, peer] : peers_.all()) {
     std::vector<const crypto::Invitation*> invitations = invitations_.valid_issued(id, now);
@@ -494,21 +493,12 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     OfferKey key = offer_key(id, invitations);
     auto [slot, computing] = offers.try_emplace(key);
     if (computing) {
-      auto computed = compute_offer(key);
-      auto previous = offers_.find(key);
-      if (previous != offers_.end() && *previous->second == computed) {
-        slot->second = previous->second;
-      } else {
-        slot->second = std::make_shared<const std::vector<protocol::NamespaceCapacity>>(std::move(computed));
-      }
+      slot->second = std::make_shared<const std::vector<protocol::NamespaceCapacity>>(compute_offer(key));
     }
     const Offer& capacity = slot->second;
     Advertised& last = advertised_[id];
-    if (last.capacity != capacity && last.capacity && *last.capacity == *capacity) {
-      last.capacity = capacity;  // the same numbers, recomputed
-    }
-    bool changed = last.capacity != capacity || facts->allocatable != last.facts.allocatable ||
-                   facts->counts != last.facts.counts;
+    bool changed = !last.capacity || *last.capacity != *capacity ||
+                   facts->allocatable != last.facts.allocatable || facts->counts != last.facts.counts;
     // Labels go again until the source has read an envelope that carried
     // them: the first CAPACITY to a peer often leaves on a connection that
     // is still being set up, and is lost.
@@ -533,7 +523,6 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     }
     send(id, protocol::Capacity{*capacity, std::move(sent)});
   }
-  offers_ = std::move(offers);
 }
 
 void TargetRole::greet_source(const std::string& source_id) {

@@ -138,9 +138,8 @@ class TargetRole {
   };
   // What one source is told of our namespaces: aggregates per namespace it
   // is invited into, capped by its invitation's allowance. Sources with the
-  // same namespaces and allowance share one (OfferKey); an offer is kept
-  // from one advertisement to the next while its numbers are unchanged, so
-  // "told this already" is mostly a pointer comparison.
+  // same namespaces and allowance share one (OfferKey), computed once per
+  // advertisement (TargetRole::advertise_capacity).
   using Offer = std::shared_ptr<const std::vector<protocol::NamespaceCapacity>>;
   // (sorted namespaces, allowance cpu, memory, gpu)
   using OfferKey = std::tuple<std::vector<std::string>, int64_t, int64_t, int64_t>;
@@ -291,7 +290,6 @@ class TargetRole {
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
   std::map<std::string, Advertised> advertised_;  // by source id
-  std::map<OfferKey, Offer> offers_;  // as of the last advertisement
   // The last three heartbeat passes, oldest first: a source that had no
   // CAPACITY since the oldest gets one at this pass (every other interval).
   std::array<TimePoint, 3> recent_passes_{};
