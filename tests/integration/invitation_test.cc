@@ -102,10 +102,20 @@ class Invitations : public ::testing::Test {
     return file;
   }
 
-  uint64_t rejected(const std::string& reason) {
+  // A counter of the target's `shoalctl status` at `path` (0 while absent).
+  uint64_t target_count(const std::string& path) {
     json status = target_.ctl_json({"status"});
-    if (status.is_null() || !status["candidatesRejected"].contains(reason)) return 0;
-    return status["candidatesRejected"][reason].get<uint64_t>();
+    json::json_pointer at(path);
+    if (status.is_null() || !status.contains(at)) return 0;
+    return status[at].get<uint64_t>();
+  }
+  uint64_t rejected(const std::string& reason) {
+    return target_count("/candidatesRejected/" + reason);
+  }
+  // Envelopes the target accepted (authentic, fresh) since it started.
+  uint64_t envelopes_received() { return target_count("/messages/envelopesReceived"); }
+  uint64_t dropped(const std::string& reason) {
+    return target_count("/messages/dropped/" + reason);
   }
 
   // A message signed with the source's key, as if captured from or forged
@@ -141,18 +151,6 @@ class Invitations : public ::testing::Test {
     socket.send(zmq::buffer(wire), zmq::send_flags::none);
   }
 
-  // Envelopes the target accepted (authentic, fresh) since it started.
-  uint64_t envelopes_received() {
-    json status = target_.ctl_json({"status"});
-    if (status.is_null()) return 0;
-    return status["messages"]["envelopesReceived"].get<uint64_t>();
-  }
-
-  uint64_t dropped(const std::string& reason) {
-    json status = target_.ctl_json({"status"});
-    if (status.is_null()) return 0;
-    return status["messages"]["dropped"][reason].get<uint64_t>();
-  }
 
   TempDir dir_;
   AgentProcess target_{"target", dir_.path()};
