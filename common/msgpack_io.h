@@ -4,6 +4,7 @@
 // or trailing garbage becomes a Status that names the field.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -22,18 +23,25 @@ namespace shoal {
 
 // Unpacks exactly one object from `bytes`; anything after it is an error.
 // `what` names the thing being decoded in errors ("envelope", "token").
+// Strings and binaries in the result point into `bytes` (no copies), so the
+// handle must not outlive them.
 inline Result<msgpack::object_handle> unpack_one(std::span<const uint8_t> bytes,
                                                  std::string_view what) {
   try {
     size_t offset = 0;
-    msgpack::object_handle handle;
+    // The zone holds one msgpack::object per element, never more than one
+    // per input byte. msgpack's default first chunk is 8 KiB, a malloc that
+    // cost more than the parse for the small messages of the protocol.
+    constexpr size_t kMinChunk = 256, kMaxChunk = 8192;
+    size_t chunk = std::clamp(bytes.size() * sizeof(msgpack::object) / 4, kMinChunk, kMaxChunk);
+    msgpack::unique_ptr<msgpack::zone> zone(new msgpack::zone(chunk));
     // Limits bound the memory an attacker can make us allocate.
     msgpack::unpack_limit limits(/*array=*/4096, /*map=*/1024, /*str=*/1 << 20,
                                  /*bin=*/1 << 20, /*ext=*/0, /*depth=*/16);
-    msgpack::unpack(handle, reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset,
-                    nullptr, nullptr, limits);
+    msgpack::object object = msgpack::unpack(*zone, reinterpret_cast<const char*>(bytes.data()),
+                                             bytes.size(), offset, nullptr, nullptr, limits);
     if (offset != bytes.size()) return corrupt(std::string(what) + ": trailing bytes");
-    return handle;
+    return msgpack::object_handle(object, std::move(zone));
   } catch (const std::exception& e) {
     return corrupt(std::string(what) + ": not valid MessagePack (" + e.what() + ")");
   }
@@ -154,6 +162,10 @@ class ArrayReader {
   }
 
   std::string binary(std::string_view field, size_t exact_size = 0) {
+    return std::string(binary_view(field, exact_size));
+  }
+  // The same without a copy: it points into the unpacked bytes.
+  std::string_view binary_view(std::string_view field, size_t exact_size = 0) {
     const msgpack::object* o = next(field);
     if (!o) return {};
     if (o->type != msgpack::type::BIN) {
@@ -164,7 +176,7 @@ class ArrayReader {
       fail(field, "expected " + std::to_string(exact_size) + " bytes");
       return {};
     }
-    return std::string(o->via.bin.ptr, o->via.bin.size);
+    return std::string_view(o->via.bin.ptr, o->via.bin.size);
   }
 
   std::vector<std::string> strings(std::string_view field) {
@@ -212,7 +224,20 @@ inline std::vector<uint8_t> to_bytes(const msgpack::sbuffer& buffer) {
   return std::vector<uint8_t>(begin, begin + buffer.size());
 }
 
-inline void pack_binary(msgpack::packer<msgpack::sbuffer>& packer, std::string_view bytes) {
+// A packer's stream that writes straight into the byte vector it hands back:
+// no 8 KiB sbuffer to allocate and no copy out of it per message.
+struct ByteWriter {
+  std::vector<uint8_t> bytes;
+
+  explicit ByteWriter(size_t expected_size = 64) { bytes.reserve(expected_size); }
+  void write(const char* data, size_t size) {
+    const auto* begin = reinterpret_cast<const uint8_t*>(data);
+    bytes.insert(bytes.end(), begin, begin + size);
+  }
+};
+
+template <typename Stream>
+void pack_binary(msgpack::packer<Stream>& packer, std::string_view bytes) {
   packer.pack_bin(static_cast<uint32_t>(bytes.size()));
   packer.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
 }

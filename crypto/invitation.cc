@@ -19,8 +19,8 @@ std::optional<int64_t> from_absent(int64_t value) {
 
 // Field order is the token format; never reorder, only append.
 std::vector<uint8_t> encode_payload(const Invitation& invitation) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  ByteWriter buffer;
+  msgpack::packer<ByteWriter> packer(buffer);
   packer.pack_array(11);
   packer.pack(invitation.id);
   packer.pack(invitation.issuer.to_string());
@@ -34,7 +34,7 @@ std::vector<uint8_t> encode_payload(const Invitation& invitation) {
   packer.pack(to_millis(invitation.not_before));
   packer.pack(invitation.expires ? to_millis(*invitation.expires) : int64_t{0});
   packer.pack(to_millis(invitation.created));
-  return to_bytes(buffer);
+  return std::move(buffer.bytes);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 namespace shoal::protocol {
 namespace {
 
-using Packer = msgpack::packer<msgpack::sbuffer>;
+using Packer = msgpack::packer<ByteWriter>;
 
 void pack_resources(Packer& p, const model::Resources& r) {
   p.pack_array(3);
@@ -472,10 +472,10 @@ MessageType type_of(const Body& body) {
 }
 
 std::vector<uint8_t> encode_body(const Body& body) {
-  msgpack::sbuffer buffer;
+  ByteWriter buffer;
   Packer packer(buffer);
   std::visit(Encoder{packer}, body);
-  return to_bytes(buffer);
+  return std::move(buffer.bytes);
 }
 
 Result<Body> decode_body(MessageType type, std::span<const uint8_t> bytes) {

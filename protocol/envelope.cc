@@ -14,8 +14,9 @@ std::string_view as_chars(std::span<const uint8_t> bytes) {
 }  // namespace
 
 std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender) {
-  msgpack::sbuffer inner;
-  msgpack::packer<msgpack::sbuffer> p(inner);
+  // Headers, keys and counters take under 128 bytes; sized once, no regrowth.
+  ByteWriter inner(envelope.body.size() + 128);
+  msgpack::packer<ByteWriter> p(inner);
   p.pack_array(10);
   p.pack(envelope.version);
   p.pack(static_cast<uint8_t>(envelope.type));
@@ -27,23 +28,24 @@ std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& send
   pack_binary(p, as_chars(envelope.body));
   p.pack(envelope.acked_boot);
   p.pack(envelope.acked_sent_at_ms);
-  std::vector<uint8_t> signed_bytes = to_bytes(inner);
-  crypto::Signature signature = sender.sign(signed_bytes);
+  crypto::Signature signature = sender.sign(inner.bytes);
 
-  msgpack::sbuffer outer;
-  msgpack::packer<msgpack::sbuffer> q(outer);
+  ByteWriter outer(inner.bytes.size() + signature.size() + 16);
+  msgpack::packer<ByteWriter> q(outer);
   q.pack_array(2);
-  pack_binary(q, as_chars(signed_bytes));
+  pack_binary(q, as_chars(inner.bytes));
   pack_binary(q, as_chars(signature));
-  return to_bytes(outer);
+  return std::move(outer.bytes);
 }
 
 Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
   *reason = DropReason::kMalformed;
+  // Both readers point into `wire`, which outlives them: nothing is copied
+  // but the body.
   SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle outer_handle, unpack_one(wire, "envelope"));
   ArrayReader outer(outer_handle.get(), "envelope");
-  std::string signed_bytes = outer.binary("signed");
-  std::string signature_bytes = outer.binary("signature", sizeof(crypto::Signature));
+  std::string_view signed_bytes = outer.binary_view("signed");
+  std::string_view signature_bytes = outer.binary_view("signature", sizeof(crypto::Signature));
   if (!outer.ok()) return outer.status();
 
   std::span<const uint8_t> signed_span(reinterpret_cast<const uint8_t*>(signed_bytes.data()),
@@ -53,12 +55,12 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
   Envelope envelope;
   envelope.version = r.integer<uint32_t>("version");
   uint8_t type = r.integer<uint8_t>("type");
-  std::string from = r.binary("from", 32);
-  std::string to = r.binary("to", 32);
+  std::string_view from = r.binary_view("from", 32);
+  std::string_view to = r.binary_view("to", 32);
   envelope.boot = r.integer<uint64_t>("boot");
   envelope.seq = r.integer<uint64_t>("seq");
   envelope.sent_at_ms = r.integer<int64_t>("sentAt");
-  std::string body = r.binary("body");
+  std::string_view body = r.binary_view("body");
   if (r.has_more()) {  // appended after version 1 shipped
     envelope.acked_boot = r.integer<uint64_t>("ackedBoot");
     envelope.acked_sent_at_ms = r.integer<int64_t>("ackedSentAt");
@@ -88,15 +90,17 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
 }
 
 std::vector<uint8_t> encode_batch(std::span<const BatchItem> items) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> p(buffer);
+  size_t expected = 8;
+  for (const BatchItem& item : items) expected += item.body.size() + kBatchItemOverheadBytes;
+  ByteWriter buffer(expected);
+  msgpack::packer<ByteWriter> p(buffer);
   p.pack_array(static_cast<uint32_t>(items.size()));
   for (const BatchItem& item : items) {
     p.pack_array(2);
     p.pack(item.type);
     pack_binary(p, as_chars(item.body));
   }
-  return to_bytes(buffer);
+  return std::move(buffer.bytes);
 }
 
 Result<std::vector<BatchItem>> decode_batch(std::span<const uint8_t> body) {
@@ -109,7 +113,7 @@ Result<std::vector<BatchItem>> decode_batch(std::span<const uint8_t> body) {
     ArrayReader item = r.nested("message");
     BatchItem decoded;
     decoded.type = item.integer<uint8_t>("type");
-    std::string bytes = item.binary("body");
+    std::string_view bytes = item.binary_view("body");
     r.adopt(item);
     decoded.body.assign(bytes.begin(), bytes.end());
     items.push_back(std::move(decoded));
