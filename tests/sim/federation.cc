@@ -1,5 +1,6 @@
 #include "tests/sim/federation.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "crypto/id_card.h"
@@ -36,7 +37,9 @@ uint64_t mix(uint64_t a, uint64_t b) {
 Federation::Federation(FederationOptions options)
     : options_(std::move(options)),
       start_(clock_.now()),
-      network_(mix(options_.seed, 0x6e6574), options_.network) {}
+      network_(mix(options_.seed, 0x6e6574), options_.network) {
+  if (options_.threads > 1) workers_ = std::make_unique<Workers>(options_.threads);
+}
 
 Federation::~Federation() = default;
 
@@ -130,18 +133,24 @@ bool Federation::control(SimAgent& agent, const std::function<void(core::Agent&)
 }
 
 void Federation::step(SimAgent& agent, const std::function<void()>& work) {
-  ++stats_.steps;
-  fold(agent.index);
-  fold(static_cast<uint64_t>(to_millis(clock_.now())));
+  StepEffects effects;
+  run_step(agent, work, effects);
+  apply(agent, effects);
+}
+
+void Federation::run_step(SimAgent& agent, const std::function<void()>& work,
+                          StepEffects& effects) {
+  effects.stepped = true;
   Status begun = agent.store->begin();
   if (!begun.is_ok()) {
-    engine_findings_.push_back(agent.name + ": begin failed: " + begun.message());
+    effects.findings.push_back(agent.name + ": begin failed: " + begun.message());
     return;
   }
   work();
   if (agent.crash_in_next_step) {
-    // Died inside the step: the batch never commits, nothing it sent
-    // leaves; it comes back at once from what was committed.
+    // Dies before its batch commits: nothing it sent leaves, nothing it
+    // wrote stays. Never on a helper thread (run_instant keeps such an
+    // agent's steps on the caller): crash and restart change the world.
     agent.crash_in_next_step = false;
     agent.transport->sent.clear();
     crash(agent);
@@ -151,19 +160,32 @@ void Federation::step(SimAgent& agent, const std::function<void()>& work) {
   Status finished = agent.agent->finish_batch();
   if (finished.is_ok()) finished = agent.store->commit();
   if (!finished.is_ok()) {
-    engine_findings_.push_back(agent.name + ": a batch did not commit: " + finished.message());
+    effects.findings.push_back(agent.name + ": a batch did not commit: " + finished.message());
     agent.store->rollback();
     agent.transport->sent.clear();
     return;
   }
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> sent = std::move(agent.transport->sent);
+  effects.sent = std::move(agent.transport->sent);
   agent.transport->sent.clear();
   agent.agent->batch_committed();
   if (!agent.transport->sent.empty()) {
-    engine_findings_.push_back(agent.name + ": sent outside a batch (in batch_committed)");
+    effects.findings.push_back(agent.name + ": sent outside a batch (in batch_committed)");
     agent.transport->sent.clear();
   }
-  for (auto& [peer_id, wire] : sent) {
+  effects.wake = next_wake(agent);
+}
+
+void Federation::apply(const SimAgent& agent, StepEffects& effects) {
+  if (effects.delivered) {
+    ++stats_.deliveries;
+    fold(effects.delivery_hash);
+  }
+  if (!effects.stepped) return;
+  ++stats_.steps;
+  fold(agent.index);
+  fold(static_cast<uint64_t>(to_millis(clock_.now())));
+  for (std::string& finding : effects.findings) engine_findings_.push_back(std::move(finding));
+  for (auto& [peer_id, wire] : effects.sent) {
     auto to = index_by_id_.find(peer_id);
     if (to == index_by_id_.end()) continue;  // nobody of that key in this world
     auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(wire));
@@ -176,22 +198,28 @@ void Federation::step(SimAgent& agent, const std::function<void()>& work) {
       push(std::move(event));
     }
   }
-  schedule_wake(agent);
+  if (effects.wake != TimePoint::max()) {
+    Event event;
+    event.at = effects.wake;
+    event.kind = Event::Kind::kWake;
+    event.agent = agent.index;
+    push(std::move(event));
+  }
 }
 
-void Federation::tick_until_idle(SimAgent& agent) {
+void Federation::tick_until_idle(SimAgent& agent, StepEffects& effects) {
   agent.agent->tick();
   for (int again = 0; again < 3 && agent.agent->next_deadline() <= agent.clock->now(); ++again) {
     agent.agent->tick();
   }
   if (agent.agent->next_deadline() <= agent.clock->now()) {
-    engine_findings_.push_back(agent.name + " at " + format_time(clock_.now()) +
+    effects.findings.push_back(agent.name + " at " + format_time(clock_.now()) +
                                ": a timer is still due after its ticks (the runtime would spin)");
   }
 }
 
-void Federation::schedule_wake(SimAgent& agent) {
-  if (!agent.up()) return;
+TimePoint Federation::next_wake(SimAgent& agent) {
+  if (!agent.up()) return TimePoint::max();
   // Never at this very instant: a timer due now runs in the loop's next
   // iteration, and one that stays due (a bug tick_until_idle reports)
   // cannot stop the clock.
@@ -200,20 +228,29 @@ void Federation::schedule_wake(SimAgent& agent) {
       std::max(deadline <= agent.clock->now() ? clock_.now() : deadline - agent.clock->skew(),
                clock_.now()) +
       kWakeLateness;
-  if (world == agent.wake_at) return;
+  if (world == agent.wake_at) return TimePoint::max();  // that timer event is queued
   // A wake already queued for another time is skipped when it comes up.
   agent.wake_at = world;
-  Event event;
-  event.at = world;
-  event.kind = Event::Kind::kWake;
-  event.agent = agent.index;
-  push(std::move(event));
+  return world;
 }
 
 void Federation::deliver(SimAgent& agent, const std::vector<uint8_t>& bytes) {
-  ++stats_.deliveries;
-  fold(hash_bytes(bytes));
-  step(agent, [&] { agent.agent->handle_wire(bytes); });
+  StepEffects effects;
+  deliver_local(agent, bytes, effects);
+  apply(agent, effects);
+}
+
+void Federation::deliver_local(SimAgent& agent, const std::vector<uint8_t>& bytes,
+                               StepEffects& effects) {
+  effects.delivered = true;
+  effects.delivery_hash = hash_bytes(bytes);
+  run_step(agent, [&] { agent.agent->handle_wire(bytes); }, effects);
+}
+
+void Federation::wake_local(SimAgent& agent, StepEffects& effects) {
+  agent.wake_at = TimePoint::max();
+  agent.ticked_since_boot = true;
+  run_step(agent, [&] { tick_until_idle(agent, effects); }, effects);
 }
 
 void Federation::crash(SimAgent& agent) {
@@ -246,43 +283,97 @@ void Federation::thaw(SimAgent& agent) {
   }
   if (agent.up()) {
     agent.ticked_since_boot = true;
-    step(agent, [&] { tick_until_idle(agent); });
+    StepEffects effects;
+    run_step(agent, [&] { tick_until_idle(agent, effects); }, effects);
+    apply(agent, effects);
   }
 }
 
 bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {
+  std::vector<Event> instant;
   while (!queue_.empty() && queue_.top().at <= end) {
-    Event event = queue_.top();
-    queue_.pop();
-    clock_.set(std::max(clock_.now(), event.at));
-    ++stats_.events;
-    switch (event.kind) {
-      case Event::Kind::kAction:
-        event.action();
-        break;
-      case Event::Kind::kWake: {
-        SimAgent& agent = *agents_[event.agent];
-        if (event.at != agent.wake_at || !agent.up() || agent.frozen) break;
-        agent.wake_at = TimePoint::max();
-        agent.ticked_since_boot = true;
-        step(agent, [&] { tick_until_idle(agent); });
-        break;
+    clock_.set(std::max(clock_.now(), queue_.top().at));
+    if (queue_.top().kind == Event::Kind::kAction) {
+      Event event = queue_.top();
+      queue_.pop();
+      ++stats_.events;
+      event.action();
+    } else {
+      // Every delivery and timer of this instant up to the next action.
+      instant.clear();
+      while (!queue_.empty() && queue_.top().at == clock_.now() &&
+             queue_.top().kind != Event::Kind::kAction) {
+        instant.push_back(queue_.top());
+        queue_.pop();
       }
-      case Event::Kind::kDeliver: {
-        SimAgent& agent = *agents_[event.agent];
-        if (!agent.up()) break;  // a dead process reads nothing; the message is lost
-        if (agent.frozen) {
-          held_[agent.index].push_back(event.bytes);
-        } else {
-          deliver(agent, *event.bytes);
-        }
-        break;
-      }
+      stats_.events += instant.size();
+      run_instant(instant);
     }
     if (stop && stop()) return false;
   }
   clock_.set(std::max(clock_.now(), end));
   return true;
+}
+
+void Federation::run_instant(const std::vector<Event>& events) {
+  // Steps of one instant are independent when they belong to different
+  // agents: a step changes its own agent only, and what it sends arrives a
+  // millisecond later at the earliest (Network rounds latency up to whole
+  // milliseconds; a timer wakes kWakeLateness after). So each agent's steps
+  // run in order on some thread, and their effects on the world are then
+  // applied in event order: any thread count makes the same run.
+  //
+  // An agent that is down, frozen or about to crash (whose step changes the
+  // world: held messages, a restart) runs in that second pass instead, at
+  // its events' places.
+  std::vector<StepEffects> effects(events.size());
+  std::vector<bool> local(events.size(), false);
+  if (workers_) {
+    lane_of_.resize(agents_.size(), kNoLane);
+    std::vector<std::vector<size_t>> lanes;  // per agent: its event indexes, in order
+    for (size_t i = 0; i < events.size(); ++i) {
+      const SimAgent& agent = *agents_[events[i].agent];
+      if (!agent.up() || agent.frozen || agent.crash_in_next_step) continue;
+      uint32_t& lane = lane_of_[agent.index];
+      if (lane == kNoLane) {
+        lane = static_cast<uint32_t>(lanes.size());
+        lanes.emplace_back();
+      }
+      lanes[lane].push_back(i);
+      local[i] = true;
+    }
+    for (const Event& event : events) lane_of_[event.agent] = kNoLane;
+    if (lanes.size() > 1) {
+      ++stats_.shared_instants;
+      workers_->run(lanes.size(), [&](size_t lane) {
+        for (size_t i : lanes[lane]) run_local(events[i], effects[i]);
+      });
+    } else {
+      std::fill(local.begin(), local.end(), false);
+    }
+  }
+  for (size_t i = 0; i < events.size(); ++i) {
+    SimAgent& agent = *agents_[events[i].agent];
+    if (local[i]) {
+      apply(agent, effects[i]);
+    } else if (events[i].kind == Event::Kind::kDeliver && agent.up() && agent.frozen) {
+      held_[agent.index].push_back(events[i].bytes);
+    } else if (agent.up() && !agent.frozen) {
+      StepEffects now;
+      run_local(events[i], now);
+      apply(agent, now);
+    }
+    // else: a dead process reads nothing (the message is lost) and wakes for nothing
+  }
+}
+
+void Federation::run_local(const Event& event, StepEffects& effects) {
+  SimAgent& agent = *agents_[event.agent];
+  if (event.kind == Event::Kind::kDeliver) {
+    deliver_local(agent, *event.bytes, effects);
+  } else if (event.at == agent.wake_at) {  // else a timer since moved: nothing to do
+    wake_local(agent, effects);
+  }
 }
 
 }  // namespace shoal::sim

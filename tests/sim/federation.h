@@ -27,6 +27,7 @@
 #include "tests/sim/clocks.h"
 #include "tests/sim/memory_store.h"
 #include "tests/sim/network.h"
+#include "tests/sim/workers.h"
 
 namespace shoal::sim {
 
@@ -84,6 +85,9 @@ struct FederationOptions {
   NetworkOptions network;
   // Applied to every agent's config at every boot.
   std::function<void(core::AgentConfig&)> configure;
+  // Threads that run the steps of one instant (Federation::run_instant).
+  // The run is the same for every count: only its wall time differs.
+  int threads = 1;
 };
 
 class Federation {
@@ -135,6 +139,9 @@ class Federation {
 
   struct Stats {
     uint64_t events = 0, steps = 0, deliveries = 0, crashes = 0, restarts = 0;
+    // Instants whose steps went to the worker threads (several agents'
+    // steps, FederationOptions::threads > 1).
+    uint64_t shared_instants = 0;
   };
   const Stats& stats() const { return stats_; }
 
@@ -151,13 +158,34 @@ class Federation {
     }
   };
 
+  // What one step hands the world: the digest's inputs, what the agent
+  // sent, its next timer, what went wrong. A step changes only its own
+  // agent; apply() then changes the world, in event order.
+  struct StepEffects {
+    bool delivered = false;
+    uint64_t delivery_hash = 0;
+    bool stepped = false;
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> sent;
+    TimePoint wake = TimePoint::max();  // a timer event to queue, unless max
+    std::vector<std::string> findings;
+  };
   void push(Event event);
   void boot(SimAgent& agent);
   // One runtime step of `agent`: begin, work, finish, commit, send, effects.
   void step(SimAgent& agent, const std::function<void()>& work);
-  void tick_until_idle(SimAgent& agent);
-  void schedule_wake(SimAgent& agent);
+  // The step on the agent alone; its effects on the world go to `effects`.
+  void run_step(SimAgent& agent, const std::function<void()>& work, StepEffects& effects);
+  void apply(const SimAgent& agent, StepEffects& effects);
+  void tick_until_idle(SimAgent& agent, StepEffects& effects);
+  // Its next timer's world time, if not queued yet (else max); notes it in wake_at.
+  TimePoint next_wake(SimAgent& agent);
   void deliver(SimAgent& agent, const std::vector<uint8_t>& bytes);
+  void deliver_local(SimAgent& agent, const std::vector<uint8_t>& bytes, StepEffects& effects);
+  void wake_local(SimAgent& agent, StepEffects& effects);
+  // A delivery or timer of an agent that is up and not frozen.
+  void run_local(const Event& event, StepEffects& effects);
+  // The deliveries and timers of one instant, between two actions.
+  void run_instant(const std::vector<Event>& events);
   void fold(uint64_t value) { digest_ = mix(digest_, value); }
 
   FederationOptions options_;
@@ -173,6 +201,10 @@ class Federation {
   std::unordered_map<uint32_t, std::vector<std::shared_ptr<const std::vector<uint8_t>>>> held_;
   std::vector<std::string> engine_findings_;
   Stats stats_;
+  std::unique_ptr<Workers> workers_;  // null: one thread
+  // run_instant's scratch: each agent's lane of this instant, else kNoLane.
+  static constexpr uint32_t kNoLane = UINT32_MAX;
+  std::vector<uint32_t> lane_of_;
 };
 
 }  // namespace shoal::sim

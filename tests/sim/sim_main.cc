@@ -131,6 +131,9 @@ int main(int argc, char** argv) {
                  "print how far the run got, and what the agents sent by message type, every this "
                  "much simulated time")
       ->capture_default_str();
+  app.add_option("--threads", r.threads,
+                 "threads that run the agents' steps; the run is the same for any count")
+      ->capture_default_str();
   app.add_option("--explain", r.explain, "print every agent's events for this job (e.g. j58)");
   app.add_option("-o,--output", output, "text | json")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -154,6 +157,9 @@ int main(int argc, char** argv) {
     *target = *d;
   }
   if (r.check_every.count() <= 0) return fail("--check-every: expected a positive duration");
+  if (r.threads < 1 || r.threads > 64) {
+    return fail("--threads: expected 1 to 64, got " + std::to_string(r.threads));
+  }
   // Fencing is sound only while clocks differ by less than the agents'
   // maxClockSkew (docs/lifecycle.md): a larger skew would report violations
   // the configuration itself allows.

@@ -39,6 +39,7 @@ class Run {
   FederationOptions federation_options() const {
     FederationOptions out;
     out.seed = scenario_.options.seed;
+    out.threads = options_.threads;
     bool fast = scenario_.options.fast_timers;
     out.configure = [fast](core::AgentConfig& config) {
       if (fast) fast_timers(config);

@@ -45,6 +45,9 @@ struct RunOptions {
   // A traced job's name (e.g. "j58"): its story — every event each agent
   // recorded for it, in world time — goes into SimResult::explanation.
   std::string explain;
+  // Threads that run the agents' steps (FederationOptions::threads): the
+  // same run for every count, in less wall time on more cores.
+  int threads = 1;
   // Called after each check with the simulated time so far (for --progress).
   std::function<void(Duration simulated, Federation&)> progress;
 };

@@ -64,6 +64,31 @@ TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
   EXPECT_NE(first.digest, other.digest);
 }
 
+// Threads change the wall time, never the run: the steps of one instant
+// run in parallel, and their effects reach the world in event order.
+TEST_F(SimulationTest, AnyThreadCountIsTheSameRun) {
+  for (uint64_t seed : {3, 5, 8}) {
+    Scenario scenario = make_scenario(small_with_faults(seed));
+    ASSERT_FALSE(scenario.faults.empty());
+    SimResult one = run_simulation(scenario, {});
+    RunOptions threaded;
+    threaded.threads = 3;
+    SimResult three = run_simulation(scenario, threaded);
+    ASSERT_TRUE(one.findings.empty()) << "seed " << seed << findings_of(one);
+    EXPECT_EQ(one.engine.shared_instants, 0u);
+    EXPECT_GT(three.engine.shared_instants, 100u) << "seed " << seed;
+    EXPECT_EQ(one.digest, three.digest) << "seed " << seed;
+    EXPECT_EQ(one.engine.steps, three.engine.steps) << "seed " << seed;
+    EXPECT_EQ(one.engine.crashes, three.engine.crashes) << "seed " << seed;
+    EXPECT_EQ(one.findings, three.findings) << "seed " << seed;
+    ASSERT_EQ(one.jobs.size(), three.jobs.size());
+    for (size_t j = 0; j < one.jobs.size(); ++j) {
+      EXPECT_EQ(one.jobs[j].finished_ms, three.jobs[j].finished_ms) << "seed " << seed;
+      EXPECT_EQ(one.jobs[j].cluster, three.jobs[j].cluster) << "seed " << seed;
+    }
+  }
+}
+
 // The stand-in signature changes the bytes, never a decision: with real
 // Ed25519 signatures the same trace is placed on the same clusters at the
 // same times.
