@@ -67,7 +67,7 @@ TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
 // Threads change the wall time, never the run: the steps of one instant
 // run in parallel, and their effects reach the world in event order.
 TEST_F(SimulationTest, AnyThreadCountIsTheSameRun) {
-  for (uint64_t seed : {3, 5, 8}) {
+  for (uint64_t seed : {uint64_t{3}, uint64_t{5}, uint64_t{8}}) {
     Scenario scenario = make_scenario(small_with_faults(seed));
     ASSERT_FALSE(scenario.faults.empty());
     SimResult one = run_simulation(scenario, {});
