@@ -68,8 +68,8 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
     drop(DropReason::kWrongRecipient, from, "addressed to another agent");
     return 0;
   }
-  if (!peers_.contains(from) ||
-      !(invitations_.ever_issued_to(from) || invitations_.ever_accepted_from(from))) {
+  std::optional<PeerTable::Row> sender = peers_.find_row(from);
+  if (!sender || !(invitations_.ever_issued_to(from) || invitations_.ever_accepted_from(from))) {
     drop(DropReason::kUnknownSender, from, "no invitation with this key");
     return 0;
   }
@@ -80,7 +80,7 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
     drop(DropReason::kStale, from, "sent at " + format_time(sent_at));
     return 0;
   }
-  if (!peers_.is_fresh(from, envelope.boot, envelope.seq)) {
+  if (!PeerTable::is_fresh((*sender)->second, envelope.boot, envelope.seq)) {
     drop(DropReason::kReplayed, from,
          "boot " + std::to_string(envelope.boot) + " seq " + std::to_string(envelope.seq));
     return 0;
@@ -97,8 +97,10 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   // Authentic and fresh: whatever its messages say, this (boot, seq) is
   // used. The mark is written with this batch (finish_batch), so a message
   // captured before either side restarts stays a replay afterwards.
-  Duration silence = peers_.accept(from, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
-  peers_.note_read(from, envelope.acked_boot, envelope.acked_sent_at_ms, context_.boot(), now);
+  Duration silence =
+      peers_.accept(*sender, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
+  PeerTable::note_read((*sender)->second, envelope.acked_boot, envelope.acked_sent_at_ms,
+                       context_.boot(), now);
   source_.heard_from(from, silence);
   context_.set_sent_at(sent_at);
   context_.set_envelope_order({envelope.boot, envelope.seq});

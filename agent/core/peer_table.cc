@@ -34,6 +34,12 @@ void PeerTable::note_unsaved(Row row) {
   unsaved_.push_back(row);
 }
 
+std::optional<PeerTable::Row> PeerTable::find_row(const std::string& id) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return std::nullopt;
+  return it;
+}
+
 const PeerTable::Peer* PeerTable::find(const std::string& id) const {
   auto it = peers_.find(id);
   return it == peers_.end() ? nullptr : &it->second;
@@ -60,16 +66,23 @@ bool PeerTable::remember(const std::string& id, const std::string& cluster, cons
 
 bool PeerTable::is_fresh(const std::string& id, uint64_t boot, uint64_t seq) const {
   const Peer* peer = find(id);
-  if (!peer) return false;
-  if (boot != peer->last_boot) return boot > peer->last_boot;
-  if (seq > peer->last_seq) return true;
-  uint64_t behind = peer->last_seq - seq;
-  return behind < kReplayWindow && ((peer->seen >> behind) & 1) == 0;
+  return peer && is_fresh(*peer, boot, seq);
+}
+
+bool PeerTable::is_fresh(const Peer& peer, uint64_t boot, uint64_t seq) {
+  if (boot != peer.last_boot) return boot > peer.last_boot;
+  if (seq > peer.last_seq) return true;
+  uint64_t behind = peer.last_seq - seq;
+  return behind < kReplayWindow && ((peer.seen >> behind) & 1) == 0;
 }
 
 Duration PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq,
                            int64_t sent_at_ms, TimePoint now) {
-  auto row = make_row(id);
+  return accept(make_row(id), boot, seq, sent_at_ms, now);
+}
+
+Duration PeerTable::accept(Row row, uint64_t boot, uint64_t seq, int64_t sent_at_ms,
+                           TimePoint now) {
   Peer& peer = row->second;
   TimePoint silent_since = listening_since_;
   if (peer.last_seen) silent_since = std::max(silent_since, *peer.last_seen);
@@ -88,12 +101,16 @@ Duration PeerTable::accept(const std::string& id, uint64_t boot, uint64_t seq,
   peer.newest_sent_at_ms = std::max(peer.newest_sent_at_ms, sent_at_ms);
   peer.last_seen = now;
   note_unsaved(row);
-  return id == self_id_ ? Duration{0} : now - silent_since;
+  return row->first == self_id_ ? Duration{0} : now - silent_since;
 }
 
 void PeerTable::note_read(const std::string& id, uint64_t acked_boot, int64_t acked_sent_at_ms,
                           uint64_t own_boot, TimePoint now) {
-  Peer& peer = at(id);
+  note_read(at(id), acked_boot, acked_sent_at_ms, own_boot, now);
+}
+
+void PeerTable::note_read(Peer& peer, uint64_t acked_boot, int64_t acked_sent_at_ms,
+                          uint64_t own_boot, TimePoint now) {
   TimePoint read = from_millis(acked_sent_at_ms);
   if (acked_boot != own_boot || read <= peer.read_until) return;
   peer.read_until = read;

@@ -66,6 +66,11 @@ class PeerTable {
 
   void load(const std::vector<store::PeerRecord>& records);
 
+  // A handle on one peer's row, stable for the table's life (rows are never
+  // erased): what an envelope's checks and marks share, one lookup for all.
+  using Row = std::map<std::string, Peer>::iterator;
+  std::optional<Row> find_row(const std::string& id);
+
   const Peer* find(const std::string& id) const;
   // A message to `id` is queued at `now`: records the time and returns the
   // peer (nullptr for a stranger), in one lookup. Not a row change.
@@ -82,14 +87,18 @@ class PeerTable {
   // Whether an envelope (boot, seq) from `id` was never accepted: newer than
   // every one, or late within kReplayWindow and not seen.
   bool is_fresh(const std::string& id, uint64_t boot, uint64_t seq) const;
+  static bool is_fresh(const Peer& peer, uint64_t boot, uint64_t seq);
   // An envelope from `id` passed every check: advance its replay marks.
   // Returns the silence it ends (silent_for just before).
   Duration accept(const std::string& id, uint64_t boot, uint64_t seq, int64_t sent_at_ms,
                   TimePoint now);
+  Duration accept(Row row, uint64_t boot, uint64_t seq, int64_t sent_at_ms, TimePoint now);
   // `id` acknowledged reading our traffic of `acked_boot` up to the envelope
   // we sent at `acked_sent_at_ms`; ignored unless `acked_boot` is ours.
   void note_read(const std::string& id, uint64_t acked_boot, int64_t acked_sent_at_ms,
                  uint64_t own_boot, TimePoint now);
+  static void note_read(Peer& peer, uint64_t acked_boot, int64_t acked_sent_at_ms,
+                        uint64_t own_boot, TimePoint now);
   // Flow control: until when a resend of what we sent `id` at `last_sent`
   // is held back (TimePoint{} for not at all). Held while the peer has not
   // read that far yet but keeps reading what we sent before: it waits its
@@ -125,7 +134,6 @@ class PeerTable {
   std::string broken_invariant() const;
 
  private:
-  using Row = std::map<std::string, Peer>::iterator;  // stable: rows are never erased
   // The row of `id`, made if new.
   Row make_row(const std::string& id);
   Peer& at(const std::string& id) { return make_row(id)->second; }

@@ -114,7 +114,15 @@ Status Federation::invite(SimAgent& target, SimAgent& source,
 
 void Federation::push(Event event) {
   event.seq = next_seq_++;
-  queue_.push(std::move(event));
+  queue_.push_back(std::move(event));
+  std::push_heap(queue_.begin(), queue_.end(), std::greater<>());
+}
+
+Federation::Event Federation::pop() {
+  std::pop_heap(queue_.begin(), queue_.end(), std::greater<>());
+  Event event = std::move(queue_.back());
+  queue_.pop_back();
+  return event;
 }
 
 void Federation::at(TimePoint when, std::function<void()> action) {
@@ -290,24 +298,21 @@ void Federation::thaw(SimAgent& agent) {
 }
 
 bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {
-  std::vector<Event> instant;
-  while (!queue_.empty() && queue_.top().at <= end) {
-    clock_.set(std::max(clock_.now(), queue_.top().at));
-    if (queue_.top().kind == Event::Kind::kAction) {
-      Event event = queue_.top();
-      queue_.pop();
+  while (!queue_.empty() && queue_.front().at <= end) {
+    clock_.set(std::max(clock_.now(), queue_.front().at));
+    if (queue_.front().kind == Event::Kind::kAction) {
+      Event event = pop();
       ++stats_.events;
       event.action();
     } else {
       // Every delivery and timer of this instant up to the next action.
-      instant.clear();
-      while (!queue_.empty() && queue_.top().at == clock_.now() &&
-             queue_.top().kind != Event::Kind::kAction) {
-        instant.push_back(queue_.top());
-        queue_.pop();
+      instant_.clear();
+      while (!queue_.empty() && queue_.front().at == clock_.now() &&
+             queue_.front().kind != Event::Kind::kAction) {
+        instant_.push_back(pop());
       }
-      stats_.events += instant.size();
-      run_instant(instant);
+      stats_.events += instant_.size();
+      run_instant(instant_);
     }
     if (stop && stop()) return false;
   }
@@ -326,36 +331,38 @@ void Federation::run_instant(const std::vector<Event>& events) {
   // An agent that is down, frozen or about to crash (whose step changes the
   // world: held messages, a restart) runs in that second pass instead, at
   // its events' places.
-  std::vector<StepEffects> effects(events.size());
-  std::vector<bool> local(events.size(), false);
+  effects_.resize(std::max(effects_.size(), events.size()));
+  in_lane_.assign(events.size(), 0);
+  size_t lanes = 0;
   if (workers_) {
     lane_of_.resize(agents_.size(), kNoLane);
-    std::vector<std::vector<size_t>> lanes;  // per agent: its event indexes, in order
     for (size_t i = 0; i < events.size(); ++i) {
       const SimAgent& agent = *agents_[events[i].agent];
       if (!agent.up() || agent.frozen || agent.crash_in_next_step) continue;
       uint32_t& lane = lane_of_[agent.index];
       if (lane == kNoLane) {
-        lane = static_cast<uint32_t>(lanes.size());
-        lanes.emplace_back();
+        lane = static_cast<uint32_t>(lanes++);
+        if (lanes_.size() < lanes) lanes_.emplace_back();
+        lanes_[lane].clear();
       }
-      lanes[lane].push_back(i);
-      local[i] = true;
+      lanes_[lane].push_back(i);
+      in_lane_[i] = 1;
     }
     for (const Event& event : events) lane_of_[event.agent] = kNoLane;
-    if (lanes.size() > 1) {
+    if (lanes > 1) {
       ++stats_.shared_instants;
-      workers_->run(lanes.size(), [&](size_t lane) {
-        for (size_t i : lanes[lane]) run_local(events[i], effects[i]);
+      workers_->run(lanes, [&](size_t lane) {
+        for (size_t i : lanes_[lane]) run_local(events[i], effects_[i]);
       });
     } else {
-      std::fill(local.begin(), local.end(), false);
+      std::fill(in_lane_.begin(), in_lane_.end(), 0);
     }
   }
   for (size_t i = 0; i < events.size(); ++i) {
     SimAgent& agent = *agents_[events[i].agent];
-    if (local[i]) {
-      apply(agent, effects[i]);
+    if (in_lane_[i]) {
+      apply(agent, effects_[i]);
+      effects_[i] = StepEffects{};
     } else if (events[i].kind == Event::Kind::kDeliver && agent.up() && agent.frozen) {
       held_[agent.index].push_back(events[i].bytes);
     } else if (agent.up() && !agent.frozen) {

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <queue>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -170,6 +169,7 @@ class Federation {
     std::vector<std::string> findings;
   };
   void push(Event event);
+  Event pop();  // the earliest
   void boot(SimAgent& agent);
   // One runtime step of `agent`: begin, work, finish, commit, send, effects.
   void step(SimAgent& agent, const std::function<void()>& work);
@@ -194,7 +194,9 @@ class Federation {
   Network network_;
   std::vector<std::unique_ptr<SimAgent>> agents_;
   std::unordered_map<std::string, uint32_t> index_by_id_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+  // A min-heap by (at, seq) (std::push_heap with std::greater): a vector
+  // rather than std::priority_queue, whose top() cannot be moved from.
+  std::vector<Event> queue_;
   uint64_t next_seq_ = 0;
   uint64_t digest_ = 0xcbf29ce484222325ull;
   // Held for a frozen agent, in arrival order.
@@ -202,9 +204,15 @@ class Federation {
   std::vector<std::string> engine_findings_;
   Stats stats_;
   std::unique_ptr<Workers> workers_;  // null: one thread
-  // run_instant's scratch: each agent's lane of this instant, else kNoLane.
+  // run_until's and run_instant's scratch, kept for their capacity: the
+  // events of the instant, each one's effects and whether it ran in a
+  // lane, each agent's lane (else kNoLane) and each lane's event indexes.
+  std::vector<Event> instant_;
+  std::vector<StepEffects> effects_;
+  std::vector<uint8_t> in_lane_;
   static constexpr uint32_t kNoLane = UINT32_MAX;
   std::vector<uint32_t> lane_of_;
+  std::vector<std::vector<size_t>> lanes_;
 };
 
 }  // namespace shoal::sim
