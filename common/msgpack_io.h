@@ -50,14 +50,15 @@ inline Result<msgpack::object_handle> unpack_one(std::span<const uint8_t> bytes,
 // Reads the elements of one MessagePack array in order. The first failure
 // sticks; later reads return defaults, so a decoder can read every field and
 // check status() once.
+//
+// A nested reader names its place by its parent and field, and spells the
+// whole path ("CAPACITY namespaces item queues ...") only when it fails:
+// so it must not outlive the reader it came from (a local in the decoder
+// that reads its parent, as every decoder here does).
 class ArrayReader {
  public:
   ArrayReader(const msgpack::object& object, std::string what) : what_(std::move(what)) {
-    if (object.type != msgpack::type::ARRAY) {
-      fail("", "expected an array");
-      return;
-    }
-    items_ = std::span<const msgpack::object>(object.via.array.ptr, object.via.array.size);
+    open(object);
   }
 
   const Status& status() const { return status_; }
@@ -183,7 +184,7 @@ class ArrayReader {
     std::vector<std::string> out;
     const msgpack::object* o = next(field);
     if (!o) return out;
-    ArrayReader inner(*o, what_ + " " + std::string(field));
+    ArrayReader inner(*o, this, field);
     while (inner.ok() && inner.index_ < inner.size()) out.push_back(inner.string("item"));
     if (!inner.ok()) status_ = inner.status();
     return out;
@@ -192,8 +193,8 @@ class ArrayReader {
   // A nested array, read by its own reader; its failure becomes ours via adopt().
   ArrayReader nested(std::string_view field) {
     const msgpack::object* o = next(field);
-    if (!o) return ArrayReader(msgpack::object(), what_ + " " + std::string(field));
-    return ArrayReader(*o, what_ + " " + std::string(field));
+    if (!o) return ArrayReader(msgpack::object(), this, field);
+    return ArrayReader(*o, this, field);
   }
   void adopt(const ArrayReader& inner) {
     if (ok() && !inner.ok()) status_ = inner.status();
@@ -208,12 +209,30 @@ class ArrayReader {
 
   void fail(std::string_view field, const std::string& expectation) {
     if (!ok()) return;
-    status_ = corrupt(what_ + (field.empty() ? "" : " " + std::string(field)) + ": " +
+    status_ = corrupt(path() + (field.empty() ? "" : " " + std::string(field)) + ": " +
                       expectation);
   }
 
  private:
-  std::string what_;
+  ArrayReader(const msgpack::object& object, const ArrayReader* parent, std::string_view field)
+      : parent_(parent), field_(field) {
+    open(object);
+  }
+  void open(const msgpack::object& object) {
+    if (object.type != msgpack::type::ARRAY) {
+      fail("", "expected an array");
+      return;
+    }
+    items_ = std::span<const msgpack::object>(object.via.array.ptr, object.via.array.size);
+  }
+  // What this reader reads, for errors: the root's name and the fields down to it.
+  std::string path() const {
+    return parent_ ? parent_->path() + " " + std::string(field_) : what_;
+  }
+
+  std::string what_;                      // the root's
+  const ArrayReader* parent_ = nullptr;   // a nested reader's
+  std::string_view field_;                // a nested reader's field in its parent
   std::span<const msgpack::object> items_;
   size_t index_ = 0;
   Status status_;

@@ -103,6 +103,27 @@ TEST(CodecTest, EveryMessageRoundTrips) {
   }
 }
 
+// An error deep inside a body names the whole way down to the field, so an
+// operator reading the drop log knows which part of which message was bad.
+TEST(CodecTest, ANestedErrorNamesItsWholePath) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> p(buffer);
+  p.pack_array(1);
+  p.pack_array(1);  // namespaces
+  p.pack_array(4);  // one namespace
+  p.pack(std::string("default"));
+  for (int i = 0; i < 2; ++i) p.pack(std::vector<int64_t>{1000, 1024, 0});
+  p.pack_array(1);  // its queues
+  p.pack_array(3);  // one queue
+  p.pack(std::string("batch"));
+  p.pack(std::vector<int64_t>{1000, -1, 0});  // negative memory
+  p.pack(std::vector<int64_t>{1000, 1024, 0});
+  auto decoded = decode_body(MessageType::kCapacity, to_bytes(buffer));
+  ASSERT_FALSE(decoded.is_ok());
+  EXPECT_EQ(decoded.status().message(),
+            "CAPACITY namespaces item queues queue free: negative resources");
+}
+
 // CAPACITY grew by appending (issue 15): what an older agent sends reads
 // with no labels or counts, and what a newer one may append is skipped.
 TEST(CodecTest, CapacityReadsOlderAndNewerSenders) {
