@@ -152,8 +152,10 @@ class Cluster {
   // borrowing is off); nullopt when the cluster has no such queue.
   virtual std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,
                                                       const std::string& queue) const = 0;
-  virtual std::vector<std::string> queue_names() const = 0;
-  virtual std::vector<NodeUsage> nodes() const = 0;
+  // Both are read on every CAPACITY pass: references, not copies, valid
+  // until the cluster changes.
+  virtual const std::vector<std::string>& queue_names() const = 0;
+  virtual const std::vector<NodeUsage>& nodes() const = 0;
 };
 
 }  // namespace shoal::cluster

@@ -63,6 +63,7 @@ NodeCluster::NodeCluster(model::ClusterSpec spec, FairShareScheduler scheduler,
       idle_scheduler_(std::move(scheduler)),
       runner_(std::move(runner)) {
   for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}, {}});
+  for (const auto& queue : spec_.queues) queue_names_.push_back(queue.name);
 }
 
 void NodeCluster::allocate(size_t node, const model::Resources& amount) {
@@ -259,14 +260,6 @@ std::optional<CapacitySummary> NodeCluster::capacity_for(const std::string& name
   };
   return CapacitySummary{cap(summary.free), cap(summary.largest_free_node)};
 }
-
-std::vector<std::string> NodeCluster::queue_names() const {
-  std::vector<std::string> names;
-  for (const auto& queue : spec_.queues) names.push_back(queue.name);
-  return names;
-}
-
-std::vector<NodeUsage> NodeCluster::nodes() const { return usage_; }
 
 bool NodeCluster::check_invariants() const {
   std::vector<model::Resources> expected(usage_.size());

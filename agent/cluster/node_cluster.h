@@ -112,8 +112,8 @@ class NodeCluster final : public Cluster {
   CapacitySummary capacity_for(const std::string& namespace_name) const override;
   std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,
                                               const std::string& queue) const override;
-  std::vector<std::string> queue_names() const override;
-  std::vector<NodeUsage> nodes() const override;
+  const std::vector<std::string>& queue_names() const override { return queue_names_; }
+  const std::vector<NodeUsage>& nodes() const override { return usage_; }
   Status health() const override { return runner_->health(); }
   int64_t backlog() const override { return runner_->backlog(); }
 
@@ -136,6 +136,7 @@ class NodeCluster final : public Cluster {
   bool refresh_room_taken();
 
   model::ClusterSpec spec_;
+  std::vector<std::string> queue_names_;  // of spec_.queues, in order
   FairShareScheduler scheduler_;
   FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes

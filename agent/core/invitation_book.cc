@@ -19,10 +19,9 @@ void InvitationBook::insert(Owned owned) {
   bool issued = owned.record.direction == store::InvitationDirection::kIssued;
   auto& table = issued ? issued_ : accepted_;
   auto& index = issued ? issued_by_peer_ : accepted_by_peer_;
-  std::string id = owned.record.id;
   std::string peer = owned.record.peer_id;
-  if (!table.count(id)) index[peer].push_back(id);
-  table[id] = std::move(owned);
+  auto [row, made] = table.insert_or_assign(owned.record.id, std::move(owned));
+  if (made) index[peer].push_back(&row->second);
 }
 
 const InvitationBook::Owned* InvitationBook::find_issued(const std::string& id) const {
@@ -41,15 +40,16 @@ Result<std::vector<std::string>> InvitationBook::add(Owned owned, store::Store& 
   auto& index = issued ? issued_by_peer_ : accepted_by_peer_;
   SHOAL_RETURN_IF_ERROR(store.put_invitation(owned.record));
   std::vector<std::string> replaced;
-  if (auto ids = index.find(owned.record.peer_id); ids != index.end()) {
-    for (const auto& id : ids->second) {
-      Owned& older = table.at(id);
-      if (id == owned.record.id || older.record.replaced || older.record.revoked) continue;
+  if (auto rows = index.find(owned.record.peer_id); rows != index.end()) {
+    for (const Owned* row : rows->second) {
+      Owned& older = table.at(row->record.id);  // the same row, writable
+      if (older.record.id == owned.record.id || older.record.replaced || older.record.revoked)
+        continue;
       // An older token accepted late does not replace a newer one.
       if (!issued && older.invitation.created > owned.invitation.created) continue;
       older.record.replaced = true;
       SHOAL_RETURN_IF_ERROR(store.put_invitation(older.record));
-      replaced.push_back(id);
+      replaced.push_back(older.record.id);
     }
   }
   insert(std::move(owned));
@@ -76,60 +76,57 @@ InvitationState InvitationBook::state(const Owned& owned, TimePoint now) {
   return InvitationState::kActive;
 }
 
-std::vector<const crypto::Invitation*> InvitationBook::valid(
-    const std::map<std::string, Owned>& table, const Index& index, const std::string& peer,
-    TimePoint now) {
+std::vector<const crypto::Invitation*> InvitationBook::valid(const Index& index,
+                                                             const std::string& peer,
+                                                             TimePoint now) {
   std::vector<const crypto::Invitation*> out;
-  auto ids = index.find(peer);
-  if (ids == index.end()) return out;
-  for (const auto& id : ids->second) {
-    const Owned& owned = table.at(id);
-    if (state(owned, now) == InvitationState::kActive) out.push_back(&owned.invitation);
+  auto rows = index.find(peer);
+  if (rows == index.end()) return out;
+  for (const Owned* owned : rows->second) {
+    if (state(*owned, now) == InvitationState::kActive) out.push_back(&owned->invitation);
   }
   return out;
+}
+
+bool InvitationBook::any_valid(const Index& index, const std::string& peer, TimePoint now) {
+  auto rows = index.find(peer);
+  return rows != index.end() &&
+         std::any_of(rows->second.begin(), rows->second.end(), [&](const Owned* owned) {
+           return state(*owned, now) == InvitationState::kActive;
+         });
+}
+
+std::vector<const InvitationBook::Owned*> InvitationBook::all_with(const Index& index,
+                                                                   const std::string& peer) {
+  auto rows = index.find(peer);
+  return rows == index.end() ? std::vector<const Owned*>{} : rows->second;
 }
 
 std::vector<const crypto::Invitation*> InvitationBook::valid_issued(const std::string& peer,
                                                                     TimePoint now) const {
-  return valid(issued_, issued_by_peer_, peer, now);
+  return valid(issued_by_peer_, peer, now);
 }
 
 std::vector<const crypto::Invitation*> InvitationBook::valid_accepted(const std::string& peer,
                                                                       TimePoint now) const {
-  return valid(accepted_, accepted_by_peer_, peer, now);
+  return valid(accepted_by_peer_, peer, now);
 }
 
 bool InvitationBook::is_source(const std::string& peer, TimePoint now) const {
-  auto ids = issued_by_peer_.find(peer);
-  return ids != issued_by_peer_.end() &&
-         std::any_of(ids->second.begin(), ids->second.end(), [&](const std::string& id) {
-           return state(issued_.at(id), now) == InvitationState::kActive;
-         });
+  return any_valid(issued_by_peer_, peer, now);
 }
 
 bool InvitationBook::is_target(const std::string& peer, TimePoint now) const {
-  auto ids = accepted_by_peer_.find(peer);
-  return ids != accepted_by_peer_.end() &&
-         std::any_of(ids->second.begin(), ids->second.end(), [&](const std::string& id) {
-           return state(accepted_.at(id), now) == InvitationState::kActive;
-         });
+  return any_valid(accepted_by_peer_, peer, now);
 }
 
 std::vector<const InvitationBook::Owned*> InvitationBook::issued_to(const std::string& peer) const {
-  std::vector<const Owned*> out;
-  if (auto ids = issued_by_peer_.find(peer); ids != issued_by_peer_.end()) {
-    for (const auto& id : ids->second) out.push_back(&issued_.at(id));
-  }
-  return out;
+  return all_with(issued_by_peer_, peer);
 }
 
 std::vector<const InvitationBook::Owned*> InvitationBook::accepted_from(
     const std::string& peer) const {
-  std::vector<const Owned*> out;
-  if (auto ids = accepted_by_peer_.find(peer); ids != accepted_by_peer_.end()) {
-    for (const auto& id : ids->second) out.push_back(&accepted_.at(id));
-  }
-  return out;
+  return all_with(accepted_by_peer_, peer);
 }
 
 std::vector<std::string> InvitationBook::revocations_to_tell(const std::string& peer,
@@ -146,10 +143,10 @@ std::vector<std::string> InvitationBook::revocations_to_tell(const std::string& 
 std::string InvitationBook::broken_invariant() const {
   auto indexed = [](const std::map<std::string, Owned>& table, const Index& index) {
     size_t count = 0;
-    for (const auto& [peer, ids] : index) {
-      for (const auto& id : ids) {
-        auto it = table.find(id);
-        if (it == table.end() || it->second.record.peer_id != peer) return false;
+    for (const auto& [peer, rows] : index) {
+      for (const Owned* row : rows) {
+        auto it = table.find(row->record.id);
+        if (it == table.end() || &it->second != row || row->record.peer_id != peer) return false;
         ++count;
       }
     }
@@ -158,10 +155,9 @@ std::string InvitationBook::broken_invariant() const {
   if (!indexed(issued_, issued_by_peer_) || !indexed(accepted_, accepted_by_peer_)) {
     return "an invitation index differs from its table";
   }
-  for (const auto& [peer, ids] : issued_by_peer_) {
-    auto current = std::count_if(ids.begin(), ids.end(), [&](const std::string& id) {
-      const auto& record = issued_.at(id).record;
-      return !record.replaced && !record.revoked;
+  for (const auto& [peer, rows] : issued_by_peer_) {
+    auto current = std::count_if(rows.begin(), rows.end(), [](const Owned* row) {
+      return !row->record.replaced && !row->record.revoked;
     });
     if (current > 1) return "a source holds two current invitations";
   }

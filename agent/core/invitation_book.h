@@ -63,11 +63,10 @@ class InvitationBook {
   std::vector<const Owned*> issued_to(const std::string& peer) const;
   std::vector<const Owned*> accepted_from(const std::string& peer) const;
   // Every agent that ever invited us: the keys of this index (peer id ->
-  // ids of the invitations it issued us). A reference, no copy: the source
-  // walks it for every deadline.
-  const std::map<std::string, std::vector<std::string>>& issuers() const {
-    return accepted_by_peer_;
-  }
+  // the invitations it issued us). A reference, no copy: the source walks it
+  // for every deadline.
+  using Index = std::map<std::string, std::vector<const Owned*>>;
+  const Index& issuers() const { return accepted_by_peer_; }
   // Invitations we issued to `peer` and revoked that it could still present
   // (not expired): it must hear of them.
   std::vector<std::string> revocations_to_tell(const std::string& peer, TimePoint now) const;
@@ -78,14 +77,17 @@ class InvitationBook {
   std::string broken_invariant() const;
 
  private:
-  using Index = std::map<std::string, std::vector<std::string>>;  // peer -> invitation ids
-  static std::vector<const crypto::Invitation*> valid(const std::map<std::string, Owned>& table,
-                                                      const Index& index, const std::string& peer,
+  static std::vector<const crypto::Invitation*> valid(const Index& index, const std::string& peer,
                                                       TimePoint now);
+  static bool any_valid(const Index& index, const std::string& peer, TimePoint now);
+  static std::vector<const Owned*> all_with(const Index& index, const std::string& peer);
   void insert(Owned owned);
 
   std::map<std::string, Owned> issued_;    // by invitation id
   std::map<std::string, Owned> accepted_;  // by invitation id
+  // By the other agent: its rows in the tables above, which never move
+  // (std::map nodes; rows are never erased), so a question by peer costs
+  // one lookup.
   Index issued_by_peer_;
   Index accepted_by_peer_;
 };

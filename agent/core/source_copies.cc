@@ -326,7 +326,7 @@ void SourceRole::send_digests(TimePoint now) {
   Duration interval = digest_interval();
   next_digest_due_ = TimePoint::max();
   digest_issuers_seen_ = invitations_.issuers().size();
-  for (const auto& [id, invitation_ids] : invitations_.issuers()) {
+  for (const auto& [id, invitations] : invitations_.issuers()) {
     Target& peer = targets_[id];
     // Renewing a lease tells the target "I still see you". One that may
     // not be renewed waits until we hear from it (heard_from).

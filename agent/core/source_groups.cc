@@ -134,7 +134,7 @@ std::string SourceRole::broken_invariant() const {
   }
   // The digests' plan is a lower bound (next_deadline).
   if (invitations_.issuers().size() == digest_issuers_seen_) {
-    for (const auto& [id, invitation_ids] : invitations_.issuers()) {
+    for (const auto& [id, invitations] : invitations_.issuers()) {
       auto target = targets_.find(id);
       TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
       if (last_sent + digest_interval() < next_digest_due_ && may_renew_lease(id)) {
@@ -304,7 +304,7 @@ void SourceRole::begin_delete(SourceWorkload& workload) {
   if (workload.candidates.empty() && record.phase != model::Phase::kPending) {
     // After a restart nobody knows who was asked: tell every target.
     maybe_holding.insert(self_id_);
-    for (const auto& [issuer, invitation_ids] : invitations_.issuers()) {
+    for (const auto& [issuer, invitations] : invitations_.issuers()) {
       maybe_holding.insert(issuer);
     }
   }
