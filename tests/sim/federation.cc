@@ -322,11 +322,12 @@ bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {
 
 void Federation::run_instant(const std::vector<Event>& events) {
   // Steps of one instant are independent when they belong to different
-  // agents: a step changes its own agent only, and what it sends arrives a
-  // millisecond later at the earliest (Network rounds latency up to whole
-  // milliseconds; a timer wakes kWakeLateness after). So each agent's steps
-  // run in order on some thread, and their effects on the world are then
-  // applied in event order: any thread count makes the same run.
+  // agents: a step changes its own agent only, and whatever it sends or
+  // schedules enters the queue when its effects are applied, behind every
+  // event already queued for this instant, as on one thread. So each
+  // agent's steps run in order on some thread, and their effects on the
+  // world are then applied in event order: any thread count makes the
+  // same run.
   //
   // An agent that is down, frozen or about to crash (whose step changes the
   // world: held messages, a restart) runs in that second pass instead, at
