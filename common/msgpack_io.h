@@ -29,9 +29,11 @@ inline Result<msgpack::object_handle> unpack_one(std::span<const uint8_t> bytes,
                                                  std::string_view what) {
   try {
     size_t offset = 0;
-    // The zone holds one msgpack::object per element, never more than one
-    // per input byte. msgpack's default first chunk is 8 KiB, a malloc that
-    // cost more than the parse for the small messages of the protocol.
+    // The zone holds one msgpack::object per element: at most one per input
+    // byte, and about one per four in the protocol's messages, the first
+    // chunk's guess (the zone adds chunks when it is short). msgpack's
+    // default first chunk is 8 KiB, a malloc that cost more than the parse
+    // of a small message.
     constexpr size_t kMinChunk = 256, kMaxChunk = 8192;
     size_t chunk = std::clamp(bytes.size() * sizeof(msgpack::object) / 4, kMinChunk, kMaxChunk);
     msgpack::unique_ptr<msgpack::zone> zone(new msgpack::zone(chunk));

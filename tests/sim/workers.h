@@ -28,7 +28,6 @@ class Workers {
   Workers(const Workers&) = delete;
   Workers& operator=(const Workers&) = delete;
 
-  int threads() const { return static_cast<int>(helpers_.size()) + 1; }
   // task(i) for every i in [0, count), on any thread, each exactly once.
   void run(size_t count, const std::function<void(size_t)>& task);
 
