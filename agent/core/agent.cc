@@ -332,6 +332,7 @@ void Agent::tick() {
     if (spdlog::logger* logger = context_.logger()) {
       logger->warn("no tick for {}; peers' silence counts from now", format_duration(*gap));
     }
+    source_.silences_restarted();
   }
   std::optional<TimePoint> previous_pass;
   if (now - last_heartbeat_ >= config.heartbeat_interval / 2) {

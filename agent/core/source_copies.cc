@@ -9,8 +9,13 @@
 namespace shoal::core {
 
 void SourceRole::tick(TimePoint now, bool local_room_freed) {
-  // Whatever this tick touches is recomputed by next_deadline(); what it
-  // drives and leaves awake sets due_after_tick_ (drive_source_workloads).
+  // What a message touched since next_deadline() last read it is due now
+  // for all we know: visited by this tick. Whatever the tick itself
+  // touches is refiled by next_deadline().
+  for (const std::string& uid : touched_since_tick_) {
+    auto found = awake_.find(uid);
+    if (found != awake_.end()) file_key(uid, found->second, TimePoint::min());
+  }
   touched_since_tick_.clear();
   touched_due_ = TimePoint::max();
   if (local_room_freed) {
@@ -39,14 +44,18 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
 }
 
 TimePoint SourceRole::next_deadline() const {
-  TimePoint next = due_after_tick_;
-  if (!parked_.empty()) next = std::min(next, parked_.begin()->first);
   for (const std::string& uid : touched_since_tick_) {
     auto found = workloads_.find(uid);
-    if (found != workloads_.end()) touched_due_ = std::min(touched_due_, due_at(found->second));
+    if (found == workloads_.end()) continue;
+    if (awake_.count(uid)) {
+      refile(uid, found->second);
+    } else {
+      touched_due_ = std::min(touched_due_, due_at(found->second));
+    }
   }
   touched_since_tick_.clear();
-  next = std::min(next, touched_due_);
+  TimePoint next = std::min({earliest_awake_due(), next_lost_check_, touched_due_});
+  if (!parked_.empty()) next = std::min(next, parked_.begin()->first);
   // An issuer not yet in the digests' plan: its first DIGEST is due now.
   if (invitations_.issuers().size() != digest_issuers_seen_) return TimePoint::min();
   return std::min(next, next_digest_due_);
@@ -54,12 +63,18 @@ TimePoint SourceRole::next_deadline() const {
 
 void SourceRole::greet_target(const std::string& target) {
   targets_[target].last_digest_sent = TimePoint{};
+  // Its copies' leases count as unrenewed from now: worker-lost handling
+  // of them may come due earlier (due_at).
+  touch_won_by(target);
   if (invitations_.issuers().count(target)) next_digest_due_ = TimePoint::min();
 }
 
 void SourceRole::heard_from(const std::string& peer, Duration silence) {
   // Silent for less, it was renewable all along, so in the plan already.
-  if (may_renew_after(silence) || !invitations_.issuers().count(peer)) return;
+  if (may_renew_after(silence)) return;
+  // Renewable again: an APPROVE it is owed may be re-sent now (due_at).
+  touch_won_by(peer);
+  if (!invitations_.issuers().count(peer)) return;
   auto target = targets_.find(peer);
   TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
   next_digest_due_ = std::min(next_digest_due_, last_sent + digest_interval());
@@ -68,6 +83,34 @@ void SourceRole::heard_from(const std::string& peer, Duration silence) {
 // Mirrors drive_source_workload: each time here is one at which that
 // function acts (the simulation checks that a tick leaves no deadline due).
 TimePoint SourceRole::due_at(const SourceWorkload& workload, ResendBound bound) const {
+  TimePoint due = own_due_at(workload, bound);
+  if (const std::string* winner = watched_winner(workload)) due = std::min(due, worker_lost_at(*winner));
+  return due;
+}
+
+const std::string* SourceRole::watched_winner(const SourceWorkload& workload) const {
+  const store::WorkloadRecord& record = workload.record;
+  if (is_group(workload) || record.deleting || workload.waiting_ticket ||
+      record.phase == model::Phase::kPending || record.winner.empty() || record.winner == self_id_ ||
+      model::is_finished(record.phase)) {
+    return nullptr;
+  }
+  return &record.winner;
+}
+
+TimePoint SourceRole::worker_lost_at(const std::string& winner) const {
+  // Silent long enough, and (fencing) renewals stopped lease + skew ago.
+  TimePoint silent_enough = clock_.now() - silent_for(winner) + config_.worker_lost_timeout;
+  TimePoint fenced = TimePoint::min();
+  if (config_.lease.count() > 0) {
+    auto target = targets_.find(winner);
+    TimePoint last_renewal = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
+    fenced = last_renewal + config_.lease + config_.max_clock_skew;
+  }
+  return std::max(silent_enough, fenced);
+}
+
+TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bound) const {
   const store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
   auto resend_at = [&](const std::string& peer_id, TimePoint last_sent, int resends) {
@@ -100,19 +143,7 @@ TimePoint SourceRole::due_at(const SourceWorkload& workload, ResendBound bound) 
   if (record.phase == model::Phase::kPending) {
     return std::min(due, std::max(workload.next_round_at, record.restart_at));
   }
-  if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase)) {
-    // Worker lost: silent long enough, and (fencing) renewals stopped
-    // lease + skew ago.
-    TimePoint silent_enough = now - silent_for(record.winner) + config_.worker_lost_timeout;
-    TimePoint fenced = TimePoint::min();
-    if (config_.lease.count() > 0) {
-      auto winner = targets_.find(record.winner);
-      TimePoint last_renewal =
-          winner == targets_.end() ? TimePoint{} : winner->second.last_digest_sent;
-      fenced = last_renewal + config_.lease + config_.max_clock_skew;
-    }
-    due = std::min(due, std::max(silent_enough, fenced));
-  }
+  // (Worker lost: worker_lost_at, for the winner watched_winner names.)
   if (record.phase != model::Phase::kPlacing) return due;
   if (!record.winner.empty()) {
     if (!may_renew_lease(record.winner)) return due;  // until we hear from it (an input)
@@ -349,30 +380,125 @@ void SourceRole::send_digests(TimePoint now) {
   }
 }
 
+void SourceRole::touch_won_by(const std::string& peer) {
+  auto watched = watched_by_winner_.find(peer);
+  if (watched == watched_by_winner_.end()) return;
+  touched_since_tick_.insert(watched->second.begin(), watched->second.end());
+}
+
+void SourceRole::silences_restarted() {
+  for (const auto& [winner, uids] : watched_by_winner_) touched_since_tick_.insert(uids.begin(), uids.end());
+}
+
+void SourceRole::wake(const std::string& uid) {
+  auto [found, added] = awake_.try_emplace(uid, Awake{TimePoint::min(), ""});
+  if (added) {
+    front_checked_ = false;
+    awake_by_key_.emplace(TimePoint::min(), uid);
+  } else {
+    file_key(uid, found->second, TimePoint::min());
+  }
+}
+
+void SourceRole::sleep(const std::string& uid) {
+  auto found = awake_.find(uid);
+  if (found == awake_.end()) return;
+  front_checked_ = false;
+  awake_by_key_.erase({found->second.key, uid});
+  if (!found->second.watched.empty()) {
+    auto watched = watched_by_winner_.find(found->second.watched);
+    watched->second.erase(uid);
+    if (watched->second.empty()) watched_by_winner_.erase(watched);
+  }
+  awake_.erase(found);
+}
+
+void SourceRole::file_key(const std::string& uid, Awake& awake, TimePoint key) const {
+  if (awake.key == key) return;
+  front_checked_ = false;
+  awake_by_key_.erase({awake.key, uid});
+  awake.key = key;
+  awake_by_key_.emplace(key, uid);
+}
+
+void SourceRole::refile(const std::string& uid, const SourceWorkload& workload) const {
+  Awake& awake = awake_.at(uid);
+  file_key(uid, awake, own_due_at(workload));
+  const std::string* winner = watched_winner(workload);
+  if (winner) next_lost_check_ = std::min(next_lost_check_, worker_lost_at(*winner));
+  std::string_view watched = winner ? std::string_view(*winner) : std::string_view();
+  if (awake.watched == watched) return;
+  if (!awake.watched.empty()) {
+    auto before = watched_by_winner_.find(awake.watched);
+    before->second.erase(uid);
+    if (before->second.empty()) watched_by_winner_.erase(before);
+  }
+  awake.watched = std::string(watched);
+  if (!watched.empty()) watched_by_winner_[awake.watched].insert(uid);
+}
+
+TimePoint SourceRole::earliest_awake_due() const {
+  // Refile the front under its own due time until the front already is:
+  // then every other key, no later than its own due time, is no earlier
+  // than the front's, and the front's is the earliest. Each round refiles
+  // one workload under its due time, so this ends.
+  // Until the entries change, the front stays exact (or early, when its due
+  // time moved later): most envelopes touch no workload, and the check
+  // is a lookup.
+  while (!awake_by_key_.empty() && !front_checked_) {
+    auto [key, uid] = *awake_by_key_.begin();
+    auto found = workloads_.find(uid);
+    if (found == workloads_.end()) break;  // forgotten in this tick: visited, then dropped
+    if (key != TimePoint::min() && own_due_at(found->second) == key) break;
+    refile(uid, found->second);
+    if (awake_by_key_.begin()->first == key && awake_by_key_.begin()->second == uid) break;
+  }
+  front_checked_ = true;
+  return awake_by_key_.empty() ? TimePoint::max() : awake_by_key_.begin()->first;
+}
+
+void SourceRole::plan_lost_check() const {
+  next_lost_check_ = TimePoint::max();
+  for (const auto& [winner, uids] : watched_by_winner_) {
+    next_lost_check_ = std::min(next_lost_check_, worker_lost_at(winner));
+  }
+}
+
 void SourceRole::drive_source_workloads(TimePoint now) {
+  // Only the awake whose time has come, in uid order: a finished workload
+  // with nothing left to retry or delete sleeps until something wakes it,
+  // so an idle agent does not walk its history on every tick, and one not
+  // yet due is not visited either (awake_).
+  std::vector<std::string> due;
+  for (auto it = awake_by_key_.begin(); it != awake_by_key_.end() && it->first <= now; ++it) {
+    due.push_back(it->second);
+  }
+  bool lost_check = next_lost_check_ <= now;
+  if (lost_check) {
+    for (const auto& [winner, uids] : watched_by_winner_) {
+      if (worker_lost_at(winner) <= now) due.insert(due.end(), uids.begin(), uids.end());
+    }
+  }
+  std::sort(due.begin(), due.end());
+  due.erase(std::unique(due.begin(), due.end()), due.end());
   std::vector<std::string> deleted;
-  // Only the awake: a finished workload with nothing left to retry or
-  // delete is skipped until something wakes it (wake()), so an idle agent
-  // does not walk its whole history on every tick.
-  // The same pass finds the earliest due time of those that stay awake.
-  due_after_tick_ = TimePoint::max();
-  std::vector<std::string> due(awake_.begin(), awake_.end());
   for (const std::string& uid : due) {
     auto found = workloads_.find(uid);
     if (found == workloads_.end()) {
-      awake_.erase(uid);
+      sleep(uid);
       continue;
     }
     SourceWorkload& workload = found->second;
     size_t deleted_before = deleted.size();
     drive_source_workload(uid, workload, now, deleted);
     if (is_quiet(workload)) {
-      awake_.erase(uid);
-    } else if (deleted.size() == deleted_before) {
-      due_after_tick_ = std::min(due_after_tick_, due_at(workload));
+      sleep(uid);
+    } else if (deleted.size() == deleted_before && awake_.count(uid)) {
+      refile(uid, workload);
     }
   }
   for (const auto& uid : deleted) forget_workload(uid);
+  if (lost_check) plan_lost_check();
 }
 
 bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint now) {

@@ -122,7 +122,7 @@ bool SourceRole::admit_waiting() {
     waiting_.erase(waiting_.begin());
     SourceWorkload& workload = workloads_.at(uid);
     workload.waiting_ticket = 0;
-    awake_.insert(uid);
+    wake(uid);
     touched_since_tick_.insert(uid);
     start_round(workload);  // takes a slot, or ends Pending (no target can take it)
     started = true;
@@ -298,7 +298,7 @@ void SourceRole::unpark(SourceWorkload& workload) {
   if (workload.parked_until == TimePoint{}) return;
   parked_.erase({workload.parked_until, workload.record.uid});
   workload.parked_until = TimePoint{};
-  awake_.insert(workload.record.uid);
+  wake(workload.record.uid);
 }
 
 void SourceRole::wake_parked(TimePoint now) {
@@ -312,7 +312,7 @@ void SourceRole::wake_parked(TimePoint now) {
     auto found = workloads_.find(uid);
     if (found == workloads_.end() || found->second.parked_until != at) continue;  // stale
     found->second.parked_until = TimePoint{};
-    awake_.insert(uid);
+    wake(uid);
     ++woken;
   }
 }
@@ -348,7 +348,7 @@ void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id,
   if (pending != workload.cancels.end() && pending->second.epoch >= epoch) return;
   TimePoint now = clock_.now();
   workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
-  awake_.insert(workload.record.uid);
+  wake(workload.record.uid);
   touched_since_tick_.insert(workload.record.uid);
   send(peer_id, protocol::Cancel{workload.record.uid, epoch});
 }
@@ -506,7 +506,7 @@ bool SourceRole::decide_readied() {
     // woken for it).
     if (waits_for_preferred(workload, clock_.now())) {
       unpark(workload);
-      awake_.insert(uid);
+      wake(uid);
       touched_since_tick_.insert(uid);
       continue;
     }

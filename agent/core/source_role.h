@@ -59,6 +59,10 @@ class SourceRole {
   // target too long silent to renew its lease may be renewed again
   // (next_deadline).
   void heard_from(const std::string& peer, Duration silence);
+  // Every peer's silence counts from now (PeerTable::notice_tick): a winner
+  // silent too long to renew may be renewable again, and an APPROVE it is
+  // owed due now.
+  void silences_restarted();
 
   // The role's timers: retries, rounds, restarts, deletes, worker-lost, and
   // the digests that renew leases. `local_room_freed`: our own cluster has
@@ -332,6 +336,17 @@ class SourceRole {
   // (the invariant check uses kLatest; TargetRole's does the same).
   enum class ResendBound { kNow, kLatest };
   TimePoint due_at(const SourceWorkload& workload, ResendBound bound = ResendBound::kNow) const;
+  // due_at() is the earlier of these two. The workload's own due time:
+  // everything but worker-lost handling.
+  TimePoint own_due_at(const SourceWorkload& workload, ResendBound bound = ResendBound::kNow) const;
+  // The remote winner whose silence the workload waits on (worker-lost
+  // handling), or null.
+  const std::string* watched_winner(const SourceWorkload& workload) const;
+  // When copies this winner runs may be called lost: silent long enough
+  // and (fencing) renewals stopped lease + skew ago. Shared by all of them,
+  // and moved later by every envelope from it, so kept per winner, not in
+  // each workload's key.
+  TimePoint worker_lost_at(const std::string& winner) const;
   // Nothing for drive_source_workload to do until the workload changes
   // (persist), a CANCEL is owed (cancel_at) or a slot is its turn
   // (admit_waiting), each of which wakes it.
@@ -365,9 +380,49 @@ class SourceRole {
   LocalFacts local_facts_;
 
   std::map<std::string, SourceWorkload> workloads_;  // by uid
-  // The uids of workloads_ the timers must visit: every one that is not
-  // quiet (is_quiet). A change (persist) or an owed CANCEL wakes one.
-  std::set<std::string> awake_;
+  // The workloads the timers visit: every one that is not quiet
+  // (is_quiet). A change (persist) or an owed CANCEL wakes one. A tick
+  // visits those whose time has come, not all of them: a source with
+  // hundreds awake walked them all on every envelope it read (a quarter of
+  // a 1,000-agent simulation's hour). Each is filed under
+  //  - a key no later than its own due time (own_due_at): the time when
+  //    last computed (visited, touched, or met at the front by
+  //    next_deadline). An own due time moves earlier only through a touch
+  //    (refiled then) or a flow-control hold ending, which brings it no
+  //    earlier than its latest bound (ResendBound::kLatest). One that moves
+  //    later leaves its key early: visited for nothing once, refiled;
+  //  - the winner it watches (watched_winner), if any: all of a winner's
+  //    are visited once worker_lost_at() has come for it, and
+  //    next_lost_check_ is no later than that for any winner watched.
+  // Mutable: next_deadline() refiles what it reads (a cache, as
+  // touched_due_).
+  struct Awake {
+    TimePoint key;
+    std::string watched;  // winner, or ""
+  };
+  mutable std::map<std::string, Awake> awake_;  // by uid
+  mutable std::set<std::pair<TimePoint, std::string>> awake_by_key_;
+  mutable std::map<std::string, std::set<std::string>> watched_by_winner_;
+  mutable TimePoint next_lost_check_ = TimePoint::max();
+  // Whether the front of awake_by_key_ was refiled under its own due time
+  // since the entries last changed (earliest_awake_due).
+  mutable bool front_checked_ = false;
+  // Awake from now on, visited by the next tick whatever its due time.
+  void wake(const std::string& uid);
+  // Quiet: no longer visited.
+  void sleep(const std::string& uid);
+  void file_key(const std::string& uid, Awake& awake, TimePoint key) const;
+  // Files an awake workload under its own due time and watched winner.
+  void refile(const std::string& uid, const SourceWorkload& workload) const;
+  // Touches the awake workloads this peer won: what the role knows of the
+  // peer changed in a way that may bring their due times earlier.
+  void touch_won_by(const std::string& peer);
+  // The earliest own due time of the awake: the front key, once the front
+  // is refiled under its own due time (and so all keys no later than theirs).
+  TimePoint earliest_awake_due() const;
+  // Sets next_lost_check_ to the earliest worker_lost_at() of the winners
+  // watched (each is looked up, so only when the plan has come).
+  void plan_lost_check() const;
   // Pending workloads that room somewhere may help now: woken at once when
   // room frees at home or a target advertises it. Not those whose every
   // candidate waits in its target's queue ("NoCapacity:", waits_in_every_queue):
@@ -393,16 +448,14 @@ class SourceRole {
   bool admitting_ = false;  // admit_waiting() is on the stack
   // Workloads without a winner that got a READY in this batch (decide_readied).
   std::set<std::string> readied_;
-  // next_deadline() without visiting every awake workload on every call:
-  // the earliest due time as of the last tick, and the workloads touched
-  // since (changed, cancelled at, or handed a message), whose due times are
-  // computed afresh. Deadlines only move earlier through such a touch.
-  // next_deadline() folds the touched into touched_due_ as it reads them
+  // The workloads touched since the last tick (changed, cancelled at, or
+  // handed a message), whose due times are computed afresh: deadlines only
+  // move earlier through such a touch. next_deadline() refiles the awake
+  // ones (awake_) and folds the others into touched_due_ as it reads them
   // (a cache: a loop iteration asks once per batch, and 20,000 submitted
   // at once were walked on every ask until the next tick). A fold may
   // keep a time that a later change moved on: the tick then comes early,
   // which is harmless; it never comes late.
-  TimePoint due_after_tick_ = TimePoint::min();
   mutable TimePoint touched_due_ = TimePoint::max();
   mutable std::set<std::string> touched_since_tick_;
   // The earliest DIGEST due, as of the last tick (send_digests), so that

@@ -274,5 +274,92 @@ TEST(FaultTest, ACopyIsLaunchedOnlyAfterTheBatchThatBindsItCommits) {
   EXPECT_EQ(phase_of(*f.source, "job"), model::Phase::kSucceeded);
 }
 
+// A winner silent too long to renew its lease is sent no APPROVE. A pause
+// of the source restarts every peer's silence (PeerTable::notice_tick), so
+// the APPROVE it is owed goes again at once. Nothing about the workload
+// changed: the source role must be told (silences_restarted), or its
+// timers, which visit a workload when its key comes, would not until the
+// workload changes.
+// East chosen for a job, then silent: the source stops sending it APPROVEs
+// once east has been silent too long to renew, before it is lost.
+struct SilentWinner {
+  World world;
+  Node* source;
+  Node* east;
+  int approves = 0;
+  bool east_silent = true;
+  SilentWinner() {
+    world.configure = [](AgentConfig& config) {
+      fast_lifecycle_timers(config);
+      // Renewable while silent for less than 10 s - 3 s - 0.5 s = 6.5 s,
+      // so that an APPROVE resend (1, 2, 4 s apart) finds east past it
+      // before east is lost.
+      config.lease = 3s;
+      config.worker_lost_timeout = 10s;
+    };
+    source = &world.add("source", 1, 500);
+    east = &world.add("east");
+    Node& west = world.add("west", 2);
+    world.invite(*east, *source);
+    world.invite(west, *source);
+    world.run_for(2s);
+  }
+  std::function<bool(const Wire&)> network() {
+    return [this](const Wire& w) {
+      if (w.from == source->id && w.to == east->id && w.type == protocol::MessageType::kApprove) {
+        ++approves;
+      }
+      return approves == 0 || !east_silent || w.from != east->id;  // silent once chosen
+    };
+  }
+  void choose_east_and_fall_silent() {
+    ASSERT_TRUE(source->agent->submit({workload("job", 4000, 3600s)}).is_ok());
+    for (int step = 0; step < 20 && approves == 0; ++step) world.run_for(250ms, 250ms, network());
+    ASSERT_GT(approves, 0) << "east was never chosen";
+    world.run_for(5s, 250ms, network());
+    int approves_before = approves;
+    world.run_for(2250ms, 250ms, network());  // a resend was due in here; east is silent 7 s
+    auto record = source->agent->find_workload("default", "job");
+    ASSERT_EQ(record->phase, model::Phase::kPlacing) << record->reason;
+    ASSERT_EQ(approves, approves_before) << "an APPROVE went to a winner silent too long to renew";
+  }
+};
+
+TEST(FaultTest, AnApproveHeldForASilentWinnerGoesAgainWhenAPauseRestartsEverySilence) {
+  SilentWinner f;
+  f.choose_east_and_fall_silent();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  World& world = f.world;
+  Node& source = *f.source;
+  Node& east = *f.east;
+  auto network = f.network();
+  world.freeze(source);
+  world.run_for(2500ms, 250ms, network);  // longer than a heartbeat; east not yet lost
+  bool approve_on_waking = false;
+  world.thaw(source, /*read_first=*/false, [&] {
+    for (const Wire& w : source.transport->outbox) {
+      approve_on_waking |= w.to == east.id && w.type == protocol::MessageType::kApprove;
+    }
+  });
+  EXPECT_TRUE(approve_on_waking) << "east's silence counts from the pause's end: renewable again";
+  EXPECT_TRUE(source.agent->check_invariants());
+}
+
+// The same held APPROVE goes again as soon as east is heard from: hearing
+// from a winner changes nothing in the workload, so the source role is told
+// (heard_from touches what that winner won).
+TEST(FaultTest, AnApproveHeldForASilentWinnerGoesAgainWhenItIsHeardFrom) {
+  SilentWinner f;
+  f.choose_east_and_fall_silent();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  int approves_before = f.approves;
+  f.east_silent = false;
+  // Within a retry interval: east reads what it missed first (flow control).
+  f.world.run_for(1250ms, 250ms, f.network());
+  EXPECT_GT(f.approves, approves_before) << "east is renewable again once heard from";
+  f.world.run_for(1s, 250ms, f.network());
+  EXPECT_EQ(f.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
