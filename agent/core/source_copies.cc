@@ -39,8 +39,12 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   wake_parked(now);
   drive_source_workloads(now);
   // After the due times above: a DIGEST only moves them later, so they stay
-  // lower bounds.
-  send_digests(now);
+  // lower bounds. Only when one may be due: the plan is a lower bound of
+  // every DIGEST's due time, and the issuers only ever grow, so a new one
+  // changes their count (each pass looked up every issuer twice).
+  if (now >= next_digest_due_ || invitations_.issuers().size() != digest_issuers_seen_) {
+    send_digests(now);
+  }
 }
 
 TimePoint SourceRole::next_deadline() const {
@@ -388,6 +392,8 @@ void SourceRole::touch_won_by(const std::string& peer) {
 
 void SourceRole::silences_restarted() {
   for (const auto& [winner, uids] : watched_by_winner_) touched_since_tick_.insert(uids.begin(), uids.end());
+  // A target silent too long to renew may be renewable again.
+  next_digest_due_ = TimePoint::min();
 }
 
 void SourceRole::wake(const std::string& uid) {

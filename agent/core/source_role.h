@@ -59,9 +59,9 @@ class SourceRole {
   // target too long silent to renew its lease may be renewed again
   // (next_deadline).
   void heard_from(const std::string& peer, Duration silence);
-  // Every peer's silence counts from now (PeerTable::notice_tick): a winner
-  // silent too long to renew may be renewable again, and an APPROVE it is
-  // owed due now.
+  // Every peer's silence counts from now (PeerTable::notice_tick): a target
+  // silent too long to renew may be renewable again, and an APPROVE or a
+  // DIGEST it is owed due now.
   void silences_restarted();
 
   // The role's timers: retries, rounds, restarts, deletes, worker-lost, and
