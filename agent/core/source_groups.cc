@@ -174,12 +174,12 @@ std::string SourceRole::broken_invariant() const {
   if (by_phase != count_by_phase_ || started != count_started_ || parked != parked_.size()) {
     return "the kept counts differ from a recount";
   }
-  // next_deadline() is never later than an awake workload's due time, nor
-  // is its key its own due time, nor next_lost_check_ its winner's
-  // worker-lost time (a tick visits it once one of those has come): what
-  // moves one earlier touches it (refiled then), except a peer's
-  // acknowledgement ending a flow-control hold, which may bring a resend
-  // forward to no later than the key (kLatest).
+  // Neither next_deadline() nor an awake workload's key is later than its
+  // due time (own_due_at for the key), nor next_lost_check_ later than its
+  // winner's worker-lost time: a tick visits it once one of those has
+  // come. What moves one earlier touches it (refiled then), except a
+  // peer's acknowledgement ending a flow-control hold, which may bring a
+  // resend forward to no later than the key (kLatest).
   TimePoint deadline = next_deadline();
   if (awake_by_key_.size() != awake_.size()) return "awake_by_key_ does not file each awake workload once";
   size_t watched = 0;
