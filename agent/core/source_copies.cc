@@ -411,11 +411,7 @@ void SourceRole::sleep(const std::string& uid) {
   if (found == awake_.end()) return;
   front_checked_ = false;
   awake_by_key_.erase({found->second.key, uid});
-  if (!found->second.watched.empty()) {
-    auto watched = watched_by_winner_.find(found->second.watched);
-    watched->second.erase(uid);
-    if (watched->second.empty()) watched_by_winner_.erase(watched);
-  }
+  unwatch(uid, found->second.watched);
   awake_.erase(found);
 }
 
@@ -427,6 +423,13 @@ void SourceRole::file_key(const std::string& uid, Awake& awake, TimePoint key) c
   awake_by_key_.emplace(key, uid);
 }
 
+void SourceRole::unwatch(const std::string& uid, const std::string& winner) const {
+  if (winner.empty()) return;
+  auto watched = watched_by_winner_.find(winner);
+  watched->second.erase(uid);
+  if (watched->second.empty()) watched_by_winner_.erase(watched);
+}
+
 void SourceRole::refile(const std::string& uid, const SourceWorkload& workload) const {
   Awake& awake = awake_.at(uid);
   file_key(uid, awake, own_due_at(workload));
@@ -434,11 +437,7 @@ void SourceRole::refile(const std::string& uid, const SourceWorkload& workload) 
   if (winner) next_lost_check_ = std::min(next_lost_check_, worker_lost_at(*winner));
   std::string_view watched = winner ? std::string_view(*winner) : std::string_view();
   if (awake.watched == watched) return;
-  if (!awake.watched.empty()) {
-    auto before = watched_by_winner_.find(awake.watched);
-    before->second.erase(uid);
-    if (before->second.empty()) watched_by_winner_.erase(before);
-  }
+  unwatch(uid, awake.watched);
   awake.watched = std::string(watched);
   if (!watched.empty()) watched_by_winner_[awake.watched].insert(uid);
 }

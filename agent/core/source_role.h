@@ -412,6 +412,8 @@ class SourceRole {
   // Quiet: no longer visited.
   void sleep(const std::string& uid);
   void file_key(const std::string& uid, Awake& awake, TimePoint key) const;
+  // Drops uid from the workloads `winner` is watched for ("": none).
+  void unwatch(const std::string& uid, const std::string& winner) const;
   // Files an awake workload under its own due time and watched winner.
   void refile(const std::string& uid, const SourceWorkload& workload) const;
   // Touches the awake workloads this peer won: what the role knows of the

@@ -274,12 +274,6 @@ TEST(FaultTest, ACopyIsLaunchedOnlyAfterTheBatchThatBindsItCommits) {
   EXPECT_EQ(phase_of(*f.source, "job"), model::Phase::kSucceeded);
 }
 
-// A winner silent too long to renew its lease is sent no APPROVE. A pause
-// of the source restarts every peer's silence (PeerTable::notice_tick), so
-// the APPROVE it is owed goes again at once. Nothing about the workload
-// changed: the source role must be told (silences_restarted), or its
-// timers, which visit a workload when its key comes, would not until the
-// workload changes.
 // East chosen for a job, then silent: the source stops sending it APPROVEs
 // once east has been silent too long to renew, before it is lost.
 struct SilentWinner {
@@ -325,6 +319,12 @@ struct SilentWinner {
   }
 };
 
+// A winner silent too long to renew its lease is sent no APPROVE. A pause
+// of the source restarts every peer's silence (PeerTable::notice_tick), so
+// the APPROVE it is owed goes again at once. Nothing about the workload
+// changed: the source role must be told (silences_restarted), or its
+// timers, which visit a workload when its key comes, would not until the
+// workload changes.
 TEST(FaultTest, AnApproveHeldForASilentWinnerGoesAgainWhenAPauseRestartsEverySilence) {
   SilentWinner f;
   f.choose_east_and_fall_silent();
