@@ -144,7 +144,7 @@ class Context {
   Status store_health_;
   std::deque<protocol::Body> local_inbox_;
   // Encoded, by peer id, in send order: what seal_outgoing() signs.
-  std::map<std::string, std::vector<protocol::BatchItem>> outgoing_;
+  TextMap<std::vector<protocol::BatchItem>> outgoing_;  // by peer id
   TimePoint sent_at_{};
   EnvelopeOrder envelope_order_;
   EventSubject event_subject_;

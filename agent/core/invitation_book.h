@@ -14,6 +14,7 @@
 
 #include "agent/core/views.h"
 #include "common/status.h"
+#include "common/text_key.h"
 #include "common/time.h"
 #include "crypto/invitation.h"
 #include "store/store.h"
@@ -65,7 +66,7 @@ class InvitationBook {
   // Every agent that ever invited us: the keys of this index (peer id ->
   // the invitations it issued us). A reference, no copy: the source walks it
   // for every deadline.
-  using Index = std::map<std::string, std::vector<const Owned*>>;
+  using Index = TextMap<std::vector<const Owned*>>;
   const Index& issuers() const { return accepted_by_peer_; }
   // Invitations we issued to `peer` and revoked that it could still present
   // (not expired): it must hear of them.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/text_key.h"
 #include "common/time.h"
 #include "crypto/identity.h"
 #include "store/store.h"
@@ -68,7 +69,7 @@ class PeerTable {
 
   // A handle on one peer's row, stable for the table's life (rows are never
   // erased): what an envelope's checks and marks share, one lookup for all.
-  using Row = std::map<std::string, Peer>::iterator;
+  using Row = TextMap<Peer>::iterator;
   std::optional<Row> find_row(const std::string& id);
 
   const Peer* find(const std::string& id) const;
@@ -76,7 +77,7 @@ class PeerTable {
   // peer (nullptr for a stranger), in one lookup. Not a row change.
   const Peer* note_sending(const std::string& id, TimePoint now);
   bool contains(const std::string& id) const { return peers_.count(id) > 0; }
-  const std::map<std::string, Peer>& all() const { return peers_; }
+  const TextMap<Peer>& all() const { return peers_; }
 
   // Records who `id` is and where it listens (an id card, an invitation, or
   // its own signed HELLO). Returns whether anything changed.
@@ -142,7 +143,7 @@ class PeerTable {
 
   std::string self_id_;
   std::string self_cluster_;
-  std::map<std::string, Peer> peers_;
+  TextMap<Peer> peers_;  // by peer id
   std::vector<Row> unsaved_;  // rows that differ from the store's (Peer::unsaved)
   // Since when we have listened without a break (start, or the end of a
   // pause): a peer's silence is counted from here at the earliest.

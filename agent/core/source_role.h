@@ -441,7 +441,7 @@ class SourceRole {
   size_t count_started_ = 0;
   std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
   std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
-  std::map<std::string, Target> targets_;                   // by peer id
+  TextMap<Target> targets_;                                 // by peer id
   // The placement window: workloads whose round is in flight (holds_slot,
   // kept by persist), and those waiting for a slot, by (-priority, ticket).
   std::set<std::string> placing_;

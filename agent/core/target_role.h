@@ -202,7 +202,7 @@ class TargetRole {
   // What each source holds here (reservations that hold resources), kept
   // as they change rather than summed per CANDIDATE: that sum over every
   // reservation of the source was half a busy target's CPU (issue 14).
-  std::map<std::string, InvitationUsage> held_by_source_;
+  TextMap<InvitationUsage> held_by_source_;
   std::map<ReservationKey, model::Resources> counted_;  // what held_by_source_ counts, by key
   // The counts weighted routing reads (CAPACITY), kept as work binds, ends
   // and queues: bound or running copies and what they hold, and queued
@@ -289,7 +289,7 @@ class TargetRole {
   std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
-  std::map<std::string, Advertised> advertised_;  // by source id
+  TextMap<Advertised> advertised_;  // by source id
   // The last three heartbeat passes, oldest first: a source that had no
   // CAPACITY since the oldest gets one at this pass (every other interval).
   std::array<TimePoint, 3> recent_passes_{};

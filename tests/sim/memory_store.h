@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/text_key.h"
 #include "store/store.h"
 
 namespace shoal::sim {
@@ -50,7 +51,7 @@ class MemoryStore final : public store::Store {
   void write(Map& table, const Key& key, const Value* value);
 
   uint64_t boot_ = 0;
-  std::map<std::string, store::PeerRecord> peers_;
+  TextMap<store::PeerRecord> peers_;  // by peer id
   std::map<std::pair<std::string, int>, store::InvitationRecord> invitations_;  // (id, direction)
   std::map<std::string, store::WorkloadRecord> workloads_;
   std::map<std::pair<std::string, std::string>, store::ReservationRecord> reservations_;
