@@ -62,11 +62,12 @@ class Identity {
 bool verify(const PublicKey& key, std::span<const uint8_t> message, const Signature& signature);
 
 // For the federation simulator only (tests/sim, docs/simulation.md): while
-// on, this process signs with a keyed BLAKE2b hash of the message under the
-// signer's public key instead of Ed25519, and verifies by recomputing it. A
-// signature stays bound to its key and to every byte of its message, so the
-// core accepts and drops exactly what it would, at a fiftieth of the cost —
-// but anyone can forge one, so an agent must never turn it on. A ctest
+// on, this process signs with a keyed (non-cryptographic) hash of the
+// message under the signer's public key instead of Ed25519, and verifies by
+// recomputing it. A signature stays bound to its key and to every byte of
+// its message, so the core accepts and drops exactly what it would, at a
+// tiny fraction of the cost — but anyone can forge one, so an agent must
+// never turn it on. A ctest
 // (sim_only_signatures) checks that nothing outside tests/sim calls it.
 void set_simulated_signatures(bool on);
 

@@ -64,6 +64,32 @@ TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
   EXPECT_NE(first.digest, other.digest);
 }
 
+// The stand-in signature is cheap, not weak in what the core relies on:
+// it verifies under its signer's key only, and any changed byte of the
+// message (at any length, whole words or a tail) fails it.
+TEST_F(SimulationTest, ASimulatedSignatureIsBoundToItsKeyAndEveryByte) {
+  crypto::Identity signer = crypto::Identity::generate();
+  crypto::Identity other = crypto::Identity::generate();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{33}, size_t{200}}) {
+    std::vector<uint8_t> message(size);
+    for (size_t i = 0; i < size; ++i) message[i] = static_cast<uint8_t>(i * 37 + 11);
+    crypto::Signature signature = signer.sign(message);
+    EXPECT_TRUE(crypto::verify(signer.public_key(), message, signature)) << size;
+    EXPECT_FALSE(crypto::verify(other.public_key(), message, signature)) << size;
+    for (size_t i = 0; i < size; ++i) {
+      for (uint8_t bit : {uint8_t{0x01}, uint8_t{0x80}}) {
+        std::vector<uint8_t> changed = message;
+        changed[i] ^= bit;
+        EXPECT_FALSE(crypto::verify(signer.public_key(), changed, signature))
+            << "size " << size << ", byte " << i;
+      }
+    }
+    std::vector<uint8_t> longer = message;
+    longer.push_back(0);  // a zero byte appended is another message
+    EXPECT_FALSE(crypto::verify(signer.public_key(), longer, signature)) << size;
+  }
+}
+
 // Threads change the wall time, never the run: the steps of one instant
 // run in parallel, and their effects reach the world in event order.
 TEST_F(SimulationTest, AnyThreadCountIsTheSameRun) {
