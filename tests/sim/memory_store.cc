@@ -37,11 +37,20 @@ Status MemoryStore::begin() {
 Status MemoryStore::commit() {
   if (!in_batch_) return internal_error("store: no batch open");
   in_batch_ = false;
-  if (undo_.empty())
+  if (undo_.empty() && pending_peer_count_ == 0)
     ++stats_.empty;
   else
     ++stats_.written;
   undo_.clear();
+  for (size_t i = 0; i < pending_peer_count_; ++i) {
+    const store::PeerRecord& peer = pending_peers_[i];
+    if (auto it = peers_.find(peer.id); it != peers_.end()) {
+      it->second = peer;
+    } else {
+      peers_.emplace(peer.id, peer);
+    }
+  }
+  pending_peer_count_ = 0;
   return Status::ok();
 }
 
@@ -49,6 +58,7 @@ void MemoryStore::rollback() {
   if (!in_batch_) return;
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) (*it)();
   undo_.clear();
+  pending_peer_count_ = 0;
   in_batch_ = false;
 }
 
@@ -59,13 +69,25 @@ Result<uint64_t> MemoryStore::next_boot() {
 }
 
 Status MemoryStore::put_peer(const store::PeerRecord& peer) {
-  write(peers_, peer.id, &peer);
+  if (!in_batch_) {
+    write(peers_, peer.id, &peer);
+  } else if (pending_peer_count_ < pending_peers_.size()) {
+    pending_peers_[pending_peer_count_++] = peer;
+  } else {
+    pending_peers_.push_back(peer);
+    ++pending_peer_count_;
+  }
   return Status::ok();
 }
 
 Result<std::vector<store::PeerRecord>> MemoryStore::load_peers() {
+  // As the batch would leave them: the committed rows, then its own writes.
+  TextMap<store::PeerRecord> rows = peers_;
+  for (size_t i = 0; i < pending_peer_count_; ++i) {
+    rows.insert_or_assign(pending_peers_[i].id, pending_peers_[i]);
+  }
   std::vector<store::PeerRecord> out;
-  for (const auto& [id, peer] : peers_) out.push_back(peer);
+  for (const auto& [id, peer] : rows) out.push_back(peer);
   return out;
 }
 

@@ -52,6 +52,12 @@ class MemoryStore final : public store::Store {
 
   uint64_t boot_ = 0;
   TextMap<store::PeerRecord> peers_;  // by peer id
+  // A batch's peer rows, applied at commit, dropped by rollback: every
+  // envelope read writes its sender's row (its replay marks), and an undo
+  // entry for each, with a copy of the row before, was a tenth of a step.
+  // The slots are kept across batches, so their strings keep their room.
+  std::vector<store::PeerRecord> pending_peers_;
+  size_t pending_peer_count_ = 0;
   std::map<std::pair<std::string, int>, store::InvitationRecord> invitations_;  // (id, direction)
   std::map<std::string, store::WorkloadRecord> workloads_;
   std::map<std::pair<std::string, std::string>, store::ReservationRecord> reservations_;

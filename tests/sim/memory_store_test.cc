@@ -81,6 +81,7 @@ void tell(store::Store& s, const std::function<void()>& crash) {
   ASSERT_TRUE(s.delete_workload("u2").is_ok());
   ASSERT_TRUE(s.put_workload(workload("u3", model::Phase::kPending)).is_ok());
   ASSERT_TRUE(s.append_event({"u1", from_millis(9'999), "lost"}).is_ok());
+  ASSERT_TRUE(s.put_peer({"peer-a", "rolled-back", "acme", "tcp://h:1", 1, 3, 3, 4}).is_ok());
   s.rollback();
 
   // A status update keeps what never changes.
@@ -96,12 +97,18 @@ void tell(store::Store& s, const std::function<void()>& crash) {
   ASSERT_TRUE(s.put_reservation(reservation("u1", store::ReservationPhase::kReserved, 0)).is_ok());
   ASSERT_TRUE(
       s.put_reservation(reservation("u2", store::ReservationPhase::kRunning, 7'000)).is_ok());
+  // Rows written twice in one batch: the later one stands.
+  ASSERT_TRUE(s.put_peer({"peer-b", "north", "acme", "tcp://n:1", 1, 1, 0, 0}).is_ok());
+  ASSERT_TRUE(s.put_peer({"peer-b", "south", "acme", "tcp://s:1", 1, 2, 0, 0}).is_ok());
+  ASSERT_EQ(s.load_peers()->size(), 2u);  // the open batch reads its own writes
+  EXPECT_EQ(s.load_peers()->back().cluster, "south");
   ASSERT_TRUE(s.commit().is_ok());
 
   // A crash mid-batch: the batch is gone, the rest stays.
   ASSERT_TRUE(s.begin().is_ok());
   ASSERT_TRUE(s.delete_reservation("src", "u2").is_ok());
   ASSERT_TRUE(s.put_workload(workload("u4", model::Phase::kPending)).is_ok());
+  ASSERT_TRUE(s.put_peer({"peer-a", "crashed", "acme", "tcp://h:1", 1, 9, 3, 4}).is_ok());
   (void)s.next_boot();
   crash();
   ASSERT_TRUE(s.begin().is_ok());
@@ -121,6 +128,8 @@ TEST(MemoryStoreTest, KeepsTheContractOfTheSqliteStore) {
             std::string::npos)
       << contents(memory);
   EXPECT_NE(contents(memory).find("run src/u2 7000 Running"), std::string::npos)
+      << contents(memory);
+  EXPECT_NE(contents(memory).find("peer peer-a east\npeer peer-b south\n"), std::string::npos)
       << contents(memory);
   EXPECT_EQ(memory.commit_stats().written, 3u);  // two batches never committed
 }
