@@ -125,13 +125,24 @@ Federation::Event Federation::pop() {
   return event;
 }
 
+Federation::Action Federation::pop_action() {
+  std::pop_heap(actions_.begin(), actions_.end(), std::greater<>());
+  Action action = std::move(actions_.back());
+  actions_.pop_back();
+  return action;
+}
+
+bool Federation::action_is_next() const {
+  if (actions_.empty()) return false;
+  if (queue_.empty()) return true;
+  const Action& action = actions_.front();
+  const Event& event = queue_.front();
+  return action.at != event.at ? action.at < event.at : action.seq < event.seq;
+}
+
 void Federation::at(TimePoint when, std::function<void()> action) {
-  Event event;
-  event.at = std::max(when, clock_.now());
-  event.kind = Event::Kind::kAction;
-  event.agent = UINT32_MAX;
-  event.action = std::move(action);
-  push(std::move(event));
+  actions_.push_back({std::max(when, clock_.now()), next_seq_++, std::move(action)});
+  std::push_heap(actions_.begin(), actions_.end(), std::greater<>());
 }
 
 bool Federation::control(SimAgent& agent, const std::function<void(core::Agent&)>& request) {
@@ -173,7 +184,12 @@ void Federation::run_step(SimAgent& agent, const std::function<void()>& work,
     agent.transport->sent.clear();
     return;
   }
-  effects.sent = std::move(agent.transport->sent);
+  for (auto& [peer_id, wire] : agent.transport->sent) {
+    auto to = index_by_id_.find(peer_id);  // only read once agents are added
+    if (to == index_by_id_.end()) continue;  // nobody of that key in this world
+    effects.sent.push_back(
+        {to->second, std::make_shared<const std::vector<uint8_t>>(std::move(wire))});
+  }
   agent.transport->sent.clear();
   agent.agent->batch_committed();
   if (!agent.transport->sent.empty()) {
@@ -193,16 +209,13 @@ void Federation::apply(const SimAgent& agent, StepEffects& effects) {
   fold(agent.index);
   fold(static_cast<uint64_t>(to_millis(clock_.now())));
   for (std::string& finding : effects.findings) engine_findings_.push_back(std::move(finding));
-  for (auto& [peer_id, wire] : effects.sent) {
-    auto to = index_by_id_.find(peer_id);
-    if (to == index_by_id_.end()) continue;  // nobody of that key in this world
-    auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(wire));
-    for (TimePoint arrival : network_.route(agent.index, to->second, clock_.now())) {
+  for (Outgoing& message : effects.sent) {
+    for (TimePoint arrival : network_.route(agent.index, message.to, clock_.now())) {
       Event event;
       event.at = arrival;
       event.kind = Event::Kind::kDeliver;
-      event.agent = to->second;
-      event.bytes = bytes;
+      event.agent = message.to;
+      event.bytes = message.bytes;
       push(std::move(event));
     }
   }
@@ -298,17 +311,19 @@ void Federation::thaw(SimAgent& agent) {
 }
 
 bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {
-  while (!queue_.empty() && queue_.front().at <= end) {
-    clock_.set(std::max(clock_.now(), queue_.front().at));
-    if (queue_.front().kind == Event::Kind::kAction) {
-      Event event = pop();
+  while (!queue_.empty() || !actions_.empty()) {
+    bool action = action_is_next();
+    TimePoint next = action ? actions_.front().at : queue_.front().at;
+    if (next > end) break;
+    clock_.set(std::max(clock_.now(), next));
+    if (action) {
+      Action scheduled = pop_action();
       ++stats_.events;
-      event.action();
+      scheduled.run();
     } else {
       // Every delivery and timer of this instant up to the next action.
       instant_.clear();
-      while (!queue_.empty() && queue_.front().at == clock_.now() &&
-             queue_.front().kind != Event::Kind::kAction) {
+      while (!queue_.empty() && queue_.front().at == clock_.now() && !action_is_next()) {
         instant_.push_back(pop());
       }
       stats_.events += instant_.size();

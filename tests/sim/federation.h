@@ -145,16 +145,31 @@ class Federation {
   const Stats& stats() const { return stats_; }
 
  private:
+  // A delivery or an agent's timer.
   struct Event {
     TimePoint at{};
     uint64_t seq = 0;  // FIFO among equal times: deterministic
-    enum class Kind : uint8_t { kDeliver, kWake, kAction } kind = Kind::kAction;
+    enum class Kind : uint8_t { kDeliver, kWake } kind = Kind::kWake;
     uint32_t agent = 0;
     std::shared_ptr<const std::vector<uint8_t>> bytes;  // kDeliver
-    std::function<void()> action;                       // kAction
     bool operator>(const Event& other) const {
       return at != other.at ? at > other.at : seq > other.seq;
     }
+  };
+  // A scheduled input (at()). Numbered from the same sequence as events:
+  // the two queues together are one order by (at, seq).
+  struct Action {
+    TimePoint at{};
+    uint64_t seq = 0;
+    std::function<void()> run;
+    bool operator>(const Action& other) const {
+      return at != other.at ? at > other.at : seq > other.seq;
+    }
+  };
+  // What a step sent, its recipient found (on the step's own thread).
+  struct Outgoing {
+    uint32_t to = 0;
+    std::shared_ptr<const std::vector<uint8_t>> bytes;
   };
 
   // What one step hands the world: the digest's inputs, what the agent
@@ -164,12 +179,15 @@ class Federation {
     bool delivered = false;
     uint64_t delivery_hash = 0;
     bool stepped = false;
-    std::vector<std::pair<std::string, std::vector<uint8_t>>> sent;
+    std::vector<Outgoing> sent;  // to agents of this world, in the order sent
     TimePoint wake = TimePoint::max();  // a timer event to queue, unless max
     std::vector<std::string> findings;
   };
   void push(Event event);
   Event pop();  // the earliest
+  Action pop_action();  // the earliest
+  // Whether the next input is an action (else an event, or nothing).
+  bool action_is_next() const;
   void boot(SimAgent& agent);
   // One runtime step of `agent`: begin, work, finish, commit, send, effects.
   void step(SimAgent& agent, const std::function<void()>& work);
@@ -194,9 +212,13 @@ class Federation {
   Network network_;
   std::vector<std::unique_ptr<SimAgent>> agents_;
   std::unordered_map<std::string, uint32_t> index_by_id_;
-  // A min-heap by (at, seq) (std::push_heap with std::greater): a vector
+  // Min-heaps by (at, seq) (std::push_heap with std::greater): vectors
   // rather than std::priority_queue, whose top() cannot be moved from.
+  // Actions apart: a scenario schedules every arrival at the start (100,000
+  // in the large run), and the events' heap, pushed and popped on every
+  // step, stays as small as what is in flight.
   std::vector<Event> queue_;
+  std::vector<Action> actions_;
   uint64_t next_seq_ = 0;
   uint64_t digest_ = 0xcbf29ce484222325ull;
   // Held for a frozen agent, in arrival order.
