@@ -68,8 +68,13 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
     drop(DropReason::kWrongRecipient, from, "addressed to another agent");
     return 0;
   }
-  std::optional<PeerTable::Row> sender = peers_.find_row(from);
-  if (!sender || !(invitations_.ever_issued_to(from) || invitations_.ever_accepted_from(from))) {
+  std::optional<PeerTable::Row> row = peers_.find_row(from);
+  if (!row) {
+    drop(DropReason::kUnknownSender, from, "no invitation with this key");
+    return 0;
+  }
+  const Sender sender{*row, invitations_.on_record(from)};
+  if (!sender.invitations.ever_issued() && !sender.invitations.ever_accepted()) {
     drop(DropReason::kUnknownSender, from, "no invitation with this key");
     return 0;
   }
@@ -80,7 +85,7 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
     drop(DropReason::kStale, from, "sent at " + format_time(sent_at));
     return 0;
   }
-  if (!PeerTable::is_fresh((*sender)->second, envelope.boot, envelope.seq)) {
+  if (!PeerTable::is_fresh(sender.row->second, envelope.boot, envelope.seq)) {
     drop(DropReason::kReplayed, from,
          "boot " + std::to_string(envelope.boot) + " seq " + std::to_string(envelope.seq));
     return 0;
@@ -98,8 +103,8 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   // used. The mark is written with this batch (finish_batch), so a message
   // captured before either side restarts stays a replay afterwards.
   Duration silence =
-      peers_.accept(*sender, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
-  PeerTable::note_read((*sender)->second, envelope.acked_boot, envelope.acked_sent_at_ms,
+      peers_.accept(sender.row, envelope.boot, envelope.seq, envelope.sent_at_ms, now);
+  PeerTable::note_read(sender.row->second, envelope.acked_boot, envelope.acked_sent_at_ms,
                        context_.boot(), now);
   source_.heard_from(from, silence);
   context_.set_sent_at(sent_at);
@@ -107,16 +112,16 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   ++context_.stats().envelopes_received;
   size_t handled = 0;
   if (envelope.type != MessageType::kBatch) {
-    handled += handle_message(from, static_cast<uint8_t>(envelope.type), envelope.body);
+    handled += handle_message(from, sender, static_cast<uint8_t>(envelope.type), envelope.body);
   }
   for (const protocol::BatchItem& item : batch) {
-    handled += handle_message(from, item.type, item.body);
+    handled += handle_message(from, sender, item.type, item.body);
   }
   drain_local();
   return handled;
 }
 
-bool Agent::handle_message(const std::string& from, uint8_t type_number,
+bool Agent::handle_message(const std::string& from, const Sender& sender, uint8_t type_number,
                            std::span<const uint8_t> bytes) {
   if (type_number == 0 || type_number > protocol::kMaxMessageType ||
       type_number == static_cast<uint8_t>(MessageType::kBatch)) {
@@ -134,12 +139,15 @@ bool Agent::handle_message(const std::string& from, uint8_t type_number,
   // Who may say what. Starting or offering new work needs a valid invitation
   // in that direction; hearing about work already in flight (and being told
   // why a CANDIDATE is refused) needs only one on record, so revoked or
-  // expired work still winds down cleanly.
+  // expired work still winds down cleanly. (Validity is asked anew for
+  // each message: one before it in the batch may have been a REVOKE.)
+  const InvitationBook::OnRecord& on_record = sender.invitations;
+  TimePoint now = context_.now();
   bool permitted = false;
   switch (type) {
     case MessageType::kHello: permitted = true; break;
     case MessageType::kApprove:
-      permitted = is_source(from);
+      permitted = InvitationBook::any_valid(on_record.issued, now);
       break;
     case MessageType::kCandidate:
     case MessageType::kCancel:
@@ -147,11 +155,11 @@ bool Agent::handle_message(const std::string& from, uint8_t type_number,
     case MessageType::kStatusAck:
     case MessageType::kDigest:
     case MessageType::kLogRequest:
-      permitted = invitations_.ever_issued_to(from);
+      permitted = on_record.ever_issued();
       break;
     case MessageType::kCapacity:
     case MessageType::kReady:
-      permitted = is_target(from);
+      permitted = InvitationBook::any_valid(on_record.accepted, now);
       break;
     case MessageType::kReject:
     case MessageType::kReleased:
@@ -160,7 +168,7 @@ bool Agent::handle_message(const std::string& from, uint8_t type_number,
     case MessageType::kRevoke:
     case MessageType::kHoldings:
     case MessageType::kLogChunk:
-      permitted = invitations_.ever_accepted_from(from);
+      permitted = on_record.ever_accepted();
       break;
     case MessageType::kBatch:
       break;
@@ -174,15 +182,18 @@ bool Agent::handle_message(const std::string& from, uint8_t type_number,
   AgentStats& stats = context_.stats();
   ++stats.received;
   ++stats.received_by_type[type_number];
-  dispatch(from, *body);
+  dispatch(from, *body, &sender);
   return true;
 }
 
-void Agent::dispatch(const std::string& from, const protocol::Body& body) {
+void Agent::dispatch(const std::string& from, const protocol::Body& body, const Sender* sender) {
   std::visit(
       [&](const auto& message) {
         using T = std::decay_t<decltype(message)>;
-        if constexpr (std::is_same_v<T, protocol::Hello>) on_hello(from, message);
+        if constexpr (std::is_same_v<T, protocol::Hello>) {
+          // Only a peer's envelope says HELLO (never our own messages).
+          if (sender) on_hello(from, *sender, message);
+        }
         else if constexpr (std::is_same_v<T, protocol::Capacity>)
           source_.on_capacity(from, message);
         else if constexpr (std::is_same_v<T, protocol::Candidate>)
@@ -230,7 +241,7 @@ void Agent::drain_local() {
       protocol::Body body = context_.take_local();
       context_.set_sent_at(context_.now());
       context_.set_envelope_order({});
-      dispatch(context_.self_id(), body);
+      dispatch(context_.self_id(), body, nullptr);
     } else if (!target_.serve_asked() && !source_.admit_waiting()) {
       return;  // nothing left: the step is done
     }
@@ -257,13 +268,13 @@ void Agent::drop(DropReason reason, const std::string& peer, const std::string& 
 
 // ---- peers and heartbeats ---------------------------------------------------
 
-void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
+void Agent::on_hello(const std::string& from, const Sender& sender, const protocol::Hello& hello) {
   if (from == context_.self_id()) return;
   // Answer the first HELLO of each peer boot, so a (re)started peer hears
   // from us at once; answering every HELLO would ping-pong forever.
-  bool first_contact = peers_.greet(from);
+  bool first_contact = PeerTable::greet(sender.row->second);
   // The signed HELLO is the peer's word on its own address and name.
-  peers_.remember(from, hello.cluster, hello.org, hello.endpoint);
+  peers_.remember(sender.row, hello.cluster, hello.org, hello.endpoint);
   const AgentConfig& config = context_.config();
   if (first_contact) {
     context_.send(from, protocol::Hello{config.cluster, config.org, config.endpoint});
@@ -274,14 +285,17 @@ void Agent::on_hello(const std::string& from, const protocol::Hello& hello) {
   // it even accepted the token. A source greets us only while it believes an
   // invitation valid, so each of its HELLOs is answered with the REVOKEs it
   // has not heard; once it has, it stops greeting and we stop repeating.
-  if (!is_source(from)) {
-    for (const std::string& id : invitations_.revocations_to_tell(from, context_.now())) {
+  TimePoint now = context_.now();
+  bool from_source = InvitationBook::any_valid(sender.invitations.issued, now);
+  if (!from_source) {
+    for (const std::string& id :
+         InvitationBook::revocations_to_tell(sender.invitations.issued, now)) {
       context_.send(from, protocol::Revoke{id, false});
     }
   }
   // A (re)started source gets our capacity at once rather than at the next
   // heartbeat; only once per boot, so HELLOs cannot make us sign at will.
-  if (first_contact && is_source(from)) target_.greet_source(from);
+  if (first_contact && from_source) target_.greet_source(from);
 }
 
 void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) {

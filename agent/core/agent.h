@@ -187,13 +187,21 @@ class Agent {
   uint64_t boot() const { return context_.boot(); }
 
  private:
+  // An accepted envelope's sender: its row and its invitations on record,
+  // found once for every check and mark of the envelope's messages.
+  struct Sender {
+    PeerTable::Row row;
+    InvitationBook::OnRecord invitations;
+  };
   // One message of an accepted envelope: type, body and permission checks,
   // then dispatch. False if it was dropped.
-  bool handle_message(const std::string& from, uint8_t type, std::span<const uint8_t> bytes);
-  void dispatch(const std::string& from, const protocol::Body& body);
+  bool handle_message(const std::string& from, const Sender& sender, uint8_t type,
+                      std::span<const uint8_t> bytes);
+  // `sender` is null for our own messages.
+  void dispatch(const std::string& from, const protocol::Body& body, const Sender* sender);
   void drain_local();
   void drop(protocol::DropReason reason, const std::string& peer, const std::string& detail);
-  void on_hello(const std::string& from, const protocol::Hello& hello);
+  void on_hello(const std::string& from, const Sender& sender, const protocol::Hello& hello);
   void on_revoke(const std::string& from, const protocol::Revoke& message);
   // HELLO to every peer we sent nothing since `silent_since` (a source or
   // a target of ours).

@@ -90,10 +90,22 @@ std::vector<const crypto::Invitation*> InvitationBook::valid(const Index& index,
 
 bool InvitationBook::any_valid(const Index& index, const std::string& peer, TimePoint now) {
   auto rows = index.find(peer);
-  return rows != index.end() &&
-         std::any_of(rows->second.begin(), rows->second.end(), [&](const Owned* owned) {
+  return rows != index.end() && any_valid(&rows->second, now);
+}
+
+bool InvitationBook::any_valid(const std::vector<const Owned*>* rows, TimePoint now) {
+  return rows != nullptr && std::any_of(rows->begin(), rows->end(), [&](const Owned* owned) {
            return state(*owned, now) == InvitationState::kActive;
          });
+}
+
+InvitationBook::OnRecord InvitationBook::on_record(const std::string& peer) const {
+  OnRecord out;
+  if (auto rows = issued_by_peer_.find(peer); rows != issued_by_peer_.end()) out.issued = &rows->second;
+  if (auto rows = accepted_by_peer_.find(peer); rows != accepted_by_peer_.end()) {
+    out.accepted = &rows->second;
+  }
+  return out;
 }
 
 std::vector<const InvitationBook::Owned*> InvitationBook::all_with(const Index& index,
@@ -131,8 +143,15 @@ std::vector<const InvitationBook::Owned*> InvitationBook::accepted_from(
 
 std::vector<std::string> InvitationBook::revocations_to_tell(const std::string& peer,
                                                              TimePoint now) const {
+  auto rows = issued_by_peer_.find(peer);
+  return revocations_to_tell(rows == issued_by_peer_.end() ? nullptr : &rows->second, now);
+}
+
+std::vector<std::string> InvitationBook::revocations_to_tell(
+    const std::vector<const Owned*>* issued, TimePoint now) {
   std::vector<std::string> out;
-  for (const Owned* owned : issued_to(peer)) {
+  if (issued == nullptr) return out;
+  for (const Owned* owned : *issued) {
     if (owned->record.revoked && (!owned->invitation.expires || now < *owned->invitation.expires)) {
       out.push_back(owned->record.id);
     }

@@ -60,6 +60,18 @@ class InvitationBook {
   bool ever_accepted_from(const std::string& peer) const {
     return accepted_by_peer_.count(peer) > 0;
   }
+  // One peer's invitations on record, each way (null: none), found once
+  // for every question about one envelope's sender. The pointers stay
+  // valid while the book lives: index entries are never erased.
+  struct OnRecord {
+    const std::vector<const Owned*>* issued = nullptr;    // we invited it
+    const std::vector<const Owned*>* accepted = nullptr;  // it invited us
+    bool ever_issued() const { return issued != nullptr; }
+    bool ever_accepted() const { return accepted != nullptr; }
+  };
+  OnRecord on_record(const std::string& peer) const;
+  // Whether any of `rows` (an OnRecord side) is valid now.
+  static bool any_valid(const std::vector<const Owned*>* rows, TimePoint now);
   // Every invitation with `peer`, in any state.
   std::vector<const Owned*> issued_to(const std::string& peer) const;
   std::vector<const Owned*> accepted_from(const std::string& peer) const;
@@ -71,6 +83,9 @@ class InvitationBook {
   // Invitations we issued to `peer` and revoked that it could still present
   // (not expired): it must hear of them.
   std::vector<std::string> revocations_to_tell(const std::string& peer, TimePoint now) const;
+  // The same, of `issued` (the peer's OnRecord::issued).
+  static std::vector<std::string> revocations_to_tell(const std::vector<const Owned*>* issued,
+                                                      TimePoint now);
 
   // The indexes match the tables, and each source has at most one issued
   // invitation that is neither replaced nor revoked.

@@ -54,7 +54,11 @@ const PeerTable::Peer* PeerTable::note_sending(const std::string& id, TimePoint 
 
 bool PeerTable::remember(const std::string& id, const std::string& cluster, const std::string& org,
                          const std::string& endpoint) {
-  auto row = make_row(id);
+  return remember(make_row(id), cluster, org, endpoint);
+}
+
+bool PeerTable::remember(Row row, const std::string& cluster, const std::string& org,
+                         const std::string& endpoint) {
   Peer& peer = row->second;
   if (peer.cluster == cluster && peer.org == org && peer.endpoint == endpoint) return false;
   peer.cluster = cluster;
@@ -125,8 +129,9 @@ TimePoint PeerTable::hold_resend_until(const std::string& id, TimePoint last_sen
   return peer->read_progress_at + stall;
 }
 
-bool PeerTable::greet(const std::string& id) {
-  Peer& peer = at(id);
+bool PeerTable::greet(const std::string& id) { return greet(at(id)); }
+
+bool PeerTable::greet(Peer& peer) {
   bool first = peer.greeted_boot != peer.last_boot;
   peer.greeted_boot = peer.last_boot;
   return first;

@@ -83,6 +83,8 @@ class PeerTable {
   // its own signed HELLO). Returns whether anything changed.
   bool remember(const std::string& id, const std::string& cluster, const std::string& org,
                 const std::string& endpoint);
+  bool remember(Row row, const std::string& cluster, const std::string& org,
+                const std::string& endpoint);
   // How many sequence numbers below the newest an envelope may arrive late.
   static constexpr uint64_t kReplayWindow = 64;
   // Whether an envelope (boot, seq) from `id` was never accepted: newer than
@@ -108,6 +110,7 @@ class PeerTable {
   TimePoint hold_resend_until(const std::string& id, TimePoint last_sent, Duration stall) const;
   // Marks the peer's current boot as greeted; true if it had not been.
   bool greet(const std::string& id);
+  static bool greet(Peer& peer);
 
   void set_lease(const std::string& id, int64_t lease_ms, int64_t lease_until_ms);
   // When the lease of `id` ends; none when it does not fence (or is us).
