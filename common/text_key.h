@@ -27,7 +27,8 @@ namespace shoal {
 class TextKey {
  public:
   TextKey() = default;
-  TextKey(std::string text) : prefix_(prefix_of(text)), text_(std::move(text)) {}  // NOLINT: implicit, as the string it stands for
+  // Implicit, as the string it stands for.
+  TextKey(std::string text) : prefix_(prefix_of(text)), text_(std::move(text)) {}  // NOLINT
   TextKey(const char* text) : TextKey(std::string(text)) {}                       // NOLINT
 
   const std::string& text() const { return text_; }

@@ -69,15 +69,13 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
     return 0;
   }
   std::optional<PeerTable::Row> row = peers_.find_row(from);
-  if (!row) {
+  InvitationBook::OnRecord on_record =
+      row ? invitations_.on_record(from) : InvitationBook::OnRecord{};
+  if (!on_record.ever_issued() && !on_record.ever_accepted()) {
     drop(DropReason::kUnknownSender, from, "no invitation with this key");
     return 0;
   }
-  const Sender sender{*row, invitations_.on_record(from)};
-  if (!sender.invitations.ever_issued() && !sender.invitations.ever_accepted()) {
-    drop(DropReason::kUnknownSender, from, "no invitation with this key");
-    return 0;
-  }
+  const Sender sender{*row, on_record};
   TimePoint now = context_.now();
   TimePoint sent_at = from_millis(envelope.sent_at_ms);
   Duration window = context_.config().replay_window;

@@ -101,7 +101,9 @@ bool InvitationBook::any_valid(const std::vector<const Owned*>* rows, TimePoint 
 
 InvitationBook::OnRecord InvitationBook::on_record(const std::string& peer) const {
   OnRecord out;
-  if (auto rows = issued_by_peer_.find(peer); rows != issued_by_peer_.end()) out.issued = &rows->second;
+  if (auto rows = issued_by_peer_.find(peer); rows != issued_by_peer_.end()) {
+    out.issued = &rows->second;
+  }
   if (auto rows = accepted_by_peer_.find(peer); rows != accepted_by_peer_.end()) {
     out.accepted = &rows->second;
   }

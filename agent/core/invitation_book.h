@@ -54,14 +54,10 @@ class InvitationBook {
   // We invited `peer` (it may send us work) / it invited us (we may send it work).
   bool is_source(const std::string& peer, TimePoint now) const;
   bool is_target(const std::string& peer, TimePoint now) const;
-  // Any invitation on record, valid or not: enough to hear about work
-  // already in flight (CANCEL, STATUS, ...), never to start new work.
-  bool ever_issued_to(const std::string& peer) const { return issued_by_peer_.count(peer) > 0; }
-  bool ever_accepted_from(const std::string& peer) const {
-    return accepted_by_peer_.count(peer) > 0;
-  }
   // One peer's invitations on record, each way (null: none), found once
-  // for every question about one envelope's sender. The pointers stay
+  // for every question about one envelope's sender. Any invitation on
+  // record, valid or not, is enough to hear about work already in flight
+  // (CANCEL, STATUS, ...), never to start new work. The pointers stay
   // valid while the book lives: index entries are never erased.
   struct OnRecord {
     const std::vector<const Owned*>* issued = nullptr;    // we invited it

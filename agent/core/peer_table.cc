@@ -129,8 +129,6 @@ TimePoint PeerTable::hold_resend_until(const std::string& id, TimePoint last_sen
   return peer->read_progress_at + stall;
 }
 
-bool PeerTable::greet(const std::string& id) { return greet(at(id)); }
-
 bool PeerTable::greet(Peer& peer) {
   bool first = peer.greeted_boot != peer.last_boot;
   peer.greeted_boot = peer.last_boot;

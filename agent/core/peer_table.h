@@ -109,7 +109,6 @@ class PeerTable {
   // once the peer reads past it, or `stall` after its last progress.
   TimePoint hold_resend_until(const std::string& id, TimePoint last_sent, Duration stall) const;
   // Marks the peer's current boot as greeted; true if it had not been.
-  bool greet(const std::string& id);
   static bool greet(Peer& peer);
 
   void set_lease(const std::string& id, int64_t lease_ms, int64_t lease_until_ms);

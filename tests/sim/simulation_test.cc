@@ -70,7 +70,7 @@ TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
 TEST_F(SimulationTest, ASimulatedSignatureIsBoundToItsKeyAndEveryByte) {
   crypto::Identity signer = crypto::Identity::generate();
   crypto::Identity other = crypto::Identity::generate();
-  for (size_t size : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{33}, size_t{200}}) {
+  for (size_t size : std::initializer_list<size_t>{0, 1, 7, 8, 9, 33, 200}) {
     std::vector<uint8_t> message(size);
     for (size_t i = 0; i < size; ++i) message[i] = static_cast<uint8_t>(i * 37 + 11);
     crypto::Signature signature = signer.sign(message);
