@@ -76,7 +76,7 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finalizer: every input bit moves e
 
 uint64_t load64(const uint8_t* bytes, size_t size) {
   uint64_t word = 0;
-  std::memcpy(&word, bytes, size);
+  if (size > 0) std::memcpy(&word, bytes, size);  // an empty message's data() may be null
   return word;
 }
 

@@ -142,7 +142,8 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-going", keep_going, "with --seeds: run every seed even after one fails");
   app.add_flag(
       "--real-signatures", real_signatures,
-      "sign with Ed25519 as agents do (default: a keyed hash, hundreds of times cheaper; docs/simulation.md)");
+      "sign with Ed25519 as agents do (default: a keyed hash, hundreds of times cheaper; "
+      "docs/simulation.md)");
   Duration progress_every{0};
   std::string progress = "0s";
   app.add_option("--progress", progress,
