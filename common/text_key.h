@@ -10,7 +10,7 @@
 // the match. The order is the text's (std::string's operator<), so a map's
 // iteration, and everything that follows from it, is unchanged.
 //
-// Use it through TextMap / TextSet: their comparator is transparent, so
+// Use it through TextMap: its comparator is transparent, so
 // find(), count() and lower_bound() take a std::string without making a key.
 #pragma once
 
@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -41,7 +40,7 @@ class TextKey {
     uint64_t value = 0;
     if (text.size() >= 8) {
       std::memcpy(&value, text.data(), 8);
-    } else {
+    } else if (!text.empty()) {
       std::memcpy(&value, text.data(), text.size());
     }
     if constexpr (std::endian::native == std::endian::little) value = __builtin_bswap64(value);
@@ -76,6 +75,5 @@ struct TextKeyLess {
 
 template <typename Value>
 using TextMap = std::map<TextKey, Value, TextKeyLess>;
-using TextSet = std::set<TextKey, TextKeyLess>;
 
 }  // namespace shoal

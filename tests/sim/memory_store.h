@@ -54,7 +54,7 @@ class MemoryStore final : public store::Store {
   TextMap<store::PeerRecord> peers_;  // by peer id
   // A batch's peer rows, applied at commit, dropped by rollback: every
   // envelope read writes its sender's row (its replay marks), and an undo
-  // entry for each, with a copy of the row before, was a tenth of a step.
+  // entry for each, with a copy of the row before, was 4-5 % of a step.
   // The slots are kept across batches, so their strings keep their room.
   std::vector<store::PeerRecord> pending_peers_;
   size_t pending_peer_count_ = 0;
