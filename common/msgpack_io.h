@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -21,29 +23,85 @@
 
 namespace shoal {
 
+// One object unpacked by unpack_one, and the zone that holds its elements.
+// Its strings and binaries point into the bytes it was unpacked from, so it
+// must not outlive them.
+//
+// The zone is borrowed from a small pool of this thread's and cleared on its
+// way back: a message that fits the first chunk costs no allocation at all.
+// A zone per parse (msgpack's object_handle) was two mallocs and two frees,
+// as much as the parse itself of a small message, and every envelope is
+// parsed twice. Move-only; it gives its zone back when destroyed.
+class Unpacked {
+ public:
+  Unpacked(Unpacked&& other) noexcept
+      : object_(other.object_), zone_(std::exchange(other.zone_, nullptr)) {}
+  Unpacked& operator=(Unpacked&& other) noexcept {
+    if (this != &other) {
+      give_back();
+      object_ = other.object_;
+      zone_ = std::exchange(other.zone_, nullptr);
+    }
+    return *this;
+  }
+  Unpacked(const Unpacked&) = delete;
+  Unpacked& operator=(const Unpacked&) = delete;
+  ~Unpacked() { give_back(); }
+
+  const msgpack::object& get() const { return object_; }
+
+ private:
+  friend Result<Unpacked> unpack_one(std::span<const uint8_t> bytes, std::string_view what);
+
+  // Each chunk takes elements of 24 bytes (msgpack::object): 8 KiB holds a
+  // few hundred, more than a protocol message has. A larger message makes
+  // the zone add chunks, which clear() frees again.
+  static constexpr size_t kChunk = 8192;
+  // Parses nest (an envelope's body inside its frame, a BATCH's messages
+  // inside it): a few zones are out at once, never many.
+  static constexpr size_t kPooled = 4;
+  static std::vector<std::unique_ptr<msgpack::zone>>& pool() {
+    thread_local std::vector<std::unique_ptr<msgpack::zone>> zones;
+    return zones;
+  }
+  static msgpack::zone* borrow() {
+    auto& zones = pool();
+    if (zones.empty()) return new msgpack::zone(kChunk);
+    msgpack::zone* zone = zones.back().release();
+    zones.pop_back();
+    return zone;
+  }
+  void give_back() {
+    if (!zone_) return;
+    zone_->clear();
+    auto& zones = pool();
+    if (zones.size() < kPooled) {
+      zones.emplace_back(zone_);
+    } else {
+      delete zone_;
+    }
+    zone_ = nullptr;
+  }
+
+  Unpacked() : zone_(borrow()) {}
+
+  msgpack::object object_;
+  msgpack::zone* zone_;  // owned; null once moved from
+};
+
 // Unpacks exactly one object from `bytes`; anything after it is an error.
 // `what` names the thing being decoded in errors ("envelope", "token").
-// Strings and binaries in the result point into `bytes` (no copies), so the
-// handle must not outlive them.
-inline Result<msgpack::object_handle> unpack_one(std::span<const uint8_t> bytes,
-                                                 std::string_view what) {
+inline Result<Unpacked> unpack_one(std::span<const uint8_t> bytes, std::string_view what) {
   try {
+    Unpacked unpacked;
     size_t offset = 0;
-    // The zone holds one msgpack::object per element: at most one per input
-    // byte, and about one per four in the protocol's messages, the first
-    // chunk's guess (the zone adds chunks when it is short). msgpack's
-    // default first chunk is 8 KiB, a malloc that cost more than the parse
-    // of a small message.
-    constexpr size_t kMinChunk = 256, kMaxChunk = 8192;
-    size_t chunk = std::clamp(bytes.size() * sizeof(msgpack::object) / 4, kMinChunk, kMaxChunk);
-    msgpack::unique_ptr<msgpack::zone> zone(new msgpack::zone(chunk));
     // Limits bound the memory an attacker can make us allocate.
     msgpack::unpack_limit limits(/*array=*/4096, /*map=*/1024, /*str=*/1 << 20,
                                  /*bin=*/1 << 20, /*ext=*/0, /*depth=*/16);
-    msgpack::object object = msgpack::unpack(*zone, reinterpret_cast<const char*>(bytes.data()),
-                                             bytes.size(), offset, nullptr, nullptr, limits);
+    unpacked.object_ = msgpack::unpack(*unpacked.zone_, reinterpret_cast<const char*>(bytes.data()),
+                                       bytes.size(), offset, nullptr, nullptr, limits);
     if (offset != bytes.size()) return corrupt(std::string(what) + ": trailing bytes");
-    return msgpack::object_handle(object, std::move(zone));
+    return unpacked;
   } catch (const std::exception& e) {
     return corrupt(std::string(what) + ": not valid MessagePack (" + e.what() + ")");
   }

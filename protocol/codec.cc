@@ -487,7 +487,7 @@ Result<Body> decode_body(MessageType type, std::span<const uint8_t> bytes) {
     return corrupt("message type BATCH: framing for other messages (decode_batch), not a body");
   }
   std::string what(message_type_name(type));
-  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle handle, unpack_one(bytes, what));
+  SHOAL_ASSIGN_OR_RETURN(Unpacked handle, unpack_one(bytes, what));
   ArrayReader reader(handle.get(), what);
   // Later versions may append fields; extra trailing fields are ignored.
   return decode(type, reader);

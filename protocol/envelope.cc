@@ -42,7 +42,7 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
   *reason = DropReason::kMalformed;
   // Both readers point into `wire`, which outlives them: nothing is copied
   // but the body.
-  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle outer_handle, unpack_one(wire, "envelope"));
+  SHOAL_ASSIGN_OR_RETURN(Unpacked outer_handle, unpack_one(wire, "envelope"));
   ArrayReader outer(outer_handle.get(), "envelope");
   std::string_view signed_bytes = outer.binary_view("signed");
   std::string_view signature_bytes = outer.binary_view("signature", sizeof(crypto::Signature));
@@ -50,7 +50,7 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
 
   std::span<const uint8_t> signed_span(reinterpret_cast<const uint8_t*>(signed_bytes.data()),
                                        signed_bytes.size());
-  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle inner_handle, unpack_one(signed_span, "envelope"));
+  SHOAL_ASSIGN_OR_RETURN(Unpacked inner_handle, unpack_one(signed_span, "envelope"));
   ArrayReader r(inner_handle.get(), "envelope");
   Envelope envelope;
   envelope.version = r.integer<uint32_t>("version");
@@ -104,7 +104,7 @@ std::vector<uint8_t> encode_batch(std::span<const BatchItem> items) {
 }
 
 Result<std::vector<BatchItem>> decode_batch(std::span<const uint8_t> body) {
-  SHOAL_ASSIGN_OR_RETURN(msgpack::object_handle handle, unpack_one(body, "BATCH"));
+  SHOAL_ASSIGN_OR_RETURN(Unpacked handle, unpack_one(body, "BATCH"));
   ArrayReader r(handle.get(), "BATCH");
   if (r.ok() && r.size() == 0) r.fail("", "expected at least one message");
   std::vector<BatchItem> items;
