@@ -63,12 +63,16 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
     return 0;
   }
   const protocol::Envelope& envelope = *opened;
-  std::string from = crypto::key_to_text(envelope.from);
+  std::optional<PeerTable::Row> row = peers_.find_row(envelope.from);
+  // A known sender's id is its row's key (stable: rows are never erased); a
+  // stranger's is spelled for the drop.
+  std::string stranger_id;
+  if (!row) stranger_id = crypto::key_to_text(envelope.from);
+  const std::string& from = row ? (*row)->first.text() : stranger_id;
   if (envelope.to != context_.identity().public_key()) {
     drop(DropReason::kWrongRecipient, from, "addressed to another agent");
     return 0;
   }
-  std::optional<PeerTable::Row> row = peers_.find_row(from);
   InvitationBook::OnRecord on_record =
       row ? invitations_.on_record(from) : InvitationBook::OnRecord{};
   if (!on_record.ever_issued() && !on_record.ever_accepted()) {

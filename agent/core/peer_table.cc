@@ -23,7 +23,11 @@ void PeerTable::load(const std::vector<store::PeerRecord>& records) {
 PeerTable::Row PeerTable::make_row(const std::string& id) {
   auto [row, made] = peers_.try_emplace(id);
   if (made) {
-    if (auto key = crypto::key_from_text(id, "peer id"); key.is_ok()) row->second.key = *key;
+    if (auto key = crypto::key_from_text(id, "peer id"); key.is_ok()) {
+      row->second.key = *key;
+      // Only the key's own spelling: a sender is known by its key's text.
+      if (crypto::key_to_text(*key) == id) rows_by_key_.emplace(*key, row);
+    }
   }
   return row;
 }
@@ -38,6 +42,12 @@ std::optional<PeerTable::Row> PeerTable::find_row(const std::string& id) {
   auto it = peers_.find(id);
   if (it == peers_.end()) return std::nullopt;
   return it;
+}
+
+std::optional<PeerTable::Row> PeerTable::find_row(const crypto::PublicKey& key) {
+  auto it = rows_by_key_.find(key);
+  if (it == rows_by_key_.end()) return std::nullopt;
+  return it->second;
 }
 
 const PeerTable::Peer* PeerTable::find(const std::string& id) const {
@@ -195,7 +205,18 @@ Status PeerTable::flush(store::Store& store) {
 std::string PeerTable::broken_invariant() const {
   auto marked = static_cast<size_t>(std::count_if(
       peers_.begin(), peers_.end(), [](const auto& entry) { return entry.second.unsaved; }));
-  return marked == unsaved_.size() ? "" : "the unsaved list and the rows marked unsaved differ";
+  if (marked != unsaved_.size()) return "the unsaved list and the rows marked unsaved differ";
+  size_t keyed = 0;
+  for (auto row = peers_.begin(); row != peers_.end(); ++row) {
+    const std::optional<crypto::PublicKey>& key = row->second.key;
+    if (!key || crypto::key_to_text(*key) != row->first.text()) continue;
+    ++keyed;
+    auto indexed = rows_by_key_.find(*key);
+    if (indexed == rows_by_key_.end() || indexed->second != row) {
+      return "peer " + row->first.text() + " is not found by its key";
+    }
+  }
+  return keyed == rows_by_key_.size() ? "" : "the key index lists rows that are not peers";
 }
 
 }  // namespace shoal::core

@@ -10,10 +10,12 @@
 // message captured before either side restarts stays a replay afterwards.
 #pragma once
 
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -71,6 +73,10 @@ class PeerTable {
   // erased): what an envelope's checks and marks share, one lookup for all.
   using Row = TextMap<Peer>::iterator;
   std::optional<Row> find_row(const std::string& id);
+  // The same by public key, without spelling it as text: how an envelope's
+  // sender is found (a hash probe rather than base64 and a tree walk, on
+  // every envelope). Finds the row whose id is the key's text.
+  std::optional<Row> find_row(const crypto::PublicKey& key);
 
   const Peer* find(const std::string& id) const;
   // A message to `id` is queued at `now`: records the time and returns the
@@ -146,6 +152,17 @@ class PeerTable {
   std::string self_id_;
   std::string self_cluster_;
   TextMap<Peer> peers_;  // by peer id
+  // The rows whose id is a public key's text (crypto::key_to_text), by that
+  // key. Ids are made by us (cards, invitations, the store), never by a
+  // sender, so the keys cannot be chosen to collide.
+  struct KeyHash {
+    size_t operator()(const crypto::PublicKey& key) const {
+      uint64_t words[4];
+      std::memcpy(words, key.data(), sizeof(words));
+      return words[0] ^ words[1] ^ words[2] ^ words[3];
+    }
+  };
+  std::unordered_map<crypto::PublicKey, Row, KeyHash> rows_by_key_;
   std::vector<Row> unsaved_;  // rows that differ from the store's (Peer::unsaved)
   // Since when we have listened without a break (start, or the end of a
   // pause): a peer's silence is counted from here at the earliest.

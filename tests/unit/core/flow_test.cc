@@ -291,5 +291,29 @@ TEST(FlowTest, ALateEnvelopeIsTakenOnceWithinTheReplayWindow) {
   EXPECT_TRUE(restarted.is_fresh("peer", 5, 301));
 }
 
+TEST(FlowTest, ASenderIsFoundByItsKeyAsByItsIdWhetherRememberedOrLoaded) {
+  crypto::Identity remembered = crypto::Identity::generate();
+  crypto::Identity loaded = crypto::Identity::generate();
+  crypto::Identity stranger = crypto::Identity::generate();
+  std::string remembered_id = crypto::key_to_text(remembered.public_key());
+  std::string loaded_id = crypto::key_to_text(loaded.public_key());
+  PeerTable peers("self", "here");
+  peers.load({store::PeerRecord{loaded_id, "b", "org", "tcp://b:1", 2, 7}});
+  peers.remember(remembered_id, "a", "org", "tcp://a:1");
+  peers.remember("not-a-key", "c", "org", "tcp://c:1");
+  for (const auto& [identity, id] :
+       {std::pair{&remembered, remembered_id}, std::pair{&loaded, loaded_id}}) {
+    std::optional<PeerTable::Row> by_key = peers.find_row(identity->public_key());
+    std::optional<PeerTable::Row> by_id = peers.find_row(id);
+    ASSERT_TRUE(by_key.has_value()) << id;
+    ASSERT_TRUE(by_id.has_value()) << id;
+    EXPECT_EQ(*by_key, *by_id) << "the same row, whichever way it is found";
+    EXPECT_EQ((*by_key)->first.text(), id);
+  }
+  EXPECT_EQ((*peers.find_row(loaded.public_key()))->second.last_seq, 7u);
+  EXPECT_FALSE(peers.find_row(stranger.public_key()).has_value()) << "a stranger has no row";
+  EXPECT_EQ(peers.broken_invariant(), "");
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
