@@ -42,14 +42,7 @@ Status MemoryStore::commit() {
   else
     ++stats_.written;
   undo_.clear();
-  for (size_t i = 0; i < pending_peer_count_; ++i) {
-    const store::PeerRecord& peer = pending_peers_[i];
-    if (auto it = peers_.find(peer.id); it != peers_.end()) {
-      it->second = peer;
-    } else {
-      peers_.emplace(peer.id, peer);
-    }
-  }
+  for (size_t i = 0; i < pending_peer_count_; ++i) apply_peer(pending_peers_[i]);
   pending_peer_count_ = 0;
   return Status::ok();
 }
@@ -68,9 +61,17 @@ Result<uint64_t> MemoryStore::next_boot() {
   return ++boot_;
 }
 
+void MemoryStore::apply_peer(const store::PeerRecord& peer) {
+  if (auto it = peers_.find(peer.id); it != peers_.end()) {
+    it->second = peer;  // assigned, not replaced: its strings keep their room
+  } else {
+    peers_.emplace(peer.id, peer);
+  }
+}
+
 Status MemoryStore::put_peer(const store::PeerRecord& peer) {
   if (!in_batch_) {
-    write(peers_, peer.id, &peer);
+    apply_peer(peer);
   } else if (pending_peer_count_ < pending_peers_.size()) {
     pending_peers_[pending_peer_count_++] = peer;
   } else {
@@ -81,8 +82,9 @@ Status MemoryStore::put_peer(const store::PeerRecord& peer) {
 }
 
 Result<std::vector<store::PeerRecord>> MemoryStore::load_peers() {
-  // As the batch would leave them: the committed rows, then its own writes.
-  TextMap<store::PeerRecord> rows = peers_;
+  // As the batch would leave them: the committed rows, then its own writes;
+  // sorted by id, so a restart reads them in one order whatever the hashing.
+  std::map<std::string, store::PeerRecord> rows(peers_.begin(), peers_.end());
   for (size_t i = 0; i < pending_peer_count_; ++i) {
     rows.insert_or_assign(pending_peers_[i].id, pending_peers_[i]);
   }

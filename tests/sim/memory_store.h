@@ -10,9 +10,9 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
-#include "common/text_key.h"
 #include "store/store.h"
 
 namespace shoal::sim {
@@ -51,7 +51,12 @@ class MemoryStore final : public store::Store {
   void write(Map& table, const Key& key, const Value* value);
 
   uint64_t boot_ = 0;
-  TextMap<store::PeerRecord> peers_;  // by peer id
+  // Sets a committed peer row.
+  void apply_peer(const store::PeerRecord& peer);
+
+  // By peer id, unordered: a batch writes its senders' rows at every commit
+  // (a tree walk there was 2 % of a large run); load_peers sorts.
+  std::unordered_map<std::string, store::PeerRecord> peers_;
   // A batch's peer rows, applied at commit, dropped by rollback: every
   // envelope read writes its sender's row (its replay marks), and an undo
   // entry for each, with a copy of the row before, was 4-5 % of a step.
