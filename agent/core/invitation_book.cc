@@ -79,10 +79,15 @@ InvitationState InvitationBook::state(const Owned& owned, TimePoint now) {
 std::vector<const crypto::Invitation*> InvitationBook::valid(const Index& index,
                                                              const std::string& peer,
                                                              TimePoint now) {
-  std::vector<const crypto::Invitation*> out;
   auto rows = index.find(peer);
-  if (rows == index.end()) return out;
-  for (const Owned* owned : rows->second) {
+  if (rows == index.end()) return {};
+  return valid(rows->second, now);
+}
+
+std::vector<const crypto::Invitation*> InvitationBook::valid(const std::vector<const Owned*>& rows,
+                                                             TimePoint now) {
+  std::vector<const crypto::Invitation*> out;
+  for (const Owned* owned : rows) {
     if (state(*owned, now) == InvitationState::kActive) out.push_back(&owned->invitation);
   }
   return out;

@@ -76,6 +76,12 @@ class InvitationBook {
   // for every deadline.
   using Index = TextMap<std::vector<const Owned*>>;
   const Index& issuers() const { return accepted_by_peer_; }
+  // Every agent we ever invited, the same way: what the target walks to
+  // advertise (only these can be sources).
+  const Index& invitees() const { return issued_by_peer_; }
+  // Those of `rows` (an index entry) that are valid now.
+  static std::vector<const crypto::Invitation*> valid(const std::vector<const Owned*>& rows,
+                                                      TimePoint now);
   // Invitations we issued to `peer` and revoked that it could still present
   // (not expired): it must hear of them.
   std::vector<std::string> revocations_to_tell(const std::string& peer, TimePoint now) const;

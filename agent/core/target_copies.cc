@@ -385,7 +385,7 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
 }
 
 TargetRole::OfferKey TargetRole::offer_key(
-    const std::string& source_id, const std::vector<const crypto::Invitation*>& invitations) const {
+    const InvitationUsage& usage, const std::vector<const crypto::Invitation*>& invitations) const {
   std::vector<std::string> namespaces;
   const crypto::InvitationLimits* limits = nullptr;
   for (const auto* invitation : invitations) {
@@ -399,7 +399,6 @@ TargetRole::OfferKey TargetRole::offer_key(
                              std::numeric_limits<int64_t>::max(),
                              std::numeric_limits<int64_t>::max()};
   if (limits) {
-    InvitationUsage usage = usage_of_source(source_id);
     auto left = [](std::optional<int64_t> limit, int64_t used, int64_t& out) {
       if (limit) out = std::max<int64_t>(0, *limit - used);
     };
@@ -486,23 +485,29 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   std::optional<protocol::ClusterFacts> facts;
   // Each offer is computed once here, for every source that shares it.
   std::map<OfferKey, Offer> offers;
-  for (const auto& [id, peer] : peers_.all()) {
-    std::vector<const crypto::Invitation*> invitations = invitations_.valid_issued(id, now);
-    if (invitations.empty()) continue;  // not a source of ours
+  // Only an agent we invited can be a source: walk those (in id order, as
+  // the peer table would be), each found once in the peer table and once
+  // in our rows.
+  for (const auto& [id, issued] : invitations_.invitees()) {
+    std::vector<const crypto::Invitation*> invitations = InvitationBook::valid(issued, now);
+    if (invitations.empty()) continue;  // not a source of ours now
+    const PeerTable::Peer* peer = peers_.find(id);
+    if (!peer) continue;  // not known as a peer (yet): nothing to address
     if (!facts) facts = cluster_facts();
-    OfferKey key = offer_key(id, invitations);
+    PerSource& row = sources_[id];
+    OfferKey key = offer_key(row.held, invitations);
     auto [slot, computing] = offers.try_emplace(key);
     if (computing) {
       slot->second = std::make_shared<const std::vector<protocol::NamespaceCapacity>>(compute_offer(key));
     }
     const Offer& capacity = slot->second;
-    Advertised& last = advertised_[id];
+    Advertised& last = row.advertised;
     bool changed = !last.capacity || *last.capacity != *capacity ||
                    facts->allocatable != last.facts.allocatable || facts->counts != last.facts.counts;
     // Labels go again until the source has read an envelope that carried
     // them: the first CAPACITY to a peer often leaves on a connection that
     // is still being set up, and is lost.
-    bool labels_read = last.labels_at && peer.read_until >= *last.labels_at;
+    bool labels_read = last.labels_at && peer->read_until >= *last.labels_at;
     bool labels_changed = facts->labels != last.facts.labels || facts->claims != last.facts.claims;
     bool labels_due = !labels_read || labels_changed || now - *last.labels_at >= kLabelRefresh;
     bool due = !last.at || to == Advertise::kEverySource || *last.at < due_before ||
@@ -526,8 +531,9 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
 }
 
 void TargetRole::greet_source(const std::string& source_id) {
-  advertised_[source_id].at.reset();
-  advertised_[source_id].labels_at.reset();  // a new boot knows none of our labels
+  Advertised& last = sources_[source_id].advertised;
+  last.at.reset();
+  last.labels_at.reset();  // a new boot knows none of our labels
   advertise_capacity(Advertise::kChanged);
 }
 
@@ -633,15 +639,18 @@ std::vector<store::ReservationRecord> TargetRole::reservations() const {
 }
 
 std::string TargetRole::broken_invariant() const {
-  // held_by_source_ is the sum it replaces.
+  // Each source's held is the sum it replaces (zero for one that holds nothing).
   std::map<std::string, InvitationUsage> held;
   for (const auto& [key, reservation] : reservations_) {
     if (!store::holds_resources(reservation.record.phase)) continue;
     held[key.first].resources += reservation.record.spec.total();
     held[key.first].workloads += 1;
   }
-  if (held.size() != held_by_source_.size()) {
-    return "held_by_source_ lists other sources than the reservations";
+  for (const auto& [source, row] : sources_) {
+    if (!held.contains(source) &&
+        (row.held.workloads != 0 || !(row.held.resources == model::Resources{}))) {
+      return "a source's held counts work that the reservations do not hold";
+    }
   }
   // The cluster's queue holds what queued_ holds, under the cluster's key.
   if (queued_by_cluster_key_.size() != queued_.size()) {
@@ -653,10 +662,10 @@ std::string TargetRole::broken_invariant() const {
     }
   }
   for (const auto& [source, usage] : held) {
-    auto cached = held_by_source_.find(source);
-    if (cached == held_by_source_.end() || !(cached->second.resources == usage.resources) ||
-        cached->second.workloads != usage.workloads) {
-      return "held_by_source_ differs from the reservations' sum";
+    auto cached = sources_.find(source);
+    if (cached == sources_.end() || !(cached->second.held.resources == usage.resources) ||
+        cached->second.held.workloads != usage.workloads) {
+      return "a source's held differs from the reservations' sum";
     }
   }
   for (const auto& [key, reservation] : reservations_) {

@@ -62,7 +62,7 @@ void TargetRole::reject_candidate(const std::string& from, const protocol::Candi
   // resource or queue, which is what an operator needs to see.
   ++context_.stats().rejected[refusal.reason];
   if (from != self_id_) {
-    advertised_[from].refused = true;  // it hears of the next room freed
+    sources_[from].advertised.refused = true;  // it hears of the next room freed
     record_event("peer/" + from,
                  "rejected candidate " + message.spec.key() + ": " + refusal.reason);
   }
@@ -425,8 +425,8 @@ void TargetRole::release_reservation(const ReservationKey& key, const std::strin
 }
 
 InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
-  auto held = held_by_source_.find(source);
-  return held == held_by_source_.end() ? InvitationUsage{} : held->second;
+  auto row = sources_.find(source);
+  return row == sources_.end() ? InvitationUsage{} : row->second.held;
 }
 
 void TargetRole::count_usage(const Usage& usage, int sign, bool queued) {
@@ -462,7 +462,7 @@ void TargetRole::account(const store::ReservationRecord& record) {
   if (counted) return unaccount(key);
   model::Resources total = record.spec.total();
   counted_[key] = total;
-  InvitationUsage& held = held_by_source_[record.source];
+  InvitationUsage& held = sources_[record.source].held;
   held.resources += total;
   held.workloads += 1;
 }
@@ -474,10 +474,9 @@ void TargetRole::unaccount(const ReservationKey& key) {
   }
   auto it = counted_.find(key);
   if (it == counted_.end()) return;
-  InvitationUsage& held = held_by_source_[key.first];
+  InvitationUsage& held = sources_[key.first].held;
   held.resources -= it->second;
   held.workloads -= 1;
-  if (held.workloads == 0) held_by_source_.erase(key.first);
   counted_.erase(it);
 }
 

@@ -183,7 +183,7 @@ class TargetRole {
     context_.note_store(context_.store().put_reservation(record));
     account(record);
   }
-  // held_by_source_ follows `record`: counted while it holds resources.
+  // The source's held follows `record`: counted while it holds resources.
   void account(const store::ReservationRecord& record);
   // The reservation `key` is gone: no longer counted.
   void unaccount(const ReservationKey& key);
@@ -199,11 +199,19 @@ class TargetRole {
     return false;
   }
 
-  // What each source holds here (reservations that hold resources), kept
-  // as they change rather than summed per CANDIDATE: that sum over every
-  // reservation of the source was half a busy target's CPU (issue 14).
-  TextMap<InvitationUsage> held_by_source_;
-  std::map<ReservationKey, model::Resources> counted_;  // what held_by_source_ counts, by key
+  // Each source's row here: what it holds and what we last told it. One
+  // row, found once per source when advertising (held and advertised were
+  // two maps, each walked per source on every heartbeat pass).
+  struct PerSource {
+    // What it holds here (reservations that hold resources), kept as they
+    // change rather than summed per CANDIDATE: that sum over every
+    // reservation of the source was half a busy target's CPU (issue 14).
+    // Zero when it holds nothing.
+    InvitationUsage held;
+    Advertised advertised;
+  };
+  TextMap<PerSource> sources_;  // by source id; rows are never erased
+  std::map<ReservationKey, model::Resources> counted_;  // what the rows' held counts, by key
   // The counts weighted routing reads (CAPACITY), kept as work binds, ends
   // and queues: bound or running copies and what they hold, and queued
   // candidates, per namespace and cluster-wide; workloads per (namespace, queue).
@@ -274,7 +282,7 @@ class TargetRole {
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
   // The key of what `invitations` (a source's valid ones) let it be told.
-  OfferKey offer_key(const std::string& source_id,
+  OfferKey offer_key(const InvitationUsage& held,
                      const std::vector<const crypto::Invitation*>& invitations) const;
   std::vector<protocol::NamespaceCapacity> compute_offer(const OfferKey& key) const;
 
@@ -289,7 +297,6 @@ class TargetRole {
   std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
-  TextMap<Advertised> advertised_;  // by source id
   // The last three heartbeat passes, oldest first: a source that had no
   // CAPACITY since the oldest gets one at this pass (every other interval).
   std::array<TimePoint, 3> recent_passes_{};
