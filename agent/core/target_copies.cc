@@ -483,7 +483,9 @@ protocol::ClusterFacts TargetRole::cluster_facts() const {
 void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   TimePoint now = clock_.now();
   std::optional<protocol::ClusterFacts> facts;
-  // Each offer is computed once here, for every source that shares it.
+  // Each offer is computed once here, for every source that shares it. One
+  // equal to the previous call's for its key is that same object, so a
+  // source already told it is recognised by pointer, not compared whole.
   std::map<OfferKey, Offer> offers;
   // Only an agent we invited can be a source: walk those (in id order, as
   // the peer table would be), each found once in the peer table and once
@@ -498,11 +500,18 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     OfferKey key = offer_key(row.held, invitations);
     auto [slot, computing] = offers.try_emplace(key);
     if (computing) {
-      slot->second = std::make_shared<const std::vector<protocol::NamespaceCapacity>>(compute_offer(key));
+      std::vector<protocol::NamespaceCapacity> computed = compute_offer(key);
+      auto previous = last_offers_.find(key);
+      if (previous != last_offers_.end() && *previous->second == computed) {
+        slot->second = previous->second;
+      } else {
+        slot->second = std::make_shared<const std::vector<protocol::NamespaceCapacity>>(
+            std::move(computed));
+      }
     }
     const Offer& capacity = slot->second;
     Advertised& last = row.advertised;
-    bool changed = !last.capacity || *last.capacity != *capacity ||
+    bool changed = !last.capacity || (last.capacity != capacity && *last.capacity != *capacity) ||
                    facts->allocatable != last.facts.allocatable || facts->counts != last.facts.counts;
     // Labels go again until the source has read an envelope that carried
     // them: the first CAPACITY to a peer often leaves on a connection that
@@ -528,6 +537,7 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     }
     send(id, protocol::Capacity{*capacity, std::move(sent)});
   }
+  last_offers_ = std::move(offers);
 }
 
 void TargetRole::greet_source(const std::string& source_id) {

@@ -211,6 +211,8 @@ class TargetRole {
     Advertised advertised;
   };
   TextMap<PerSource> sources_;  // by source id; rows are never erased
+  // The offers of the last advertise_capacity, by key (see there).
+  std::map<OfferKey, Offer> last_offers_;
   std::map<ReservationKey, model::Resources> counted_;  // what the rows' held counts, by key
   // The counts weighted routing reads (CAPACITY), kept as work binds, ends
   // and queues: bound or running copies and what they hold, and queued
