@@ -482,7 +482,8 @@ protocol::ClusterFacts TargetRole::cluster_facts() const {
 
 void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   TimePoint now = clock_.now();
-  std::optional<protocol::ClusterFacts> facts;
+  // The same for the cluster's facts: one object while they stay the same.
+  Facts facts;
   // Each offer is computed once here, for every source that shares it. One
   // equal to the previous call's for its key is that same object, so a
   // source already told it is recognised by pointer, not compared whole.
@@ -495,7 +496,12 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     if (invitations.empty()) continue;  // not a source of ours now
     const PeerTable::Peer* peer = peers_.find(id);
     if (!peer) continue;  // not known as a peer (yet): nothing to address
-    if (!facts) facts = cluster_facts();
+    if (!facts) {
+      protocol::ClusterFacts fresh = cluster_facts();
+      facts = last_facts_ && *last_facts_ == fresh
+                  ? last_facts_
+                  : std::make_shared<const protocol::ClusterFacts>(std::move(fresh));
+    }
     PerSource& row = sources_[id];
     OfferKey key = offer_key(row.held, invitations);
     auto [slot, computing] = offers.try_emplace(key);
@@ -511,13 +517,16 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     }
     const Offer& capacity = slot->second;
     Advertised& last = row.advertised;
+    bool same_facts = last.facts == facts;
     bool changed = !last.capacity || (last.capacity != capacity && *last.capacity != *capacity) ||
-                   facts->allocatable != last.facts.allocatable || facts->counts != last.facts.counts;
+                   (!same_facts && (!last.facts || facts->allocatable != last.facts->allocatable ||
+                                    facts->counts != last.facts->counts));
     // Labels go again until the source has read an envelope that carried
     // them: the first CAPACITY to a peer often leaves on a connection that
     // is still being set up, and is lost.
     bool labels_read = last.labels_at && peer->read_until >= *last.labels_at;
-    bool labels_changed = facts->labels != last.facts.labels || facts->claims != last.facts.claims;
+    bool labels_changed = !same_facts && (!last.facts || facts->labels != last.facts->labels ||
+                                          facts->claims != last.facts->claims);
     bool labels_due = !labels_read || labels_changed || now - *last.labels_at >= kLabelRefresh;
     bool due = !last.at || to == Advertise::kEverySource || *last.at < due_before ||
                (to == Advertise::kRoomFreed && last.refused);
@@ -525,7 +534,7 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     last.at = now;
     last.refused = false;
     last.capacity = capacity;
-    last.facts = *facts;
+    last.facts = facts;
     protocol::ClusterFacts sent = *facts;
     if (labels_due) {
       // Until one is read, the first send of these labels is the mark: a
@@ -538,6 +547,7 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     send(id, protocol::Capacity{*capacity, std::move(sent)});
   }
   last_offers_ = std::move(offers);
+  if (facts) last_facts_ = std::move(facts);
 }
 
 void TargetRole::greet_source(const std::string& source_id) {

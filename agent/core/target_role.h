@@ -143,11 +143,14 @@ class TargetRole {
   using Offer = std::shared_ptr<const std::vector<protocol::NamespaceCapacity>>;
   // (sorted namespaces, allowance cpu, memory, gpu)
   using OfferKey = std::tuple<std::vector<std::string>, int64_t, int64_t, int64_t>;
+  // The cluster's facts as one advertisement computed them, shared by
+  // every source told them (compared by pointer while they stay the same).
+  using Facts = std::shared_ptr<const protocol::ClusterFacts>;
   // What we last advertised to one source.
   struct Advertised {
     std::optional<TimePoint> at;
     Offer capacity;
-    protocol::ClusterFacts facts;           // labels and claims: as last sent
+    Facts facts;  // as last sent (labels and claims too); null before the first
     // When these labels and claims first went out unread (then the last
     // time they were re-sent after being read); sent again until the source
     // acknowledges an envelope at or after it.
@@ -213,6 +216,7 @@ class TargetRole {
   TextMap<PerSource> sources_;  // by source id; rows are never erased
   // The offers of the last advertise_capacity, by key (see there).
   std::map<OfferKey, Offer> last_offers_;
+  Facts last_facts_;  // of the last advertise_capacity that computed them
   std::map<ReservationKey, model::Resources> counted_;  // what the rows' held counts, by key
   // The counts weighted routing reads (CAPACITY), kept as work binds, ends
   // and queues: bound or running copies and what they hold, and queued
