@@ -355,8 +355,21 @@ void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id,
 
 void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& message) {
   Target& peer = targets_[from];
-  peer.capacity.clear();
-  for (const auto& ns : message.namespaces) peer.capacity[ns.namespace_name] = ns;
+  // In place when it names the namespaces it named last time, in the same
+  // order (every CAPACITY but the first): no map rebuilt, and each entry's
+  // queues keep their room. Otherwise (the first, or a change) afresh.
+  bool same_namespaces = peer.capacity.size() == message.namespaces.size() &&
+                         std::equal(message.namespaces.begin(), message.namespaces.end(),
+                                    peer.capacity.begin(), [](const auto& ns, const auto& entry) {
+                                      return ns.namespace_name == entry.first;
+                                    });
+  if (same_namespaces) {
+    auto entry = peer.capacity.begin();
+    for (const auto& ns : message.namespaces) (entry++)->second = ns;
+  } else {
+    peer.capacity.clear();
+    for (const auto& ns : message.namespaces) peer.capacity[ns.namespace_name] = ns;
+  }
   if (message.cluster) {
     // Labels and claims left out mean "as last sent".
     std::optional<model::Labels> labels = message.cluster->labels ? message.cluster->labels : peer.facts.labels;

@@ -362,6 +362,32 @@ TEST(AgentTest, NamespaceWithoutInvitationGetsNoCandidate) {
   EXPECT_NE(record->reason.find("target=NamespaceNotInvited"), std::string::npos) << record->reason;
 }
 
+TEST(AgentTest, ACapacityNamingOtherNamespacesReplacesTheSourcesView) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target");
+  world.invite(target, source, {"ml"});
+  world.run_for(3s);
+  auto advertised = [&] {
+    std::vector<std::string> names;
+    for (const PeerView& peer : source.agent->peers()) {
+      if (peer.id != target.id) continue;
+      for (const auto& ns : peer.capacity) names.push_back(ns.namespace_name);
+    }
+    return names;
+  };
+  ASSERT_EQ(advertised(), std::vector<std::string>{"ml"});
+  // A new invitation to the same source replaces the old one: as many
+  // namespaces as before, other names.
+  world.invite(target, source, {"default"});
+  world.run_for(5s);
+  EXPECT_EQ(advertised(), std::vector<std::string>{"default"});
+  ASSERT_TRUE(source.agent->submit({workload("job", 4000)}).is_ok());
+  world.run_for(5s);
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded)
+      << "placed in the namespace it is now invited into";
+}
+
 TEST(AgentTest, MoreWorkThanCapacityWaitsAndAllFinishes) {
   World world;
   Node& a = world.add("a", 2, 8000);
