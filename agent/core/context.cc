@@ -32,6 +32,19 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
   ++stats_.sent_by_type[static_cast<uint8_t>(type)];
 }
 
+void Context::send(const std::string& peer_id, const protocol::Body& body,
+                   const std::vector<uint8_t>& encoded) {
+  if (peer_id == self_id_) {
+    local_inbox_.push_back(body);
+    return;
+  }
+  if (!peers_.note_sending(peer_id, clock_.now())) return;
+  protocol::MessageType type = protocol::type_of(body);
+  outgoing_[peer_id].push_back({static_cast<uint8_t>(type), encoded});
+  ++stats_.sent;
+  ++stats_.sent_by_type[static_cast<uint8_t>(type)];
+}
+
 void Context::seal_outgoing() {
   for (auto& [peer_id, messages] : outgoing_) {
     const PeerTable::Peer* peer = peers_.find(peer_id);

@@ -59,6 +59,10 @@ class Context {
   // remember it (the runtime rebuilds it from the store, the sim restarts
   // it).
   void send(const std::string& peer_id, protocol::Body body);
+  // The same for a body already encoded (`encoded` is encode_body(body)):
+  // one body for many peers is encoded once.
+  void send(const std::string& peer_id, const protocol::Body& body,
+            const std::vector<uint8_t>& encoded);
   // Signs what this batch queued, one envelope per peer (a BATCH of every
   // message, in order; more envelopes only past kMaxBodyBytes), and hands
   // the envelopes to the transport. Signing dominated the agent's CPU at one

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "agent/core/target_role.h"
 
@@ -488,6 +489,13 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   // equal to the previous call's for its key is that same object, so a
   // source already told it is recognised by pointer, not compared whole.
   std::map<OfferKey, Offer> offers;
+  // And so one CAPACITY is usually the same for many sources (one offer,
+  // the same facts, with or without labels): built and encoded once.
+  struct Encoded {
+    protocol::Body body;
+    std::vector<uint8_t> bytes;
+  };
+  std::map<std::tuple<const void*, const void*, bool>, Encoded> encoded;
   // Only an agent we invited can be a source: walk those (in id order, as
   // the peer table would be), each found once in the peer table and once
   // in our rows.
@@ -535,16 +543,22 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     last.refused = false;
     last.capacity = capacity;
     last.facts = facts;
-    protocol::ClusterFacts sent = *facts;
     if (labels_due) {
       // Until one is read, the first send of these labels is the mark: a
       // read of any later envelope reads past it.
       if (labels_read || labels_changed || !last.labels_at) last.labels_at = now;
-    } else {
-      sent.labels.reset();  // as last sent: not on every heartbeat
-      sent.claims.reset();
     }
-    send(id, protocol::Capacity{*capacity, std::move(sent)});
+    auto [message, building] = encoded.try_emplace({capacity.get(), facts.get(), labels_due});
+    if (building) {
+      protocol::ClusterFacts sent = *facts;
+      if (!labels_due) {
+        sent.labels.reset();  // as last sent: not on every heartbeat
+        sent.claims.reset();
+      }
+      message->second.body = protocol::Capacity{*capacity, std::move(sent)};
+      message->second.bytes = protocol::encode_body(message->second.body);
+    }
+    context_.send(id, message->second.body, message->second.bytes);
   }
   last_offers_ = std::move(offers);
   if (facts) last_facts_ = std::move(facts);
