@@ -323,10 +323,13 @@ void Agent::send_heartbeats(TimePoint silent_since) {
   // before; a busy one none. (By pass, not by elapsed time: a tick a
   // millisecond late must not make every pass send.)
   const AgentConfig& config = context_.config();
+  const protocol::Body hello = protocol::Hello{config.cluster, config.org, config.endpoint};
+  std::vector<uint8_t> encoded;  // once per pass, for every peer that gets it
   for (const auto& [id, peer] : peers_.all()) {
     if (peer.last_sent_to >= silent_since || id == context_.self_id()) continue;
     if (is_source(id) || is_target(id)) {
-      context_.send(id, protocol::Hello{config.cluster, config.org, config.endpoint});
+      if (encoded.empty()) encoded = protocol::encode_body(hello);
+      context_.send(id, hello, encoded);
     }
   }
 }

@@ -165,6 +165,9 @@ void TargetRole::plan_lease_ends(TimePoint now) {
 
 void TargetRole::enforce_leases() {
   TimePoint now = clock_.now();
+  // No lease of a source with work here ends before next_lease_end_
+  // (broken_invariant checks it), so until then there is nothing to stop.
+  if (now < next_lease_end_) return;
   // Leases are per source, and sources are few: find the lapsed ones, then
   // visit only their reservations (reservations_ is ordered by source).
   for (const auto& [source_id, peer] : peers_.all()) {
