@@ -160,6 +160,46 @@ void Federation::at(TimePoint when, std::function<void()> action) {
   std::push_heap(actions_.begin(), actions_.end(), std::greater<>());
 }
 
+void Federation::at_control(TimePoint when, SimAgent& agent, Request request,
+                            std::function<void(bool)> then) {
+  uint32_t slot;
+  if (free_controls_.empty()) {
+    slot = static_cast<uint32_t>(controls_.size());
+    controls_.emplace_back();
+  } else {
+    slot = free_controls_.back();
+    free_controls_.pop_back();
+  }
+  controls_[slot] = {std::move(request), std::move(then)};
+  Action action;
+  action.at = std::max(when, clock_.now());
+  action.seq = next_seq_++;
+  action.is_control = true;
+  action.agent = agent.index;
+  action.control = slot;
+  actions_.push_back(std::move(action));
+  std::push_heap(actions_.begin(), actions_.end(), std::greater<>());
+}
+
+void Federation::enqueue_control(const Action& action) {
+  // Same (at, seq): the same place in the one order of actions and events.
+  Event event;
+  event.at = action.at;
+  event.seq = action.seq;
+  event.kind = Event::Kind::kControl;
+  event.agent = action.agent;
+  event.control = action.control;
+  queue_.push_back(std::move(event));
+  std::push_heap(queue_.begin(), queue_.end(), std::greater<>());
+}
+
+void Federation::finish_control(uint32_t slot, bool ran) {
+  std::function<void(bool)> then = std::move(controls_[slot].then);
+  controls_[slot] = Control{};
+  free_controls_.push_back(slot);
+  if (then) then(ran);
+}
+
 bool Federation::control(SimAgent& agent, const std::function<void(core::Agent&)>& request) {
   if (!agent.up() || agent.frozen) return false;
   step(agent, [&] { request(*agent.agent); });
@@ -331,14 +371,21 @@ bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {
     TimePoint next = action ? actions_.front().at : queue_.front().at;
     if (next > end) break;
     clock_.set(std::max(clock_.now(), next));
-    if (action) {
+    if (action && !actions_.front().is_control) {
       Action scheduled = pop_action();
       ++stats_.events;
       scheduled.run();
     } else {
-      // Every delivery and timer of this instant up to the next action.
+      // Every delivery, timer and control step of this instant up to the
+      // next other action.
       instant_.clear();
-      while (!queue_.empty() && queue_.front().at == clock_.now() && !action_is_next()) {
+      while (true) {
+        if (action_is_next() && actions_.front().at == clock_.now() &&
+            actions_.front().is_control) {
+          enqueue_control(pop_action());
+          continue;
+        }
+        if (queue_.empty() || queue_.front().at != clock_.now() || action_is_next()) break;
         instant_.push_back(pop());
       }
       stats_.events += instant_.size();
@@ -391,8 +438,10 @@ void Federation::run_instant(const std::vector<Event>& events) {
   }
   for (size_t i = 0; i < events.size(); ++i) {
     SimAgent& agent = *agents_[events[i].agent];
+    bool control = events[i].kind == Event::Kind::kControl;
     if (in_lane_[i]) {
       apply(agent, effects_[i]);
+      if (control) finish_control(events[i].control, effects_[i].control_ran);
       effects_[i] = StepEffects{};
     } else if (events[i].kind == Event::Kind::kDeliver && agent.up() && agent.frozen) {
       held_[agent.index].push_back(events[i].bytes);
@@ -400,6 +449,9 @@ void Federation::run_instant(const std::vector<Event>& events) {
       StepEffects now;
       run_local(events[i], now);
       apply(agent, now);
+      if (control) finish_control(events[i].control, now.control_ran);
+    } else if (control) {
+      finish_control(events[i].control, false);  // down or frozen: not run
     }
     // else: a dead process reads nothing (the message is lost) and wakes for nothing
   }
@@ -409,6 +461,11 @@ void Federation::run_local(const Event& event, StepEffects& effects) {
   SimAgent& agent = *agents_[event.agent];
   if (event.kind == Event::Kind::kDeliver) {
     deliver_local(agent, *event.bytes, effects);
+  } else if (event.kind == Event::Kind::kControl) {
+    // As control(): a step dying here restarts the agent (never in a lane).
+    uint32_t boots = agent.boots;
+    run_step(agent, [&] { controls_[event.control].request(*agent.agent); }, effects);
+    effects.control_ran = agent.up() && agent.boots == boots;
   } else if (event.at == agent.wake_at) {  // else a timer since moved: nothing to do
     wake_local(agent, effects);
   }

@@ -105,6 +105,16 @@ class Federation {
   // A control step on `agent` now (submit, delete...): inside a batch, as
   // the runtime runs one; skipped (false) while the agent is down or frozen.
   bool control(SimAgent& agent, const std::function<void(core::Agent&)>& request);
+  // The same at `when`, run among the deliveries and timers of its instant:
+  // on a worker thread with them, so the requests of many agents (every
+  // arrival of a large run) no longer run one by one. `then` runs after
+  // it, on the caller's thread and in event order, told whether the
+  // request ran in a step that committed (false: the agent was down or
+  // frozen, or died in that step). The run is the same as an at() that
+  // calls control().
+  using Request = std::function<void(core::Agent&)>;
+  void at_control(TimePoint when, SimAgent& agent, Request request,
+                  std::function<void(bool ran)> then);
 
   // Faults.
   // The process dies now: what its open batch wrote is lost, its cluster's
@@ -149,8 +159,9 @@ class Federation {
   struct Event {
     TimePoint at{};
     uint64_t seq = 0;  // FIFO among equal times: deterministic
-    enum class Kind : uint8_t { kDeliver, kWake } kind = Kind::kWake;
+    enum class Kind : uint8_t { kDeliver, kWake, kControl } kind = Kind::kWake;
     uint32_t agent = 0;
+    uint32_t control = 0;  // kControl: its slot in controls_
     std::shared_ptr<const std::vector<uint8_t>> bytes;  // kDeliver
     bool operator>(const Event& other) const {
       return at != other.at ? at > other.at : seq > other.seq;
@@ -161,7 +172,10 @@ class Federation {
   struct Action {
     TimePoint at{};
     uint64_t seq = 0;
-    std::function<void()> run;
+    std::function<void()> run;  // unless a control step (at_control)
+    bool is_control = false;
+    uint32_t agent = 0;    // a control step's
+    uint32_t control = 0;  // and its slot in controls_
     bool operator>(const Action& other) const {
       return at != other.at ? at > other.at : seq > other.seq;
     }
@@ -176,6 +190,7 @@ class Federation {
   // sent, its next timer, what went wrong. A step changes only its own
   // agent; apply() then changes the world, in event order.
   struct StepEffects {
+    bool control_ran = false;  // a kControl event's request ran and committed
     bool delivered = false;
     uint64_t delivery_hash = 0;
     bool stepped = false;
@@ -202,8 +217,13 @@ class Federation {
   void wake_local(SimAgent& agent, StepEffects& effects);
   // A delivery or timer of an agent that is up and not frozen.
   void run_local(const Event& event, StepEffects& effects);
-  // The deliveries and timers of one instant, between two actions.
+  // The deliveries, timers and control steps of one instant, between two
+  // other actions.
   void run_instant(const std::vector<Event>& events);
+  // A control action joins the events of its instant, at its place.
+  void enqueue_control(const Action& action);
+  // Runs a control step's `then` and frees its slot.
+  void finish_control(uint32_t slot, bool ran);
   void fold(uint64_t value) { digest_ = mix(digest_, value); }
 
   FederationOptions options_;
@@ -219,6 +239,14 @@ class Federation {
   // step, stays as small as what is in flight.
   std::vector<Event> queue_;
   std::vector<Action> actions_;
+  // The requests of control steps scheduled and not yet run, by slot;
+  // freed slots are reused.
+  struct Control {
+    Request request;
+    std::function<void(bool)> then;
+  };
+  std::vector<Control> controls_;
+  std::vector<uint32_t> free_controls_;
   uint64_t next_seq_ = 0;
   uint64_t digest_ = 0xcbf29ce484222325ull;
   // Held for a frozen agent, in arrival order.

@@ -52,7 +52,11 @@ class Run {
   bool stopped() const { return options_.stop_at_first_finding && !result_.findings.empty(); }
   core::AgentConfig config() const { return agent_config_for(scenario_.options); }
   void build();
-  void submit(size_t job);
+  // Submits job `job` of the trace at `when`, through its source; then
+  // submitted() takes the answer (and retries a second later when there
+  // was none).
+  void submit(size_t job, TimePoint when);
+  void submitted(size_t job, bool ran, const Result<std::vector<std::string>>& uids);
   void schedule_faults();
   void check_now();
   size_t unfinished();
@@ -91,17 +95,22 @@ void Run::build() {
   }
 }
 
-void Run::submit(size_t job) {
+void Run::submit(size_t job, TimePoint when) {
   const TraceJob& traced = scenario_.trace[job];
   SimAgent& source = *federation_.agents()[traced.source];
-  uint32_t boots = source.boots;
-  Result<std::vector<std::string>> uids = internal_error("not run");
-  bool ran =
-      federation_.control(source, [&](core::Agent& agent) { uids = agent.submit({traced.spec}); });
+  auto uids = std::make_shared<Result<std::vector<std::string>>>(internal_error("not run"));
+  federation_.at_control(
+      when, source, [uids, &traced](core::Agent& agent) { *uids = agent.submit({traced.spec}); },
+      [this, job, uids](bool ran) { submitted(job, ran, *uids); });
+}
+
+void Run::submitted(size_t job, bool ran, const Result<std::vector<std::string>>& uids) {
+  const TraceJob& traced = scenario_.trace[job];
+  SimAgent& source = *federation_.agents()[traced.source];
   // Down, frozen, or died inside the step before answering: the user never
   // heard back, and tries again a second later.
-  if (!ran || source.boots != boots) {
-    federation_.at(federation_.now() + 1s, [this, job] { submit(job); });
+  if (!ran) {
+    submit(job, federation_.now() + 1s);
     return;
   }
   ++submissions_done_;
@@ -332,7 +341,7 @@ SimResult Run::go() {
   build();
   TimePoint start = federation_.start_time();
   for (size_t j = 0; j < scenario_.trace.size(); ++j) {
-    federation_.at(start + scenario_.trace[j].arrival, [this, j] { submit(j); });
+    submit(j, start + scenario_.trace[j].arrival);
   }
   schedule_faults();
 
