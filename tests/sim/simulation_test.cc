@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "crypto/identity.h"
+#include "tests/sim/federation.h"
 #include "tests/sim/ideal.h"
 #include "tests/sim/scenario.h"
 
@@ -112,6 +115,45 @@ TEST_F(SimulationTest, AnyThreadCountIsTheSameRun) {
       EXPECT_EQ(one.jobs[j].finished_ms, three.jobs[j].finished_ms) << "seed " << seed;
       EXPECT_EQ(one.jobs[j].cluster, three.jobs[j].cluster) << "seed " << seed;
     }
+  }
+}
+
+// A scheduled control step runs among its instant's events, in its place
+// in the order, and its `then` hears whether it ran: not on an agent that
+// is down or frozen, nor on one that dies in the step; yes on one that is up.
+TEST_F(SimulationTest, AScheduledControlStepTellsWhetherItRan) {
+  for (int threads : {1, 2}) {
+    FederationOptions options;
+    options.threads = threads;
+    Federation federation(options);
+    model::ClusterSpec spec;
+    spec.queues = {{"default", 1}};
+    std::vector<SimAgent*> agents;
+    for (int i = 0; i < 4; ++i) {
+      spec.name = "c" + std::to_string(i);
+      spec.nodes = {{"n0", {8000, 16LL << 30, 0}, {}}};
+      agents.push_back(&federation.add_agent(spec, 0, Duration(0)));
+    }
+    federation.crash(*agents[1]);
+    federation.freeze(*agents[2]);
+    TimePoint when = federation.now() + 5s;
+    // Just before: its next step, the control step, dies before it commits.
+    federation.at(when, [&] { agents[3]->crash_in_next_step = true; });
+    std::vector<std::pair<std::string, bool>> heard;  // in the order `then` ran
+    std::vector<std::string> asked;                   // agents whose request ran
+    for (SimAgent* agent : agents) {
+      federation.at_control(
+          when, *agent, [&asked, agent](core::Agent&) { asked.push_back(agent->name); },
+          [&heard, agent](bool ran) { heard.emplace_back(agent->name, ran); });
+    }
+    federation.run_until(when + 1s);
+    std::vector<std::pair<std::string, bool>> expected = {
+        {"c0", true}, {"c1", false}, {"c2", false}, {"c3", false}};
+    EXPECT_EQ(heard, expected) << threads << " threads";
+    std::sort(asked.begin(), asked.end());
+    EXPECT_EQ(asked, (std::vector<std::string>{"c0", "c3"}))
+        << "the request runs on an agent that is up, even if its step then dies";
+    EXPECT_EQ(agents[3]->boots, 2u) << "died in the step and restarted";
   }
 }
 
