@@ -25,11 +25,10 @@ void Context::send(const std::string& peer_id, protocol::Body body) {
     local_inbox_.push_back(std::move(body));
     return;
   }
-  if (!peers_.note_sending(peer_id, clock_.now())) return;
   protocol::MessageType type = protocol::type_of(body);
-  outgoing_[peer_id].push_back({static_cast<uint8_t>(type), protocol::encode_body(body)});
-  ++stats_.sent;
-  ++stats_.sent_by_type[static_cast<uint8_t>(type)];
+  if (auto* batch = batch_for(peer_id, type)) {
+    batch->push_back({static_cast<uint8_t>(type), protocol::encode_body(body)});
+  }
 }
 
 void Context::send(const std::string& peer_id, const protocol::Body& body,
@@ -38,11 +37,16 @@ void Context::send(const std::string& peer_id, const protocol::Body& body,
     local_inbox_.push_back(body);
     return;
   }
-  if (!peers_.note_sending(peer_id, clock_.now())) return;
   protocol::MessageType type = protocol::type_of(body);
-  outgoing_[peer_id].push_back({static_cast<uint8_t>(type), encoded});
+  if (auto* batch = batch_for(peer_id, type)) batch->push_back({static_cast<uint8_t>(type), encoded});
+}
+
+std::vector<protocol::BatchItem>* Context::batch_for(const std::string& peer_id,
+                                                     protocol::MessageType type) {
+  if (!peers_.note_sending(peer_id, clock_.now())) return nullptr;
   ++stats_.sent;
   ++stats_.sent_by_type[static_cast<uint8_t>(type)];
+  return &outgoing_[peer_id];
 }
 
 void Context::seal_outgoing() {

@@ -147,6 +147,10 @@ class Context {
   AgentStats stats_;
   Status store_health_;
   std::deque<protocol::Body> local_inbox_;
+  // The batch a message of `type` to `peer_id` joins, counted as sent;
+  // null for a peer we do not know (the message goes nowhere).
+  std::vector<protocol::BatchItem>* batch_for(const std::string& peer_id,
+                                              protocol::MessageType type);
   // Encoded, by peer id, in send order: what seal_outgoing() signs.
   TextMap<std::vector<protocol::BatchItem>> outgoing_;  // by peer id
   TimePoint sent_at_{};
