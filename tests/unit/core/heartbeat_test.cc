@@ -221,5 +221,54 @@ TEST(HeartbeatTest, AReservationReleasedBeforeAnyoneHeardOfItIsNotAdvertised) {
   }
 }
 
+// The other side of the test above: a source whose CANDIDATE was refused
+// while the room was taken believed the work fits, so it hears of the room
+// freed at once, even though our numbers are back where its view has them.
+TEST(HeartbeatTest, ASourceRefusedWhileRoomWasTakenHearsOfTheRoomFreedAtOnce) {
+  World world;
+  Node& holder = world.add("holder", 1, 100);
+  Node& refused = world.add("refused", 1, 100);
+  Node& target = world.add("target", 1, 8000);
+  world.invite(target, holder);
+  world.invite(target, refused);
+  world.run_as_runtime_for(5s);
+  // The holder's CANDIDATE takes the room; its READY is lost, so the
+  // reservation waits for an APPROVE. No tick of the target tells anyone.
+  world.step(holder,
+             [&] { ASSERT_TRUE(holder.agent->submit({workload("big", 6000, 60s)}).is_ok()); });
+  world.deliver([&](const Wire& w) { return w.from != target.id; });
+  std::vector<store::ReservationRecord> held = target.agent->reservations();
+  ASSERT_EQ(held.size(), 1u) << "the room is taken";
+  // The other source still sees 8 cpu free: its CANDIDATE is refused
+  // (NoCapacity; it waits in the target's queue), and then withdrawn.
+  world.step(refused,
+             [&] { ASSERT_TRUE(refused.agent->submit({workload("also", 6000, 60s)}).is_ok()); });
+  world.deliver([&](const Wire& w) { return w.from != target.id; });
+  ASSERT_EQ(target.agent->reservations().size(), 1u) << "no room for the second";
+  auto also = refused.agent->find_workload("default", "also");
+  ASSERT_TRUE(also.has_value());
+  std::vector<uint8_t> withdraw =
+      forge(refused, target, protocol::Cancel{also->uid, also->epoch}, 1, refused.clock->now());
+  world.step(target, [&] { target.agent->handle_wire(withdraw); });
+  // The holder gives its reservation up: the room, and every number the
+  // target advertises, are back where both sources last saw them.
+  std::vector<uint8_t> cancel =
+      forge(holder, target, protocol::Cancel{held[0].uid, held[0].epoch}, 1, holder.clock->now());
+  world.step(target, [&] { target.agent->handle_wire(cancel); });
+  ASSERT_TRUE(target.agent->reservations().empty() ||
+              !store::holds_resources(target.agent->reservations()[0].phase))
+      << "released";
+  target.transport->outbox.clear();
+  world.step(target, [&] { World::tick_until_idle(target); });
+  bool told_refused = false, told_holder = false;
+  for (const Wire& w : target.transport->outbox) {
+    if (w.type != MessageType::kCapacity) continue;
+    told_refused |= w.to == refused.id;
+    told_holder |= w.to == holder.id;
+  }
+  EXPECT_TRUE(told_refused) << "refused a CANDIDATE that fit its view: told of the room freed";
+  EXPECT_FALSE(told_holder) << "the holder's view did not change and nothing was refused it";
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
