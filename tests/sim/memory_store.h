@@ -50,12 +50,13 @@ class MemoryStore final : public store::Store {
   template <typename Map, typename Key, typename Value>
   void write(Map& table, const Key& key, const Value* value);
 
-  uint64_t boot_ = 0;
   // Sets a committed peer row.
   void apply_peer(const store::PeerRecord& peer);
 
+  uint64_t boot_ = 0;
   // By peer id, unordered: a batch writes its senders' rows at every commit
-  // (a tree walk there was 2 % of a large run); load_peers sorts.
+  // (a probe rather than a tree walk), and only load_peers needs an order,
+  // which it sorts.
   std::unordered_map<std::string, store::PeerRecord> peers_;
   // A batch's peer rows, applied at commit, dropped by rollback: every
   // envelope read writes its sender's row (its replay marks), and an undo
