@@ -74,7 +74,7 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
     return 0;
   }
   InvitationBook::OnRecord on_record =
-      row ? invitations_.on_record(from) : InvitationBook::OnRecord{};
+      row ? invitations_of(**row) : InvitationBook::OnRecord{};
   if (!on_record.ever_issued() && !on_record.ever_accepted()) {
     drop(DropReason::kUnknownSender, from, "no invitation with this key");
     return 0;
@@ -121,6 +121,15 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   }
   drain_local();
   return handled;
+}
+
+const InvitationBook::OnRecord& Agent::invitations_of(TextMap<PeerTable::Peer>::value_type& row) {
+  PeerTable::Peer& peer = row.second;
+  if (peer.invitations_generation != invitations_.index_generation()) {
+    peer.invitations = invitations_.on_record(row.first.text());
+    peer.invitations_generation = invitations_.index_generation();
+  }
+  return peer.invitations;
 }
 
 bool Agent::handle_message(const std::string& from, const Sender& sender, uint8_t type_number,

@@ -193,6 +193,9 @@ class Agent {
     PeerTable::Row row;
     InvitationBook::OnRecord invitations;
   };
+  // A known peer's invitations on record, from its row's copy while the
+  // book has made no new index entry since (else looked up and kept).
+  const InvitationBook::OnRecord& invitations_of(TextMap<PeerTable::Peer>::value_type& row);
   // One message of an accepted envelope: type, body and permission checks,
   // then dispatch. False if it was dropped.
   bool handle_message(const std::string& from, const Sender& sender, uint8_t type,

@@ -21,7 +21,10 @@ void InvitationBook::insert(Owned owned) {
   auto& index = issued ? issued_by_peer_ : accepted_by_peer_;
   std::string peer = owned.record.peer_id;
   auto [row, made] = table.insert_or_assign(owned.record.id, std::move(owned));
-  if (made) index[peer].push_back(&row->second);
+  if (!made) return;
+  auto [entry, first] = index.try_emplace(peer);
+  entry->second.push_back(&row->second);
+  if (first) ++index_generation_;
 }
 
 const InvitationBook::Owned* InvitationBook::find_issued(const std::string& id) const {
@@ -87,10 +90,16 @@ std::vector<const crypto::Invitation*> InvitationBook::valid(const Index& index,
 std::vector<const crypto::Invitation*> InvitationBook::valid(const std::vector<const Owned*>& rows,
                                                              TimePoint now) {
   std::vector<const crypto::Invitation*> out;
+  valid(rows, now, out);
+  return out;
+}
+
+void InvitationBook::valid(const std::vector<const Owned*>& rows, TimePoint now,
+                           std::vector<const crypto::Invitation*>& out) {
+  out.clear();
   for (const Owned* owned : rows) {
     if (state(*owned, now) == InvitationState::kActive) out.push_back(&owned->invitation);
   }
-  return out;
 }
 
 bool InvitationBook::any_valid(const Index& index, const std::string& peer, TimePoint now) {

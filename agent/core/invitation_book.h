@@ -66,6 +66,11 @@ class InvitationBook {
     bool ever_accepted() const { return accepted != nullptr; }
   };
   OnRecord on_record(const std::string& peer) const;
+  // Grows whenever a peer gets its first invitation either way (a new
+  // index entry), and only then: an OnRecord found at one generation is
+  // still the whole truth while the generation stays the same (entries
+  // are never erased, and later invitations of a peer join its entry).
+  uint64_t index_generation() const { return index_generation_; }
   // Whether any of `rows` (an OnRecord side) is valid now.
   static bool any_valid(const std::vector<const Owned*>* rows, TimePoint now);
   // Every invitation with `peer`, in any state.
@@ -82,6 +87,9 @@ class InvitationBook {
   // Those of `rows` (an index entry) that are valid now.
   static std::vector<const crypto::Invitation*> valid(const std::vector<const Owned*>& rows,
                                                       TimePoint now);
+  // The same into `out` (cleared first), which keeps its room between calls.
+  static void valid(const std::vector<const Owned*>& rows, TimePoint now,
+                    std::vector<const crypto::Invitation*>& out);
   // Invitations we issued to `peer` and revoked that it could still present
   // (not expired): it must hear of them.
   std::vector<std::string> revocations_to_tell(const std::string& peer, TimePoint now) const;
@@ -108,6 +116,7 @@ class InvitationBook {
   // one lookup.
   Index issued_by_peer_;
   Index accepted_by_peer_;
+  uint64_t index_generation_ = 1;
 };
 
 }  // namespace shoal::core

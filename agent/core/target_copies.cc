@@ -389,15 +389,22 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
 }
 
 TargetRole::OfferKey TargetRole::offer_key(
-    const InvitationUsage& usage, const std::vector<const crypto::Invitation*>& invitations) const {
-  std::vector<std::string> namespaces;
-  const crypto::InvitationLimits* limits = nullptr;
-  for (const auto* invitation : invitations) {
-    namespaces.insert(namespaces.end(), invitation->namespaces.begin(), invitation->namespaces.end());
-    limits = &invitation->limits;
+    PerSource& row, const std::vector<const crypto::Invitation*>& invitations) {
+  if (!row.namespaces || row.invited_under != invitations) {
+    NamespaceList namespaces;
+    row.limits = nullptr;
+    for (const auto* invitation : invitations) {
+      namespaces.insert(namespaces.end(), invitation->namespaces.begin(),
+                        invitation->namespaces.end());
+      row.limits = &invitation->limits;
+    }
+    std::sort(namespaces.begin(), namespaces.end());
+    namespaces.erase(std::unique(namespaces.begin(), namespaces.end()), namespaces.end());
+    row.namespaces = &*namespace_lists_.insert(std::move(namespaces)).first;
+    row.invited_under = invitations;
   }
-  std::sort(namespaces.begin(), namespaces.end());
-  namespaces.erase(std::unique(namespaces.begin(), namespaces.end()), namespaces.end());
+  const crypto::InvitationLimits* limits = row.limits;
+  const InvitationUsage& usage = row.held;
   // What this source may still take under its invitation: limit - used.
   model::Resources allowance{std::numeric_limits<int64_t>::max(),
                              std::numeric_limits<int64_t>::max(),
@@ -411,11 +418,11 @@ TargetRole::OfferKey TargetRole::offer_key(
     left(limits->gpu, usage.resources.gpu, allowance.gpu);
     if (limits->workloads && usage.workloads >= *limits->workloads) allowance = {};
   }
-  return {std::move(namespaces), allowance.cpu_milli, allowance.memory_bytes, allowance.gpu};
+  return {row.namespaces, allowance.cpu_milli, allowance.memory_bytes, allowance.gpu};
 }
 
 std::vector<protocol::NamespaceCapacity> TargetRole::compute_offer(const OfferKey& key) const {
-  const std::vector<std::string>& namespaces = std::get<0>(key);
+  const NamespaceList& namespaces = *std::get<0>(key);
   const model::Resources allowance{std::get<1>(key), std::get<2>(key), std::get<3>(key)};
   auto cap = [&](model::Resources r) {
     return model::Resources{std::min(r.cpu_milli, allowance.cpu_milli),
@@ -503,7 +510,8 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   // the peer table would be), each found once in the peer table and once
   // in our rows.
   for (const auto& [id, issued] : invitations_.invitees()) {
-    std::vector<const crypto::Invitation*> invitations = InvitationBook::valid(issued, now);
+    std::vector<const crypto::Invitation*>& invitations = valid_scratch_;
+    InvitationBook::valid(issued, now, invitations);
     if (invitations.empty()) continue;  // not a source of ours now
     const PeerTable::Peer* peer = peers_.find(id);
     if (!peer) continue;  // not known as a peer (yet): nothing to address
@@ -514,7 +522,7 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
                   : std::make_shared<const protocol::ClusterFacts>(std::move(fresh));
     }
     PerSource& row = sources_[id];
-    OfferKey key = offer_key(row.held, invitations);
+    OfferKey key = offer_key(row, invitations);
     auto [slot, computing] = offers.try_emplace(key);
     if (computing) {
       std::vector<protocol::NamespaceCapacity> computed = compute_offer(key);

@@ -141,8 +141,10 @@ class TargetRole {
   // same namespaces and allowance share one (OfferKey), computed once per
   // advertisement (TargetRole::advertise_capacity).
   using Offer = std::shared_ptr<const std::vector<protocol::NamespaceCapacity>>;
-  // (sorted namespaces, allowance cpu, memory, gpu)
-  using OfferKey = std::tuple<std::vector<std::string>, int64_t, int64_t, int64_t>;
+  // (sorted namespaces, allowance cpu, memory, gpu). The namespaces are
+  // an interned list (namespace_lists_), so keys compare by pointer.
+  using NamespaceList = std::vector<std::string>;
+  using OfferKey = std::tuple<const NamespaceList*, int64_t, int64_t, int64_t>;
   // The cluster's facts as one advertisement computed them, shared by
   // every source told them (compared by pointer while they stay the same).
   using Facts = std::shared_ptr<const protocol::ClusterFacts>;
@@ -212,8 +214,20 @@ class TargetRole {
     // Zero when it holds nothing.
     InvitationUsage held;
     Advertised advertised;
+    // What its valid invitations let it see, kept while they stay the
+    // same ones (an invitation's terms never change; rows are never
+    // erased, so the pointers are stable): the union of their namespaces,
+    // interned, and the limits of the last.
+    std::vector<const crypto::Invitation*> invited_under;
+    const NamespaceList* namespaces = nullptr;
+    const crypto::InvitationLimits* limits = nullptr;
   };
   TextMap<PerSource> sources_;  // by source id; rows are never erased
+  // Every distinct list of namespaces some source was offered, so that
+  // equal lists are one object (never erased: there are a handful).
+  std::set<NamespaceList> namespace_lists_;
+  // advertise_capacity's scratch: one source's valid invitations.
+  std::vector<const crypto::Invitation*> valid_scratch_;
   // The offers of the last advertise_capacity, by key (see there).
   std::map<OfferKey, Offer> last_offers_;
   Facts last_facts_;  // of the last advertise_capacity that computed them
@@ -287,9 +301,9 @@ class TargetRole {
   void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
-  // The key of what `invitations` (a source's valid ones) let it be told.
-  OfferKey offer_key(const InvitationUsage& held,
-                     const std::vector<const crypto::Invitation*>& invitations) const;
+  // The key of what `row`'s valid invitations (`invitations`) let it be
+  // told; notes them in the row.
+  OfferKey offer_key(PerSource& row, const std::vector<const crypto::Invitation*>& invitations);
   std::vector<protocol::NamespaceCapacity> compute_offer(const OfferKey& key) const;
 
   Context& context_;

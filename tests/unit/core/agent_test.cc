@@ -411,6 +411,27 @@ TEST(AgentTest, MoreWorkThanCapacityWaitsAndAllFinishes) {
   for (const auto& node : b.cluster->nodes()) EXPECT_LE(node.peak_allocated.cpu_milli, 8000);
 }
 
+// A peer already heard from as a source that later invites us too is then
+// heard as a target: its invitations on record are asked anew once the book
+// has a new entry (the row's copy of them is not the whole truth forever).
+TEST(AgentTest, APeerThatInvitesUsAfterItsFirstEnvelopesIsHeardAsATarget) {
+  World world;
+  Node& a = world.add("a", 1, 1000);
+  Node& b = world.add("b", 2, 8000);
+  world.invite(a, b);  // b may send work to a
+  world.run_for(3s);   // a has read b's envelopes: b is a source of ours
+  world.invite(b, a);  // and now a target too
+  world.run_for(5s);
+  auto not_permitted = [&] {
+    return a.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kNotPermitted)];
+  };
+  EXPECT_EQ(not_permitted(), 0u) << "b's CAPACITY refused as if b had never invited us";
+  ASSERT_TRUE(a.agent->submit({workload("big", 4000)}).is_ok());  // fits b only
+  world.run_for(10s);
+  EXPECT_EQ(phase_of(a, "big"), model::Phase::kSucceeded);
+  EXPECT_EQ(not_permitted(), 0u);
+}
+
 TEST(AgentTest, TargetSchedulerReasonReachesTheSource) {
   World world;
   Node& source = world.add("source", 1, 1000);
