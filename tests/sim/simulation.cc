@@ -370,6 +370,19 @@ SimResult Run::go() {
     if (!federation_.run_until(next, stop)) break;
     check_now();
     if (options_.progress) options_.progress(federation_.now() - start, federation_);
+    if (options_.stop_at.count() > 0 && federation_.now() - start >= options_.stop_at) {
+      result_.time_boxed = true;
+      result_.open_at_stop = unfinished();
+      for (const auto& agent : federation_.agents()) {
+        if (!agent->up()) continue;
+        core::WorkloadCounts counts = agent->agent->workload_counts();
+        result_.succeeded +=
+            static_cast<int>(counts.by_phase[static_cast<size_t>(model::Phase::kSucceeded)]);
+        result_.failed +=
+            static_cast<int>(counts.by_phase[static_cast<size_t>(model::Phase::kFailed)]);
+      }
+      break;
+    }
     bool all_in = submissions_done_ == scenario_.trace.size();
     if (all_in && federation_.now() >= start + healed && unfinished() == 0) break;
     if (federation_.now() > deadline) {
@@ -379,7 +392,7 @@ SimResult Run::go() {
       break;
     }
   }
-  if (!stopped()) final_verdict();
+  if (!stopped() && !result_.time_boxed) final_verdict();
   if (!options_.explain.empty()) explain(options_.explain);
   result_.digest = federation_.digest();
   result_.engine = federation_.stats();

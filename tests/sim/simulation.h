@@ -48,6 +48,11 @@ struct RunOptions {
   // Threads that run the agents' steps (FederationOptions::threads): the
   // same run for every count, in less wall time on more cores.
   int threads = 1;
+  // End the run at this much simulated time, finished or not (0: run until
+  // every job has ended). A time-boxed run measures speed: it skips the
+  // liveness bound and the final verdict over the records, which need every
+  // job ended; the continuous checks still run.
+  Duration stop_at{0};
   // Called after each check with the simulated time so far (for --progress).
   std::function<void(Duration simulated, Federation&)> progress;
 };
@@ -64,6 +69,8 @@ struct SimResult {
   int succeeded = 0;
   int failed = 0;
   int repeated_successes = 0;            // see chaos::check
+  bool time_boxed = false;               // stopped at RunOptions::stop_at
+  size_t open_at_stop = 0;               // jobs not yet ended then
   std::vector<std::string> explanation;  // RunOptions::explain
 };
 

@@ -67,6 +67,33 @@ TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
   EXPECT_NE(first.digest, other.digest);
 }
 
+// A time-boxed run ends at its box with jobs still open, and says so,
+// instead of reporting them as lost or late; the run up to the box is the
+// same run as the whole one (the box only cuts it).
+TEST_F(SimulationTest, ATimeBoxedRunStopsAtItsBoxWithJobsOpen) {
+  ScenarioOptions o = small_with_faults(3);
+  o.faults = false;
+  o.mean_duration = 20s;
+  Scenario scenario = make_scenario(o);
+  RunOptions boxed;
+  boxed.stop_at = 15s;
+  boxed.check_every = 5s;
+  SimResult cut = run_simulation(scenario, boxed);
+  EXPECT_TRUE(cut.findings.empty()) << findings_of(cut);
+  EXPECT_TRUE(cut.time_boxed);
+  EXPECT_EQ(cut.simulated, 15s);
+  EXPECT_GT(cut.open_at_stop, 0u);
+  EXPECT_LT(cut.submitted, static_cast<int>(scenario.trace.size()));
+
+  RunOptions whole;
+  whole.check_every = 5s;
+  SimResult all = run_simulation(scenario, whole);
+  EXPECT_TRUE(all.findings.empty()) << findings_of(all);
+  EXPECT_FALSE(all.time_boxed);
+  EXPECT_GT(all.simulated, cut.simulated);
+  EXPECT_EQ(all.succeeded, static_cast<int>(scenario.trace.size()));
+}
+
 // The stand-in signature is cheap, not weak in what the core relies on:
 // it verifies under its signer's key only, and any changed byte of the
 // message (at any length, whole words or a tail) fails it.
