@@ -141,10 +141,30 @@ bool Agent::handle_message(const std::string& from, const Sender& sender, uint8_
     return false;
   }
   auto type = static_cast<MessageType>(type_number);
-  auto body = protocol::decode_body(type, bytes);
-  if (!body.is_ok()) {
-    drop(DropReason::kBadBody, from, body.status().message());
-    return false;
+  PeerTable::Peer& peer = sender.row->second;
+  // A CAPACITY equal to the sender's last is that one's body (Peer::capacity);
+  // held here, as a later message could replace it.
+  std::shared_ptr<const protocol::Body> capacity;
+  std::optional<protocol::Body> decoded_here;
+  const protocol::Body* body = nullptr;
+  if (type == MessageType::kCapacity && peer.capacity &&
+      std::ranges::equal(bytes, peer.capacity_bytes)) {
+    capacity = peer.capacity;
+    body = capacity.get();
+  } else {
+    auto decoded = protocol::decode_body(type, bytes);
+    if (!decoded.is_ok()) {
+      drop(DropReason::kBadBody, from, decoded.status().message());
+      return false;
+    }
+    if (type == MessageType::kCapacity) {
+      capacity = std::make_shared<const protocol::Body>(std::move(decoded).value());
+      peer.capacity = capacity;
+      peer.capacity_bytes.assign(bytes.begin(), bytes.end());
+      body = capacity.get();
+    } else {
+      body = &decoded_here.emplace(std::move(decoded).value());
+    }
   }
 
   // Who may say what. Starting or offering new work needs a valid invitation

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,6 +24,7 @@
 #include "common/text_key.h"
 #include "common/time.h"
 #include "crypto/identity.h"
+#include "protocol/messages.h"
 #include "store/store.h"
 
 namespace shoal::core {
@@ -66,6 +68,13 @@ class PeerTable {
     // Agent keeps it (Agent::invitations_of); memory only.
     InvitationBook::OnRecord invitations;
     uint64_t invitations_generation = 0;
+    // Its last CAPACITY body as received, and decoded: a target sends the
+    // same offer again at every refresh, and decoding each copy anew was
+    // a tenth of a large simulation's instructions. A body is a function
+    // of its bytes alone, so equal bytes take the decoded one
+    // (Agent::handle_message). Memory only.
+    std::vector<uint8_t> capacity_bytes;
+    std::shared_ptr<const protocol::Body> capacity;
   };
 
   // `self_id` and `self_cluster` name this agent (cluster_name_of).

@@ -236,6 +236,54 @@ TEST(AgentTest, OneStepSendsOneEnvelopePerPeer) {
   for (const auto& spec : specs) EXPECT_EQ(phase_of(source, spec.name), model::Phase::kSucceeded);
 }
 
+// A CAPACITY whose bytes equal the sender's last one is applied from that
+// one's decoded body; any other is decoded. Two offers of the same encoded
+// size that differ only in one number must both be heard, in either order.
+TEST(AgentTest, EveryDifferentCapacityIsHeardEvenWhenItRepeatsOne) {
+  World world;
+  Node& source = world.add("source", 1, 1000);
+  Node& target = world.add("target", 4, 64000);
+  world.invite(target, source);
+  world.run_for(3s);
+  auto source_key = crypto::key_from_text(source.id, "id");
+  ASSERT_TRUE(source_key.is_ok());
+  uint64_t seq = 0;
+  auto advertise = [&](int64_t free_cpu) {
+    protocol::NamespaceCapacity ns;
+    ns.namespace_name = "default";
+    ns.free = {free_cpu, int64_t{1} << 40, 0};
+    ns.largest_free_node = {16000, int64_t{1} << 38, 0};
+    protocol::Envelope envelope;
+    envelope.type = MessageType::kCapacity;
+    envelope.from = target.identity.public_key();
+    envelope.to = *source_key;
+    envelope.boot = 1'000'000;
+    envelope.seq = ++seq;
+    envelope.sent_at_ms = to_millis(world.clock().now());
+    envelope.body = protocol::encode_body(protocol::Capacity{{ns}, std::nullopt});
+    size_t handled = 0;
+    world.step(source, [&] {
+      handled = source.agent->handle_wire(protocol::seal(envelope, target.identity));
+    });
+    EXPECT_EQ(handled, 1u) << free_cpu;
+    return envelope.body.size();
+  };
+  auto heard_free_cpu = [&]() -> int64_t {
+    for (const LiveCluster& cluster : source.agent->live_inventory("default", "default")) {
+      if (cluster.candidate.name == "target") return cluster.candidate.free.cpu_milli;
+    }
+    return -1;
+  };
+  size_t first = advertise(40000);
+  EXPECT_EQ(heard_free_cpu(), 40000);
+  EXPECT_EQ(advertise(40000), first);
+  EXPECT_EQ(heard_free_cpu(), 40000);
+  EXPECT_EQ(advertise(30000), first) << "the test needs offers of one encoded size";
+  EXPECT_EQ(heard_free_cpu(), 30000);
+  advertise(40000);
+  EXPECT_EQ(heard_free_cpu(), 40000);
+}
+
 // A BATCH is checked message by message: what is unknown, malformed or not
 // permitted is dropped alone, the rest is applied, and the envelope's
 // (boot, seq) is used once.
