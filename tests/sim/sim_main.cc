@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -279,7 +280,7 @@ int main(int argc, char** argv) {
     };
     if (result.time_boxed) {
       run["stoppedAt"] = format_duration(r.stop_at);
-      run["openAtStop"] = result.open_at_stop;
+      if (result.open_at_stop != SIZE_MAX) run["openAtStop"] = result.open_at_stop;
     }
     if (!r.explain.empty()) run["explanation"] = result.explanation;
     if (compare_ideal) {
@@ -314,8 +315,11 @@ int main(int argc, char** argv) {
         }
       }
       if (result.time_boxed) {
-        std::printf("  time-boxed at %s: %zu jobs still open, final verdict skipped\n",
-                    format_duration(r.stop_at).c_str(), result.open_at_stop);
+        std::string open = result.open_at_stop == SIZE_MAX
+                               ? "jobs still open unknown (an agent was down)"
+                               : std::to_string(result.open_at_stop) + " jobs still open";
+        std::printf("  time-boxed at %s: %s, final verdict skipped\n",
+                    format_duration(r.stop_at).c_str(), open.c_str());
       }
       for (const std::string& finding : result.findings) std::printf("  %s\n", finding.c_str());
       for (const std::string& line : result.explanation) std::printf("  | %s\n", line.c_str());

@@ -70,7 +70,7 @@ struct SimResult {
   int failed = 0;
   int repeated_successes = 0;            // see chaos::check
   bool time_boxed = false;               // stopped at RunOptions::stop_at
-  size_t open_at_stop = 0;               // jobs not yet ended then
+  size_t open_at_stop = 0;               // jobs not yet ended then; SIZE_MAX: unknown
   std::vector<std::string> explanation;  // RunOptions::explain
 };
 

@@ -68,8 +68,8 @@ TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
 }
 
 // A time-boxed run ends at its box with jobs still open, and says so,
-// instead of reporting them as lost or late; the run up to the box is the
-// same run as the whole one (the box only cuts it).
+// instead of reporting them as lost or late; without the box the same
+// scenario runs until every job has succeeded.
 TEST_F(SimulationTest, ATimeBoxedRunStopsAtItsBoxWithJobsOpen) {
   ScenarioOptions o = small_with_faults(3);
   o.faults = false;
