@@ -152,6 +152,12 @@ class Cluster {
   // borrowing is off); nullopt when the cluster has no such queue.
   virtual std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,
                                                       const std::string& queue) const = 0;
+  // Changes (grows) whenever capacity() or capacity_for() may answer
+  // differently from before: a reader may keep answers it computed at one
+  // version and reuse them while the version stays the same (the target's
+  // CAPACITY pass, which would otherwise ask again for every namespace and
+  // queue at every heartbeat).
+  virtual uint64_t capacity_version() const = 0;
   // Both are read on every CAPACITY pass: references, not copies, valid
   // until the cluster changes.
   virtual const std::vector<std::string>& queue_names() const = 0;

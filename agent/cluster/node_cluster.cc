@@ -124,6 +124,7 @@ Status NodeCluster::restore(const std::string& key, const model::WorkloadSpec& s
 void NodeCluster::hold(const std::string& key, const model::WorkloadSpec& spec,
                       const std::vector<std::string>& nodes) {
   // The scheduler chose (or re-checked) `nodes`; mirror them for usage and peaks.
+  ++capacity_version_;
   Holding holding{spec, {}};
   for (const auto& name : nodes) {
     auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
@@ -135,6 +136,7 @@ void NodeCluster::hold(const std::string& key, const model::WorkloadSpec& spec,
 }
 
 void NodeCluster::free_room(const Holding& holding) {
+  ++capacity_version_;
   std::vector<std::string> names;
   for (size_t index : holding.node_indexes) {
     usage_[index].allocated -= holding.spec.resources;
@@ -220,7 +222,10 @@ bool NodeCluster::refresh_room_taken() {
     freed = freed || !by_index[i].fits(before);
     usage_[i].taken_by_others = by_index[i];
   }
-  if (changed) scheduler_.set_room_taken(std::move(by_index));
+  if (changed) {
+    ++capacity_version_;
+    scheduler_.set_room_taken(std::move(by_index));
+  }
   return freed;
 }
 

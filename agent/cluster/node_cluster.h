@@ -112,6 +112,7 @@ class NodeCluster final : public Cluster {
   CapacitySummary capacity_for(const std::string& namespace_name) const override;
   std::optional<CapacitySummary> capacity_for(const std::string& namespace_name,
                                               const std::string& queue) const override;
+  uint64_t capacity_version() const override { return capacity_version_; }
   const std::vector<std::string>& queue_names() const override { return queue_names_; }
   const std::vector<NodeUsage>& nodes() const override { return usage_; }
   Status health() const override { return runner_->health(); }
@@ -140,6 +141,10 @@ class NodeCluster final : public Cluster {
   FairShareScheduler scheduler_;
   FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
+  // Bumped by everything that changes what capacity_for() reads: room held
+  // (hold), freed (free_room) or taken by others (refresh_room_taken), in
+  // usage_ and the scheduler alike.
+  uint64_t capacity_version_ = 0;
   std::map<std::string, Holding> holdings_;
   std::set<std::string> unreported_starts_;  // launched, not yet reported Started
   // Work released while it ran, still stopping: its room stays held until

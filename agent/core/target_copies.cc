@@ -506,6 +506,11 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     std::vector<uint8_t> bytes;
   };
   std::map<std::tuple<const void*, const void*, bool>, Encoded> encoded;
+  // compute_offer reads the cluster, the counts and the backlog besides
+  // its key: unchanged since the last pass, so is every offer of a key
+  // that pass had.
+  const OffersBasis basis{cluster_.capacity_version(), counts_version_, cluster_.backlog()};
+  const bool same_basis = last_offers_basis_ == basis;
   // Only an agent we invited can be a source: walk those (in id order, as
   // the peer table would be), each found once in the peer table and once
   // in our rows.
@@ -525,9 +530,10 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     OfferKey key = offer_key(row, invitations);
     auto [slot, computing] = offers.try_emplace(key);
     if (computing) {
-      std::vector<protocol::NamespaceCapacity> computed = compute_offer(key);
       auto previous = last_offers_.find(key);
-      if (previous != last_offers_.end() && *previous->second == computed) {
+      std::vector<protocol::NamespaceCapacity> computed;
+      if (!same_basis || previous == last_offers_.end()) computed = compute_offer(key);
+      if (previous != last_offers_.end() && (same_basis || *previous->second == computed)) {
         slot->second = previous->second;
       } else {
         slot->second = std::make_shared<const std::vector<protocol::NamespaceCapacity>>(
@@ -572,6 +578,7 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
     context_.send(id, message->second.body, message->second.bytes);
   }
   last_offers_ = std::move(offers);
+  last_offers_basis_ = basis;
   if (facts) last_facts_ = std::move(facts);
 }
 

@@ -441,6 +441,7 @@ void TargetRole::count_usage(const Usage& usage, int sign, bool queued) {
   counts_by_namespace_[usage.namespace_name] += delta;
   cluster_counts_ += delta;
   queue_workloads_[{usage.namespace_name, usage.queue}] += sign;
+  ++counts_version_;
   counts_changed_ = true;  // sources hear of it; no room freed, nothing to serve
 }
 

@@ -228,8 +228,13 @@ class TargetRole {
   std::set<NamespaceList> namespace_lists_;
   // advertise_capacity's scratch: one source's valid invitations.
   std::vector<const crypto::Invitation*> valid_scratch_;
-  // The offers of the last advertise_capacity, by key (see there).
+  // The offers of the last advertise_capacity, by key (see there), and
+  // what they were computed from besides the key: the cluster's capacity
+  // version, counts_version_ and the backlog. While all three stay the
+  // same, an offer of a key it had is that offer again (not recomputed).
   std::map<OfferKey, Offer> last_offers_;
+  using OffersBasis = std::tuple<uint64_t, uint64_t, int64_t>;
+  std::optional<OffersBasis> last_offers_basis_;
   Facts last_facts_;  // of the last advertise_capacity that computed them
   std::map<ReservationKey, model::Resources> counted_;  // what the rows' held counts, by key
   // The counts weighted routing reads (CAPACITY), kept as work binds, ends
@@ -238,6 +243,7 @@ class TargetRole {
   std::map<std::string, model::UsageCounts> counts_by_namespace_;
   model::UsageCounts cluster_counts_;
   std::map<std::pair<std::string, std::string>, int64_t> queue_workloads_;
+  uint64_t counts_version_ = 0;  // bumped at every change of the three above
   struct Usage {
     std::string namespace_name;
     std::string queue;

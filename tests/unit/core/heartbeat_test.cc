@@ -183,6 +183,60 @@ TEST(HeartbeatTest, TakenRoomIsAdvertisedByTheNextTickAndFreedRoomAtOnce) {
   EXPECT_TRUE(told) << "the other source hears the room come back";
 }
 
+// A shared backend (Slurm) whose own users take room and give it back:
+// nothing runs through it here, it only reports their room.
+class LocalUsersRunner final : public cluster::Runner {
+ public:
+  std::map<std::string, model::Resources> taken;
+  Status launch(const cluster::LaunchRequest&) override { return Status::ok(); }
+  bool stop(const std::string&, Duration) override { return true; }
+  std::vector<cluster::WorkloadEvent> observe(TimePoint) override { return {}; }
+  TimePoint next_event_at() const override { return TimePoint::max(); }
+  void forget(const std::string&) override {}
+  std::string describe(const std::string&) const override { return ""; }
+  Result<cluster::LogChunk> read_log(const std::string&, int, int64_t, size_t) const override {
+    return not_found("none");
+  }
+  std::map<std::string, model::Resources> room_taken_by_others() const override { return taken; }
+};
+
+// The CAPACITY pass reuses an offer while nothing it is computed from has
+// changed. Room taken by the backend's own users changes no count of the
+// agent's and comes from no step of its own: only the cluster's capacity
+// version says so. The source still hears of it by the next passes, and
+// of its return.
+TEST(HeartbeatTest, RoomTakenAndGivenBackByTheBackendsOwnUsersIsAdvertised) {
+  World world;
+  LocalUsersRunner* users = nullptr;
+  world.runner_for = [&](const std::string& name) -> std::unique_ptr<cluster::Runner> {
+    if (name != "target") return nullptr;
+    auto runner = std::make_unique<LocalUsersRunner>();
+    users = runner.get();
+    return runner;
+  };
+  Node& source = world.add("source", 1, 100);
+  Node& target = world.add("target", 1, 8000);
+  world.invite(target, source);
+  ASSERT_NE(users, nullptr);
+  world.run_as_runtime_for(5s);
+  std::vector<int64_t> heard;  // free cpu, in the order told
+  auto record = [&](const Wire& w) {
+    if (w.from == target.id && w.to == source.id) {
+      if (auto free = advertised_free_cpu(w)) heard.push_back(*free);
+    }
+    return true;
+  };
+  users->taken = {{"node-0", {6000, 0, 0}}};
+  world.run_as_runtime_for(5s, 3ms, record);
+  ASSERT_FALSE(heard.empty());
+  EXPECT_EQ(heard.back(), 2000) << "8 cpu less the 6 its users took";
+  heard.clear();
+  users->taken.clear();
+  world.run_as_runtime_for(5s, 3ms, record);
+  ASSERT_FALSE(heard.empty());
+  EXPECT_EQ(heard.back(), 8000) << "the room given back";
+}
+
 // An AllAtOnce round reserves at every target and releases at the losers
 // within a round trip. A loser whose reservation no other source heard of
 // tells them nothing when it releases it: their view of it never changed,

@@ -162,6 +162,54 @@ TEST(SharedBackendTest, OthersWorkShrinksTheRoomAndItsEndIsReportedAsFreedRoom) 
   EXPECT_TRUE(cluster.check_invariants());
 }
 
+// The target's CAPACITY pass reuses its offers while capacity_version()
+// stays the same, so every change of room must move it: room held
+// (reserve, serve_queue, restore), freed (work ending, stop), and taken or
+// given back by others. What changes no room leaves it, or nothing could
+// be reused.
+TEST(SharedBackendTest, TheCapacityVersionMovesWithEveryChangeOfRoom) {
+  auto runner = std::make_unique<SharedRunner>();
+  SharedRunner& shared = *runner;
+  auto made = NodeCluster::create(two_nodes(), std::move(runner));
+  ASSERT_TRUE(made.is_ok());
+  NodeCluster& cluster = **made;
+  TimePoint now = from_millis(1000);
+  uint64_t version = cluster.capacity_version();
+  int64_t free_cpu = cluster.capacity().free.cpu_milli;
+  // Each step must change the free cpu and the version, or neither.
+  auto expect_step = [&](const char* what, bool room_changes) {
+    uint64_t after = cluster.capacity_version();
+    int64_t free_after = cluster.capacity().free.cpu_milli;
+    EXPECT_EQ(free_after != free_cpu, room_changes) << what;
+    EXPECT_EQ(after != version, room_changes) << what;
+    version = after;
+    free_cpu = free_after;
+  };
+  ASSERT_TRUE(cluster.reserve("a", work(1000, 10)).is_ok());
+  expect_step("reserve", true);
+  EXPECT_FALSE(cluster.reserve("too-big", work(9000, 10)).is_ok());
+  expect_step("a refused reserve", false);
+  EXPECT_TRUE(cluster.enqueue("b", work(2000, 10)));
+  expect_step("enqueue", false);
+  EXPECT_EQ(cluster.serve_queue().size(), 1u);
+  expect_step("serve_queue", true);
+  EXPECT_TRUE(cluster.observe(now).empty());
+  expect_step("observe with nothing new", false);
+  shared.taken = {{"n0", {1000, 0, 0}}};
+  cluster.observe(now);
+  expect_step("others take room", true);
+  shared.taken = {};
+  cluster.observe(now);
+  expect_step("others give it back", true);
+  cluster.stop("a", Duration(0));
+  expect_step("stop", true);
+  ASSERT_TRUE(cluster.restore("a", work(1000, 10), {"n1"}).is_ok());
+  expect_step("restore", true);
+  cluster.release("b");
+  expect_step("release", true);
+  EXPECT_TRUE(cluster.check_invariants());
+}
+
 TEST(SharedBackendTest, AnUnansweringBackendReservesNothingAndSaysWhy) {
   auto runner = std::make_unique<SharedRunner>();
   SharedRunner& shared = *runner;

@@ -346,13 +346,18 @@ class World {
 
   // Applied to every agent's config at (re)boot, before start().
   std::function<void(AgentConfig&)> configure;
+  // The runner behind a node's cluster at (re)boot, by node name; the sim
+  // runner when unset or when it returns null.
+  std::function<std::unique_ptr<cluster::Runner>(const std::string&)> runner_for;
 
  private:
   void boot(Node& node) {
     auto store = store::SqliteStore::open(node.db_path);
     ASSERT_TRUE(store.is_ok()) << store.status().message();
     node.store = std::move(store).value();
-    auto cluster = cluster::make_sim_cluster(cluster_specs_[node.name]);
+    std::unique_ptr<cluster::Runner> runner = runner_for ? runner_for(node.name) : nullptr;
+    auto cluster = runner ? cluster::NodeCluster::create(cluster_specs_[node.name], std::move(runner))
+                          : cluster::make_sim_cluster(cluster_specs_[node.name]);
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().message();
     node.cluster = std::move(cluster).value();
     node.transport = std::make_unique<QueueTransport>(node.id, node.identity);
