@@ -189,6 +189,7 @@ void Federation::enqueue_control(const Action& action) {
   event.kind = Event::Kind::kControl;
   event.agent = action.agent;
   event.control = action.control;
+  event.request = &controls_[action.control].request;
   queue_.push_back(std::move(event));
   std::push_heap(queue_.begin(), queue_.end(), std::greater<>());
 }
@@ -403,12 +404,13 @@ void Federation::run_instant(const std::vector<Event>& events) {
   // schedules enters the queue when its effects are applied, behind every
   // event already queued for this instant, as on one thread. So each
   // agent's steps run in order on some thread, and their effects on the
-  // world are then applied in event order: any thread count makes the
-  // same run.
+  // world are applied in event order, on this thread, as soon as each
+  // step and every one before it is done: any thread count makes the same
+  // run, and the helpers keep stepping while this thread applies.
   //
   // An agent that is down, frozen or about to crash (whose step changes the
-  // world: held messages, a restart) runs in that second pass instead, at
-  // its events' places.
+  // world: held messages, a restart) runs on this thread instead, at its
+  // events' places.
   effects_.resize(std::max(effects_.size(), events.size()));
   in_lane_.assign(events.size(), 0);
   size_t lanes = 0;
@@ -427,34 +429,56 @@ void Federation::run_instant(const std::vector<Event>& events) {
       in_lane_[i] = 1;
     }
     for (const Event& event : events) lane_of_[event.agent] = kNoLane;
-    if (lanes > 1) {
-      ++stats_.shared_instants;
-      workers_->run(lanes, [&](size_t lane) {
-        for (size_t i : lanes_[lane]) run_local(events[i], effects_[i]);
-      });
-    } else {
-      std::fill(in_lane_.begin(), in_lane_.end(), 0);
-    }
   }
-  for (size_t i = 0; i < events.size(); ++i) {
-    SimAgent& agent = *agents_[events[i].agent];
-    bool control = events[i].kind == Event::Kind::kControl;
-    if (in_lane_[i]) {
-      apply(agent, effects_[i]);
-      if (control) finish_control(events[i].control, effects_[i].control_ran);
-      effects_[i] = StepEffects{};
-    } else if (events[i].kind == Event::Kind::kDeliver && agent.up() && agent.frozen) {
-      held_[agent.index].push_back(events[i].bytes);
-    } else if (agent.up() && !agent.frozen) {
-      StepEffects now;
-      run_local(events[i], now);
-      apply(agent, now);
-      if (control) finish_control(events[i].control, now.control_ran);
-    } else if (control) {
-      finish_control(events[i].control, false);  // down or frozen: not run
-    }
-    // else: a dead process reads nothing (the message is lost) and wakes for nothing
+  if (lanes < 2) {
+    std::fill(in_lane_.begin(), in_lane_.end(), 0);
+    for (size_t i = 0; i < events.size(); ++i) finish_event(events[i], i);
+    return;
   }
+  ++stats_.shared_instants;
+  if (lane_done_capacity_ < events.size()) {
+    lane_done_capacity_ = std::max(events.size(), 2 * lane_done_capacity_);
+    lane_done_ = std::make_unique<std::atomic<uint8_t>[]>(lane_done_capacity_);
+  }
+  for (size_t i = 0; i < events.size(); ++i) lane_done_[i].store(0, std::memory_order_relaxed);
+  size_t finished = 0;  // events [0, finished) are applied
+  auto finish_ready = [&] {
+    while (finished < events.size() &&
+           (!in_lane_[finished] || lane_done_[finished].load(std::memory_order_acquire))) {
+      finish_event(events[finished], finished);
+      ++finished;
+    }
+  };
+  workers_->run(
+      lanes,
+      [&](size_t lane) {
+        for (size_t i : lanes_[lane]) {
+          run_local(events[i], effects_[i]);
+          lane_done_[i].store(1, std::memory_order_release);
+        }
+      },
+      finish_ready);
+  finish_ready();  // every lane is done: the rest, in order
+}
+
+void Federation::finish_event(const Event& event, size_t i) {
+  SimAgent& agent = *agents_[event.agent];
+  bool control = event.kind == Event::Kind::kControl;
+  if (in_lane_[i]) {
+    apply(agent, effects_[i]);
+    if (control) finish_control(event.control, effects_[i].control_ran);
+    effects_[i] = StepEffects{};
+  } else if (event.kind == Event::Kind::kDeliver && agent.up() && agent.frozen) {
+    held_[agent.index].push_back(event.bytes);
+  } else if (agent.up() && !agent.frozen) {
+    StepEffects now;
+    run_local(event, now);
+    apply(agent, now);
+    if (control) finish_control(event.control, now.control_ran);
+  } else if (control) {
+    finish_control(event.control, false);  // down or frozen: not run
+  }
+  // else: a dead process reads nothing (the message is lost) and wakes for nothing
 }
 
 void Federation::run_local(const Event& event, StepEffects& effects) {
@@ -464,7 +488,7 @@ void Federation::run_local(const Event& event, StepEffects& effects) {
   } else if (event.kind == Event::Kind::kControl) {
     // As control(): a step dying here restarts the agent (never in a lane).
     uint32_t boots = agent.boots;
-    run_step(agent, [&] { controls_[event.control].request(*agent.agent); }, effects);
+    run_step(agent, [&] { (*event.request)(*agent.agent); }, effects);
     effects.control_ran = agent.up() && agent.boots == boots;
   } else if (event.at == agent.wake_at) {  // else a timer since moved: nothing to do
     wake_local(agent, effects);

@@ -11,7 +11,9 @@
 // every delivery and every agent's final records.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -162,6 +164,10 @@ class Federation {
     enum class Kind : uint8_t { kDeliver, kWake, kControl } kind = Kind::kWake;
     uint32_t agent = 0;
     uint32_t control = 0;  // kControl: its slot in controls_
+    // kControl: that slot's request, reached without indexing controls_,
+    // which the caller's thread may grow while steps run (a `then` that
+    // schedules another control step).
+    const Request* request = nullptr;
     std::shared_ptr<const std::vector<uint8_t>> bytes;  // kDeliver
     bool operator>(const Event& other) const {
       return at != other.at ? at > other.at : seq > other.seq;
@@ -220,6 +226,10 @@ class Federation {
   // The deliveries, timers and control steps of one instant, between two
   // other actions.
   void run_instant(const std::vector<Event>& events);
+  // The second half of event `i` of the instant, on the caller's thread
+  // and in event order: applies what its step did in a lane, or runs the
+  // step here (an agent down, frozen or about to crash).
+  void finish_event(const Event& event, size_t i);
   // A control action joins the events of its instant, at its place.
   void enqueue_control(const Action& action);
   // Runs a control step's `then` and frees its slot.
@@ -240,12 +250,14 @@ class Federation {
   std::vector<Event> queue_;
   std::vector<Action> actions_;
   // The requests of control steps scheduled and not yet run, by slot;
-  // freed slots are reused.
+  // freed slots are reused. A deque: growing it moves no slot, so a step
+  // running in a lane keeps its request (Event::request) while a `then`
+  // on the caller's thread schedules more.
   struct Control {
     Request request;
     std::function<void(bool)> then;
   };
-  std::vector<Control> controls_;
+  std::deque<Control> controls_;
   std::vector<uint32_t> free_controls_;
   uint64_t next_seq_ = 0;
   uint64_t digest_ = 0xcbf29ce484222325ull;
@@ -255,11 +267,15 @@ class Federation {
   Stats stats_;
   std::unique_ptr<Workers> workers_;  // null: one thread
   // run_until's and run_instant's scratch, kept for their capacity: the
-  // events of the instant, each one's effects and whether it ran in a
-  // lane, each agent's lane (else kNoLane) and each lane's event indexes.
+  // events of the instant, each one's effects, whether it runs in a lane
+  // and whether its lane has run it (set with release by the lane's
+  // thread, read with acquire by the caller's), each agent's lane (else
+  // kNoLane) and each lane's event indexes.
   std::vector<Event> instant_;
   std::vector<StepEffects> effects_;
   std::vector<uint8_t> in_lane_;
+  std::unique_ptr<std::atomic<uint8_t>[]> lane_done_;
+  size_t lane_done_capacity_ = 0;
   static constexpr uint32_t kNoLane = UINT32_MAX;
   std::vector<uint32_t> lane_of_;
   std::vector<std::vector<size_t>> lanes_;

@@ -59,9 +59,33 @@ bool Network::is_cut(uint32_t from, uint32_t to) const {
   return false;
 }
 
-std::vector<TimePoint> Network::route(uint32_t from, uint32_t to, TimePoint now) {
+TimePoint& Network::last_arrival(uint32_t from, uint32_t to) {
+  if (2 * (links_ + 1) > last_arrival_.size()) {
+    std::vector<LastArrival> old(std::max<size_t>(64, 2 * last_arrival_.size()));
+    old.swap(last_arrival_);
+    links_ = 0;
+    for (const LastArrival& entry : old) {
+      if (entry.key == 0) continue;
+      const uint64_t link = entry.key - 1;
+      last_arrival(static_cast<uint32_t>(link >> 32), static_cast<uint32_t>(link)) = entry.at;
+    }
+  }
+  const uint64_t key = link_key(from, to) + 1;
+  const size_t mask = last_arrival_.size() - 1;
+  for (size_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;; i = (i + 1) & mask) {
+    LastArrival& entry = last_arrival_[i];
+    if (entry.key == key) return entry.at;
+    if (entry.key == 0) {
+      entry.key = key;
+      ++links_;
+      return entry.at;
+    }
+  }
+}
+
+Arrivals Network::route(uint32_t from, uint32_t to, TimePoint now) {
   ++stats_.sent;
-  std::vector<TimePoint> out;
+  Arrivals out;
   if (is_cut(from, to)) {
     ++stats_.dropped_by_cut;
     return out;
@@ -76,7 +100,7 @@ std::vector<TimePoint> Network::route(uint32_t from, uint32_t to, TimePoint now)
   int copies = chance(faults_.duplicate) ? 2 : 1;
   if (copies == 2) ++stats_.duplicated;
   std::chrono::microseconds base = base_latency(from, to);
-  TimePoint& last = last_arrival_[link_key(from, to)];
+  TimePoint& last = last_arrival(from, to);
   for (int i = 0; i < copies; ++i) {
     // Rounded up to the clock's millisecond: nothing arrives the instant
     // it is sent.

@@ -32,14 +32,18 @@ Workers::~Workers() {
   for (std::thread& helper : helpers_) helper.join();
 }
 
-void Workers::run(size_t count, const std::function<void(size_t)>& task) {
+void Workers::run(size_t count, const std::function<void(size_t)>& task,
+                  const std::function<void()>& between) {
   if (helpers_.empty() || count < 2) {
-    for (size_t i = 0; i < count; ++i) task(i);
+    for (size_t i = 0; i < count; ++i) {
+      task(i);
+      if (between) between();
+    }
     return;
   }
   if (count > kMaxBatch) {  // far beyond any instant's steps; kept correct anyway
     for (size_t offset = 0; offset < count; offset += kMaxBatch) {
-      run(std::min(kMaxBatch, count - offset), [&](size_t i) { task(offset + i); });
+      run(std::min(kMaxBatch, count - offset), [&](size_t i) { task(offset + i); }, between);
     }
     return;
   }
@@ -49,11 +53,14 @@ void Workers::run(size_t count, const std::function<void(size_t)>& task) {
   claim_.store(generation_ << (kIndexBits + kCountBits) | uint64_t{count} << kIndexBits,
                std::memory_order_release);
   claim_.notify_all();
-  take_tasks(generation_);
-  while (finished_.load(std::memory_order_acquire) != count) cpu_relax();
+  take_tasks(generation_, between ? &between : nullptr);
+  while (finished_.load(std::memory_order_acquire) != count) {
+    if (between) between();
+    cpu_relax();
+  }
 }
 
-void Workers::take_tasks(uint64_t generation) {
+void Workers::take_tasks(uint64_t generation, const std::function<void()>* between) {
   uint64_t claim = claim_.load(std::memory_order_acquire);
   while (generation_of(claim) == generation && index_of(claim) < count_of(claim)) {
     if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
@@ -62,6 +69,7 @@ void Workers::take_tasks(uint64_t generation) {
     }
     (*task_)(index_of(claim));
     finished_.fetch_add(1, std::memory_order_release);
+    if (between) (*between)();
     claim = claim_.load(std::memory_order_acquire);
   }
 }
@@ -81,7 +89,7 @@ void Workers::help() {
     }
     if (stopping_.load(std::memory_order_acquire)) return;
     seen = generation_of(claim);
-    take_tasks(seen);
+    take_tasks(seen, nullptr);
   }
 }
 

@@ -4,7 +4,11 @@
 // Contract: run() returns only when every task has returned, so what the
 // tasks wrote is visible to the caller afterwards. Tasks of one batch must
 // not touch anything another task of it touches. The caller takes part,
-// so a team of one thread is the caller alone and starts no thread.
+// so a team of one thread is the caller alone and starts no thread. While
+// the batch runs, the caller may also do work of its own between tasks
+// (`between`): the federation applies the effects of the steps already
+// done, in order, instead of leaving the helpers idle while it does so
+// after the batch.
 //
 // Between batches a helper spins briefly, then sleeps on the claim word:
 // a busy federation hands out a batch every few microseconds, and a
@@ -29,7 +33,12 @@ class Workers {
   Workers& operator=(const Workers&) = delete;
 
   // task(i) for every i in [0, count), on any thread, each exactly once.
-  void run(size_t count, const std::function<void(size_t)>& task);
+  // `between`, unless null, runs on the caller's thread only: after each
+  // task the caller took, and over and over while it waits for the
+  // helpers' last tasks. It must not touch what a task touches except
+  // through what the tasks publish (with release) for it.
+  void run(size_t count, const std::function<void(size_t)>& task,
+           const std::function<void()>& between = nullptr);
 
  private:
   // The claim word packs the batch (generation), its size and the next
@@ -44,8 +53,9 @@ class Workers {
   static uint64_t index_of(uint64_t claim) { return claim & kIndexMask; }
 
   void help();
-  // Takes and runs tasks of `generation` until none is left.
-  void take_tasks(uint64_t generation);
+  // Takes and runs tasks of `generation` until none is left, calling
+  // `between` (unless null) after each.
+  void take_tasks(uint64_t generation, const std::function<void()>* between);
 
   std::vector<std::thread> helpers_;
   std::atomic<uint64_t> claim_{0};
