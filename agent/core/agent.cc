@@ -355,7 +355,7 @@ void Agent::send_heartbeats(TimePoint silent_since) {
   const protocol::Body hello = protocol::Hello{config.cluster, config.org, config.endpoint};
   std::vector<uint8_t> encoded;  // once per pass, for every peer that gets it
   for (const auto& [id, peer] : peers_.all()) {
-    if (peer.last_sent_to >= silent_since || id == context_.self_id()) continue;
+    if (peer.last_sent_to >= silent_since || peers_.is_self(id)) continue;
     if (is_source(id) || is_target(id)) {
       if (encoded.empty()) encoded = protocol::encode_body(hello);
       context_.send(id, hello, encoded);

@@ -9,7 +9,8 @@ PeerTable::PeerTable(std::string self_id, std::string self_cluster)
 
 void PeerTable::load(const std::vector<store::PeerRecord>& records) {
   for (const auto& record : records) {
-    Peer& peer = at(record.id);
+    Row row = make_row(record.id);
+    Peer& peer = row->second;
     peer.cluster = record.cluster;
     peer.org = record.org;
     peer.endpoint = record.endpoint;
@@ -17,7 +18,19 @@ void PeerTable::load(const std::vector<store::PeerRecord>& records) {
     peer.last_seq = record.last_seq;
     peer.lease_ms = record.lease_ms;
     peer.lease_until_ms = record.lease_until_ms;
+    index_lease(row);
   }
+}
+
+void PeerTable::index_lease(Row row) {
+  Peer& peer = row->second;
+  std::optional<TimePoint> ends = lease_end_of(row->first, peer);
+  if (!ends && peer.lease_slot == UINT32_MAX) return;
+  if (peer.lease_slot == UINT32_MAX) {
+    peer.lease_slot = static_cast<uint32_t>(leases_.size());
+    leases_.push_back({INT64_MAX, row});
+  }
+  leases_[peer.lease_slot].until_ms = ends ? peer.lease_until_ms : INT64_MAX;
 }
 
 PeerTable::Row PeerTable::make_row(const std::string& id) {
@@ -151,15 +164,16 @@ void PeerTable::set_lease(const std::string& id, int64_t lease_ms, int64_t lease
   if (peer.lease_ms == lease_ms && peer.lease_until_ms == lease_until_ms) return;
   peer.lease_ms = lease_ms;
   peer.lease_until_ms = lease_until_ms;
+  index_lease(row);
   note_unsaved(row);
 }
 
 std::optional<TimePoint> PeerTable::lease_end_of(const std::string& id) const {
-  const Peer* peer = find(id);
-  return peer ? lease_end_of(id, *peer) : std::nullopt;
+  auto it = peers_.find(id);
+  return it == peers_.end() ? std::nullopt : lease_end_of(it->first, it->second);
 }
 
-std::optional<TimePoint> PeerTable::lease_end_of(const std::string& id, const Peer& peer) const {
+std::optional<TimePoint> PeerTable::lease_end_of(const TextKey& id, const Peer& peer) const {
   if (peer.lease_ms == 0 || id == self_id_) return std::nullopt;
   return from_millis(peer.lease_until_ms);
 }
@@ -216,7 +230,17 @@ std::string PeerTable::broken_invariant() const {
       return "peer " + row->first.text() + " is not found by its key";
     }
   }
-  return keyed == rows_by_key_.size() ? "" : "the key index lists rows that are not peers";
+  if (keyed != rows_by_key_.size()) return "the key index lists rows that are not peers";
+  for (auto row = peers_.begin(); row != peers_.end(); ++row) {
+    std::optional<TimePoint> ends = lease_end_of(row->first, row->second);
+    uint32_t slot = row->second.lease_slot;
+    if (slot == UINT32_MAX ? ends.has_value()
+                           : slot >= leases_.size() || leases_[slot].row != row ||
+                                 from_millis(leases_[slot].until_ms) != ends.value_or(TimePoint::max())) {
+      return "the lease of peer " + row->first.text() + " is not as leases() lists it";
+    }
+  }
+  return "";
 }
 
 }  // namespace shoal::core

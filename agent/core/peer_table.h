@@ -62,6 +62,7 @@ class PeerTable {
     // the lease ends (wall-clock ms, by the peer's send times).
     int64_t lease_ms = 0;
     int64_t lease_until_ms = 0;
+    uint32_t lease_slot = UINT32_MAX;  // its entry in leases(), once it had a lease
     // Its invitations on record, as the book's index stood at generation
     // `invitations_generation` (0: never looked up): every envelope asks,
     // and two tree walks per envelope were 4 % of a large simulation. The
@@ -100,6 +101,8 @@ class PeerTable {
   const Peer* note_sending(const std::string& id, TimePoint now);
   bool contains(const std::string& id) const { return peers_.count(id) > 0; }
   const TextMap<Peer>& all() const { return peers_; }
+  // Whether an id of all() is ours, mostly without reading its text.
+  bool is_self(const TextKey& id) const { return id == self_id_; }
 
   // Records who `id` is and where it listens (an id card, an invitation, or
   // its own signed HELLO). Returns whether anything changed.
@@ -136,8 +139,19 @@ class PeerTable {
   void set_lease(const std::string& id, int64_t lease_ms, int64_t lease_until_ms);
   // When the lease of `id` ends; none when it does not fence (or is us).
   std::optional<TimePoint> lease_end_of(const std::string& id) const;
-  // The same for an entry of all(), without looking it up again.
-  std::optional<TimePoint> lease_end_of(const std::string& id, const Peer& peer) const;
+  // The same for an entry of all(), without looking it up again (nor
+  // reading its id's text unless it may be ours: a target asks this of
+  // every peer at every tick).
+  std::optional<TimePoint> lease_end_of(const TextKey& id, const Peer& peer) const;
+  // Every lease that fences, side by side, so that a target's tick finds
+  // the next lease end without walking every row: one entry per peer that
+  // ever had a lease (not us), with its end as lease_end_of says (ms), or
+  // INT64_MAX while it has none.
+  struct Lease {
+    int64_t until_ms = INT64_MAX;
+    Row row;
+  };
+  const std::vector<Lease>& leases() const { return leases_; }
 
   // The loop ticks every few milliseconds; a gap longer than `heartbeat`
   // means this process was stopped or starved, and what peers sent
@@ -164,8 +178,10 @@ class PeerTable {
   Peer& at(const std::string& id) { return make_row(id)->second; }
   // The row is written at the next flush (once, however often it changed).
   void note_unsaved(Row row);
+  // Brings the row's entry in leases_ up to its lease (after any change).
+  void index_lease(Row row);
 
-  std::string self_id_;
+  TextKey self_id_;
   std::string self_cluster_;
   TextMap<Peer> peers_;  // by peer id
   // The rows whose id is a public key's text (crypto::key_to_text), by that
@@ -180,6 +196,7 @@ class PeerTable {
   };
   std::unordered_map<crypto::PublicKey, Row, KeyHash> rows_by_key_;
   std::vector<Row> unsaved_;  // rows that differ from the store's (Peer::unsaved)
+  std::vector<Lease> leases_;
   // Since when we have listened without a break (start, or the end of a
   // pause): a peer's silence is counted from here at the earliest.
   TimePoint listening_since_{};

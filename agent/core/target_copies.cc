@@ -152,14 +152,13 @@ void TargetRole::note_lease(const std::string& source_id) {
 
 void TargetRole::plan_lease_ends(TimePoint now) {
   next_lease_end_ = TimePoint::max();
-  for (const auto& [id, peer] : peers_.all()) {
-    if (from_millis(peer.lease_until_ms) >= next_lease_end_) continue;
-    std::optional<TimePoint> ends = peers_.lease_end_of(id, peer);
-    if (!ends) continue;
+  for (const PeerTable::Lease& lease : peers_.leases()) {
+    TimePoint ends = from_millis(lease.until_ms);
+    if (ends >= next_lease_end_) continue;
     // An ended lease matters only while the source still runs work here
     // (enforce_leases stops bound and running copies, nothing else).
-    if (*ends <= now && !runs_work_of(id)) continue;
-    next_lease_end_ = *ends;
+    if (ends <= now && !runs_work_of(lease.row->first)) continue;
+    next_lease_end_ = ends;
   }
 }
 
