@@ -511,13 +511,20 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   const OffersBasis basis{cluster_.capacity_version(), counts_version_, cluster_.backlog()};
   const bool same_basis = last_offers_basis_ == basis;
   // Only an agent we invited can be a source: walk those (in id order, as
-  // the peer table would be), each found once in the peer table and once
-  // in our rows.
-  for (const auto& [id, issued] : invitations_.invitees()) {
+  // the peer table would be), each with its peer row and our row, found
+  // once and kept (source_slots_).
+  if (source_slots_generation_ != invitations_.index_generation()) {
+    source_slots_.clear();
+    for (const auto& [id, issued] : invitations_.invitees()) source_slots_.push_back({&id, &issued});
+    source_slots_generation_ = invitations_.index_generation();
+  }
+  for (SourceSlot& source : source_slots_) {
+    const std::string& id = *source.id;
     std::vector<const crypto::Invitation*>& invitations = valid_scratch_;
-    InvitationBook::valid(issued, now, invitations);
+    InvitationBook::valid(*source.issued, now, invitations);
     if (invitations.empty()) continue;  // not a source of ours now
-    const PeerTable::Peer* peer = peers_.find(id);
+    if (!source.peer) source.peer = peers_.find(id);
+    const PeerTable::Peer* peer = source.peer;
     if (!peer) continue;  // not known as a peer (yet): nothing to address
     if (!facts) {
       protocol::ClusterFacts fresh = cluster_facts();
@@ -525,7 +532,8 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
                   ? last_facts_
                   : std::make_shared<const protocol::ClusterFacts>(std::move(fresh));
     }
-    PerSource& row = sources_[id];
+    if (!source.row) source.row = &sources_[id];
+    PerSource& row = *source.row;
     OfferKey key = offer_key(row, invitations);
     auto [slot, computing] = offers.try_emplace(key);
     if (computing) {

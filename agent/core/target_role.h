@@ -228,6 +228,19 @@ class TargetRole {
   std::set<NamespaceList> namespace_lists_;
   // advertise_capacity's scratch: one source's valid invitations.
   std::vector<const crypto::Invitation*> valid_scratch_;
+  // Every agent we invited, in the book's order, with what the CAPACITY
+  // pass looked up for it once found: its peer row and its row here. All
+  // three live as long as the agent (no index entry, peer row or source row
+  // is ever erased), so the pass walks this list instead of two trees per
+  // source per pass. Rebuilt when the book's index grows.
+  struct SourceSlot {
+    const TextKey* id = nullptr;
+    const std::vector<const InvitationBook::Owned*>* issued = nullptr;
+    const PeerTable::Peer* peer = nullptr;
+    PerSource* row = nullptr;
+  };
+  std::vector<SourceSlot> source_slots_;
+  uint64_t source_slots_generation_ = 0;  // the book's index generation they list
   // The offers of the last advertise_capacity, by key (see there), and
   // what they were computed from besides the key: the cluster's capacity
   // version, counts_version_ and the backlog. While all three stay the
