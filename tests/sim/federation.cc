@@ -93,7 +93,7 @@ void Federation::boot(SimAgent& agent) {
   }
   agent.cluster = std::move(cluster).value();
   agent.rng = std::make_unique<SeededRng>(mix(mix(options_.seed, agent.index), agent.boots));
-  agent.transport = std::make_unique<OutboxTransport>();
+  agent.transport = std::make_unique<OutboxTransport>(index_by_id_);
   core::AgentConfig config;
   config.cluster = agent.name;
   config.org = "org" + std::to_string(agent.org);
@@ -240,11 +240,8 @@ void Federation::run_step(SimAgent& agent, const std::function<void()>& work,
     agent.transport->sent.clear();
     return;
   }
-  for (auto& [peer_id, wire] : agent.transport->sent) {
-    auto to = index_by_id_.find(peer_id);  // only read once agents are added
-    if (to == index_by_id_.end()) continue;  // nobody of that key in this world
-    effects.sent.push_back(
-        {to->second, std::make_shared<const std::vector<uint8_t>>(std::move(wire))});
+  for (auto& [to, wire] : agent.transport->sent) {
+    effects.sent.push_back({to, std::make_shared<const std::vector<uint8_t>>(std::move(wire))});
   }
   agent.transport->sent.clear();
   agent.agent->batch_committed();

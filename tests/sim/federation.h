@@ -44,14 +44,23 @@ class SeededRng final : public core::Rng {
 
 uint64_t mix(uint64_t a, uint64_t b);
 
-// What the agent handed its transport during one step; it leaves when the
-// step's batch commits.
+// What the agent handed its transport during one step, by recipient agent;
+// it leaves when the step's batch commits. A message to a key nobody in
+// this world holds goes nowhere, as to an endpoint nobody listens on.
 class OutboxTransport final : public core::Transport {
  public:
+  // `index_by_id`: the world's agents by peer id, only read (and so shared
+  // by the steps of one instant), outliving the transport.
+  explicit OutboxTransport(const std::unordered_map<std::string, uint32_t>& index_by_id)
+      : index_by_id_(index_by_id) {}
   void send(const std::string& peer_id, const std::string&, std::vector<uint8_t> wire) override {
-    sent.emplace_back(peer_id, std::move(wire));
+    auto to = index_by_id_.find(peer_id);
+    if (to != index_by_id_.end()) sent.emplace_back(to->second, std::move(wire));
   }
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> sent;
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> sent;
+
+ private:
+  const std::unordered_map<std::string, uint32_t>& index_by_id_;
 };
 
 // One agent of the federation and everything that outlives its crashes
