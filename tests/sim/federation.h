@@ -122,7 +122,9 @@ class Federation {
   // it, on the caller's thread and in event order, told whether the
   // request ran in a step that committed (false: the agent was down or
   // frozen, or died in that step). The run is the same as an at() that
-  // calls control().
+  // calls control(). Other steps of the instant may still be running on
+  // other threads when `then` runs: it may read the world and schedule
+  // (at, at_control), but must not step, crash, freeze or restart an agent.
   using Request = std::function<void(core::Agent&)>;
   void at_control(TimePoint when, SimAgent& agent, Request request,
                   std::function<void(bool ran)> then);
