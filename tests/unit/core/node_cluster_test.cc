@@ -126,12 +126,24 @@ class SharedRunner final : public Runner {
   bool reports_starts() const override { return own_starts; }
 };
 
-TEST(SharedBackendTest, OthersWorkShrinksTheRoomAndItsEndIsReportedAsFreedRoom) {
+// two_nodes() on a SharedRunner, which the test steers through `runner`.
+struct SharedCluster {
+  SharedRunner* runner = nullptr;
+  std::unique_ptr<NodeCluster> cluster;
+};
+SharedCluster make_shared_cluster() {
   auto runner = std::make_unique<SharedRunner>();
-  SharedRunner& shared = *runner;
+  SharedRunner* steered = runner.get();
   auto made = NodeCluster::create(two_nodes(), std::move(runner));
-  ASSERT_TRUE(made.is_ok());
-  NodeCluster& cluster = **made;
+  EXPECT_TRUE(made.is_ok()) << made.status().message();
+  return {steered, made.is_ok() ? std::move(made).value() : nullptr};
+}
+
+TEST(SharedBackendTest, OthersWorkShrinksTheRoomAndItsEndIsReportedAsFreedRoom) {
+  SharedCluster made = make_shared_cluster();
+  ASSERT_NE(made.cluster, nullptr);
+  SharedRunner& shared = *made.runner;
+  NodeCluster& cluster = *made.cluster;
   TimePoint now = from_millis(1000);
   // A local user takes all of n1 and 3 of n0's 4 cpus.
   shared.taken = {{"n0", {3000, 0, 0}}, {"n1", {8000, 1000, 1}}};
@@ -168,11 +180,10 @@ TEST(SharedBackendTest, OthersWorkShrinksTheRoomAndItsEndIsReportedAsFreedRoom) 
 // given back by others. What changes no room leaves it, or nothing could
 // be reused.
 TEST(SharedBackendTest, TheCapacityVersionMovesWithEveryChangeOfRoom) {
-  auto runner = std::make_unique<SharedRunner>();
-  SharedRunner& shared = *runner;
-  auto made = NodeCluster::create(two_nodes(), std::move(runner));
-  ASSERT_TRUE(made.is_ok());
-  NodeCluster& cluster = **made;
+  SharedCluster made = make_shared_cluster();
+  ASSERT_NE(made.cluster, nullptr);
+  SharedRunner& shared = *made.runner;
+  NodeCluster& cluster = *made.cluster;
   TimePoint now = from_millis(1000);
   uint64_t version = cluster.capacity_version();
   int64_t free_cpu = cluster.capacity().free.cpu_milli;
@@ -211,11 +222,10 @@ TEST(SharedBackendTest, TheCapacityVersionMovesWithEveryChangeOfRoom) {
 }
 
 TEST(SharedBackendTest, AnUnansweringBackendReservesNothingAndSaysWhy) {
-  auto runner = std::make_unique<SharedRunner>();
-  SharedRunner& shared = *runner;
-  auto made = NodeCluster::create(two_nodes(), std::move(runner));
-  ASSERT_TRUE(made.is_ok());
-  NodeCluster& cluster = **made;
+  SharedCluster made = make_shared_cluster();
+  ASSERT_NE(made.cluster, nullptr);
+  SharedRunner& shared = *made.runner;
+  NodeCluster& cluster = *made.cluster;
   shared.healthy = Status(ErrorCode::kUnavailable, "slurmrestd: timed out");
   EXPECT_EQ(cluster.health().message(), "slurmrestd: timed out");
   auto refused = cluster.reserve("a", work(1000, 10));
