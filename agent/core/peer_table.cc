@@ -5,7 +5,9 @@
 namespace shoal::core {
 
 PeerTable::PeerTable(std::string self_id, std::string self_cluster)
-    : self_id_(std::move(self_id)), self_cluster_(std::move(self_cluster)) {}
+    : self_id_(std::move(self_id)), self_cluster_(std::move(self_cluster)) {
+  self_prefix_ = TextKey::prefix_of(self_id_);
+}
 
 void PeerTable::load(const std::vector<store::PeerRecord>& records) {
   for (const auto& record : records) {
@@ -128,7 +130,7 @@ Duration PeerTable::accept(Row row, uint64_t boot, uint64_t seq, int64_t sent_at
   peer.newest_sent_at_ms = std::max(peer.newest_sent_at_ms, sent_at_ms);
   peer.last_seen = now;
   note_unsaved(row);
-  return row->first == self_id_ ? Duration{0} : now - silent_since;
+  return is_self(row->first) ? Duration{0} : now - silent_since;
 }
 
 void PeerTable::note_read(const std::string& id, uint64_t acked_boot, int64_t acked_sent_at_ms,
@@ -174,7 +176,7 @@ std::optional<TimePoint> PeerTable::lease_end_of(const std::string& id) const {
 }
 
 std::optional<TimePoint> PeerTable::lease_end_of(const TextKey& id, const Peer& peer) const {
-  if (peer.lease_ms == 0 || id == self_id_) return std::nullopt;
+  if (peer.lease_ms == 0 || is_self(id)) return std::nullopt;
   return from_millis(peer.lease_until_ms);
 }
 

@@ -102,7 +102,9 @@ class PeerTable {
   bool contains(const std::string& id) const { return peers_.count(id) > 0; }
   const TextMap<Peer>& all() const { return peers_; }
   // Whether an id of all() is ours, mostly without reading its text.
-  bool is_self(const TextKey& id) const { return id == self_id_; }
+  bool is_self(const TextKey& id) const {
+    return id.prefix() == self_prefix_ && id.text() == self_id_;
+  }
 
   // Records who `id` is and where it listens (an id card, an invitation, or
   // its own signed HELLO). Returns whether anything changed.
@@ -181,7 +183,8 @@ class PeerTable {
   // Brings the row's entry in leases_ up to its lease (after any change).
   void index_lease(Row row);
 
-  TextKey self_id_;
+  std::string self_id_;
+  uint64_t self_prefix_ = 0;  // TextKey::prefix_of(self_id_)
   std::string self_cluster_;
   TextMap<Peer> peers_;  // by peer id
   // The rows whose id is a public key's text (crypto::key_to_text), by that
