@@ -59,7 +59,13 @@ class Run {
   void submitted(size_t job, bool ran, const Result<std::vector<std::string>>& uids);
   void schedule_faults();
   void check_now();
-  size_t unfinished();
+  // Jobs by how they stand, summed over the agents that are up; `open` is
+  // SIZE_MAX (unknown) while any agent is down.
+  struct JobTotals {
+    size_t open = 0, succeeded = 0, failed = 0;
+  };
+  JobTotals job_totals();
+  size_t unfinished();  // job_totals().open
   std::string unfinished_sample();
   void final_verdict();
   void explain(const std::string& name);
@@ -226,17 +232,24 @@ void Run::check_now() {
   for (const std::string& finding : federation_.take_engine_findings()) report("engine", finding);
 }
 
-size_t Run::unfinished() {
-  size_t open = 0;
+Run::JobTotals Run::job_totals() {
+  JobTotals totals;
   for (const auto& agent : federation_.agents()) {
-    if (!agent->up()) return SIZE_MAX;  // unknown while it is down
+    if (!agent->up()) {
+      totals.open = SIZE_MAX;  // unknown while it is down
+      continue;
+    }
     core::WorkloadCounts counts = agent->agent->workload_counts();
-    size_t done = counts.by_phase[static_cast<size_t>(model::Phase::kSucceeded)] +
-                  counts.by_phase[static_cast<size_t>(model::Phase::kFailed)];
-    open += counts.total - done;
+    size_t succeeded = counts.by_phase[static_cast<size_t>(model::Phase::kSucceeded)];
+    size_t failed = counts.by_phase[static_cast<size_t>(model::Phase::kFailed)];
+    totals.succeeded += succeeded;
+    totals.failed += failed;
+    if (totals.open != SIZE_MAX) totals.open += counts.total - succeeded - failed;
   }
-  return open;
+  return totals;
 }
+
+size_t Run::unfinished() { return job_totals().open; }
 
 std::string Run::unfinished_sample() {
   std::string out;
@@ -372,15 +385,10 @@ SimResult Run::go() {
     if (options_.progress) options_.progress(federation_.now() - start, federation_);
     if (options_.stop_at.count() > 0 && federation_.now() - start >= options_.stop_at) {
       result_.time_boxed = true;
-      result_.open_at_stop = unfinished();
-      for (const auto& agent : federation_.agents()) {
-        if (!agent->up()) continue;
-        core::WorkloadCounts counts = agent->agent->workload_counts();
-        result_.succeeded +=
-            static_cast<int>(counts.by_phase[static_cast<size_t>(model::Phase::kSucceeded)]);
-        result_.failed +=
-            static_cast<int>(counts.by_phase[static_cast<size_t>(model::Phase::kFailed)]);
-      }
+      JobTotals totals = job_totals();
+      result_.open_at_stop = totals.open;
+      result_.succeeded += static_cast<int>(totals.succeeded);
+      result_.failed += static_cast<int>(totals.failed);
       break;
     }
     bool all_in = submissions_done_ == scenario_.trace.size();
