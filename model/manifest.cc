@@ -182,6 +182,31 @@ std::vector<Document> split_documents(std::string_view stream) {
 
 }  // namespace
 
+Result<std::vector<std::string>> split_manifest(std::string_view yaml, size_t max_documents,
+                                                size_t max_bytes) {
+  std::vector<std::string> parts(1);
+  size_t documents_in_part = 0;
+  for (const Document& document : split_documents(yaml)) {
+    if (document.text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    // Each document starts with a marker of its own, so that a part is a
+    // stream whatever document it starts with.
+    size_t bytes = document.text.size() + 4;
+    if (bytes > max_bytes) {
+      return invalid_argument("manifest: line " + std::to_string(document.first_line) +
+                              ": expected a document of at most " + std::to_string(max_bytes >> 10) +
+                              " KiB, got " + std::to_string(document.text.size()) + " bytes");
+    }
+    if (documents_in_part == max_documents || parts.back().size() + bytes > max_bytes) {
+      parts.emplace_back();
+      documents_in_part = 0;
+    }
+    parts.back().append("---\n").append(document.text);
+    ++documents_in_part;
+  }
+  if (parts.back().empty()) parts.pop_back();
+  return parts;
+}
+
 Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
   if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "manifest").status();
   // One document at a time: a parsed YAML tree costs many times its text,

@@ -19,6 +19,13 @@ namespace shoal::model {
 // `kind: Workload`. All documents are checked; the first error wins.
 Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml);
 
+// A YAML stream cut at document boundaries into parts of at most
+// `max_documents` documents and `max_bytes` of text each, every part a
+// stream of its own (for a submit sent to the agent in several requests).
+// A single document larger than `max_bytes` is an error naming it.
+Result<std::vector<std::string>> split_manifest(std::string_view yaml, size_t max_documents,
+                                                size_t max_bytes);
+
 struct NodeSpec {
   std::string name;
   Resources capacity;

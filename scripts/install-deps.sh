@@ -6,6 +6,8 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config python3 python3-yaml
+  # Reuses object files across builds and clones on the same machine.
+  ccache
   cppzmq-dev libzmq3-dev
   libmsgpack-cxx-dev
   libsodium-dev

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # shoalctl speaks the control contract; it must not carry the agent core or
-# SQLite (DESIGN.md §2, issue 13). Checked on the built binary: no dynamic
-# dependency on libsqlite3, and no symbol of shoal::core, shoal::store or
-# shoal::runtime.
+# SQLite. Checked on the built binary: no dynamic dependency on libsqlite3,
+# and no symbol of shoal::core, shoal::store or shoal::runtime. A binary
+# whose symbols cannot be read fails the check rather than passing it.
 set -euo pipefail
 shoalctl="$1"
-if ldd "$shoalctl" | grep -q sqlite3; then
-  echo "shoalctl links SQLite:"; ldd "$shoalctl" | grep sqlite3; exit 1
+libraries=$(ldd "$shoalctl")
+if grep -q sqlite3 <<<"$libraries"; then
+  echo "shoalctl links SQLite:"; grep sqlite3 <<<"$libraries"; exit 1
 fi
-layers=$(nm -C "$shoalctl" | grep -oE 'shoal::(core|store|runtime)::' | sort -u || true)
+symbols=$(nm -C "$shoalctl")
+if ! grep -q 'shoal::' <<<"$symbols"; then
+  echo "shoalctl: nm lists no shoal:: symbol, so nothing could be checked"; exit 1
+fi
+layers=$(grep -oE 'shoal::(core|store|runtime)::' <<<"$symbols" | sort -u) || [ $? -eq 1 ]
 if [ -n "$layers" ]; then
   echo "shoalctl contains code of: $layers"; exit 1
 fi

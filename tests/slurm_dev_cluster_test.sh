@@ -8,6 +8,10 @@ set -euo pipefail
 root="$1"
 if [ "$(id -u)" -ne 0 ]; then
   echo "skipped: the dev Slurm cluster needs root (slurmd runs jobs as their user)"
+  if [ "${CI:-}" = true ] || [ "${SHOAL_REQUIRE_SLURM:-}" = 1 ]; then
+    echo "and CI=true (or SHOAL_REQUIRE_SLURM=1) requires this test: failing" >&2
+    exit 1
+  fi
   exit 77
 fi
 dir=$(mktemp -d)

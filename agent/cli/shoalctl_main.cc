@@ -16,6 +16,7 @@
 #include <zmq_addon.hpp>
 
 #include "agent/control/client.h"
+#include "agent/control/commands.h"
 #include "agent/control/data_dir.h"
 #include "agent/cli/place_command.h"
 #include "agent/cli/read_file.h"
@@ -24,6 +25,7 @@
 #include "agent/cli/table.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
+#include "model/manifest.h"
 
 namespace shoal::cli {
 namespace {
@@ -228,15 +230,27 @@ int cmd_peers(const Options& o) {
   return 0;
 }
 
+// The file is checked whole first, then sent in parts the agent takes in
+// one request each (control::kMaxSubmitBytes, kMaxWorkloadsPerSubmit): each
+// part is submitted or refused as a whole, like kubectl's objects.
 int cmd_submit(const Options& o, const std::string& file) {
   auto text = read_input_file(file, "-f");
   if (!text.is_ok()) return fail(text.status());
-  auto reply = call_agent(o.data_dir, {{"command", "submit"}, {"manifest", *text}});
-  if (!reply.is_ok()) return fail(reply.status());
-  for (const auto& item : (*reply)["items"]) {
-    std::cout << "workload " << item["namespace"].get<std::string>() << "/"
-              << item["name"].get<std::string>() << " submitted (uid "
-              << item["uid"].get<std::string>() << ")\n";
+  // Refused here, before the agent spends anything on it; the agent checks
+  // again on its own (the control socket is an API, not only shoalctl's).
+  if (auto parsed = model::parse_workloads(*text); !parsed.is_ok()) {
+    return fail(invalid_argument("-f " + file + ": " + parsed.status().message()));
+  }
+  auto parts = model::split_manifest(*text, control::kMaxWorkloadsPerSubmit, control::kMaxSubmitBytes);
+  if (!parts.is_ok()) return fail(invalid_argument("-f " + file + ": " + parts.status().message()));
+  for (const std::string& part : *parts) {
+    auto reply = call_agent(o.data_dir, {{"command", "submit"}, {"manifest", part}});
+    if (!reply.is_ok()) return fail(reply.status());
+    for (const auto& item : (*reply)["items"]) {
+      std::cout << "workload " << item["namespace"].get<std::string>() << "/"
+                << item["name"].get<std::string>() << " submitted (uid "
+                << item["uid"].get<std::string>() << ")\n";
+    }
   }
   return 0;
 }

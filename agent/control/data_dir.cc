@@ -1,8 +1,10 @@
 #include "agent/control/data_dir.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "common/file.h"
 #include "common/text.h"
 #include "crypto/id_card.h"
 #include "model/yaml_document.h"
@@ -20,14 +22,13 @@ Status validate_listen(const std::string& listen, const std::string& field) {
 }
 
 Result<YAML::Node> load_agent_yaml(const std::string& data_dir) {
-  std::ifstream in(config_path(data_dir));
-  if (!in) {
+  if (!std::filesystem::exists(config_path(data_dir))) {
     return not_found("agent config " + config_path(data_dir) +
                      ": not found; run `shoald init --data " + data_dir + " ...` first");
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  SHOAL_ASSIGN_OR_RETURN(YAML::Node node, model::load_yaml(text.str(), "agent.yaml"));
+  SHOAL_ASSIGN_OR_RETURN(std::string text,
+                         read_bounded_file(config_path(data_dir), model::kMaxYamlBytes, "agent config"));
+  SHOAL_ASSIGN_OR_RETURN(YAML::Node node, model::load_yaml(text, config_path(data_dir)));
   if (!node.IsMap()) return invalid_argument("agent.yaml: expected a mapping");
   return node;
 }

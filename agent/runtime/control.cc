@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "agent/control/commands.h"
 #include "agent/control/inventory_json.h"
 #include "agent/runtime/metrics.h"
 #include "common/text.h"
@@ -310,7 +311,18 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
   if (command == "peers") return peers_json(agent);
   if (command == "submit") {
     SHOAL_ASSIGN_OR_RETURN(std::string manifest, request.text("manifest"));
+    if (manifest.size() > control::kMaxSubmitBytes) {
+      return invalid_argument("control request field \"manifest\": expected at most " +
+                              std::to_string(control::kMaxSubmitBytes >> 10) + " KiB per request, got " +
+                              std::to_string(manifest.size()) + " bytes (shoalctl submit sends a larger "
+                              "file in parts)");
+    }
     SHOAL_ASSIGN_OR_RETURN(auto specs, model::parse_workloads(manifest));
+    if (specs.size() > control::kMaxWorkloadsPerSubmit) {
+      return invalid_argument("control request field \"manifest\": expected at most " +
+                              std::to_string(control::kMaxWorkloadsPerSubmit) + " workloads per request, got " +
+                              std::to_string(specs.size()) + " (shoalctl submit sends a larger file in parts)");
+    }
     SHOAL_ASSIGN_OR_RETURN(auto uids, agent.submit(specs));
     json items = json::array();
     for (size_t i = 0; i < specs.size(); ++i) {

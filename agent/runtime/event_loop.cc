@@ -79,7 +79,9 @@ Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
   if (file.cluster_config.empty()) return model::default_cluster_spec(file.cluster);
   SHOAL_ASSIGN_OR_RETURN(std::string text, read_bounded_file(file.cluster_config, model::kMaxYamlBytes,
                                                              "cluster manifest"));
-  SHOAL_ASSIGN_OR_RETURN(model::ClusterSpec spec, model::parse_cluster(text));
+  Result<model::ClusterSpec> parsed = model::parse_cluster(text);
+  if (!parsed.is_ok()) return parsed.status().with_context(file.cluster_config);
+  model::ClusterSpec spec = std::move(parsed).value();
   if (spec.name != file.cluster) {
     return invalid_argument("cluster manifest metadata.name: expected \"" + file.cluster +
                             "\" (the agent's cluster), got \"" + spec.name + "\"");

@@ -386,6 +386,10 @@ class ChaosRun {
     expected.node_capacity = kNodeCapacity;
     expected.invitation_cpu_milli = kInvitationCpuMilli;
     for (auto& f : check(records, expected, &repeated_successes_)) findings_.push_back(std::move(f));
+    // A run that placed nothing, or killed nothing, tested nothing.
+    if (workloads_ == 0) finding("coverage", "no workload was accepted, so none could be checked");
+    if (kills_ == 0) finding("coverage", "no agent was killed; run longer (--duration) or ask for --kills");
+    if (succeeded_ == 0 && workloads_ > 0) finding("coverage", "no workload succeeded");
   }
 
   void print_summary() {

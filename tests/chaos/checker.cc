@@ -116,6 +116,21 @@ std::vector<Finding> check(const std::vector<AgentRecords>& agents, const Expect
     for (const auto& w : agent.workloads) {
       if (!w.parent.empty()) copies_of[w.parent].push_back(&w);
     }
+    // Each workload (or copy) ends as its own exit code says: exit 0
+    // Succeeded, any other Failed with that code. An end it did not cause
+    // (its cluster lost, killed or restarted) is the scheduler's to undo.
+    for (const auto& w : agent.workloads) {
+      if (copies_of.count(w.uid) || !model::is_finished(w.phase)) continue;
+      const int32_t own_exit = w.spec.sim.exit_code;
+      if (own_exit == 0 && w.phase != model::Phase::kSucceeded) {
+        report("outcome", agent.cluster + ": " + w.spec.name + " exits 0 but ended " +
+                              std::string(model::phase_name(w.phase)) + " (" + w.reason + ")");
+      } else if (own_exit != 0 && (w.phase != model::Phase::kFailed || w.exit_code != own_exit)) {
+        report("outcome", agent.cluster + ": " + w.spec.name + " exits " + std::to_string(own_exit) +
+                              " but ended " + std::string(model::phase_name(w.phase)) + " with exit code " +
+                              std::to_string(w.exit_code) + " (" + w.reason + ")");
+      }
+    }
     for (const auto& w : agent.workloads) {
       if (copies_of.count(w.uid) || w.phase != model::Phase::kSucceeded) continue;
       const auto& runs = runs_of[{agent.id, w.uid}];

@@ -44,7 +44,8 @@ struct Finding {
 
 // Every invariant the chaos run must hold:
 // - every submitted workload exists at its source, and every workload there
-//   ended in Succeeded or Failed;
+//   ended in Succeeded or Failed, as its own exit code says (spec.sim: 0
+//   Succeeded, any other Failed with that code);
 // - exactly once: a copy's runs never overlap in time (on any clusters), a
 //   Succeeded copy has a successful run, and no run still holds its nodes at
 //   the end. Successes after a copy's first are counted in

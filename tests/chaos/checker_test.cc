@@ -122,6 +122,23 @@ TEST_F(CheckerTest, LostAndUnfinishedWorkloadsAreCaught) {
   EXPECT_TRUE(has(found, "terminal"));
 }
 
+TEST_F(CheckerTest, AnOutcomeItsExitCodeDoesNotExplainIsCaught) {
+  // Exits 0 yet Failed: an end it did not cause, never undone.
+  source_.workloads[0].phase = model::Phase::kFailed;
+  source_.workloads[0].reason = "lost on the target's restart";
+  EXPECT_TRUE(has(findings(), "outcome"));
+  // Exits 3: Failed with 3 is right; Succeeded, or Failed with another code, is not.
+  source_.workloads[0].spec.sim.exit_code = 3;
+  source_.workloads[0].exit_code = 3;
+  target_b_.runs.back().phase = "Failed";
+  EXPECT_FALSE(has(findings(), "outcome"));
+  source_.workloads[0].exit_code = 0;
+  EXPECT_TRUE(has(findings(), "outcome"));
+  source_.workloads[0].phase = model::Phase::kSucceeded;
+  source_.workloads[0].exit_code = 3;
+  EXPECT_TRUE(has(findings(), "outcome"));
+}
+
 TEST_F(CheckerTest, AFailedIntegrityCheckIsCaught) {
   target_a_.integrity = "row 3 missing from index runs_by_finish";
   EXPECT_TRUE(has(findings(), "integrity"));

@@ -2,9 +2,17 @@
 // inputs for every decoder and every saved regression (tests/fuzz/regressions,
 // inputs that once crashed a decoder), then a bounded number of
 // deterministic random mutations of them (bit flips, truncations, splices).
-// `--write-seeds DIR` writes the seed corpus for libFuzzer instead.
+// Each input has kSecondsPerInput, as libFuzzer's -timeout gives it: a
+// decoder whose work an input can multiply (a YAML alias bomb) fails the run
+// instead of stalling it. Exits non-zero on a timeout, or when no saved
+// regression was found. `--write-seeds DIR` writes the seed corpus for
+// libFuzzer instead.
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -19,6 +27,30 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
+
+// Generous beside the few milliseconds an input takes, even under the
+// sanitizers; a timeout means a decoder's work grows with something other
+// than the input's size.
+constexpr unsigned kSecondsPerInput = 10;
+
+// What is being decoded, for the alarm handler (which may only write).
+char g_current_input[256] = "";
+
+void on_timeout(int) {
+  const char head[] = "fuzz replay: an input took longer than the per-input limit: ";
+  (void)!write(STDERR_FILENO, head, sizeof head - 1);
+  (void)!write(STDERR_FILENO, g_current_input, std::strlen(g_current_input));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  _exit(1);
+}
+
+// Decodes one input under the per-input time limit.
+void decode(const std::vector<uint8_t>& input, const std::string& what) {
+  std::snprintf(g_current_input, sizeof g_current_input, "%s", what.c_str());
+  alarm(kSecondsPerInput);
+  LLVMFuzzerTestOneInput(input.data(), input.size());
+  alarm(0);
+}
 
 std::vector<uint8_t> tagged(uint8_t tag, const std::vector<uint8_t>& body) {
   std::vector<uint8_t> out = {tag};
@@ -143,6 +175,9 @@ int main(int argc, char** argv) {
   }
   int iterations = argc > 1 ? std::stoi(argv[1]) : 20000;
   std::mt19937_64 rng(20261122);
+  std::signal(SIGALRM, on_timeout);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < corpus.size(); ++i) names.push_back("built-in seed " + std::to_string(i));
   size_t regressions = 0;
   std::error_code missing;
   for (const auto& entry : std::filesystem::directory_iterator(SHOAL_FUZZ_REGRESSIONS, missing)) {
@@ -150,9 +185,14 @@ int main(int argc, char** argv) {
     std::ifstream in(entry.path(), std::ios::binary);
     std::vector<uint8_t> input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     corpus.push_back(input);
+    names.push_back(entry.path().string());
     ++regressions;
   }
-  for (const auto& seed : corpus) LLVMFuzzerTestOneInput(seed.data(), seed.size());
+  if (regressions == 0) {
+    std::fprintf(stderr, "fuzz replay: no saved regression in %s\n", SHOAL_FUZZ_REGRESSIONS);
+    return 1;
+  }
+  for (size_t i = 0; i < corpus.size(); ++i) decode(corpus[i], names[i]);
   for (int i = 0; i < iterations; ++i) {
     std::vector<uint8_t> input = corpus[rng() % corpus.size()];
     int mutations = 1 + static_cast<int>(rng() % 4);
@@ -169,7 +209,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    LLVMFuzzerTestOneInput(input.data(), input.size());
+    decode(input, "mutation " + std::to_string(i));
   }
   std::printf("fuzz replay: %zu seeds (%zu saved regressions) and %d mutations decoded without a crash\n",
               corpus.size(), regressions, iterations);

@@ -1,11 +1,14 @@
 // A throw-away dev Slurm (scripts/slurm-dev.sh) for one test suite: up once
 // in SetUpTestSuite, down in TearDownTestSuite. Needs root; tests skip
-// without it. Header-only: the suites that use it are separate binaries.
+// without it, except where the Slurm tests are required (CI=true, or
+// SHOAL_REQUIRE_SLURM=1): there they fail. Header-only: the suites that use
+// it are separate binaries.
 #pragma once
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,6 +27,29 @@ inline std::string run_shell(const std::string& command) {
   }
   return out;
 }
+
+// Why the dev Slurm cannot run here, or "" when it can.
+inline std::string dev_slurm_unavailable() {
+  return geteuid() == 0 ? "" : "the dev Slurm cluster needs root";
+}
+
+// Whether a skipped Slurm test is a failure: on CI every test must run.
+inline bool slurm_tests_required() {
+  const char* ci = std::getenv("CI");
+  const char* required = std::getenv("SHOAL_REQUIRE_SLURM");
+  return (ci && std::string(ci) == "true") || (required && std::string(required) == "1");
+}
+
+// In a test's SetUp: skips (or, where required, fails) when the dev Slurm
+// cannot run here.
+#define SHOAL_NEED_DEV_SLURM()                                                          \
+  do {                                                                                  \
+    if (std::string why = ::shoal::testing::dev_slurm_unavailable(); !why.empty()) {    \
+      if (::shoal::testing::slurm_tests_required())                                     \
+        FAIL() << why << ", and CI=true (or SHOAL_REQUIRE_SLURM=1) requires these tests"; \
+      GTEST_SKIP() << why;                                                              \
+    }                                                                                   \
+  } while (false)
 
 class DevSlurm {
  public:

@@ -23,18 +23,6 @@
 namespace shoal::testing {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 using nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -86,12 +74,17 @@ class Flood {
   std::atomic<uint64_t> sent_{0};
 };
 
+constexpr int kPeerMessageRate = 300;
+
 class FloodTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(crypto::initialize().is_ok());
     target_.init();
     source_.init();
+    // Low enough that even a flooder slowed by the sanitizers outruns it,
+    // and far above what one placement at a time needs from the source.
+    target_.set_config("peerMessageRate", std::to_string(kPeerMessageRate));
     ASSERT_TRUE(target_.start());
     ASSERT_TRUE(source_.start());
     invite_full_mesh({&target_, &source_}, "default");
@@ -147,6 +140,8 @@ class FloodTest : public ::testing::Test {
   crypto::PublicKey target_key_{};
 };
 
+// Runs alone (RUN_SERIAL in tests/CMakeLists.txt): the two medians compare
+// the same machine at two moments, which other tests' load would skew.
 TEST_F(FloodTest, AFloodingPeerDelaysAnotherPeersPlacementsByAtMostTwice) {
   constexpr int kPlacements = 15;
   std::vector<int64_t> calm = place_one_by_one("calm-", kPlacements);
@@ -172,18 +167,9 @@ TEST_F(FloodTest, AFloodingPeerDelaysAnotherPeersPlacementsByAtMostTwice) {
       static_cast<unsigned long long>(status["messages"]["dropped"].value("RateLimited", 0ULL)));
   // 2x the calm median, and never less than a few ms over it: on a calm
   // loopback a placement takes a few ms, below what a shared machine's
-  // scheduling noise can promise. Under the sanitizers (several times
-  // slower, the flood's four threads sharing two cores with the agents)
-  // neither check says anything about shoal: the target reads the flood
-  // slower than the limiter's rate, so the connection's high-water mark
-  // (TCP pushing back) holds it back before the limiter has to (a CI run
-  // saw 0 rate-limited), and the latency is the machine's. There the test
-  // looks for memory errors and that every placement still completes; the
-  // plain build checks the limiter and the latency.
-  if (!kSanitized) {
-    EXPECT_GT(status["messages"]["dropped"].value("RateLimited", 0ULL), 0u);
-    EXPECT_LE(flooded_median, std::max<int64_t>(2 * calm_median, calm_median + 10));
-  }
+  // scheduling noise can promise.
+  EXPECT_GT(status["messages"]["dropped"].value("RateLimited", 0ULL), 0u);
+  EXPECT_LE(flooded_median, std::max<int64_t>(2 * calm_median, calm_median + 15));
   EXPECT_EQ(target_.reap_if_exited(), -1);
 }
 

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include <zmq.hpp>
 
@@ -28,6 +30,20 @@ unsigned mode_of(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return 0;
   return info.st_mode & 07777;
+}
+
+// Fourteen lines that expand to a billion nodes: ten scalars, then eight
+// lists of ten aliases of the list before, used once as the labels.
+std::string alias_bomb_manifest() {
+  std::string text = "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: bomb}\n";
+  text += "l0: &l0 [x,x,x,x,x,x,x,x,x,x]\n";
+  for (int level = 1; level <= 8; ++level) {
+    std::string alias = "*l" + std::to_string(level - 1);
+    text += "l" + std::to_string(level) + ": &l" + std::to_string(level) + " [";
+    for (int i = 0; i < 10; ++i) text += (i ? "," : "") + alias;
+    text += "]\n";
+  }
+  return text + "spec: {resources: {cpu: 1}, labels: *l8}\n";
 }
 
 class HostileInput : public ::testing::Test {
@@ -106,6 +122,58 @@ TEST_F(HostileInput, ShoalctlRefusesBadFilesWithoutCrashingOrEatingMemory) {
   EXPECT_EQ(card.exit_code, 2) << card.err;
   EXPECT_TRUE(one_line(card.err)) << card.err;
   EXPECT_EQ(agent_.ctl({"status"}).exit_code, 0) << "still serving";
+}
+
+// Issue 42: the bomb made shoald spin and stop answering until SIGKILL.
+TEST_F(HostileInput, AnAliasBombIsRefusedAndTheAgentAnswersThroughout) {
+  std::string bomb = dir_.path() + "/bomb.yaml";
+  std::ofstream(bomb) << alias_bomb_manifest();
+  // Status is asked again and again meanwhile; each must be answered (the
+  // client's timeout only turns a stalled agent into a failure).
+  std::atomic<bool> done{false};
+  std::atomic<int> answered{0}, unanswered{0};
+  std::thread asker([&] {
+    ControlClient status(agent_.data_dir(), 10s);
+    while (!done) {
+      if (status.ask(R"({"command": "status"})").empty()) ++unanswered; else ++answered;
+    }
+  });
+  CommandResult refused = agent_.ctl({"submit", "-f", bomb});
+  // The agent refuses it on its own too, sent past shoalctl.
+  ControlClient control(agent_.data_dir(), 10s);
+  json direct = json::parse(control.ask(json{{"command", "submit"}, {"manifest", alias_bomb_manifest()}}.dump()),
+                            nullptr, false);
+  ASSERT_TRUE(wait_until([&] { return answered > 3; }, 10s));
+  done = true;
+  asker.join();
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("manifest: line 9: aliases expand the document by more than"), std::string::npos)
+      << refused.err;
+  EXPECT_TRUE(one_line(refused.err)) << refused.err;
+  EXPECT_EQ(direct.value("code", ""), "InvalidArgument") << direct.dump();
+  EXPECT_NE(direct.value("error", "").find("aliases expand the document"), std::string::npos) << direct.dump();
+  EXPECT_EQ(unanswered, 0);
+  EXPECT_TRUE(agent_.ctl_json({"get", "workloads"})["items"].empty());
+}
+
+TEST_F(HostileInput, AnAliasBombInAgentYamlOrTheClusterManifestIsRefusedAtStartNamingTheFile) {
+  agent_.stop();
+  std::string cluster = dir_.path() + "/cluster.yaml";
+  std::ofstream(cluster) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
+                         << alias_bomb_manifest().substr(alias_bomb_manifest().find("l0:"));
+  agent_.set_config("clusterConfig", cluster);
+  CommandResult run = run_command({bin_path("shoald"), "run", "--data", agent_.data_dir()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find(cluster + ": cluster manifest: line "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("aliases expand"), std::string::npos) << run.err;
+
+  std::ofstream(agent_.data_dir() + "/agent.yaml", std::ios::app)
+      << alias_bomb_manifest().substr(alias_bomb_manifest().find("l0:"));
+  run = run_command({bin_path("shoald"), "run", "--data", agent_.data_dir()});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find(agent_.data_dir() + "/agent.yaml: line "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("aliases expand"), std::string::npos) << run.err;
+  EXPECT_TRUE(one_line(run.err)) << run.err;
 }
 
 TEST_F(HostileInput, ControlRequestsWithWrongTypesNameTheField) {

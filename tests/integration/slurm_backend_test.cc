@@ -34,7 +34,7 @@ DevSlurm& dev_slurm() {
 class DevSlurmEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    if (geteuid() == 0) dev_slurm().up(4, 8);
+    if (dev_slurm_unavailable().empty()) dev_slurm().up(4, 8);
   }
   void TearDown() override {
     std::string out;
@@ -48,7 +48,7 @@ const auto* const kDevSlurm = ::testing::AddGlobalTestEnvironment(new DevSlurmEn
 class DevSlurmTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "the dev Slurm cluster needs root";
+    SHOAL_NEED_DEV_SLURM();
     ASSERT_FALSE(socket().empty()) << "scripts/slurm-dev.sh up did not bring the cluster up";
     // Every test starts from an idle Slurm.
     ASSERT_TRUE(wait_until([&] { return unfinished_jobs().empty(); }, 30s));
@@ -275,13 +275,13 @@ TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
       },
       30s));
   // Within a heartbeat or two (300 ms here) of Slurm starting them.
-  EXPECT_TRUE(wait_until([&] { return free_cpu_at_source() == "0"; }, 5s)) << free_cpu_at_source();
+  EXPECT_TRUE(wait_until([&] { return free_cpu_at_source() == "0"; }, 30s)) << free_cpu_at_source();
   // One more local job waits in Slurm's queue: weighted routing's `queue`
   // metric at the source counts it.
   auto waiting_id = client.submit(local_job(1));
   ASSERT_TRUE(waiting_id.is_ok()) << waiting_id.status().message();
   local.push_back(*waiting_id);
-  EXPECT_TRUE(wait_until([&] { return queue_count_at_source() == 1; }, 5s)) << queue_count_at_source();
+  EXPECT_TRUE(wait_until([&] { return queue_count_at_source() == 1; }, 30s)) << queue_count_at_source();
   EXPECT_EQ(east_.ctl_json({"status"})["backend"]["backlog"], 1);
   EXPECT_NE(east_.ctl({"status"}).out.find("backend slurm backlog: 1 pending job(s) of others"), std::string::npos);
 
