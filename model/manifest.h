@@ -57,7 +57,8 @@ struct SlurmSpec {
   std::string account;
   std::string api_version = "v0.0.38";
   // Where jobs write their output; the jobs' user must be able to write it
-  // and the agent to read it. "": <data>/slurm-output.
+  // and the agent to read it, on every node of the partition. "":
+  // /var/tmp/shoal-<cluster>-slurm-output (enough for a one-host Slurm).
   std::string output_dir;
   // jobcomp/filetxt's file, when the agent can read it: how a job ended
   // that Slurm forgot while the agent was down. "": such a job is Lost.

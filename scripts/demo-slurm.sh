@@ -15,8 +15,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "demo-slurm.sh needs root: the dev Slurm's slurmd runs jobs as their user" >&2
   exit 2
 fi
-bash scripts/build.sh >/dev/null
-BIN="$(pwd)/${SHOAL_BUILD_DIR:-build}/bin"
+source scripts/demo-common.sh
+build_agent_binaries --slurm
 WORK="$(mktemp -d /tmp/shoal-slurm-demo.XXXXXX)"
 chmod 711 "$WORK"  # slurmctld and the jobs run as another user: they pass through
 PIDS=()
@@ -32,7 +32,7 @@ trap cleanup EXIT
 free_port() { python3 scripts/free-ports; }
 ctl() { local name=$1; shift; "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
 
-echo "== a dev Slurm of 4 nodes x 8 cpus in $WORK/slurm"
+phase "a dev Slurm of 4 nodes x 8 cpus in $WORK/slurm …"
 SOCKET=$(bash scripts/slurm-dev.sh up "$WORK/slurm" --nodes 4 --cpus 8 2>/dev/null | tail -1)
 export SLURM_CONF="$WORK/slurm/etc/slurm.conf"
 sinfo
@@ -60,7 +60,7 @@ spec:
   nodes:
   - {name: desk, capacity: {cpu: "1", memory: 2Gi}}
 YAML
-echo "== agents hpc (backend slurm) and lab (one small exec node)"
+phase "agents hpc (backend slurm) and lab (one small exec node) …"
 for name in hpc lab; do
   "$BIN/shoald" init --data "$WORK/$name" --cluster "$name" --org "org-$name" \
     --listen "tcp://127.0.0.1:$(free_port)" --cluster-config "$WORK/$name-cluster.yaml" >/dev/null
@@ -73,7 +73,7 @@ for name in hpc lab; do
 done
 ctl hpc status
 
-echo "== hpc invites lab into namespace default"
+phase "hpc invites lab into namespace default …"
 token=$(ctl hpc invite create --to "$(ctl lab identity)" --namespace default --cpu 24)
 ctl lab invite accept "$token" >/dev/null
 for _ in $(seq 100); do
@@ -86,7 +86,7 @@ for p in json.load(sys.stdin)["items"]:
 done
 ctl lab peers -o wide
 
-echo "== lab submits 3 jobs of 4 cpus and a gang of 2 x 2 cpus (its own cluster has 1)"
+phase "lab submits 3 jobs of 4 cpus and a gang of 2 x 2 cpus (its own cluster has 1) …"
 MANIFEST="$WORK/jobs.yaml"
 for i in 1 2 3; do
   cat >>"$MANIFEST" <<YAML
@@ -111,7 +111,7 @@ spec:
 YAML
 ctl lab submit -f "$MANIFEST"
 
-echo "== in Slurm: one job per copy, tagged with the copy's key and epoch"
+phase "in Slurm: one job per copy, tagged with the copy's key and epoch …"
 for _ in $(seq 100); do
   [ "$(squeue -h -t RUNNING | wc -l)" -ge 4 ] && break
   sleep 0.1
@@ -119,7 +119,7 @@ done
 squeue -o "%.6i %.12j %.8T %.6C %.6N %k"
 ctl hpc status | sed -n '1,12p'
 
-echo "== waiting for the jobs to finish"
+phase "waiting for the jobs to finish …"
 for _ in $(seq 300); do
   done_count=$(ctl lab get workloads -o json | python3 -c 'import json,sys; print(sum(w["status"]["phase"] in ("Succeeded","Failed") for w in json.load(sys.stdin)["items"]))')
   [ "$done_count" = 4 ] && break
@@ -127,7 +127,7 @@ for _ in $(seq 300); do
 done
 ctl lab get workloads -o wide
 echo
-echo "== what they printed, read at lab (shoalctl logs, over the peer link)"
+phase "what they printed, read at lab (shoalctl logs, over the peer link) …"
 LOGS="$WORK/logs.txt"
 for i in 1 2 3; do ctl lab logs "default/sim-$i" | tee -a "$LOGS"; done
 for replica in 0 1; do ctl lab logs default/gang --replica "$replica" | tee -a "$LOGS"; done

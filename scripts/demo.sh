@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The main job: builds shoal, starts a three-agent federation on loopback
+# The main job: installs the packages it needs (if missing), builds shoald,
+# shoalctl and shoal-exec-monitor (nothing else), starts a three-agent
+# federation on loopback
 # (east, west, north) whose clusters run work as processes on this host
 # (backend: exec), sets up full-mesh invitations for namespace "default",
 # submits 10 jobs (and one with a copy on every cluster, and one spread over
 # regions) to east, waits for them to finish, shows where each ran and what
 # it printed there (shoalctl logs at east, read over the peer link). Leaves
-# no process behind.
+# no process behind. Prints a line per phase with the time so far.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh >/dev/null
-BIN="$(pwd)/${SHOAL_BUILD_DIR:-build}/bin"
+source scripts/demo-common.sh
+build_agent_binaries --agent
 WORK="$(mktemp -d /tmp/shoal-demo.XXXXXX)"
 CLUSTERS=(east west north)
 PIDS=()
@@ -26,7 +28,7 @@ free_port() { python3 scripts/free-ports; }
 ctl() { local name=$1; shift; "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
 
 declare -A REGION=([east]=us-east [north]=us-east [west]=us-west)
-echo "== starting agents in $WORK (east and north in region us-east, west in us-west)"
+phase "starting agents in $WORK (east and north in region us-east, west in us-west) …"
 for name in "${CLUSTERS[@]}"; do
   cat >"$WORK/$name-cluster.yaml" <<YAML
 apiVersion: shoal.dev/v1
@@ -48,7 +50,7 @@ for name in "${CLUSTERS[@]}"; do
   for _ in $(seq 100); do [ -S "$WORK/$name/control.sock" ] && break; sleep 0.1; done
 done
 
-echo "== invitations (every cluster invites every other into namespace default)"
+phase "invitations (every cluster invites every other into namespace default) …"
 for target in "${CLUSTERS[@]}"; do
   for source in "${CLUSTERS[@]}"; do
     [ "$target" = "$source" ] && continue
@@ -58,7 +60,7 @@ for target in "${CLUSTERS[@]}"; do
   done
 done
 
-echo "== waiting for peers to be Active"
+phase "waiting for peers to be Active …"
 for _ in $(seq 100); do
   active=$(ctl east peers -o json | python3 -c 'import json,sys; print(sum(p["state"]=="Active" for p in json.load(sys.stdin)["items"]))')
   [ "$active" = 2 ] && break
@@ -66,7 +68,7 @@ for _ in $(seq 100); do
 done
 ctl east peers
 
-echo "== submitting 10 jobs of 6 cpu to east (the federation runs 12 at once); each prints where it ran"
+phase "submitting 10 jobs of 6 cpu to east (the federation runs 12 at once); each prints where it ran …"
 MANIFEST="$WORK/workloads.yaml"
 # Each job is a real process: it says which cluster ran it (the exec
 # backend sets SHOAL_CLUSTER, SHOAL_NODE, SHOAL_SOURCE_CLUSTER) and works 2 s.
@@ -108,15 +110,15 @@ spec:
       - {topologyKey: region, maxSkew: 1, whenUnsatisfiable: DoNotSchedule}
 YAML
 
-echo "== the clusters east places on, as its placement engine sees them"
+phase "the clusters east places on, as its placement engine sees them …"
 ctl east get clusters
 echo
-echo "== what east would decide now for a workload spread over regions (place --live)"
+phase "what east would decide now for a workload spread over regions (place --live) …"
 ctl east place --live -f "$SPREAD"
 { echo "---"; cat "$SPREAD"; } >>"$MANIFEST"
 ctl east submit -f "$MANIFEST"
 
-echo "== waiting for all 12 to finish"
+phase "waiting for all 12 to finish …"
 for _ in $(seq 300); do
   done_count=$(ctl east get workloads -o json | python3 -c 'import json,sys; print(sum(w["status"]["phase"] in ("Succeeded","Failed") for w in json.load(sys.stdin)["items"]))')
   [ "$done_count" = 12 ] && break
@@ -129,7 +131,7 @@ ctl east describe workload default/everywhere | sed -n '/^Status:/,/^Events:/p'
 echo
 ctl east describe workload default/one-per-region | sed -n '/^Copies:/,/^Events:/p'
 echo
-echo "== what the jobs printed, read at east wherever they ran (shoalctl logs)"
+phase "what the jobs printed, read at east wherever they ran (shoalctl logs) …"
 LOGS="$WORK/logs.txt"
 for i in $(seq 1 10); do ctl east logs "default/job-$i" | tee -a "$LOGS"; done
 for copy in 1 2 3; do ctl east logs default/everywhere --copy "$copy" | tee -a "$LOGS"; done
@@ -154,6 +156,7 @@ for line in lines:
 logs_agree = all(told.get(w["metadata"]["name"]) == [w["status"]["cluster"]] for w in singles)
 everywhere = sorted(told.get("everywhere", []))
 print(f"logs read at east agree with where each job ran: {logs_agree}; everywhere printed on {everywhere}")
+print(f"demo finished in {int(sys.argv[2])} s")
 sys.exit(0 if ok == len(items) and spread_regions == ["us-east", "us-west"] and logs_agree and
          everywhere == ["east", "north", "west"] and
-         len({w["status"]["cluster"] for w in singles}) == 3 else 1)' "$LOGS"
+         len({w["status"]["cluster"] for w in singles}) == 3 else 1)' "$LOGS" "$(( $(date +%s) - DEMO_STARTED ))"

@@ -2,10 +2,16 @@
 # Installs every Debian 12 package shoal needs to build, test, fuzz and
 # benchmark. Idempotent: packages already present are not touched, and apt is
 # only consulted when something is missing.
+#   install-deps.sh          everything (scripts/test.sh)
+#   install-deps.sh --agent  only what building shoald and shoalctl needs
+#                            (scripts/demo.sh; configure with SHOAL_TESTS=OFF
+#                            SHOAL_BENCH=OFF)
+#   install-deps.sh --slurm  that and a Slurm (scripts/demo-slurm.sh)
 set -euo pipefail
 
-PACKAGES=(
-  build-essential cmake pkg-config python3 python3-yaml
+# What shoald, shoalctl and shoal-exec-monitor need to build.
+AGENT_PACKAGES=(
+  build-essential cmake pkg-config python3
   # Reuses object files across builds and clones on the same machine.
   ccache
   cppzmq-dev libzmq3-dev
@@ -13,18 +19,32 @@ PACKAGES=(
   libsodium-dev
   libsqlite3-dev
   libspdlog-dev
-  libgtest-dev libgmock-dev
   libcli11-dev
   libyaml-cpp-dev
   nlohmann-json3-dev
   libcpp-httplib-dev
   libcurl4-openssl-dev
+)
+
+# A throw-away Slurm cluster for the slurm backend (scripts/slurm-dev.sh).
+SLURM_PACKAGES=(slurmctld slurmd slurmrestd slurm-client munge)
+
+PACKAGES=(
+  "${AGENT_PACKAGES[@]}"
+  python3-yaml
+  libgtest-dev libgmock-dev
   libbenchmark-dev
   librapidcheck-dev
   clang-14 libclang-rt-14-dev
-  # A throw-away Slurm cluster for the slurm backend's tests (scripts/slurm-dev.sh).
-  slurmctld slurmd slurmrestd slurm-client munge
+  "${SLURM_PACKAGES[@]}"
 )
+
+case "${1:-}" in
+  --agent) PACKAGES=("${AGENT_PACKAGES[@]}") ;;
+  --slurm) PACKAGES=("${AGENT_PACKAGES[@]}" "${SLURM_PACKAGES[@]}") ;;
+  "") ;;
+  *) echo "install-deps.sh: expected --agent, --slurm or nothing, got $1" >&2; exit 2 ;;
+esac
 
 missing=()
 for package in "${PACKAGES[@]}"; do
@@ -37,7 +57,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
+echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}" >&2
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"

@@ -7,22 +7,60 @@
 #  3. every libFuzzer target for 30 s (scripts/fuzz.sh);
 #  4. a 3-minute chaos run (scripts/chaos.sh): kills and pauses of five
 #     agents, judged from their durable records.
+# A stage whose tests fail does not stop the next; the run ends with one
+# line over every stage, "N passed, N failed", and fails if any did.
 # SHOAL_QUICK=1 stops after step 1 (the inner loop while developing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
 stage() { echo "== $1 ($(( $(date +%s) - started ))s in)"; }
+passed=0
+failed=0
+failed_stages=()
+LOGS="$(mktemp -d /tmp/shoal-test.XXXXXX)"
+
+# Adds a ctest run's counts ("97% tests passed, 3 tests failed out of 100").
+count_ctest() {  # stage name, log
+  local line total failures
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$2" | tail -n 1 || true)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1)); failed_stages+=("$1 (no ctest summary)"); return
+  fi
+  failures=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+  total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+  passed=$((passed + total - failures))
+  failed=$((failed + failures))
+  if [ "$failures" -ne 0 ]; then failed_stages+=("$1"); fi
+}
+# A stage that is one check: its exit code.
+count_one() {  # stage name, exit code
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_stages+=("$1"); fi
+}
+summary() {
+  echo "== $((passed + failed)) checks in $(( $(date +%s) - started ))s: $passed passed, $failed failed${failed_stages:+ (${failed_stages[*]})}"
+  rm -rf "$LOGS"
+  if [ "$failed" -ne 0 ]; then exit 1; fi
+  exit 0
+}
+
 stage "build and ctest"
 bash scripts/build.sh
 BUILD_DIR="${SHOAL_BUILD_DIR:-build}"
-(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" --timeout 600)
-if [ "${SHOAL_QUICK:-0}" = 1 ]; then
-  exit 0
-fi
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" --timeout 600) 2>&1 | tee "$LOGS/ctest.log" || true
+count_ctest ctest "$LOGS/ctest.log"
+if [ "${SHOAL_QUICK:-0}" = 1 ]; then summary; fi
+
 stage "ASan + UBSan: unit and integration tests"
-bash scripts/sanitize.sh
+bash scripts/sanitize.sh 2>&1 | tee "$LOGS/sanitize.log" || true
+count_ctest "ASan + UBSan" "$LOGS/sanitize.log"
+
 stage "fuzzers, ${SHOAL_FUZZ_SECONDS:-30}s each"
-bash scripts/fuzz.sh
+status=0
+bash scripts/fuzz.sh || status=$?
+count_one fuzzers "$status"
+
 stage "chaos, ${SHOAL_CHAOS_DURATION:-3m}"
-bash scripts/chaos.sh --duration "${SHOAL_CHAOS_DURATION:-3m}" --quiet
-stage "all passed"
+status=0
+bash scripts/chaos.sh --duration "${SHOAL_CHAOS_DURATION:-3m}" --quiet || status=$?
+count_one chaos "$status"
+summary

@@ -236,8 +236,12 @@ class AgentFactory {
       SHOAL_ASSIGN_OR_RETURN(options.client, cluster::slurm::client_options(options.spec));
       options.cluster_name = config_.cluster;
       options.state_dir = data_dir_ + "/slurm";
-      options.output_dir =
-          options.spec.output_dir.empty() ? data_dir_ + "/slurm-output" : options.spec.output_dir;
+      // Not under the data directory, which is private: jobs run as Slurm's
+      // user for them and could not reach it. /var/tmp is on every host;
+      // a partition of many nodes needs a shared outputDir instead.
+      options.output_dir = options.spec.output_dir.empty()
+                               ? "/var/tmp/shoal-" + config_.cluster + "-slurm-output"
+                               : options.spec.output_dir;
       options.keep_finished = exec_options_.keep_finished;
       SHOAL_ASSIGN_OR_RETURN(runner, cluster::slurm::SlurmRunner::create(std::move(options)));
     } else {

@@ -106,6 +106,9 @@ class DevSlurmTest : public ::testing::Test {
 
 class SlurmBackend : public DevSlurmTest {
  protected:
+  // Whether east's cluster manifest leaves spec.slurm.outputDir out.
+  virtual bool default_output_dir() const { return false; }
+
   void SetUp() override {
     DevSlurmTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
@@ -115,8 +118,9 @@ class SlurmBackend : public DevSlurmTest {
     std::string east = dir_.path() + "/east.yaml";
     std::ofstream(east) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
                            "spec:\n  backend: slurm\n  slurm:\n    endpoint: unix://"
-                        << socket() << "\n    partition: dev\n    outputDir: " << dev_slurm().output()
-                        << "\n    completionLog: " << dev_slurm().dir() << "/log/jobcomp.txt\n"
+                        << socket() << "\n    partition: dev\n"
+                        << (default_output_dir() ? "" : "    outputDir: " + dev_slurm().output() + "\n")
+                        << "    completionLog: " << dev_slurm().dir() << "/log/jobcomp.txt\n"
                         << "    timeout: 500ms\n";
     source_.init({"--cluster-config", tiny});
     east_.init({"--cluster-config", east});
@@ -206,6 +210,29 @@ TEST_F(SlurmBackend, AWorkloadRunsAsOneTaggedSlurmJobItsOutputIsReadAtTheSourceA
   CommandResult logs = source_.ctl({"logs", "default/hello"});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_EQ(logs.out, "hello from east\n");
+}
+
+// east's manifest leaves outputDir out, and east runs as root with its
+// private data directory, while the jobs run as slurmrestd's user.
+class SlurmBackendDefaults : public SlurmBackend {
+ protected:
+  bool default_output_dir() const override { return true; }
+  void TearDown() override {
+    SlurmBackend::TearDown();
+    std::filesystem::remove_all("/var/tmp/shoal-east-slurm-output");
+  }
+};
+
+TEST_F(SlurmBackendDefaults, WithoutOutputDirAJobRunsAndItsOutputAndExitCodeReachTheSource) {
+  std::string uid = submit("plain", "resources: {cpu: \"1\", memory: 128Mi}, "
+                                    "command: [sh, -c, 'echo plain at $SHOAL_CLUSTER; exit 4']");
+  ASSERT_FALSE(uid.empty());
+  ASSERT_TRUE(wait_until([&] { return phase("plain") == "Failed"; }, 30s)) << phase("plain");
+  json described = describe("plain");
+  EXPECT_EQ(described["status"]["exitCode"], 4) << described.dump();
+  CommandResult logs = source_.ctl({"logs", "default/plain"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "plain at east\n");
 }
 
 TEST_F(SlurmBackend, DeleteAtTheSourceCancelsTheSlurmJob) {

@@ -211,7 +211,10 @@ TEST_F(SimulationTest, FaultsAreInjectedAndEveryInvariantHolds) {
     SimResult result = run_simulation(scenario, {});
     ASSERT_TRUE(result.findings.empty()) << "seed " << seed << findings_of(result);
     EXPECT_EQ(result.submitted, 40);
-    EXPECT_EQ(result.succeeded + result.failed, result.submitted);
+    // Every job of the scenario exits 0: crashes, lost messages and lost
+    // copies may delay one, never fail it.
+    EXPECT_EQ(result.succeeded, result.submitted) << "seed " << seed;
+    EXPECT_EQ(result.failed, 0) << "seed " << seed;
     // The faults bit: agents crashed and messages were lost.
     EXPECT_GT(result.engine.crashes, 0u) << "seed " << seed;
     EXPECT_GT(result.network.dropped + result.network.dropped_by_cut, 0u) << "seed " << seed;

@@ -205,7 +205,16 @@ Result<std::unique_ptr<SlurmRunner>> SlurmRunner::create(SlurmRunnerOptions opti
   std::error_code error;
   fs::create_directories(options.state_dir, error);
   if (error) return internal_error("cannot create " + options.state_dir + ": " + error.message());
-  if (!fs::exists(options.output_dir)) {
+  if (fs::exists(options.output_dir)) {
+    // Jobs' output is read back from here: a folder someone else made (in
+    // /var/tmp, say) could hand the agent anyone's files.
+    struct stat info {};
+    if (::stat(options.output_dir.c_str(), &info) == 0 && info.st_uid != 0 && info.st_uid != ::geteuid()) {
+      return invalid_argument("cluster manifest spec.slurm.outputDir: " + options.output_dir +
+                              " belongs to uid " + std::to_string(info.st_uid) +
+                              ", expected this agent's user or root");
+    }
+  } else {
     fs::create_directories(options.output_dir, error);
     if (error) return internal_error("cannot create " + options.output_dir + ": " + error.message());
     // Jobs run as Slurm's user for them (over a unix socket, slurmrestd's),
@@ -554,6 +563,15 @@ std::optional<WorkloadEvent> SlurmRunner::outcome(const std::string& key, const 
   if (job->state == "FAILED" && job->signal == 0 && job->exit_code != 0) {
     return WorkloadEvent{key, WorkloadEventKind::kFailed, now, job->exit_code,
                          "exited with code " + std::to_string(job->exit_code) + " (" + which + ")"};
+  }
+  // Slurm could not start the job at all (its output folder out of the
+  // job user's reach, a node that cannot run it): the exit code Slurm gives
+  // then (signal 53 and the like) is slurmstepd's, not the job's.
+  if (job->state_reason == "JobLaunchFailure") {
+    return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
+                         "Slurm could not launch it: JobLaunchFailure (" + which + ", " + job->state +
+                             "; slurmd's log on node " + (job->nodes.empty() ? "?" : job->nodes) +
+                             " says why)"};
   }
   if (job->signal != 0) {
     return WorkloadEvent{key, WorkloadEventKind::kFailed, now, 128 + job->signal,

@@ -68,7 +68,7 @@ struct SlurmRunnerOptions {
   SlurmClientOptions client;
   std::string cluster_name;
   std::string state_dir;   // <data>/slurm: the submission markers
-  std::string output_dir;  // spec.outputDir or <data>/slurm-output
+  std::string output_dir;  // spec.outputDir or /var/tmp/shoal-<cluster>-slurm-output
   std::chrono::milliseconds poll_interval{250};
   // How long a finished copy's output outlives the agent's record of it.
   std::chrono::seconds keep_finished = std::chrono::hours(1);
