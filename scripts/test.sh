@@ -2,11 +2,12 @@
 # The whole test suite, as CI runs it:
 #  1. builds and runs ctest: unit, property, fuzz-corpus replay, chaos-checker
 #     and integration tests (real shoald processes on 127.0.0.1);
-#  2. the unit and integration tests again under AddressSanitizer + UBSan
-#     (scripts/sanitize.sh, a clang build in build-asan/);
-#  3. every libFuzzer target for 30 s (scripts/fuzz.sh);
-#  4. a 3-minute chaos run (scripts/chaos.sh): kills and pauses of five
-#     agents, judged from their durable records.
+#  2. a 3-minute chaos run (scripts/chaos.sh): kills and pauses of five
+#     agents, judged from their durable records;
+#  3. the unit and integration tests again under AddressSanitizer + UBSan
+#     (scripts/sanitize.sh, a clang build in build-asan/), built at low
+#     priority while 1 and 2 run: they mostly wait on timers and processes;
+#  4. every libFuzzer target for 30 s, one per core at a time (scripts/fuzz.sh).
 # A stage whose tests fail does not stop the next; the run ends with one
 # line over every stage, "N passed, N failed", and fails if any did.
 # SHOAL_QUICK=1 stops after step 1 (the inner loop while developing).
@@ -43,24 +44,39 @@ summary() {
   exit 0
 }
 
-stage "build and ctest"
+stage "build"
 bash scripts/build.sh
 BUILD_DIR="${SHOAL_BUILD_DIR:-build}"
+asan_build=""
+if [ "${SHOAL_QUICK:-0}" != 1 ]; then
+  stage "ASan + UBSan build started beside the tests (log: $LOGS/asan-build.log)"
+  nice -n 15 bash scripts/sanitize.sh --build-only >"$LOGS/asan-build.log" 2>&1 &
+  asan_build=$!
+  # Interrupted, the build beside must not outlive the run.
+  trap 'kill "$asan_build" 2>/dev/null || true' EXIT
+fi
+stage "ctest"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" --timeout 600) 2>&1 | tee "$LOGS/ctest.log" || true
 count_ctest ctest "$LOGS/ctest.log"
 if [ "${SHOAL_QUICK:-0}" = 1 ]; then summary; fi
 
+stage "chaos, ${SHOAL_CHAOS_DURATION:-3m}"
+status=0
+bash scripts/chaos.sh --duration "${SHOAL_CHAOS_DURATION:-3m}" --quiet || status=$?
+count_one chaos "$status"
+
+stage "waiting for the ASan + UBSan build"
+if ! wait "$asan_build"; then
+  tail -n 40 "$LOGS/asan-build.log"
+  count_one "ASan + UBSan build" 1
+  summary
+fi
 stage "ASan + UBSan: unit and integration tests"
-bash scripts/sanitize.sh 2>&1 | tee "$LOGS/sanitize.log" || true
+bash scripts/sanitize.sh --test-only 2>&1 | tee "$LOGS/sanitize.log" || true
 count_ctest "ASan + UBSan" "$LOGS/sanitize.log"
 
 stage "fuzzers, ${SHOAL_FUZZ_SECONDS:-30}s each"
 status=0
 bash scripts/fuzz.sh || status=$?
 count_one fuzzers "$status"
-
-stage "chaos, ${SHOAL_CHAOS_DURATION:-3m}"
-status=0
-bash scripts/chaos.sh --duration "${SHOAL_CHAOS_DURATION:-3m}" --quiet || status=$?
-count_one chaos "$status"
 summary

@@ -24,6 +24,13 @@ fail() { echo "package test: $*" >&2; exit 1; }
 
 deb=$(SHOAL_BUILD_DIR="$BUILD_DIR" bash "$SOURCE_DIR/scripts/package.sh")
 [ -f "$deb" ] || fail "no package built ($deb)"
+# Each maintainer script on its own, before anything runs them.
+CONTROL="$SCRATCH/control"
+dpkg-deb -e "$deb" "$CONTROL"
+for script in postinst prerm postrm; do
+  [ -x "$CONTROL/$script" ] || fail "$script is missing or not executable"
+  sh -n "$CONTROL/$script" 2>"$SCRATCH/syntax" || fail "$script: $(cat "$SCRATCH/syntax")"
+done
 if [ "$(id -u)" -eq 0 ]; then
   if dpkg-query -W -f='${Status}' shoal 2>/dev/null | grep -q "ok installed"; then
     fail "a shoal package is installed on this machine already; this test installs and purges its own"
@@ -49,15 +56,9 @@ control=$(dpkg-deb -f "$deb" Package Depends)
 grep -q "^Package: shoal$" <<<"$control" || fail "package name: $control"
 grep -q "adduser" <<<"$control" || fail "Depends lacks adduser: $control"
 grep -q "libzmq5" <<<"$control" || fail "Depends lacks the shared libraries: $control"
-CONTROL="$SCRATCH/control"
-dpkg-deb -e "$deb" "$CONTROL"
 grep -q "adduser --system --group --home /var/lib/shoal" "$CONTROL/postinst" || fail "postinst does not create the shoal user"
 grep -q "chmod 0700 /var/lib/shoal" "$CONTROL/postinst" || fail "postinst does not make /var/lib/shoal 0700"
 grep -q "mkdir -p /var/lib/shoal /etc/shoal" "$CONTROL/postinst" || fail "postinst does not create /etc/shoal"
-for script in postinst prerm postrm; do
-  [ -x "$CONTROL/$script" ] || fail "$script is missing or not executable"
-  sh -n "$CONTROL/$script" 2>"$SCRATCH/syntax" || fail "$script: $(cat "$SCRATCH/syntax")"
-done
 grep -q "^ExecStart=/usr/bin/shoald run --data /var/lib/shoal$" "$ROOT/usr/lib/systemd/system/shoald.service" ||
   fail "unit ExecStart"
 grep -q "^User=shoal$" "$ROOT/usr/lib/systemd/system/shoald.service" || fail "unit User"
