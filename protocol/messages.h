@@ -154,10 +154,37 @@ enum class CopyCondition : uint8_t {
   kReleased,         // the target let it go for its source (a newer epoch, a delete)
   kOther,            // from a newer sender
   kStartFailed,      // the cluster could not launch it once it was bound
+  kNodeFailed,       // its node failed (Slurm NODE_FAIL, BOOT_FAIL)
+  kEvicted,          // the cluster ended it for its own reasons (scancel by another user)
+  kPreempted,        // the cluster's scheduler took its room for other work
 };
 inline constexpr std::string_view kCopyConditionNames[] = {
-    "None",          "LeaseExpired", "DeletedAtTarget", "Revoked",
-    "LostOnRestart", "Released",     "Other",           "StartFailed"};
+    "None",          "LeaseExpired", "DeletedAtTarget", "Revoked",    "LostOnRestart", "Released",
+    "Other",         "StartFailed",  "NodeFailed",      "Evicted",    "Preempted"};
+
+// Whether a copy that ended so ended for a reason that was not its job's
+// own: its source places it again whatever its restartPolicy, counting a
+// disruption rather than a restart (docs/lifecycle.md, "Whose end is it").
+// Its own ends are an exit code (kNone) and a launch that failed
+// (kStartFailed, which follows the restart rules of a lost copy).
+constexpr bool is_disruption(CopyCondition condition) {
+  switch (condition) {
+    case CopyCondition::kLeaseExpired:
+    case CopyCondition::kDeletedAtTarget:
+    case CopyCondition::kRevoked:
+    case CopyCondition::kLostOnRestart:
+    case CopyCondition::kNodeFailed:
+    case CopyCondition::kEvicted:
+    case CopyCondition::kPreempted:
+      return true;
+    case CopyCondition::kNone:
+    case CopyCondition::kReleased:
+    case CopyCondition::kOther:
+    case CopyCondition::kStartFailed:
+      return false;
+  }
+  return false;
+}
 
 // What a sender that predates the code fields meant, from its text (the
 // only place a reason's text is read): protocol version 1 without field 4

@@ -57,7 +57,11 @@ struct WorkloadRecord {
   bool deleting = false;           // `shoalctl delete` asked; remote copies are being stopped
   // External dispatcher: the clusters an operator nominated (nullopt: none yet).
   std::optional<std::vector<std::string>> nominations;
-  int32_t restarts = 0;  // times re-placed after its copy failed or was lost
+  int32_t restarts = 0;  // times re-placed after its own failure (restartPolicy), or a failed launch
+  // Times re-placed after an end its job did not cause: its copy deleted or
+  // evicted at the target, its node failed, lost on the target's restart,
+  // fenced off, or given up with a silent target (protocol::is_disruption).
+  int32_t disruptions = 0;
   TimePoint restart_at{};  // restartPolicy backoff: no new round before this, room or not
   // numberOfClusters > 1: the workload's row is a group (no rounds of its
   // own; phase and reason summarize its copies) and each copy is a row of

@@ -84,6 +84,11 @@ const char* const kMigrations[] = {
       WHEN message LIKE 'Released%' THEN 5
       ELSE 0 END;
     )sql",
+    // 5 -> 6: ends a workload's job did not cause (evictions, node failures,
+    // lost copies), counted apart from restarts.
+    R"sql(
+    ALTER TABLE workloads ADD COLUMN disruptions INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 
 // Stored JSON never throws on the way in: bytes that are not UTF-8 (which
@@ -320,7 +325,8 @@ Statement& bind_status(Statement& s, const WorkloadRecord& w) {
       .bind(17, int64_t{w.deleting ? 1 : 0})
       .bind(18, w.nominations ? nodes_to_text(*w.nominations) : std::string())
       .bind(19, int64_t{w.restarts})
-      .bind(22, to_millis(w.restart_at));
+      .bind(22, to_millis(w.restart_at))
+      .bind(23, int64_t{w.disruptions});
 }
 
 }  // namespace
@@ -331,8 +337,8 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
                    "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
                    "finished_at, exit_code, status_generation, deleting, nominations, restarts, parent, "
-                   "copy_index, restart_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                   "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"));
+                   "copy_index, restart_at, disruptions) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                   "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"));
   return bind_status(s, w)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
@@ -349,7 +355,7 @@ Status SqliteStore::update_workload_status(const WorkloadRecord& w) {
       db_->prepare("UPDATE workloads SET phase = ?5, epoch = ?6, winner = ?7, cluster = ?8, "
                    "nodes = ?9, reason = ?10, updated_at = ?12, started_at = ?13, "
                    "finished_at = ?14, exit_code = ?15, status_generation = ?16, deleting = ?17, "
-                   "nominations = ?18, restarts = ?19, restart_at = ?22 WHERE uid = ?1"));
+                   "nominations = ?18, restarts = ?19, restart_at = ?22, disruptions = ?23 WHERE uid = ?1"));
   SHOAL_RETURN_IF_ERROR(bind_status(s, w).run());
   if (db_->changes() == 0) return not_found("workload " + w.uid + " is not stored");
   return Status::ok();
@@ -365,7 +371,8 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
       Statement s,
       db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
                    "updated_at, started_at, finished_at, exit_code, status_generation, deleting, "
-                   "nominations, restarts, parent, copy_index, restart_at FROM workloads ORDER BY created_at, uid"));
+                   "nominations, restarts, parent, copy_index, restart_at, disruptions FROM workloads "
+                   "ORDER BY created_at, uid"));
   std::vector<WorkloadRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
@@ -401,6 +408,7 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
     w.parent = s.column_text(17);
     w.copy_index = static_cast<int32_t>(s.column_int(18));
     w.restart_at = from_millis(s.column_int(19));
+    w.disruptions = static_cast<int32_t>(s.column_int(20));
     out.push_back(std::move(w));
   }
   return out;

@@ -288,7 +288,7 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
   }
   bool wide = o.output == "wide";
   std::vector<std::string> header = {"NAMESPACE", "NAME", "PHASE", "CLUSTER", "AGE"};
-  if (wide) header.insert(header.end(), {"NODES", "EPOCH", "RESTARTS", "UID", "REASON"});
+  if (wide) header.insert(header.end(), {"NODES", "EPOCH", "RESTARTS", "DISRUPTIONS", "UID", "REASON"});
   Table table(header);
   for (const auto& item : items) {
     const auto& status = item["status"];
@@ -299,7 +299,8 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
     if (wide) {
       std::string reason = status["reason"];
       row.insert(row.end(), {join(status["nodes"]), std::to_string(status["epoch"].get<int>()),
-                             std::to_string(status.value("restarts", 0)), item["metadata"]["uid"],
+                             std::to_string(status.value("restarts", 0)),
+                             std::to_string(status.value("disruptions", 0)), item["metadata"]["uid"],
                              reason.empty() ? "-" : reason});
     }
     table.add(row);
@@ -573,16 +574,18 @@ int cmd_describe_workload(const Options& o, const std::string& target) {
             << "  Finished:   " << status["finishedAt"].get<std::string>() << "\n"
             << "  Exit code:  " << status["exitCode"].get<int>() << "\n"
             << "  Restarts:   " << status.value("restarts", 0) << "\n"
+            << "  Disruptions: " << status.value("disruptions", 0) << "\n"
             << "  Reason:     " << status["reason"].get<std::string>() << "\n";
   if (status.contains("copies")) {
     std::cout << "Copies:\n";
-    Table copies({"  COPY", "PHASE", "CLUSTER", "NODES", "EPOCH", "RESTARTS", "EXIT", "REASON"});
+    Table copies({"  COPY", "PHASE", "CLUSTER", "NODES", "EPOCH", "RESTARTS", "DISRUPTIONS", "EXIT", "REASON"});
     for (const auto& copy : status["copies"]) {
       std::string cluster = copy["cluster"], reason = copy["reason"];
       copies.add({"  " + std::to_string(copy["copy"].get<int>()), copy["phase"],
                   cluster.empty() ? "-" : cluster, join(copy["nodes"]),
                   std::to_string(copy["epoch"].get<int>()), std::to_string(copy["restarts"].get<int>()),
-                  std::to_string(copy["exitCode"].get<int>()), reason.empty() ? "-" : reason});
+                  std::to_string(copy.value("disruptions", 0)), std::to_string(copy["exitCode"].get<int>()),
+                  reason.empty() ? "-" : reason});
     }
     copies.print(std::cout);
   }

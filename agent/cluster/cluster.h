@@ -40,12 +40,23 @@ struct CapacitySummary {
 // others' work held on a shared backend is free again.
 enum class WorkloadEventKind { kStarted, kSucceeded, kFailed, kLost, kStopped };
 
+// Who ended a kFailed copy: the job itself (its exit code, its own process
+// killed for memory), or the cluster around it. A copy the cluster ended is
+// placed again by its source whatever its restartPolicy.
+enum class EndCause : uint8_t {
+  kOwn = 0,     // the job: an exit code, or a signal its own process earned
+  kNodeFailed,  // its node failed under it
+  kEvicted,     // the cluster's people or policies ended it (a cancel not ours)
+  kPreempted,   // the cluster's scheduler gave its room to other work
+};
+
 struct WorkloadEvent {
   std::string key;
   WorkloadEventKind kind;
   TimePoint at;
   int32_t exit_code = 0;
   std::string message;
+  EndCause cause = EndCause::kOwn;  // kFailed only
 };
 
 // One launch of a reserved workload. Launching the same (uid, epoch) again —

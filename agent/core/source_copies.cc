@@ -203,10 +203,10 @@ void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint
 void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) {
   store::WorkloadRecord& record = workload.record;
   if (!record.winner.empty()) workload.lost_copies.emplace(record.winner, record.epoch);
-  record.restarts += 1;
+  record.disruptions += 1;
   record_event(record.uid, why + "; placing it again under a new epoch");
   workload.pending_attempts = 0;
-  start_round(workload);  // persists the new round (or Pending), restarts included
+  start_round(workload);  // persists the new round (or Pending), disruptions included
   if (record.phase == model::Phase::kPending) {
     record.reason = why + "; " + record.reason;
     persist(record);
@@ -215,23 +215,33 @@ void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) 
 
 void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition) {
   store::WorkloadRecord& record = workload.record;
-  // A copy fenced off, or one the cluster could not launch, never finished
-  // its work: it is placed again whatever the policy. Everything else (an
-  // exit code, an operator's delete, an eviction) follows restartPolicy.
-  bool fenced = condition == protocol::CopyCondition::kLeaseExpired;
+  // An end its job did not cause (an eviction or delete at the target, its
+  // node failed, lost on the target's restart, fenced off) is placed again
+  // whatever restartPolicy says, counted as a disruption, and not at that
+  // target for a while. A copy the cluster could not launch is placed again
+  // too (a restart). The job's own failure, an exit code, follows
+  // restartPolicy.
+  bool disrupted = protocol::is_disruption(condition);
   bool never_started = condition == protocol::CopyCondition::kStartFailed;
-  if (record.deleting || (!fenced && !never_started &&
+  if (record.deleting || (!disrupted && !never_started &&
                           record.spec.restart_policy != model::RestartPolicy::kOnFailure)) {
     return;
   }
-  record.restarts += 1;
-  Duration wait = backoff(record.restarts - 1);
-  std::string why = fenced          ? " (its copy was fenced off)"
-                    : never_started ? " (its copy could not be started)"
-                                    : " (restartPolicy OnFailure)";
-  record_event(record.uid,
-               "restart " + std::to_string(record.restarts) + " in " + format_duration(wait) + why);
-  record.reason = "restarting after: " + record.reason;
+  int32_t& count = disrupted ? record.disruptions : record.restarts;
+  count += 1;
+  Duration wait = backoff(count - 1);
+  std::string why;
+  if (disrupted) {
+    why = " (" + std::string(protocol::kCopyConditionNames[static_cast<int>(condition)]) + " at " +
+          record.cluster + ": not its own failure; not placed there again for " +
+          format_duration(kAvoidDisruptingTarget) + ")";
+    if (!record.winner.empty()) workload.avoid_until[record.winner] = clock_.now() + kAvoidDisruptingTarget;
+  } else {
+    why = never_started ? " (its copy could not be started)" : " (restartPolicy OnFailure)";
+  }
+  record_event(record.uid, std::string(disrupted ? "disruption " : "restart ") + std::to_string(count) +
+                               " in " + format_duration(wait) + why);
+  record.reason = (disrupted ? "placing again after: " : "restarting after: ") + record.reason;
   record.phase = model::Phase::kPending;
   record.winner.clear();
   record.cluster.clear();

@@ -545,7 +545,7 @@ void SourceRole::update_group(const std::string& group_uid) {
   std::string clusters, reasons;
   std::vector<std::string> nodes;
   uint64_t epoch = 0;
-  int32_t restarts = 0, exit_code = 0;
+  int32_t restarts = 0, disruptions = 0, exit_code = 0;
   int64_t started = 0, finished = 0;
   bool all_finished = true;
   for (const auto& copy : copies) {
@@ -556,6 +556,7 @@ void SourceRole::update_group(const std::string& group_uid) {
     nodes.insert(nodes.end(), copy.nodes.begin(), copy.nodes.end());
     epoch = std::max(epoch, copy.epoch);
     restarts += copy.restarts;
+    disruptions += copy.disruptions;
     if (exit_code == 0) exit_code = copy.exit_code;
     if (copy.started_at_ms && (!started || copy.started_at_ms < started))
       started = copy.started_at_ms;
@@ -576,12 +577,14 @@ void SourceRole::update_group(const std::string& group_uid) {
   updated.nodes = std::move(nodes);
   updated.epoch = epoch;
   updated.restarts = restarts;
+  updated.disruptions = disruptions;
   updated.exit_code = exit_code;
   updated.started_at_ms = started;
   updated.finished_at_ms = all_finished ? finished : 0;
   if (updated.phase == group.phase && updated.cluster == group.cluster &&
       updated.reason == group.reason && updated.nodes == group.nodes &&
       updated.epoch == group.epoch && updated.restarts == group.restarts &&
+      updated.disruptions == group.disruptions &&
       updated.finished_at_ms == group.finished_at_ms &&
       updated.started_at_ms == group.started_at_ms) {
     return;

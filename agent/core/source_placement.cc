@@ -178,10 +178,19 @@ SourceRole::RankedTargets SourceRole::rank_targets(const store::WorkloadRecord& 
   std::set<std::string> siblings = sibling_places(record);
   std::vector<model::ClusterCandidate> candidates;
   std::map<std::string, std::string> peer_by_name;
+  auto self = workloads_.find(record.uid);
+  TimePoint now = clock_.now();
   for (LiveCluster& live : inventory) {
     if (!live.unavailable.empty()) {
       out.reason += " " + live.candidate.name + "=" + live.unavailable;
       continue;
+    }
+    if (self != workloads_.end()) {
+      auto avoided = self->second.avoid_until.find(live.peer_id);
+      if (avoided != self->second.avoid_until.end() && now < avoided->second) {
+        out.reason += " " + live.candidate.name + "=DisruptedItRecently";
+        continue;
+      }
     }
     live.candidate.placed = siblings.count(live.peer_id) > 0;
     peer_by_name[live.candidate.name] = live.peer_id;

@@ -176,6 +176,9 @@ class SourceRole {
     // one's outcome arrives while no other copy runs, it is kept (in memory
     // only; after a restart a late outcome is ignored and the work re-placed).
     std::set<std::pair<std::string, uint64_t>> lost_copies;
+    // Targets that ended a copy of it for a reason not its job's own
+    // (on_copy_failed), and until when no round asks them (memory only).
+    std::map<std::string, TimePoint> avoid_until;
     // The envelope of the newest STATUS taken from the winner (memory
     // only): a HOLDINGS sealed before it is a snapshot older than what we
     // know, and cannot show the copy lost (on_holdings).
@@ -309,8 +312,11 @@ class SourceRole {
   // on a change of phase).
   void take_copy_status(SourceWorkload& workload, const protocol::WorkloadStatus& message);
   // The copy failed: restartPolicy decides whether it is placed again,
-  // unless `condition` says it never did its work (fenced off, not started).
+  // unless `condition` says its job did not cause the end (a disruption,
+  // placed again and kept from that target for kAvoidDisruptingTarget) or
+  // the cluster could not start it.
   void on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition);
+  static constexpr Duration kAvoidDisruptingTarget = std::chrono::minutes(5);
   void send_digests(TimePoint now);
   Duration digest_interval() const;
   Duration silent_for(const std::string& peer_id) const {

@@ -28,6 +28,21 @@ model::Phase to_phase(store::ReservationPhase phase) {
   return model::Phase::kFailed;
 }
 
+// The wire's name for an end the cluster caused (EndCause::kOwn has none).
+protocol::CopyCondition condition_of(cluster::EndCause cause) {
+  switch (cause) {
+    case cluster::EndCause::kNodeFailed:
+      return protocol::CopyCondition::kNodeFailed;
+    case cluster::EndCause::kEvicted:
+      return protocol::CopyCondition::kEvicted;
+    case cluster::EndCause::kPreempted:
+      return protocol::CopyCondition::kPreempted;
+    case cluster::EndCause::kOwn:
+      break;
+  }
+  return protocol::CopyCondition::kNone;
+}
+
 }  // namespace
 
 void TargetRole::fail_copy(TargetReservation& reservation, protocol::CopyCondition condition,
@@ -294,6 +309,11 @@ void TargetRole::apply_cluster_events() {
         record.finished_at_ms = to_millis(event.at);
         record.exit_code = event.exit_code;
         record.message = event.message;
+        if (event.kind == cluster::WorkloadEventKind::kFailed && event.cause != cluster::EndCause::kOwn) {
+          protocol::CopyCondition condition = condition_of(event.cause);
+          record.condition = static_cast<uint8_t>(condition);
+          record.message = std::string(protocol::kCopyConditionNames[record.condition]) + ": " + event.message;
+        }
         capacity_changed_ = true;
         break;
     }

@@ -481,7 +481,8 @@ json workload_to_json(const store::WorkloadRecord& record) {
             {"startedAt", optional_time(record.started_at_ms)},
             {"finishedAt", optional_time(record.finished_at_ms)},
             {"exitCode", record.exit_code},
-            {"restarts", record.restarts}}}};
+            {"restarts", record.restarts},
+            {"disruptions", record.disruptions}}}};
 }
 
 json log_reply(const Result<cluster::LogChunk>& chunk) {

@@ -284,6 +284,55 @@ TEST_F(SlurmBackend, ATargetKilledAndRestartedReadoptsItsJobWhichFinishesOnce) {
   EXPECT_EQ(logs.out, "done\n") << logs.err;
 }
 
+// A node that fails under a job is not the job's failure: under the
+// default restartPolicy Never the source places it again, not at east
+// (which just lost it), and it succeeds at west.
+TEST_F(SlurmBackend, AJobWhoseNodeFailsIsPlacedAgainElsewhereAndSucceeds) {
+  std::string uid = submit("steady", "resources: {cpu: \"1\"}, duration: 2s, "
+                                     "command: [sh, -c, 'sleep 300']");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto jobs = jobs_of("/" + uid);
+        return jobs.size() == 1 && jobs[0].state == "RUNNING" && phase("steady") == "Running";
+      },
+      30s));
+  std::string node = jobs_of("/" + uid)[0].nodes;
+  // west (the sim backend: the workload's duration, 2 s) only now, so the
+  // first placement was east's.
+  std::string plain = dir_.path() + "/west.yaml";
+  std::ofstream(plain) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: west}\n"
+                          "spec:\n  nodes:\n  - {name: w, count: 1, capacity: {cpu: \"4\", memory: 8Gi}}\n";
+  AgentProcess west{"west", dir_.path()};
+  west.init({"--cluster-config", plain});
+  west.set_config("heartbeatInterval", "300ms");
+  ASSERT_TRUE(west.start()) << west.log();
+  CommandResult token = west.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  ASSERT_EQ(source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code, 0);
+
+  std::string scontrol = "SLURM_CONF=" + dev_slurm().dir() + "/etc/slurm.conf scontrol update NodeName=" + node;
+  run_shell(scontrol + " State=DOWN Reason=shoal-test 2>&1");
+  struct Resume {
+    std::string command;
+    ~Resume() { run_shell(command + " State=RESUME 2>&1"); }
+  } resume{scontrol};
+  ASSERT_TRUE(wait_until([&] {
+    auto jobs = jobs_of("/" + uid);
+    return jobs.size() == 1 && jobs[0].state == "NODE_FAIL";
+  }, 30s)) << "Slurm ended the job NODE_FAIL";
+  ASSERT_TRUE(wait_until([&] { return phase("steady") == "Succeeded"; }, 60s)) << describe("steady").dump(2);
+  json described = describe("steady");
+  EXPECT_EQ(described["status"]["cluster"], "west");
+  EXPECT_EQ(described["status"]["disruptions"], 1);
+  EXPECT_EQ(described["status"]["restarts"], 0);
+  bool told = false;
+  for (const auto& event : described["events"]) {
+    told |= event["text"].get<std::string>().find("NodeFailed at east") != std::string::npos;
+  }
+  EXPECT_TRUE(told) << described["events"].dump(2);
+  west.stop();
+}
+
 TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
   // Local users, straight to Slurm: every cpu of every node.
   slurm::SlurmRestClient client(options());

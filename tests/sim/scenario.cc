@@ -74,6 +74,8 @@ std::string describe(const Fault& fault) {
       return out + "lossy links (drop " + std::to_string(fault.link.drop) + ", duplicate " +
              std::to_string(fault.link.duplicate) + ", reorder " +
              std::to_string(fault.link.reorder) + ")" + length;
+    case Fault::Kind::kEvict:
+      return out + "a" + std::to_string(fault.agent) + " evicts a copy it runs for another agent";
   }
   return out;
 }
@@ -224,6 +226,22 @@ Scenario make_scenario(const ScenarioOptions& options) {
       fault.length = std::min(fault.length, Duration(end - at));
       out.faults.push_back(std::move(fault));
     }
+    // Evictions, about one every 8 s, from a stream of their own so that
+    // the faults above are the same as without them.
+    std::mt19937_64 evictions(options.seed ^ 0x65766963746564ULL);
+    auto evict_uniform = [&](int64_t lo, int64_t hi) {
+      return std::uniform_int_distribution<int64_t>(lo, hi)(evictions);
+    };
+    for (int64_t at = out.warmup.count() + evict_uniform(2000, 14000); at < end;
+         at += evict_uniform(2000, 14000)) {
+      Fault fault;
+      fault.at = Duration(at);
+      fault.kind = Fault::Kind::kEvict;
+      fault.agent = static_cast<uint32_t>(evict_uniform(0, n - 1));
+      out.faults.push_back(std::move(fault));
+    }
+    std::stable_sort(out.faults.begin(), out.faults.end(),
+                     [](const Fault& a, const Fault& b) { return a.at < b.at; });
   }
   return out;
 }

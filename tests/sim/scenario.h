@@ -61,10 +61,12 @@ struct TraceJob {
 };
 
 struct Fault {
-  enum class Kind { kCrash, kCrashInStep, kFreeze, kPartition, kCut, kLossyLinks };
+  // kEvict: the agent's operator deletes one copy it runs for another
+  // agent (DeletedAtTarget), an end the job did not cause.
+  enum class Kind { kCrash, kCrashInStep, kFreeze, kPartition, kCut, kLossyLinks, kEvict };
   Duration at;
   Kind kind;
-  uint32_t agent = 0;          // crash, freeze; cut: from
+  uint32_t agent = 0;          // crash, freeze, evict; cut: from
   uint32_t other = 0;          // cut: to
   Duration length{0};          // down, frozen, cut, partitioned or lossy this long
   std::vector<uint32_t> side;  // partition: one side

@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   app.add_option("--sigma", o.duration_sigma, "lognormal shape of run times")
       ->capture_default_str();
   app.add_flag("--faults", o.faults,
-               "crashes, pauses, partitions, cuts, lossy links during arrivals");
+               "crashes, pauses, partitions, cuts, lossy links, evictions during arrivals");
   app.add_flag("--fast-timers", o.fast_timers,
                "lifecycle timers in seconds (lease 2s, worker lost 6s)");
   app.add_option("--skew", skew, "clocks differ by up to this")->capture_default_str();
@@ -274,6 +274,7 @@ int main(int argc, char** argv) {
         {"steps", result.engine.steps},
         {"deliveries", result.engine.deliveries},
         {"crashes", result.engine.crashes},
+        {"evictions", result.evictions},
         {"messagesLost", result.network.dropped + result.network.dropped_by_cut},
         {"faults", scenario.faults.size()},
         {"findings", result.findings},

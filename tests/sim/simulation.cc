@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -160,6 +161,26 @@ void Run::schedule_faults() {
         federation_.at(
             until, [this, f = fault.agent, t = fault.other] { federation_.network().heal(f, t); });
         break;
+      case Fault::Kind::kEvict: {
+        // The operator at `agent` deletes the first copy it runs for
+        // another agent (DeletedAtTarget), naming its source's cluster.
+        std::map<std::string, std::string> cluster_of;
+        for (const auto& other : federation_.agents()) cluster_of[other->id] = other->name;
+        auto evicted = std::make_shared<bool>(false);
+        federation_.at_control(
+            at, *agent,
+            [cluster_of = std::move(cluster_of), evicted](core::Agent& target) {
+              for (const store::ReservationRecord& r : target.reservations()) {
+                if (r.phase != store::ReservationPhase::kRunning || r.source == target.self_id()) continue;
+                auto source = cluster_of.find(r.source);
+                if (source == cluster_of.end()) continue;
+                *evicted = target.stop_hosted(r.spec.namespace_name, r.spec.name, source->second).is_ok();
+                if (*evicted) return;
+              }
+            },
+            [this, evicted](bool) { result_.evictions += *evicted ? 1 : 0; });
+        break;
+      }
       case Fault::Kind::kLossyLinks:
         federation_.at(at, [this, link = fault.link] { federation_.network().set_faults(link); });
         federation_.at(until, [this, link = fault.link] {

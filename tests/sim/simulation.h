@@ -69,6 +69,7 @@ struct SimResult {
   int succeeded = 0;
   int failed = 0;
   int repeated_successes = 0;            // see chaos::check
+  int evictions = 0;                     // copies the faults deleted at their targets
   bool time_boxed = false;               // stopped at RunOptions::stop_at
   size_t open_at_stop = 0;               // jobs not yet ended then; SIZE_MAX: unknown
   std::vector<std::string> explanation;  // RunOptions::explain

@@ -215,8 +215,10 @@ TEST_F(SimulationTest, FaultsAreInjectedAndEveryInvariantHolds) {
     // copies may delay one, never fail it.
     EXPECT_EQ(result.succeeded, result.submitted) << "seed " << seed;
     EXPECT_EQ(result.failed, 0) << "seed " << seed;
-    // The faults bit: agents crashed and messages were lost.
+    // The faults bit: agents crashed, copies were evicted (each placed
+    // again: none of the jobs failed) and messages were lost.
     EXPECT_GT(result.engine.crashes, 0u) << "seed " << seed;
+    EXPECT_GT(result.evictions, 0) << "seed " << seed;
     EXPECT_GT(result.network.dropped + result.network.dropped_by_cut, 0u) << "seed " << seed;
   }
 }

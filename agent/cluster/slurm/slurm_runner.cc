@@ -573,15 +573,30 @@ std::optional<WorkloadEvent> SlurmRunner::outcome(const std::string& key, const 
                              "; slurmd's log on node " + (job->nodes.empty() ? "?" : job->nodes) +
                              " says why)"};
   }
+  std::string reason = job->state_reason.empty() || job->state_reason == "None"
+                           ? ""
+                           : ", " + job->state_reason;
+  // Ends the job did not cause, whatever signal they came with: its node
+  // failed, Slurm's scheduler preempted it, or someone at the cluster
+  // cancelled it (a copy this runner stopped is in stopping_, not here).
+  EndCause cause = EndCause::kOwn;
+  if (job->state == "NODE_FAIL" || job->state == "BOOT_FAIL") {
+    cause = EndCause::kNodeFailed;
+  } else if (job->state == "PREEMPTED") {
+    cause = EndCause::kPreempted;
+  } else if (job->state == "CANCELLED") {
+    cause = EndCause::kEvicted;
+  }
+  if (cause != EndCause::kOwn) {
+    return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
+                         "Slurm: " + job->state + " (" + which + reason + ")", cause};
+  }
   if (job->signal != 0) {
     return WorkloadEvent{key, WorkloadEventKind::kFailed, now, 128 + job->signal,
                          "killed by signal " + std::to_string(job->signal) + " (" + which + ", " +
                              job->state + ")"};
   }
-  // Slurm ended it: cancelled by someone else, timed out, its node failed...
-  std::string reason = job->state_reason.empty() || job->state_reason == "None"
-                           ? ""
-                           : ", " + job->state_reason;
+  // Slurm ended it otherwise: its time limit, its memory limit, a deadline.
   return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
                        "Slurm: " + job->state + " (" + which + reason + ")"};
 }

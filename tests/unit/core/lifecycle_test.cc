@@ -38,7 +38,8 @@ TEST(LifecycleTest, PartitionedWinnerStopsItsCopyBeforeTheSourcePlacesANewOne) {
   EXPECT_EQ(record->cluster, "west");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_GT(record->epoch, old_copy->epoch);
-  EXPECT_EQ(record->restarts, 1);
+  EXPECT_EQ(record->disruptions, 1) << "lost with its worker: not its own failure";
+  EXPECT_EQ(record->restarts, 0);
   EXPECT_TRUE(event_contains(*f.source, uid, "worker lost: east"));
   auto new_copy = copy_at(*f.west, uid);
   ASSERT_TRUE(new_copy.has_value());
@@ -163,19 +164,26 @@ TEST(LifecycleTest, OperatorDeleteAtTheTargetFailsTheWorkloadAndOnFailureReplace
   f.world.run_for(2s);
   auto record = f.source->agent->find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
-  EXPECT_EQ(record->restarts, 1);
+  EXPECT_EQ(record->cluster, "west") << "not at the target that deleted it";
+  EXPECT_EQ(record->disruptions, 1);
+  EXPECT_EQ(record->restarts, 0);
 }
 
-TEST(LifecycleTest, OperatorDeleteUnderRestartPolicyNeverLeavesItFailed) {
+// A delete at the target is not the job's failure: under the default
+// restartPolicy Never it is placed again all the same, elsewhere.
+TEST(LifecycleTest, OperatorDeleteAtTheTargetIsPlacedAgainElsewhereEvenUnderNever) {
   Federation f(2s);
   std::string uid = f.submit_long_job();
   ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok());
   f.world.run_for(5s);
   auto record = f.source->agent->find_workload("default", "job");
-  EXPECT_EQ(record->phase, model::Phase::kFailed);
-  EXPECT_EQ(record->reason.rfind("DeletedAtTarget", 0), 0u) << record->reason;
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(record->cluster, "west");
+  EXPECT_EQ(record->disruptions, 1);
   EXPECT_EQ(record->restarts, 0);
-  EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 0);
+  EXPECT_TRUE(event_contains(*f.source, uid, "disruption 1 in"));
+  EXPECT_EQ(running_copies(*f.east, uid), 0);
+  EXPECT_EQ(running_copies(*f.west, uid), 1);
 }
 
 TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
@@ -245,13 +253,18 @@ TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder)
 }
 
 // Whether a failed copy is placed again is decided by its condition code,
-// never by its message, which is text for people.
+// never by its message, which is text for people: every end its job did not
+// cause is placed again as a disruption, a copy that could not start as a
+// restart, and its own failure (kNone: the exit code) follows restartPolicy.
 TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
   using protocol::CopyCondition;
   for (CopyCondition condition :
-       {CopyCondition::kNone, CopyCondition::kLeaseExpired, CopyCondition::kStartFailed}) {
-    // Fenced off or never started: placed again whatever the policy.
-    bool fenced = condition != CopyCondition::kNone;
+       {CopyCondition::kNone, CopyCondition::kLeaseExpired, CopyCondition::kStartFailed,
+        CopyCondition::kDeletedAtTarget, CopyCondition::kRevoked, CopyCondition::kLostOnRestart,
+        CopyCondition::kNodeFailed, CopyCondition::kEvicted, CopyCondition::kPreempted}) {
+    std::string name(protocol::kCopyConditionNames[static_cast<int>(condition)]);
+    bool disrupted = protocol::is_disruption(condition);
+    bool placed_again = condition != CopyCondition::kNone;
     Federation f(0s);
     std::string uid = f.submit_long_job();  // restartPolicy Never
     auto record = f.source->agent->find_workload("default", "job");
@@ -265,14 +278,14 @@ TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
     status.finished_at_ms = status.started_at_ms + 1;
     status.exit_code = -1;
     // The text says the opposite of the code each time.
-    status.message = fenced ? "exited" : "LeaseExpired: no renewal from source";
+    status.message = placed_again ? "exited" : "LeaseExpired: no renewal from source";
     status.condition = condition;
     f.source->agent->handle_wire(
         forge(*f.east, *f.source, status, 1'000'000, f.world.clock().now()));
     record = f.source->agent->find_workload("default", "job");
-    EXPECT_EQ(record->restarts, fenced ? 1 : 0)
-        << protocol::kCopyConditionNames[static_cast<int>(condition)];
-    EXPECT_EQ(record->phase, fenced ? model::Phase::kPending : model::Phase::kFailed);
+    EXPECT_EQ(record->disruptions, disrupted ? 1 : 0) << name;
+    EXPECT_EQ(record->restarts, placed_again && !disrupted ? 1 : 0) << name;
+    EXPECT_EQ(record->phase, placed_again ? model::Phase::kPending : model::Phase::kFailed) << name;
   }
 }
 
@@ -571,8 +584,9 @@ TEST(CopiesTest, LostCopyIsReplacedOnAClusterWithoutASiblingAndSurvivesARestart)
   copies = t.source->agent->copies_of(group->uid);
   EXPECT_NE(copies[0].cluster, lost->name);
   EXPECT_NE(copies[0].cluster, copies[1].cluster);
-  EXPECT_EQ(copies[0].restarts, 1);
-  EXPECT_EQ(copies[1].restarts, 0);
+  EXPECT_EQ(copies[0].disruptions, 1);
+  EXPECT_EQ(copies[1].disruptions, 0);
+  EXPECT_EQ(copies[0].restarts + copies[1].restarts, 0);
   EXPECT_EQ(t.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
 
   t.world.restart(*t.source);

@@ -132,6 +132,7 @@ TEST_F(StoreTest, AStatusUpdateWritesEveryChangingFieldAndKeepsTheSpec) {
   changed.deleting = true;
   changed.nominations = std::vector<std::string>{"east"};
   changed.restarts = 2;
+  changed.disruptions = 3;
   changed.restart_at = from_millis(4000);
   ASSERT_TRUE(store->update_workload_status(changed).is_ok());
   auto loaded = open()->load_workloads();
@@ -154,6 +155,7 @@ TEST_F(StoreTest, AStatusUpdateWritesEveryChangingFieldAndKeepsTheSpec) {
   EXPECT_EQ(got.deleting, changed.deleting);
   EXPECT_EQ(got.nominations, changed.nominations);
   EXPECT_EQ(got.restarts, changed.restarts);
+  EXPECT_EQ(got.disruptions, changed.disruptions);
   EXPECT_EQ(got.restart_at, changed.restart_at);
   EXPECT_EQ(got.created_at, sample_workload().created_at);
 }
