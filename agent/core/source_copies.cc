@@ -213,14 +213,29 @@ void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) 
   }
 }
 
+namespace {
+
+// Ends its target chose (its operator, a policy, the cluster's scheduler or
+// a failed node): the next rounds keep away from it for a while. A copy
+// fenced off, or lost across the target's restart, says nothing against it.
+bool ended_by_target(protocol::CopyCondition condition) {
+  return condition == protocol::CopyCondition::kDeletedAtTarget ||
+         condition == protocol::CopyCondition::kRevoked ||
+         condition == protocol::CopyCondition::kEvicted ||
+         condition == protocol::CopyCondition::kNodeFailed ||
+         condition == protocol::CopyCondition::kPreempted;
+}
+
+}  // namespace
+
 void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition) {
   store::WorkloadRecord& record = workload.record;
   // An end its job did not cause (an eviction or delete at the target, its
   // node failed, lost on the target's restart, fenced off) is placed again
-  // whatever restartPolicy says, counted as a disruption, and not at that
-  // target for a while. A copy the cluster could not launch is placed again
-  // too (a restart). The job's own failure, an exit code, follows
-  // restartPolicy.
+  // whatever restartPolicy says, counted as a disruption, and, when the
+  // target chose it, not at that target for a while. A copy the cluster
+  // could not launch is placed again too (a restart). The job's own
+  // failure, an exit code, follows restartPolicy.
   bool disrupted = protocol::is_disruption(condition);
   bool never_started = condition == protocol::CopyCondition::kStartFailed;
   if (record.deleting || (!disrupted && !never_started &&
@@ -233,9 +248,12 @@ void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyConditio
   std::string why;
   if (disrupted) {
     why = " (" + std::string(protocol::kCopyConditionNames[static_cast<int>(condition)]) + " at " +
-          record.cluster + ": not its own failure; not placed there again for " +
-          format_duration(kAvoidDisruptingTarget) + ")";
-    if (!record.winner.empty()) workload.avoid_until[record.winner] = clock_.now() + kAvoidDisruptingTarget;
+          record.cluster + ": not its own failure";
+    if (ended_by_target(condition) && !record.winner.empty()) {
+      workload.avoid_until[record.winner] = clock_.now() + kAvoidDisruptingTarget;
+      why += "; not placed there again for " + format_duration(kAvoidDisruptingTarget);
+    }
+    why += ")";
   } else {
     why = never_started ? " (its copy could not be started)" : " (restartPolicy OnFailure)";
   }

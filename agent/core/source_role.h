@@ -313,8 +313,8 @@ class SourceRole {
   void take_copy_status(SourceWorkload& workload, const protocol::WorkloadStatus& message);
   // The copy failed: restartPolicy decides whether it is placed again,
   // unless `condition` says its job did not cause the end (a disruption,
-  // placed again and kept from that target for kAvoidDisruptingTarget) or
-  // the cluster could not start it.
+  // placed again, and kept from that target for kAvoidDisruptingTarget when
+  // the target chose the end) or the cluster could not start it.
   void on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition);
   static constexpr Duration kAvoidDisruptingTarget = std::chrono::minutes(5);
   void send_digests(TimePoint now);

@@ -152,7 +152,7 @@ TEST(LifecycleTest, FinishedCopiesAreCollectedOnBothSides) {
   EXPECT_TRUE(f.east->store->load_reservations()->empty()) << "gone from disk too";
 }
 
-TEST(LifecycleTest, OperatorDeleteAtTheTargetFailsTheWorkloadAndOnFailureReplacesIt) {
+TEST(LifecycleTest, OperatorDeleteAtTheTargetIsMirroredAndPlacedAgainElsewhere) {
   Federation f(2s);
   std::string uid = f.submit_long_job(model::RestartPolicy::kOnFailure);
   EXPECT_EQ(f.east->agent->stop_hosted("default", "nope", "").code(), ErrorCode::kNotFound);
