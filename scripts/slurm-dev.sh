@@ -146,6 +146,11 @@ up() {
     echo "JobCompType=jobcomp/filetxt"
     echo "JobCompLoc=$DIR/log/jobcomp.txt"
     echo "ReturnToService=2"
+    # A job whose node fails ends NODE_FAIL instead of being requeued: its
+    # source places it again. (Slurm's default, JobRequeue=1, requeues it
+    # behind the agent's back; slurmrestd v0.0.38 ignores a job's
+    # "requeue": false, so shoal cannot ask for this per job yet.)
+    echo "JobRequeue=0"
     echo "MinJobAge=$MIN_JOB_AGE"
     echo "DefMemPerCPU=1024"
     for ((n = 1; n <= NODES; n++)); do

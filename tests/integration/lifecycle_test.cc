@@ -369,11 +369,12 @@ TEST_F(Lifecycle, ARestartedSourceCountsWorkerLostTimeoutAfresh) {
   ASSERT_TRUE(wait_until([&] { return has_event("job", "worker lost: " + where); }, 30s))
       << describe("job").dump(2);
   std::string given_up_at;
-  for (const auto& e : describe("job")["events"]) {
+  json described = describe("job");
+  for (const auto& e : described["events"]) {
     if (e["text"].get<std::string>().find("worker lost: " + where) != std::string::npos) given_up_at = e["at"];
   }
   auto given_up = parse_time(given_up_at, "at");
-  ASSERT_TRUE(given_up.is_ok()) << given_up_at;
+  ASSERT_TRUE(given_up.is_ok()) << given_up_at << ": " << given_up.status().message();
   // Not 1 s after the restart (3 s after the silence began), but 3 s after
   // it: a lower bound, which a slow machine only makes later.
   EXPECT_GE(std::chrono::duration_cast<std::chrono::milliseconds>(*given_up - restarted_at).count(), 2900)
