@@ -186,8 +186,20 @@ Result<std::vector<std::string>> split_manifest(std::string_view yaml, size_t ma
                                                 size_t max_bytes) {
   std::vector<std::string> parts(1);
   size_t documents_in_part = 0;
+  // A document of blank and comment lines holds nothing: left out, it can
+  // never make a part of its own that holds no Workload.
+  auto holds_nothing = [](std::string_view text) {
+    for (size_t start = 0; start < text.size();) {
+      size_t end = std::min(text.find('\n', start), text.size());
+      std::string_view line = text.substr(start, end - start);
+      size_t first = line.find_first_not_of(" \t\r");
+      if (first != std::string_view::npos && line[first] != '#') return false;
+      start = end + 1;
+    }
+    return true;
+  };
   for (const Document& document : split_documents(yaml)) {
-    if (document.text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    if (holds_nothing(document.text)) continue;
     // Each document starts with a marker of its own, so that a part is a
     // stream whatever document it starts with.
     size_t bytes = document.text.size() + 4;

@@ -165,8 +165,9 @@ inline constexpr std::string_view kCopyConditionNames[] = {
 // Whether a copy that ended so ended for a reason that was not its job's
 // own: its source places it again whatever its restartPolicy, counting a
 // disruption rather than a restart (docs/lifecycle.md, "Whose end is it").
-// Its own ends are an exit code (kNone) and a launch that failed
-// (kStartFailed, which follows the restart rules of a lost copy).
+// Not disruptions: the job's own exit code (kNone, which follows
+// restartPolicy), a launch that failed (kStartFailed, placed again as a
+// restart), and kReleased and kOther, which end nothing the source wanted.
 constexpr bool is_disruption(CopyCondition condition) {
   switch (condition) {
     case CopyCondition::kLeaseExpired:
