@@ -9,7 +9,8 @@
 #     priority while 1 and 2 run: they mostly wait on timers and processes;
 #  4. every libFuzzer target for 30 s, one per core at a time (scripts/fuzz.sh).
 # A stage whose tests fail does not stop the next; the run ends with one
-# line over every stage, "N passed, N failed", and fails if any did.
+# line over every stage, "N passed, N failed, N skipped", and fails if any
+# failed.
 # SHOAL_QUICK=1 stops after step 1 (the inner loop while developing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,20 +18,24 @@ started=$(date +%s)
 stage() { echo "== $1 ($(( $(date +%s) - started ))s in)"; }
 passed=0
 failed=0
+skipped=0
 failed_stages=()
 LOGS="$(mktemp -d /tmp/shoal-test.XXXXXX)"
 
 # Adds a ctest run's counts ("97% tests passed, 3 tests failed out of 100").
 count_ctest() {  # stage name, log
-  local line total failures
+  local line total failures not_run
   line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$2" | tail -n 1 || true)
   if [ -z "$line" ]; then
     failed=$((failed + 1)); failed_stages+=("$1 (no ctest summary)"); return
   fi
   failures=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
   total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
-  passed=$((passed + total - failures))
+  # ctest counts a skipped test among those that passed; here it is neither.
+  not_run=$(grep -cE "^\s+[0-9]+ - .* \(Skipped\)$" "$2" || true)
+  passed=$((passed + total - failures - not_run))
   failed=$((failed + failures))
+  skipped=$((skipped + not_run))
   if [ "$failures" -ne 0 ]; then failed_stages+=("$1"); fi
 }
 # A stage that is one check: its exit code.
@@ -38,7 +43,7 @@ count_one() {  # stage name, exit code
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_stages+=("$1"); fi
 }
 summary() {
-  echo "== $((passed + failed)) checks in $(( $(date +%s) - started ))s: $passed passed, $failed failed${failed_stages:+ (${failed_stages[*]})}"
+  echo "== $((passed + failed + skipped)) checks in $(( $(date +%s) - started ))s: $passed passed, $failed failed${failed_stages:+ (${failed_stages[*]})}, $skipped skipped"
   rm -rf "$LOGS"
   if [ "$failed" -ne 0 ]; then exit 1; fi
   exit 0
