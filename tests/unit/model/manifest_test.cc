@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "model/manifest.h"
@@ -259,6 +261,49 @@ TEST(ManifestTest, ASlurmClusterNamesItsEndpointAndTakesItsNodesFromSlurm) {
   EXPECT_NE(error_of("  slurm: {endpoint: 'unix:///s'}\n  nodes:\n  - {name: n, capacity: {cpu: 1}}\n")
                 .find("spec.slurm: expected only with backend slurm"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoal::model
+
+namespace shoal::model {
+namespace {
+
+std::string workload_document(int i) {
+  return "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w" + std::to_string(i) +
+         "}\nspec: {resources: {cpu: 1}}\n";
+}
+
+// shoalctl sends a large file in parts; each must be a stream the agent
+// parses on its own, and together they hold every workload once.
+TEST(SplitManifestTest, PartsHoldEveryWorkloadOnceWithinBothLimits) {
+  std::string stream = "# a header of comments only\n";
+  for (int i = 0; i < 200; ++i) stream += "---\n" + workload_document(i);
+  // Right after a full part: counted, it would be a part with no Workload.
+  stream += "---\n# a trailing document of comments only\n";
+  auto parts = split_manifest(stream, 100, 1 << 20);
+  ASSERT_TRUE(parts.is_ok()) << parts.status().message();
+  ASSERT_EQ(parts->size(), 2u);
+  std::set<std::string> names;
+  for (const std::string& part : *parts) {
+    auto specs = parse_workloads(part);
+    ASSERT_TRUE(specs.is_ok()) << specs.status().message();
+    EXPECT_LE(specs->size(), 100u);
+    for (const auto& spec : *specs) EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
+  }
+  EXPECT_EQ(names.size(), 200u);
+
+  size_t document_bytes = workload_document(10).size() + 4;  // with its marker
+  auto by_bytes = split_manifest(stream, 100, 3 * document_bytes);
+  ASSERT_TRUE(by_bytes.is_ok());
+  for (const std::string& part : *by_bytes) EXPECT_LE(part.size(), 3 * document_bytes);
+  EXPECT_GE(by_bytes->size(), 67u);  // 200 documents, at most 3 to a part
+
+  auto too_big = split_manifest(workload_document(1), 100, 20);
+  ASSERT_FALSE(too_big.is_ok());
+  EXPECT_NE(too_big.status().message().find("manifest: line 1: expected a document of at most"),
+            std::string::npos)
+      << too_big.status().message();
 }
 
 }  // namespace
