@@ -1,8 +1,6 @@
 #include "agent/control/data_dir.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/file.h"
 #include "common/text.h"
