@@ -38,7 +38,7 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   SHOAL_RETURN_IF_ERROR(f.only_known(
       body, "spec",
       {"queue", "priority", "replicas", "resources", "duration", "exitCode", "sim", "command",
-       "args", "env", "workingDir", "terminationGracePeriod", "placement", "nodeSelector",
+       "args", "env", "workingDir", "terminationGracePeriod", "startTimeout", "placement", "nodeSelector",
        "minAvailable", "restartPolicy"}));
   if (body["queue"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
@@ -125,6 +125,10 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
                                                       "spec.terminationGracePeriod"));
     SHOAL_ASSIGN_OR_RETURN(spec.termination_grace,
                            parse_duration(text, where + "spec.terminationGracePeriod"));
+  }
+  if (body["startTimeout"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(body["startTimeout"], "spec.startTimeout"));
+    SHOAL_ASSIGN_OR_RETURN(spec.start_timeout, parse_duration(text, where + "spec.startTimeout"));
   }
   SHOAL_ASSIGN_OR_RETURN(spec.node_selector, f.labels(body["nodeSelector"], "spec.nodeSelector"));
   if (body["minAvailable"]) {

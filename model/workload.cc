@@ -30,6 +30,7 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
       {"env", spec.env},
       {"workingDir", spec.working_dir},
       {"terminationGracePeriodMs", spec.termination_grace.count()},
+      {"startTimeoutMs", spec.start_timeout.count()},
       // What the agent honors so far (see Agent::submit).
       {"placement",
        {{"clusters", spec.placement.clusters},
@@ -72,6 +73,7 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
     spec.working_dir = json.value("workingDir", std::string());
     spec.termination_grace = Duration(
         json.value("terminationGracePeriodMs", int64_t{kDefaultTerminationGrace.count()}));
+    spec.start_timeout = Duration(json.value("startTimeoutMs", int64_t{0}));
     spec.node_selector = json.value("nodeSelector", Labels{});
     spec.min_available = json.value("minAvailable", 0);
     if (json.contains("placement")) {

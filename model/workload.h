@@ -52,6 +52,11 @@ struct WorkloadSpec {
   Labels env;                        // extra environment variables
   std::string working_dir;           // relative to the replica's own directory
   Duration termination_grace = kDefaultTerminationGrace;  // SIGTERM → SIGKILL
+  // A copy bound but not started within this (its cluster keeps it
+  // pending) is given up by its target and placed again elsewhere; 0: it
+  // waits as long as it takes. The source fills in its agent.yaml
+  // `startTimeout` when the manifest does not say.
+  Duration start_timeout{0};
   PlacementSpec placement;        // cross-cluster policy (spec.placement)
   Labels node_selector;           // target-side: nodes must carry these labels
   int32_t min_available = 0;      // gang: bind when this many tasks fit; 0 = all replicas

@@ -30,7 +30,7 @@ model::Resources read_resources(ArrayReader& outer, std::string_view field) {
 }
 
 void pack_spec(Packer& p, const model::WorkloadSpec& s) {
-  p.pack_array(17);
+  p.pack_array(18);
   p.pack(s.namespace_name);
   p.pack(s.name);
   p.pack(s.labels);
@@ -49,6 +49,7 @@ void pack_spec(Packer& p, const model::WorkloadSpec& s) {
   p.pack(s.env);
   p.pack(s.working_dir);
   p.pack(static_cast<int64_t>(s.termination_grace.count()));
+  p.pack(static_cast<int64_t>(s.start_timeout.count()));  // appended: 0 from older senders
 }
 
 model::WorkloadSpec read_spec(ArrayReader& outer) {
@@ -75,11 +76,13 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
     s.working_dir = r.string("workingDir");
     s.termination_grace = Duration(r.integer<int64_t>("terminationGracePeriod"));
   }
+  if (r.has_more()) s.start_timeout = Duration(r.integer<int64_t>("startTimeout"));
   if (r.ok()) {
     if (s.replicas < 1) r.fail("replicas", "expected at least 1");
     else if (s.min_available < 0 || s.min_available > s.replicas) r.fail("minAvailable", "expected 0..replicas");
     else if (s.sim.duration.count() < 0) r.fail("duration", "expected a non-negative duration");
     else if (s.termination_grace.count() < 0) r.fail("terminationGracePeriod", "expected a non-negative duration");
+    else if (s.start_timeout.count() < 0) r.fail("startTimeout", "expected a non-negative duration");
     else if (!model::validate_name(s.namespace_name, "namespace").is_ok()) r.fail("namespace", "invalid name");
     else if (!model::validate_name(s.name, "name").is_ok()) r.fail("name", "invalid name");
     else if (!model::validate_name(s.queue, "queue").is_ok()) r.fail("queue", "invalid name");
@@ -517,6 +520,7 @@ CopyCondition legacy_copy_condition(std::string_view message) {
   if (code == "Revoked") return CopyCondition::kRevoked;
   if (code == "lost on restart") return CopyCondition::kLostOnRestart;
   if (code == "Released") return CopyCondition::kReleased;
+  if (code == "StartTimeout") return CopyCondition::kStartTimeout;
   return CopyCondition::kNone;
 }
 

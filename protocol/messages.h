@@ -157,10 +157,12 @@ enum class CopyCondition : uint8_t {
   kNodeFailed,       // its node failed (Slurm NODE_FAIL, BOOT_FAIL)
   kEvicted,          // the cluster ended it for its own reasons (scancel by another user)
   kPreempted,        // the cluster's scheduler took its room for other work
+  kStartTimeout,     // bound but not started within its startTimeout: given up by its target
 };
 inline constexpr std::string_view kCopyConditionNames[] = {
     "None",          "LeaseExpired", "DeletedAtTarget", "Revoked",    "LostOnRestart", "Released",
-    "Other",         "StartFailed",  "NodeFailed",      "Evicted",    "Preempted"};
+    "Other",         "StartFailed",  "NodeFailed",      "Evicted",    "Preempted",
+    "StartTimeout"};
 
 // Whether a copy that ended so ended for a reason that was not its job's
 // own: its source places it again whatever its restartPolicy, counting a
@@ -177,6 +179,7 @@ constexpr bool is_disruption(CopyCondition condition) {
     case CopyCondition::kNodeFailed:
     case CopyCondition::kEvicted:
     case CopyCondition::kPreempted:
+    case CopyCondition::kStartTimeout:
       return true;
     case CopyCondition::kNone:
     case CopyCondition::kReleased:

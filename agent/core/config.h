@@ -48,6 +48,11 @@ struct AgentConfig {
   Duration worker_lost_timeout = 15min;  // a silent winner's work is re-placed after this
                                          // (see check_fencing_timers)
   Duration gc_interval = 1min;           // reconciliation digests at least this often
+  // A workload submitted here without spec.startTimeout gets this one: its
+  // copy, bound but not started within it, is given up by its target and
+  // placed again elsewhere. 0: a bound copy waits as long as its cluster
+  // keeps it pending.
+  Duration start_timeout{0};
   // Flow control at the source: at most this many workloads have a round in
   // flight (candidates out, no winner yet); the rest wait in priority order
   // (Pending, WaitingForSlot). Bounds every target's backlog of our

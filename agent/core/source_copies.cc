@@ -215,15 +215,17 @@ void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) 
 
 namespace {
 
-// Ends its target chose (its operator, a policy, the cluster's scheduler or
-// a failed node): the next rounds keep away from it for a while. A copy
+// Ends its target chose (its operator, a policy, the cluster's scheduler, a
+// failed node, or a start it kept waiting too long): the next rounds keep
+// away from it for a while. A copy
 // fenced off, or lost across the target's restart, says nothing against it.
 bool ended_by_target(protocol::CopyCondition condition) {
   return condition == protocol::CopyCondition::kDeletedAtTarget ||
          condition == protocol::CopyCondition::kRevoked ||
          condition == protocol::CopyCondition::kEvicted ||
          condition == protocol::CopyCondition::kNodeFailed ||
-         condition == protocol::CopyCondition::kPreempted;
+         condition == protocol::CopyCondition::kPreempted ||
+         condition == protocol::CopyCondition::kStartTimeout;
 }
 
 }  // namespace

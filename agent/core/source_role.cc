@@ -54,6 +54,9 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
     store::WorkloadRecord& record = workload.record;
     record.uid = context_.new_uid();
     record.spec = spec;
+    // What this agent's operator set for every workload, stored with the
+    // spec so that each copy carries it to its target (which enforces it).
+    if (record.spec.start_timeout.count() == 0) record.spec.start_timeout = config_.start_timeout;
     record.phase = model::Phase::kPending;
     record.created_at = now;
     record.updated_at = now;

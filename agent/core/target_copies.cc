@@ -210,6 +210,36 @@ void TargetRole::fence_copy(const ReservationKey& key, TargetReservation& reserv
             "LeaseExpired: no renewal from " + context_.cluster_name_of(key.first), lease_end);
 }
 
+TimePoint TargetRole::start_deadline(const store::ReservationRecord& record) {
+  if (record.phase != store::ReservationPhase::kBound || record.spec.start_timeout.count() <= 0) {
+    return TimePoint::max();
+  }
+  return from_millis(record.started_at_ms) + record.spec.start_timeout;
+}
+
+void TargetRole::give_up_unstarted() {
+  TimePoint now = clock_.now();
+  // No bound copy's deadline is before next_start_deadline_ (broken_invariant).
+  if (now < next_start_deadline_) return;
+  next_start_deadline_ = TimePoint::max();
+  for (auto& [key, reservation] : reservations_) {
+    const store::ReservationRecord& record = reservation.record;
+    TimePoint deadline = start_deadline(record);
+    if (deadline > now) {
+      next_start_deadline_ = std::min(next_start_deadline_, deadline);
+      continue;
+    }
+    // Its cluster keeps it pending (a drained partition, a QOS limit, a
+    // busy queue): the source can place it where there is room. The copy
+    // never started, so releasing it here stops nothing that ran, and the
+    // source waits its backoff before the next round.
+    std::string why = "not started within its startTimeout of " +
+                      format_duration(record.spec.start_timeout) + " at " + config_.cluster;
+    record_event(record.uid, "given up: " + why);
+    fail_copy(reservation, protocol::CopyCondition::kStartTimeout, "StartTimeout: " + why, now);
+  }
+}
+
 void TargetRole::collect_local_garbage() {
   // Copies of other sources are collected through their digests; our own
   // cluster's copies are acknowledged in the batch they finish in.
@@ -384,6 +414,7 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
     std::string ckey = cluster_key(record.source, record.uid);
     if (store::holds_resources(record.phase)) {
       Status restored = cluster_.restore(ckey, record.spec, record.nodes);
+      note_start_deadline(record);
       if (restored.is_ok() && record.phase != store::ReservationPhase::kReserved) {
         // Launched again (re-attached) after this batch commits; the sim
         // restarts the clock of a running workload where it left off.
@@ -621,6 +652,7 @@ bool TargetRole::tick(TimePoint now, std::optional<TimePoint> previous_pass) {
   apply_cluster_events();
   enforce_leases();
   plan_lease_ends(now);
+  give_up_unstarted();
   expire_reservations();
   // Freed room goes to queued candidates first, before it is advertised.
   if (capacity_changed_) serve_queue();
@@ -694,7 +726,8 @@ void TargetRole::fail_launches() {
 TimePoint TargetRole::next_deadline() const {
   if (!failed_launches_.empty() || capacity_changed_ || !asked_.empty()) return TimePoint::min();
   return std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
-                   last_gc_ + config_.gc_interval, cluster_.next_event_at(), next_lease_end_});
+                   last_gc_ + config_.gc_interval, cluster_.next_event_at(), next_lease_end_,
+                   next_start_deadline_});
 }
 
 bool TargetRole::runs_work_of(const std::string& source) const {
@@ -761,6 +794,9 @@ std::string TargetRole::broken_invariant() const {
     if (record.phase == store::ReservationPhase::kReserved &&
         record.expires_at < next_reservation_expiry_) {
       return "a reservation expires before next_reservation_expiry_";
+    }
+    if (start_deadline(record) < next_start_deadline_) {
+      return "a bound copy's start deadline is before next_start_deadline_";
     }
     // (The latest a retry can be due: flow control only postpones it, and
     // an acknowledgement that ends the postponement may come later.)

@@ -324,6 +324,7 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
   record.started_at_ms = to_millis(now);
   record.generation += 1;
   persist(record);
+  note_start_deadline(record);
   record_event(record.uid, "bound for " + context_.cluster_name_of(from) + " on " +
                                (record.nodes.empty() ? "" : record.nodes.front()) +
                                (record.nodes.size() > 1 ? " and others" : ""));

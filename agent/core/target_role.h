@@ -60,8 +60,8 @@ class TargetRole {
   // at the next heartbeat.
   void greet_source(const std::string& source_id);
 
-  // The role's timers, in order: cluster events, leases, expiry, the queue,
-  // STATUS retries, advertisements, garbage. `previous_pass`: set when this
+  // The role's timers, in order: cluster events, leases, start timeouts,
+  // expiry, the queue, STATUS retries, advertisements, garbage. `previous_pass`: set when this
   // tick is a heartbeat pass (Agent::tick, every half interval) — a source
   // that has had no CAPACITY in the last three passes gets one, so each
   // hears it at least every other interval (and a HELLO in between, when
@@ -318,6 +318,17 @@ class TargetRole {
   void note_lease(const std::string& source_id);
   // Stops the copy `key` still runs as of `lease_end`, its source's lease having lapsed.
   void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
+  // When a bound copy that has not started is given up (spec.startTimeout
+  // after it was bound); TimePoint::max() when it waits as long as it takes.
+  static TimePoint start_deadline(const store::ReservationRecord& record);
+  // A copy was bound (or restored bound): its start deadline joins the plan.
+  void note_start_deadline(const store::ReservationRecord& record) {
+    next_start_deadline_ = std::min(next_start_deadline_, start_deadline(record));
+  }
+  // Gives up every bound copy its cluster has not started by its deadline:
+  // stopped here and reported Failed with condition StartTimeout, which
+  // its source places again elsewhere.
+  void give_up_unstarted();
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
   // The key of what `row`'s valid invitations (`invitations`) let it be
@@ -349,6 +360,7 @@ class TargetRole {
   TimePoint next_reservation_expiry_{};
   TimePoint next_status_retry_{};
   TimePoint next_queue_expiry_ = TimePoint::max();
+  TimePoint next_start_deadline_ = TimePoint::max();  // no bound copy's start deadline is earlier
   // The earliest lease end enforce_leases may have to act on, planned by
   // the tick rather than walked after every step: every future lease end
   // (a source with no work here costs one early tick when its lease ends),

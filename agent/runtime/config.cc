@@ -147,6 +147,7 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
     SHOAL_RETURN_IF_ERROR(read_duration(node, "maxClockSkew", &file.timing.max_clock_skew));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "workerLostTimeout", &file.timing.worker_lost_timeout));
     SHOAL_RETURN_IF_ERROR(read_duration(node, "gcInterval", &file.timing.gc_interval));
+    SHOAL_RETURN_IF_ERROR(read_duration(node, "startTimeout", &file.timing.start_timeout));
   } catch (const YAML::Exception& e) {
     return invalid_argument("agent.yaml: " + e.msg);
   }
@@ -199,6 +200,7 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "workerLostTimeout" << YAML::Value
       << format_duration(file.timing.worker_lost_timeout);
   out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
+  out << YAML::Key << "startTimeout" << YAML::Value << format_duration(file.timing.start_timeout);
   out << YAML::Key << "placementWindow" << YAML::Value << file.timing.placement_window;
   out << YAML::Key << "preferredWait" << YAML::Value << format_duration(file.timing.preferred_wait);
   out << YAML::Key << "metricsListen" << YAML::Value << file.metrics_listen;

@@ -333,6 +333,58 @@ TEST_F(SlurmBackend, AJobWhoseNodeFailsIsPlacedAgainElsewhereAndSucceeds) {
   west.stop();
 }
 
+// startTimeout: Slurm keeps the job pending (its partition is down), so
+// east gives the copy up once the timeout has passed: it cancels the job,
+// and the source places the work again elsewhere, where it runs. Slurm
+// ended the first job before the second copy started.
+TEST_F(SlurmBackend, AJobItsPartitionKeepsPendingIsCancelledAfterStartTimeoutAndRunsElsewhere) {
+  std::string scontrol = "SLURM_CONF=" + dev_slurm().dir() + "/etc/slurm.conf scontrol update PartitionName=dev";
+  run_shell(scontrol + " State=DOWN 2>&1");
+  struct Up {
+    std::string command;
+    ~Up() { run_shell(command + " State=UP 2>&1"); }
+  } up{scontrol};
+  std::string uid = submit("held", "resources: {cpu: \"1\"}, duration: 2s, startTimeout: 4s, "
+                                   "command: [sh, -c, 'sleep 1']");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto jobs = jobs_of("/" + uid);
+        return jobs.size() == 1 && jobs[0].state == "PENDING" && phase("held") == "Bound";
+      },
+      30s)) << describe("held").dump(2);
+  // west (the sim backend: the workload's duration, 2 s) only now, so the
+  // first placement was east's.
+  std::string plain = dir_.path() + "/west.yaml";
+  std::ofstream(plain) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: west}\n"
+                          "spec:\n  nodes:\n  - {name: w, count: 1, capacity: {cpu: \"4\", memory: 8Gi}}\n";
+  AgentProcess west{"west", dir_.path()};
+  west.init({"--cluster-config", plain});
+  west.set_config("heartbeatInterval", "300ms");
+  ASSERT_TRUE(west.start()) << west.log();
+  CommandResult token = west.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  ASSERT_EQ(source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code, 0);
+
+  ASSERT_TRUE(wait_until([&] { return phase("held") == "Succeeded"; }, 60s)) << describe("held").dump(2);
+  json described = describe("held");
+  EXPECT_EQ(described["status"]["cluster"], "west");
+  EXPECT_EQ(described["status"]["disruptions"], 1);
+  EXPECT_EQ(described["status"]["restarts"], 0);
+  bool told = false;
+  for (const auto& event : described["events"]) {
+    told |= event["text"].get<std::string>().find("StartTimeout at east") != std::string::npos;
+  }
+  EXPECT_TRUE(told) << described["events"].dump(2);
+  std::vector<slurm::SlurmJob> jobs = jobs_of("/" + uid);
+  ASSERT_EQ(jobs.size(), 1u) << "one job at Slurm, cancelled while pending";
+  EXPECT_EQ(jobs[0].state, "CANCELLED");
+  ASSERT_GT(jobs[0].end_time, 0);
+  // Both in the same ISO form, which orders as time does.
+  EXPECT_LE(format_time(from_millis(jobs[0].end_time * 1000)), described["status"]["startedAt"].get<std::string>())
+      << "Slurm ended the pending job before west started the work";
+  west.stop();
+}
+
 TEST_F(SlurmBackend, LocalUsersJobsShrinkTheAdvertisedRoomAndSourceWorkWaits) {
   // Local users, straight to Slurm: every cpu of every node.
   slurm::SlurmRestClient client(options());

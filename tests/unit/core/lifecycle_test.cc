@@ -599,5 +599,115 @@ TEST(CopiesTest, LostCopyIsReplacedOnAClusterWithoutASiblingAndSurvivesARestart)
   EXPECT_EQ(t.running().size(), 2u);
 }
 
+
+// A backend that queues work and never starts it (a drained Slurm
+// partition): launches and stops are recorded, in order, by the test.
+class NeverStartsRunner final : public cluster::Runner {
+ public:
+  explicit NeverStartsRunner(std::vector<std::string>* log) : log_(log) {}
+  Status launch(const cluster::LaunchRequest& request) override {
+    log_->push_back("launch " + request.key);
+    return Status::ok();
+  }
+  bool stop(const std::string& key, Duration) override {
+    log_->push_back("stop " + key);
+    return true;
+  }
+  std::vector<cluster::WorkloadEvent> observe(TimePoint) override { return {}; }
+  TimePoint next_event_at() const override { return TimePoint::max(); }
+  void forget(const std::string&) override {}
+  std::string describe(const std::string&) const override { return ""; }
+  Result<cluster::LogChunk> read_log(const std::string&, int, int64_t, size_t) const override {
+    return not_found("none");
+  }
+  bool reports_starts() const override { return true; }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+// startTimeout: a copy bound where its cluster keeps it pending is given
+// up by that target once the timeout has passed since it was bound, and
+// placed again elsewhere as a disruption, not at that target again. The
+// source's agent.yaml startTimeout applies to a workload that sets none.
+struct StartTimeoutFixture {
+  World world;
+  std::vector<std::string> east_log;  // what east's backend was asked, in order
+  Node* source;
+  Node* east;
+  Node* west;
+  explicit StartTimeoutFixture(Duration agent_start_timeout) {
+    world.configure = [agent_start_timeout](AgentConfig& config) {
+      fast_lifecycle_timers(config);
+      config.start_timeout = agent_start_timeout;
+    };
+    world.runner_for = [this](const std::string& name) -> std::unique_ptr<cluster::Runner> {
+      if (name != "east") return nullptr;
+      return std::make_unique<NeverStartsRunner>(&east_log);
+    };
+    source = &world.add("source", 1, 500);
+    east = &world.add("east");
+    west = &world.add("west", 2);  // less room: east ranks first
+    world.invite(*east, *source);
+    world.invite(*west, *source);
+    world.run_for(2s);
+  }
+};
+
+TEST(LifecycleTest, ACopyNotStartedWithinItsStartTimeoutIsPlacedAgainElsewhere) {
+  StartTimeoutFixture f(0s);
+  model::WorkloadSpec spec = workload("job", 4000, 3600s);
+  spec.start_timeout = 3s;
+  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  f.world.run_for(2s);
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->cluster, "east");
+  EXPECT_EQ(record->phase, model::Phase::kBound) << "east's backend keeps it pending";
+  const std::string uid = record->uid;
+  f.world.run_for(6s);
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(record->cluster, "west");
+  EXPECT_EQ(record->disruptions, 1);
+  EXPECT_EQ(record->restarts, 0);
+  EXPECT_TRUE(event_contains(*f.source, uid, "Failed at east: StartTimeout"));
+  EXPECT_TRUE(event_contains(*f.source, uid, "not placed there again"));
+  // East stopped its pending job before the source placed the work again.
+  const std::string key = f.source->id + "/" + uid;
+  EXPECT_EQ(f.east_log, (std::vector<std::string>{"launch " + key, "stop " + key}));
+  EXPECT_EQ(running_copies(*f.east, uid), 0);
+  EXPECT_TRUE(event_contains(*f.east, uid, "given up: not started within its startTimeout of 3s at east"));
+  // The copy that started is never given up, however long it runs.
+  f.world.run_for(10s);
+  EXPECT_EQ(f.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(running_copies(*f.west, uid), 1);
+}
+
+TEST(LifecycleTest, TheSourcesStartTimeoutAppliesToAWorkloadThatSetsNone) {
+  StartTimeoutFixture f(3s);
+  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 3600s)}).is_ok());
+  f.world.run_for(2s);
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->spec.start_timeout, 3s) << "stored with the spec, carried to the target";
+  EXPECT_EQ(record->phase, model::Phase::kBound);
+  f.world.run_for(6s);
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->cluster, "west");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+}
+
+TEST(LifecycleTest, WithoutAStartTimeoutABoundCopyWaitsAsLongAsItsClusterKeepsIt) {
+  StartTimeoutFixture f(0s);
+  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 3600s)}).is_ok());
+  f.world.run_for(60s);
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->cluster, "east");
+  EXPECT_EQ(record->phase, model::Phase::kBound);
+  EXPECT_EQ(record->disruptions, 0);
+}
+
 }  // namespace
 }  // namespace shoal::core::testing

@@ -53,6 +53,7 @@ spec:
   env: [{name: GREETING, value: hello}, {name: EMPTY}]
   workingDir: out
   terminationGracePeriod: 5s
+  startTimeout: 10m
   sim: {duration: 2s, exitCode: 4}
 )";
   auto parsed = parse_workloads(text);
@@ -63,6 +64,7 @@ spec:
   EXPECT_EQ(spec.env, (Labels{{"EMPTY", ""}, {"GREETING", "hello"}}));
   EXPECT_EQ(spec.working_dir, "out");
   EXPECT_EQ(spec.termination_grace, std::chrono::seconds(5));
+  EXPECT_EQ(spec.start_timeout, std::chrono::minutes(10));
   EXPECT_EQ(spec.sim.duration, std::chrono::seconds(2));
   EXPECT_EQ(spec.sim.exit_code, 4);
   // The JSON the store keeps round-trips every field.
@@ -77,6 +79,7 @@ spec:
   EXPECT_EQ(short_form->front().command, (std::vector<std::string>{"true"}));
   EXPECT_EQ(short_form->front().env, (Labels{{"A", "b"}}));
   EXPECT_EQ(short_form->front().termination_grace, kDefaultTerminationGrace);
+  EXPECT_EQ(short_form->front().start_timeout, Duration(0));
 }
 
 TEST(ManifestTest, DefaultsMatchTheDocumentedOnes) {
@@ -112,6 +115,8 @@ TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, terminationGracePeriod: later}")
                 .find("spec.terminationGracePeriod"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, startTimeout: soon}").find("spec.startTimeout"),
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {}}").find("spec.resources"), std::string::npos);
   EXPECT_NE(error_of("apiVersion: v2\nkind: Workload\n").find("apiVersion"), std::string::npos);

@@ -25,6 +25,7 @@ model::WorkloadSpec sample_spec() {
   spec.env = {{"SEED", "1"}};
   spec.working_dir = "out";
   spec.termination_grace = Duration(1500);
+  spec.start_timeout = Duration(90000);
   return spec;
 }
 
@@ -193,6 +194,7 @@ TEST(CodecTest, ASpecFromASenderBeforeExecFieldsReadsWithTheirDefaults) {
   EXPECT_EQ(spec.sim.duration, Duration(2000));
   EXPECT_TRUE(spec.command.empty());
   EXPECT_EQ(spec.termination_grace, model::kDefaultTerminationGrace);
+  EXPECT_EQ(spec.start_timeout, Duration(0)) << "an older sender asks for no start timeout";
 }
 
 TEST(CodecTest, CandidateKeepsTheWholeSpec) {

@@ -123,6 +123,22 @@ TEST_F(AgentFileTest, ExecSettingsDefaultRoundTripAndABadOneIsNamed) {
   }
 }
 
+TEST_F(AgentFileTest, StartTimeoutIsOffByDefaultRoundTripsAndABadOneIsNamed) {
+  auto defaults = load("");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->timing.start_timeout, Duration(0)) << "a bound copy waits by default";
+  auto custom = load("startTimeout: 15m\n");
+  ASSERT_TRUE(custom.is_ok()) << custom.status().message();
+  ASSERT_TRUE(write_agent_file(dir_, *custom).is_ok());
+  auto again = load_agent_file(dir_);
+  ASSERT_TRUE(again.is_ok()) << again.status().message();
+  EXPECT_EQ(again->timing.start_timeout, std::chrono::minutes(15));
+  auto bad = load("startTimeout: whenever\n");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("agent.yaml startTimeout"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(LoggingTest, JsonLinesParseWhateverTheMessageHolds) {
   AgentFile file;
   file.cluster = "east";
