@@ -47,7 +47,7 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   }
   if (body["priority"]) {
     SHOAL_ASSIGN_OR_RETURN(int64_t priority,
-                           f.integer(body["priority"], "spec.priority", -1000000, 1000000));
+                           f.integer(body["priority"], "spec.priority", -kMaxPriority, kMaxPriority));
     spec.priority = static_cast<int32_t>(priority);
   }
   if (body["replicas"]) {

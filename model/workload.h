@@ -37,6 +37,9 @@ struct SimSpec {
 // equivalent) and SIGKILL, unless the workload says otherwise.
 inline constexpr Duration kDefaultTerminationGrace = std::chrono::seconds(30);
 
+// A workload's priority lies in [-kMaxPriority, kMaxPriority]; higher runs first.
+inline constexpr int32_t kMaxPriority = 1000000;
+
 struct WorkloadSpec {
   std::string namespace_name = "default";
   std::string name;

@@ -215,7 +215,12 @@ struct Encoder {
     p.pack_array(2);
     p.pack(m.lease_ms);
     p.pack_array(static_cast<uint32_t>(m.copies.size()));
-    for (const auto& copy : m.copies) uid_epoch(copy);
+    for (const auto& copy : m.copies) {
+      p.pack_array(copy.priority ? 3 : 2);
+      p.pack(copy.uid);
+      p.pack(copy.epoch);
+      if (copy.priority) p.pack(*copy.priority);  // appended: older senders omit it
+    }
   }
   void operator()(const Holdings& m) {
     p.pack_array(1);
@@ -245,6 +250,12 @@ struct Encoder {
     p.pack(m.offset);
     p.pack(m.next_offset);
     p.pack(m.finished);
+  }
+  void operator()(const Priority& m) {
+    p.pack_array(3);
+    p.pack(m.uid);
+    p.pack(m.epoch);
+    p.pack(m.priority);
   }
 };
 
@@ -415,8 +426,16 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
         CopyRef copy;
         copy.uid = item.string("uid");
         copy.epoch = item.integer<uint64_t>("epoch");
+        if (item.has_more()) copy.priority = item.integer<int32_t>("priority");
         return copy;
       });
+      return finish(r, std::move(m));
+    }
+    case MessageType::kPriority: {
+      Priority m;
+      m.uid = r.string("uid");
+      m.epoch = r.integer<uint64_t>("epoch");
+      m.priority = r.integer<int32_t>("priority");
       return finish(r, std::move(m));
     }
     case MessageType::kHoldings: {

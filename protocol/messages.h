@@ -42,13 +42,14 @@ enum class MessageType : uint8_t {
   kBatch = 16,
   kLogRequest = 17,
   kLogChunk = 18,
+  kPriority = 19,
 };
-inline constexpr uint8_t kMaxMessageType = 18;
+inline constexpr uint8_t kMaxMessageType = 19;
 
 constexpr std::string_view kMessageTypeNames[] = {
     "?",        "HELLO",    "CAPACITY",    "CANDIDATE", "READY",  "REJECT", "APPROVE",
     "CANCEL",   "RELEASED", "BOUND",       "STATUS",    "STATUS_ACK", "REVOKE", "DELETE",
-    "DIGEST",   "HOLDINGS", "BATCH",       "LOG_REQUEST", "LOG_CHUNK"};
+    "DIGEST",   "HOLDINGS", "BATCH",       "LOG_REQUEST", "LOG_CHUNK", "PRIORITY"};
 inline std::string_view message_type_name(MessageType type) {
   return kMessageTypeNames[static_cast<uint8_t>(type)];
 }
@@ -250,10 +251,13 @@ struct Delete {
   uint64_t epoch = 0;
 };
 
-// One copy in a reconciliation digest.
+// One copy in a reconciliation digest, with the workload's priority as
+// the source has it now (none from a sender that predates it): a PRIORITY
+// that was lost is made good by the next digest.
 struct CopyRef {
   std::string uid;
   uint64_t epoch = 0;
+  std::optional<int32_t> priority;
   friend bool operator==(const CopyRef&, const CopyRef&) = default;
 };
 
@@ -308,10 +312,20 @@ struct LogChunk {
   bool finished = false;   // the replica has ended and `data` reaches its end
 };
 
+// Source to target: the workload's priority changed after submit
+// (`shoalctl patch`). The target applies it to what it queues, holds or
+// runs of `uid` at this epoch or older. Not answered: DIGEST repeats the
+// priority of every bound copy, and a queued candidate's retries carry it.
+struct Priority {
+  std::string uid;
+  uint64_t epoch = 0;
+  int32_t priority = 0;
+};
+
 // Alternatives in wire-number order, BATCH (framing) skipped: type_of maps.
 using Body = std::variant<Hello, Capacity, Candidate, Ready, Reject, Approve, Cancel, Released,
                           Bound, WorkloadStatus, StatusAck, Revoke, Delete, Digest, Holdings,
-                          LogRequest, LogChunk>;
+                          LogRequest, LogChunk, Priority>;
 
 MessageType type_of(const Body& body);
 

@@ -472,6 +472,36 @@ int cmd_nominate(const Options& o, const std::string& target, const std::vector<
   return 0;
 }
 
+struct PatchArguments {
+  std::string target;
+  std::optional<int64_t> priority;
+  std::string patch;  // a JSON merge patch of the manifest
+};
+
+// The one field that may change after submit is spec.priority; the agent
+// refuses any other, naming it.
+int cmd_patch_workload(const Options& o, const PatchArguments& a) {
+  auto request = workload_request(a.target);
+  if (!request.is_ok()) return fail(request.status());
+  json patch = json::object();
+  if (!a.patch.empty()) {
+    patch = json::parse(a.patch, nullptr, /*allow_exceptions=*/false);
+    if (patch.is_discarded() || !patch.is_object()) {
+      return fail(shoal::invalid_argument("-p/--patch: expected a JSON object like '{\"spec\": {\"priority\": 10}}'"));
+    }
+  }
+  if (a.priority) patch["spec"]["priority"] = *a.priority;
+  if (patch.empty()) return fail(shoal::invalid_argument("patch: give --priority N or -p JSON"));
+  json body = *request;
+  body["command"] = "patch-workload";
+  body["patch"] = patch;
+  auto reply = call_agent(o.data_dir, body);
+  if (!reply.is_ok()) return fail(reply.status());
+  std::cout << "workload " << a.target << " patched: priority " << (*reply).value("priority", 0)
+            << " (its targets reorder what they queue)\n";
+  return 0;
+}
+
 int cmd_delete_workload(const Options& o, const std::string& target, const std::string& from) {
   auto request = workload_request(target);
   if (!request.is_ok()) return fail(request.status());
@@ -782,6 +812,19 @@ int main(int argc, char** argv) {
       ->required()
       ->delimiter(',');
 
+  PatchArguments patch_arguments;
+  auto* patch = app.add_subcommand("patch", "Change a resource after it was created");
+  patch->require_subcommand(1);
+  auto* patch_workload = patch->add_subcommand(
+      "workload",
+      "Change a pending or running workload's priority, here and at the clusters that queue or "
+      "run it (every other field is fixed at submit)");
+  patch_workload->add_option("NS/NAME", patch_arguments.target, "namespace/name")->required();
+  patch_workload->add_option("--priority", patch_arguments.priority, "The new spec.priority")
+      ->check(CLI::Range(-int64_t{shoal::model::kMaxPriority}, int64_t{shoal::model::kMaxPriority}));
+  patch_workload->add_option("-p,--patch", patch_arguments.patch,
+                             "A JSON merge patch of the manifest, e.g. '{\"spec\": {\"priority\": 10}}'");
+
   std::string describe_peer_name;
   auto* describe_peer = describe->add_subcommand("peer", "A peer's state, invitations and audit events");
   describe_peer->add_option("NAME", describe_peer_name, "The peer's cluster name or id")->required();
@@ -846,6 +889,7 @@ int main(int argc, char** argv) {
   if (*invite_revoke) return cmd_invite_revoke(options, revoke_id, revoke_evict);
   if (*describe_peer) return cmd_describe_peer(options, describe_peer_name);
   if (*delete_workload) return cmd_delete_workload(options, delete_target, delete_from);
+  if (*patch_workload) return cmd_patch_workload(options, patch_arguments);
   if (*nominate) return cmd_nominate(options, nominate_target, nominate_clusters);
   if (*invite_accept) return cmd_invite_accept(options, token_or_file);
   if (*peers) return cmd_peers(options);

@@ -186,6 +186,7 @@ bool Agent::handle_message(const std::string& from, const Sender& sender, uint8_
     case MessageType::kStatusAck:
     case MessageType::kDigest:
     case MessageType::kLogRequest:
+    case MessageType::kPriority:
       permitted = on_record.ever_issued();
       break;
     case MessageType::kCapacity:
@@ -256,6 +257,8 @@ void Agent::dispatch(const std::string& from, const protocol::Body& body, const 
           target_.on_log_request(from, message);
         else if constexpr (std::is_same_v<T, protocol::LogChunk>)
           remote_logs_.on_chunk(from, message);
+        else if constexpr (std::is_same_v<T, protocol::Priority>)
+          target_.on_priority(from, message);
       },
       body);
 }

@@ -93,6 +93,8 @@ class Agent {
   // (its events stay). Until every copy is confirmed stopped the workload
   // shows reason "Deleting"; the name is free again afterwards.
   Status delete_workload(const std::string& namespace_name, const std::string& name);
+  // `shoalctl patch workload --priority`: see SourceRole::set_priority.
+  Status set_priority(const std::string& namespace_name, const std::string& name, int32_t priority);
   // Operator action at the target: stop a copy this cluster runs for a
   // source (`from_cluster` picks one when several sources use the name). The
   // source sees Failed with reason DeletedAtTarget and, under

@@ -261,6 +261,12 @@ Status Agent::delete_workload(const std::string& namespace_name, const std::stri
   return end_control();
 }
 
+Status Agent::set_priority(const std::string& namespace_name, const std::string& name,
+                           int32_t priority) {
+  SHOAL_RETURN_IF_ERROR(source_.set_priority(namespace_name, name, priority));
+  return end_control();
+}
+
 Status Agent::nominate(const std::string& namespace_name, const std::string& name,
                        const std::vector<std::string>& clusters) {
   SHOAL_RETURN_IF_ERROR(source_.nominate(namespace_name, name, clusters));

@@ -405,7 +405,7 @@ void SourceRole::send_digests(TimePoint now) {
     for (const auto& [uid, workload] : workloads_) {
       const store::WorkloadRecord& record = workload.record;
       if (record.winner == id && !model::is_finished(record.phase) && !record.deleting) {
-        digest.copies.push_back({uid, record.epoch});
+        digest.copies.push_back({uid, record.epoch, record.spec.priority});
       }
     }
     peer.last_digest_sent = now;

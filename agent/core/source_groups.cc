@@ -286,6 +286,55 @@ Status SourceRole::nominate(const std::string& namespace_name, const std::string
   return context_.store_health();
 }
 
+Status SourceRole::set_priority(const std::string& namespace_name, const std::string& name,
+                                int32_t priority) {
+  auto uid = uid_by_name_.find(namespace_name + "/" + name);
+  if (uid == uid_by_name_.end()) {
+    return not_found("workload " + namespace_name + "/" + name + " not found");
+  }
+  SourceWorkload& workload = workloads_.at(uid->second);
+  const store::WorkloadRecord& group = workload.record;
+  if (group.deleting) return invalid_argument("workload " + group.spec.key() + " is being deleted");
+  if (model::is_finished(group.phase)) {
+    return invalid_argument("workload " + group.spec.key() + " is " +
+                            std::string(model::phase_name(group.phase)) +
+                            "; only a pending or running workload's priority can change");
+  }
+  if (group.spec.priority == priority) return Status::ok();
+  record_event(group.uid, "priority " + std::to_string(priority) + " (was " +
+                              std::to_string(group.spec.priority) + ")");
+  std::vector<std::string> members = {group.uid};
+  if (is_group(workload)) {
+    workload.record.spec.priority = priority;
+    persist(workload.record);
+    members = copies_[group.uid];
+  }
+  for (const std::string& member_uid : members) {
+    SourceWorkload& member = workloads_.at(member_uid);
+    store::WorkloadRecord& record = member.record;
+    // Its place among ours waiting for a slot: behind those of its new
+    // priority that waited before it, as a newcomer would be.
+    if (member.waiting_ticket != 0) {
+      waiting_.erase({-int64_t{record.spec.priority}, member.waiting_ticket, record.uid});
+      member.waiting_ticket = next_ticket_++;
+      waiting_.insert({-int64_t{priority}, member.waiting_ticket, record.uid});
+    }
+    record.spec.priority = priority;
+    persist(record);
+    // Every target that may queue, hold or run it; later CANDIDATEs and
+    // DIGESTs carry the new priority too, should this one be lost.
+    std::set<std::string> told;
+    for (const auto& [peer_id, progress] : member.candidates) {
+      if (may_hold_something(progress)) told.insert(peer_id);
+    }
+    if (!record.winner.empty()) told.insert(record.winner);
+    for (const std::string& peer_id : told) {
+      send(peer_id, protocol::Priority{record.uid, record.epoch, priority});
+    }
+  }
+  return context_.store_health();
+}
+
 Status SourceRole::delete_workload(const std::string& namespace_name, const std::string& name) {
   auto uid = uid_by_name_.find(namespace_name + "/" + name);
   if (uid == uid_by_name_.end()) {

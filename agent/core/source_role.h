@@ -43,6 +43,10 @@ class SourceRole {
   Status delete_workload(const std::string& namespace_name, const std::string& name);
   Status nominate(const std::string& namespace_name, const std::string& name,
                   const std::vector<std::string>& clusters);
+  // A pending or placed workload's new priority: its place among ours
+  // waiting for a slot, and (PRIORITY) at every target that may queue,
+  // hold or run a copy of it. Finished or deleting work is refused.
+  Status set_priority(const std::string& namespace_name, const std::string& name, int32_t priority);
 
   void on_capacity(const std::string& from, const protocol::Capacity& message);
   void on_ready(const std::string& from, const protocol::Ready& message);

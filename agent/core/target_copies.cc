@@ -89,7 +89,10 @@ void TargetRole::on_digest(const std::string& from, const protocol::Digest& mess
   // acknowledged, and which the source no longer counts as held here, is
   // done with.
   std::set<std::pair<std::string, uint64_t>> listed;
-  for (const auto& copy : message.copies) listed.emplace(copy.uid, copy.epoch);
+  for (const auto& copy : message.copies) {
+    listed.emplace(copy.uid, copy.epoch);
+    if (copy.priority) take_priority({from, copy.uid}, copy.epoch, *copy.priority);
+  }
   std::vector<ReservationKey> collected;
   protocol::Holdings holdings;
   for (const auto& [key, reservation] : reservations_) {

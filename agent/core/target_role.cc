@@ -157,8 +157,11 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
                                   protocol::RejectCode::kStaleEpoch});
       return;
     }
-    // A retry or a new round of a waiting candidate: it keeps its place in line.
+    // A retry or a new round of a waiting candidate: it keeps its place in
+    // line, unless its priority changed since (a lost PRIORITY).
     queued->second.epoch = message.epoch;
+    take_priority(key, message.epoch, message.spec.priority);
+    queued = queued_.find(key);
     queued->second.spec = message.spec;
     queued->second.hold_until = now + config_.queue_hold;
   } else {
@@ -210,6 +213,35 @@ void TargetRole::unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it)
   queued_by_cluster_key_.erase(cluster_name);
   count_usage({it->second.spec.namespace_name, it->second.spec.queue, {}}, -1, /*queued=*/true);
   queued_.erase(it);
+}
+
+void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority) {
+  auto queued = queued_.find(key);
+  if (queued != queued_.end() && queued->second.epoch <= epoch &&
+      queued->second.spec.priority != priority) {
+    QueuedCandidate entry = queued->second;
+    record_event(key.second, "priority " + std::to_string(priority) + " (was " +
+                                 std::to_string(entry.spec.priority) + "): queued again at " +
+                                 config_.cluster + " in that order");
+    entry.spec.priority = priority;
+    unqueue(queued);
+    queue_candidate(key, std::move(entry));
+  }
+  auto it = reservations_.find(key);
+  if (it == reservations_.end()) return;
+  store::ReservationRecord& record = it->second.record;
+  if (record.epoch > epoch || !store::holds_resources(record.phase) ||
+      record.spec.priority == priority) {
+    return;
+  }
+  record_event(key.second, "priority " + std::to_string(priority) + " (was " +
+                               std::to_string(record.spec.priority) + ") at " + config_.cluster);
+  record.spec.priority = priority;
+  persist(record);
+}
+
+void TargetRole::on_priority(const std::string& from, const protocol::Priority& message) {
+  take_priority({from, message.uid}, message.epoch, message.priority);
 }
 
 void TargetRole::serve_queue() {

@@ -47,6 +47,7 @@ class TargetRole {
   void on_status_ack(const std::string& from, const protocol::StatusAck& message);
   void on_delete(const std::string& from, const protocol::Delete& message);
   void on_digest(const std::string& from, const protocol::Digest& message);
+  void on_priority(const std::string& from, const protocol::Priority& message);
   // A piece of the output of a copy this cluster runs or ran for `from`,
   // and only for `from`: the cluster keys its work by source, so another
   // source's uid reads as not found.
@@ -284,6 +285,10 @@ class TargetRole {
   // in both. Every change to queued_ goes through these two.
   void queue_candidate(const ReservationKey& key, QueuedCandidate candidate);
   void unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it);
+  // The source changed the priority of `key`'s workload: what waits here at
+  // `epoch` or older is queued again in its new place (behind what waits
+  // at that priority already), and a copy held or run here keeps it.
+  void take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority);
   void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
                    std::vector<std::string> nodes);
   // A READY's score: how much cpu stays free here, 0..100; higher is a roomier fit.

@@ -1,6 +1,7 @@
 #include "agent/runtime/control.h"
 
 #include <map>
+#include <optional>
 
 #include "agent/control/commands.h"
 #include "agent/control/inventory_json.h"
@@ -66,6 +67,34 @@ class Request {
   static std::string field(const char* key) { return std::string("control request field \"") + key + "\""; }
   const json& body_;
 };
+
+// A workload patch, as a merge patch of its manifest: {"spec": {"priority":
+// N}}. Everything else was fixed at submit (where the work may already be
+// bound or running), and is refused naming the field.
+Result<int32_t> priority_from_patch(const json& patch) {
+  if (!patch.is_object()) return invalid_argument("patch: expected an object like {\"spec\": {\"priority\": 10}}");
+  std::optional<int32_t> priority;
+  for (const auto& [key, value] : patch.items()) {
+    if (key != "spec") {
+      return invalid_argument("patch: " + key + " cannot change after submit (only spec.priority can)");
+    }
+    if (!value.is_object()) return invalid_argument("patch: spec: expected an object");
+    for (const auto& [field, given] : value.items()) {
+      if (field != "priority") {
+        return invalid_argument("patch: spec." + field + " cannot change after submit (only spec.priority can)");
+      }
+      if (!given.is_number_integer() || given.get<int64_t>() < -model::kMaxPriority ||
+          given.get<int64_t>() > model::kMaxPriority) {
+        return invalid_argument("patch: spec.priority: expected a whole number from " +
+                                std::to_string(-model::kMaxPriority) + " to " +
+                                std::to_string(model::kMaxPriority));
+      }
+      priority = static_cast<int32_t>(given.get<int64_t>());
+    }
+  }
+  if (!priority) return invalid_argument("patch: expected spec.priority, the one field that can change");
+  return *priority;
+}
 
 json error_response(const Status& status) {
   return {{"ok", false}, {"code", error_code_name(status.code())}, {"error", status.message()}};
@@ -369,6 +398,13 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
     SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> clusters, request.texts("clusters"));
     SHOAL_RETURN_IF_ERROR(agent.nominate(ns, name, clusters));
     return json{{"ok", true}};
+  }
+  if (command == "patch-workload") {
+    SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));
+    SHOAL_ASSIGN_OR_RETURN(std::string name, request.text("name"));
+    SHOAL_ASSIGN_OR_RETURN(int32_t priority, priority_from_patch(body.value("patch", json())));
+    SHOAL_RETURN_IF_ERROR(agent.set_priority(ns, name, priority));
+    return json{{"ok", true}, {"priority", priority}};
   }
   if (command == "delete-workload") {
     SHOAL_ASSIGN_OR_RETURN(std::string ns, request.text("namespace"));

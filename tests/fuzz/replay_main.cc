@@ -80,10 +80,11 @@ std::vector<std::vector<uint8_t>> seeds() {
                          protocol::ClusterFacts{model::Labels{{"region", "r"}}, model::Labels{{"tier", "t"}},
                                                 {9, 9, 0}, model::UsageCounts{1, 2, 3, 4}}},
       protocol::Capacity{{}, protocol::ClusterFacts{std::nullopt, std::nullopt, {9, 9, 0}, std::nullopt}},
-      protocol::Digest{120000, {{"u", 1}, {"v", 2}}},
+      protocol::Digest{120000, {{"u", 1, 5}, {"v", 2, std::nullopt}}},
       protocol::Holdings{{{"u", 1, model::Phase::kRunning}}},
       protocol::LogRequest{3, "u", 1, 0, -100, 4096},
-      protocol::LogChunk{3, "", "", "line\n", 0, 5, true}};
+      protocol::LogChunk{3, "", "", "line\n", 0, 5, true},
+      protocol::Priority{"u", 1, 9}};
   for (const auto& body : bodies) {
     protocol::Envelope e;
     e.type = protocol::type_of(body);

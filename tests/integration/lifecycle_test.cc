@@ -382,5 +382,46 @@ TEST_F(Lifecycle, ARestartedSourceCountsWorkerLostTimeoutAfresh) {
   agent_named(where).resume();
 }
 
+// `shoalctl patch workload --priority` on work queued at its target: the
+// target serves the queue in the new order. The work may run only at west
+// (spec.placement.clusters), where a blocker holds every cpu.
+TEST_F(Lifecycle, PatchingAQueuedWorkloadsPriorityLetsItRunFirstAtItsTarget) {
+  const std::string special = "placement: {clusters: [west]}, ";
+  submit("blocker", special + "replicas: 16, duration: 12s");  // 16 x 1 cpu: all of west
+  ASSERT_TRUE(wait_until([&] { return status_is("blocker", "Running", "west"); }, 20s)) << describe("blocker").dump(2);
+  // Each needs all of west too: only one can follow the blocker.
+  submit("first", special + "replicas: 16, duration: 3s");
+  submit("second", special + "replicas: 16, duration: 3s");
+  auto queued_at_west = [&](const std::string& name) {
+    json w = describe(name);
+    return !w.is_null() && w["status"]["phase"] == "Pending" &&
+           w["status"].value("reason", "").find("west=NoCapacity") != std::string::npos;
+  };
+  ASSERT_TRUE(wait_until([&] { return queued_at_west("first") && queued_at_west("second"); }, 20s))
+      << describe("second").dump(2);
+  CommandResult patched = source_.ctl({"patch", "workload", "default/second", "--priority", "10"});
+  ASSERT_EQ(patched.exit_code, 0) << patched.err;
+  json described = describe("second");
+  EXPECT_EQ(described["spec"]["priority"], 10) << described.dump(2);
+  EXPECT_TRUE(has_event("second", "priority 10 (was 0)"));
+  // Once the blocker ends, the higher priority runs first, though it came later.
+  ASSERT_TRUE(wait_until([&] { return status_is("second", "Running", "west") || status_is("first", "Running"); }, 30s));
+  EXPECT_TRUE(status_is("second", "Running", "west")) << describe("first").dump(2);
+  EXPECT_FALSE(status_is("first", "Running"));
+
+  // Everything else is fixed at submit: refused, naming the field.
+  CommandResult refused =
+      source_.ctl({"patch", "workload", "default/first", "-p", R"({"spec": {"replicas": 3}})"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("spec.replicas cannot change after submit"), std::string::npos) << refused.err;
+  refused = source_.ctl({"patch", "workload", "default/first", "-p", R"({"spec": {"priority": "high"}})"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("spec.priority: expected a whole number"), std::string::npos) << refused.err;
+  ASSERT_TRUE(wait_until([&] { return status_is("blocker", "Succeeded"); }, 20s));
+  refused = source_.ctl({"patch", "workload", "default/blocker", "--priority", "1"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("is Succeeded"), std::string::npos) << refused.err;
+}
+
 }  // namespace
 }  // namespace shoal::testing

@@ -709,5 +709,86 @@ TEST(LifecycleTest, WithoutAStartTimeoutABoundCopyWaitsAsLongAsItsClusterKeepsIt
   EXPECT_EQ(record->disruptions, 0);
 }
 
+
+namespace {
+
+// One source, one target of a single 8-cpu node. A blocker holds the node;
+// two more wait in the target's queue, in the order they came.
+struct QueuedAtTarget {
+  World world;
+  Node* source;
+  Node* east;
+  TimePoint blocker_ends{};
+  QueuedAtTarget() {
+    world.configure = fast_lifecycle_timers;
+    source = &world.add("source", 1, 500);
+    east = &world.add("east", 1, 8000);
+    world.invite(*east, *source);
+    world.run_for(2s);
+    model::WorkloadSpec blocker = workload("blocker", 8000, 10s);
+    EXPECT_TRUE(source->agent->submit({blocker}).is_ok());
+    world.run_for(500ms);
+    auto record = source->agent->find_workload("default", "blocker");
+    EXPECT_EQ(record->phase, model::Phase::kRunning);
+    blocker_ends = from_millis(record->started_at_ms) + 10s;
+    EXPECT_TRUE(source->agent->submit({workload("first", 8000, 60s)}).is_ok());
+    world.run_for(100ms);
+    EXPECT_TRUE(source->agent->submit({workload("second", 8000, 60s)}).is_ok());
+    world.run_for(1s);
+  }
+  model::Phase phase(const std::string& name) {
+    return source->agent->find_workload("default", name)->phase;
+  }
+};
+
+}  // namespace
+
+TEST(PriorityTest, RaisingAQueuedWorkloadsPriorityLetsItRunFirstAtTheTarget) {
+  QueuedAtTarget f;
+  for (const char* name : {"first", "second"}) {
+    ASSERT_EQ(f.phase(name), model::Phase::kPending);
+    ASSERT_NE(reason_of(*f.source, name).find("NoCapacity"), std::string::npos)
+        << "queued at east: " << reason_of(*f.source, name);
+  }
+  // Just before the blocker ends, so the queue is served before any
+  // CANDIDATE is asked again: the PRIORITY message alone reorders it.
+  f.world.run_for(f.blocker_ends - 100ms - f.world.clock().now(), 10ms);
+  ASSERT_TRUE(f.source->agent->set_priority("default", "second", 10).is_ok());
+  f.world.run_for(600ms, 10ms);
+  EXPECT_EQ(f.phase("second"), model::Phase::kRunning) << "the higher priority runs first";
+  EXPECT_NE(f.phase("first"), model::Phase::kRunning);
+  auto second = f.source->agent->find_workload("default", "second");
+  EXPECT_EQ(second->spec.priority, 10);
+  EXPECT_TRUE(event_contains(*f.source, second->uid, "priority 10 (was 0)"));
+  EXPECT_TRUE(event_contains(*f.east, second->uid, "queued again at east"));
+  auto copy = copy_at(*f.east, second->uid);
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->spec.priority, 10) << "the target runs it at its new priority";
+}
+
+TEST(PriorityTest, ALostPriorityMessageIsMadeGoodByTheNextCandidateAndDigest) {
+  QueuedAtTarget f;
+  auto no_priority = [](const Wire& w) { return w.type != protocol::MessageType::kPriority; };
+  ASSERT_TRUE(f.source->agent->set_priority("default", "second", 10).is_ok());
+  f.world.run_for(f.blocker_ends + 600ms - f.world.clock().now(), 250ms, no_priority);
+  EXPECT_EQ(f.phase("second"), model::Phase::kRunning) << "a CANDIDATE asked again carried it";
+  EXPECT_NE(f.phase("first"), model::Phase::kRunning);
+  // A running copy hears of a later change from the DIGEST.
+  ASSERT_TRUE(f.source->agent->set_priority("default", "second", -5).is_ok());
+  const std::string uid = f.source->agent->find_workload("default", "second")->uid;
+  f.world.run_for(3s, 250ms, no_priority);
+  EXPECT_EQ(copy_at(*f.east, uid)->spec.priority, -5);
+}
+
+TEST(PriorityTest, OnlyPendingOrRunningWorkloadsMayChangeAndUnknownOnesAreNamed) {
+  QueuedAtTarget f;
+  EXPECT_EQ(f.source->agent->set_priority("default", "nope", 1).code(), ErrorCode::kNotFound);
+  f.world.run_for(f.blocker_ends + 1s - f.world.clock().now());
+  ASSERT_EQ(f.phase("blocker"), model::Phase::kSucceeded);
+  Status finished = f.source->agent->set_priority("default", "blocker", 3);
+  EXPECT_EQ(finished.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(finished.message().find("is Succeeded"), std::string::npos) << finished.message();
+}
+
 }  // namespace
 }  // namespace shoal::core::testing

@@ -62,17 +62,21 @@ std::vector<Body> every_message() {
       StatusAck{"uid-1", 3, 4},
       Revoke{"inv-1", true},
       Delete{"uid-1", 3},
-      Digest{120000, {{"uid-1", 3}, {"uid-2", 9}}},
+      Digest{120000, {{"uid-1", 3, 7}, {"uid-2", 9, -2}}},
+      Digest{120000, {{"uid-1", 3, std::nullopt}}},  // from a sender before priorities
       Digest{0, {}},
       Holdings{{{"uid-1", 3, model::Phase::kRunning}, {"uid-9", 1, model::Phase::kSucceeded}}},
       LogRequest{7, "uid-1", 3, 2, -4096, 65536},
       LogChunk{7, "", "", std::string("out\0\xff put\n", 10), 100, 110, true},
       LogChunk{8, "NotFound", "no output for replica 2", "", 0, 0, false},
+      Priority{"uid-1", 3, -40},
   };
 }
 
 TEST(CodecTest, WireNumbersOfTheMessagesAfterBatchSkipIt) {
   EXPECT_EQ(type_of(Holdings{}), MessageType::kHoldings);
+  EXPECT_EQ(type_of(Priority{}), MessageType::kPriority);
+  EXPECT_EQ(message_type_name(MessageType::kPriority), "PRIORITY");
   EXPECT_EQ(type_of(LogRequest{}), MessageType::kLogRequest);
   EXPECT_EQ(static_cast<int>(type_of(LogChunk{})), 18);
   EXPECT_EQ(message_type_name(MessageType::kLogChunk), "LOG_CHUNK");
