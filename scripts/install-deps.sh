@@ -37,6 +37,9 @@ PACKAGES=(
   librapidcheck-dev
   clang-14 libclang-rt-14-dev
   "${SLURM_PACKAGES[@]}"
+  # The dev Kubernetes cluster's certificates and readiness checks
+  # (scripts/k8s-dev.sh; its binaries are built with Go, not from apt).
+  openssl curl
 )
 
 case "${1:-}" in
@@ -45,6 +48,13 @@ case "${1:-}" in
   "") ;;
   *) echo "install-deps.sh: expected --agent, --slurm or nothing, got $1" >&2; exit 2 ;;
 esac
+
+# Go is not a Debian 12 package at the version Kubernetes needs: the tests
+# build their cluster with Go 1.26 from the module proxy (scripts/k8s-dev.sh).
+if [ -z "${1:-}" ] && ! command -v go >/dev/null; then
+  echo "install-deps: Go 1.26 is not on PATH; the Kubernetes tests need it to build their cluster" \
+       "(scripts/k8s-dev.sh build; https://go.dev/dl/)" >&2
+fi
 
 missing=()
 for package in "${PACKAGES[@]}"; do

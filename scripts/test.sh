@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it:
-#  1. builds and runs ctest: unit, property, fuzz-corpus replay, chaos-checker
-#     and integration tests (real shoald processes on 127.0.0.1);
+#  1. builds, builds the Kubernetes test cluster from source (scripts/k8s-dev.sh
+#     build: tens of minutes the first time, nothing once cached) and runs
+#     ctest: unit, property, fuzz-corpus replay, chaos-checker and
+#     integration tests (real shoald processes on 127.0.0.1, a dev Slurm, a
+#     dev Kubernetes control plane);
 #  2. a 3-minute chaos run (scripts/chaos.sh): kills and pauses of five
 #     agents, judged from their durable records;
 #  3. the unit and integration tests again under AddressSanitizer + UBSan
@@ -60,6 +63,10 @@ if [ "${SHOAL_QUICK:-0}" != 1 ]; then
   # Interrupted, the build beside must not outlive the run.
   trap 'kill "$asan_build" 2>/dev/null || true' EXIT
 fi
+stage "Kubernetes test cluster (scripts/k8s-dev.sh build; cached after the first)"
+status=0
+bash scripts/k8s-dev.sh build 2>&1 | tail -n 30 || status=$?
+count_one "k8s-dev build" "$status"
 stage "ctest"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" --timeout 600) 2>&1 | tee "$LOGS/ctest.log" || true
 count_ctest ctest "$LOGS/ctest.log"
