@@ -27,8 +27,10 @@
 #
 # The API server listens on 127.0.0.1 only; the service range is
 # bookkeeping (nothing serves it), and KWOK gives every node the address
-# 127.0.0.1, so nothing a test does leaves this machine. Pods are admitted
-# without a ServiceAccount (no controller creates the default one).
+# 127.0.0.1, so nothing a test does leaves this machine. With no
+# kube-controller-manager, two admission plugins are off: ServiceAccount
+# (nothing creates a namespace's default account) and TaintNodesByCondition
+# (nothing would lift the not-ready taint it puts on every new node).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -184,7 +186,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/24 \
-    --disable-admission-plugins ServiceAccount \
+    --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
     --enable-priority-and-fairness=false --profiling=false --v=1
   local api="https://127.0.0.1:$api_port"
   await 90 kube-apiserver "$DIR/log/kube-apiserver.log" \

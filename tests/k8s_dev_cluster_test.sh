@@ -36,6 +36,7 @@ kb() { "$bin/kubectl" --kubeconfig "$b" "$@"; }
   fail "allocatable: $(ka get node kwok-node-1 -o jsonpath='{.status.allocatable}')"
 [ "$(ka get node kwok-node-0 -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')" = 127.0.0.1 ] ||
   fail "a node's InternalIP is not loopback"
+[ -z "$(ka get nodes -o jsonpath='{.items[*].spec.taints}')" ] || fail "nodes are tainted: $(ka get nodes -o jsonpath='{.items[*].spec.taints}')"
 
 # A bound pod runs, then ends as its annotations say.
 pod() {  # NAME EXIT_CODE
