@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "agent/cluster/kubernetes/kube_api.h"
 #include "agent/cluster/slurm/slurm_rest.h"
 #include "agent/cluster/slurm/slurm_runner.h"
 #include "agent/control/inventory_json.h"
@@ -93,6 +94,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)shoal::cluster::slurm::slurm_errors(text);
         (void)shoal::cluster::slurm::parse_jobcomp_line(text);
         (void)shoal::cluster::slurm::parse_tag(text);  // a job's comment: anyone's text
+      }
+      // What an API server answers the kubernetes backend, and kubeconfigs.
+      {
+        namespace kube = shoal::cluster::kubernetes;
+        std::string_view text = as_text(bytes.data(), bytes.size());
+        (void)kube::parse_node_list(text);
+        (void)kube::parse_pod_list(text);
+        (void)kube::parse_node_event(text);
+        (void)kube::parse_pod_event(text);
+        (void)kube::kube_status_message(text);
+        (void)kube::parse_kubeconfig(text, "kubeconfig", "/nonexistent");
       }
       break;
     case 5: {

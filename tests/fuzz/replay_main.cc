@@ -158,6 +158,22 @@ std::vector<std::vector<uint8_t>> seeds() {
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
                                       "spec:\n  backend: slurm\n  slurm: {endpoint: 'http://h:6820', "
                                       "tokenFile: /t, userName: u, partition: p, timeout: 2s}\n")));
+  // An API server's answers to the kubernetes backend, and a kubeconfig.
+  out.push_back(tagged(4, std::string(R"({"kind":"NodeList","metadata":{"resourceVersion":"9"},"items":[{"metadata":)"
+                                      R"({"name":"n","labels":{"a":"b"}},"spec":{"unschedulable":true,"taints":[{"key":)"
+                                      R"("k","effect":"NoSchedule"}]},"status":{"allocatable":{"cpu":"8","memory":"32Gi",)"
+                                      R"("nvidia.com/gpu":"1"},"conditions":[{"type":"Ready","status":"True"}]}}]})")));
+  out.push_back(tagged(4, std::string(R"({"type":"MODIFIED","object":{"metadata":{"name":"p","namespace":"d",)"
+                                      R"("resourceVersion":"3","labels":{"shoal.dev/uid":"u"},"deletionTimestamp":"x"},)"
+                                      R"("spec":{"nodeName":"n","containers":[{"resources":{"requests":{"cpu":"1"}}}],)"
+                                      R"("initContainers":[{"resources":{"requests":{"memory":"1Gi"}}}]},"status":)"
+                                      R"({"phase":"Failed","reason":"Evicted","containerStatuses":[{"state":{"terminated":)"
+                                      R"({"exitCode":137,"reason":"OOMKilled"}}}]}}})")));
+  out.push_back(tagged(4, std::string(R"json({"type":"ERROR","object":{"kind":"Status","message":"too old (1)","code":410}})json")));
+  out.push_back(tagged(4, std::string("clusters:\n- name: c\n  cluster: {server: \"https://h:1\", "
+                                      "certificate-authority-data: Q0EK}\nusers:\n- name: u\n  user: "
+                                      "{client-certificate-data: Q0VSVAo=, client-key-data: S0VZCg==}\ncontexts:\n"
+                                      "- name: x\n  context: {cluster: c, user: u, namespace: n}\ncurrent-context: x\n")));
   return out;
 }
 

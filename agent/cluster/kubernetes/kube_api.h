@@ -1,0 +1,141 @@
+// The Kubernetes API as the kubernetes backend uses it (docs/backends.md):
+// where the API server is and how to prove who we are (a kubeconfig, or the
+// pod's own service account in the cluster), Nodes and Pods as lists and as
+// watch events, and the HTTP that carries them.
+//
+// The parsers are pure, fuzzed and unit-tested on the API server's own
+// answers; every error is one line naming the field and what was expected.
+// KubeClient does the HTTP with libcurl: TLS verified against the cluster's
+// CA, a bearer token or a client certificate, and a timeout on every call.
+// It blocks for at most that long (a watch, at most the time it is given),
+// so the backend calls it off the agent's loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "model/resources.h"
+
+namespace shoal::cluster::kubernetes {
+
+// How to reach one API server and authenticate to it.
+struct KubeConfig {
+  std::string server;           // "https://host:port"
+  std::string ca_pem;           // the cluster's CA (PEM); empty: the system's roots
+  std::string token;            // a bearer token, or empty
+  std::string client_cert_pem;  // a client certificate and its key (PEM), or empty
+  std::string client_key_pem;
+  std::string namespace_name;   // the context's namespace (in the cluster: the pod's)
+};
+
+// A kubeconfig's `context` (its current-context when empty): the cluster's
+// server and CA, the user's token or client certificate. Files it names are
+// read relative to the kubeconfig's folder; *-data fields are base64.
+// `where` prefixes every error: "kubeconfig /etc/k.yaml: users[0].user.token: ...".
+Result<KubeConfig> parse_kubeconfig(std::string_view text, const std::string& where,
+                                    const std::string& base_dir, const std::string& context = "");
+Result<KubeConfig> load_kubeconfig(const std::string& path, const std::string& context = "");
+// The pod's own service account: its token, CA and namespace under
+// `secrets_dir`, the API server from KUBERNETES_SERVICE_HOST and _PORT.
+Result<KubeConfig> in_cluster_config(
+    const std::string& secrets_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+
+struct KubeNode {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  model::Resources allocatable;  // cpu, memory, nvidia.com/gpu
+  bool ready = false;            // condition Ready is True
+  bool unschedulable = false;    // cordoned
+  bool tainted = false;          // a NoSchedule or NoExecute taint
+  // Whether new work may go there: Ready, not cordoned, not tainted away.
+  bool usable() const { return ready && !unschedulable && !tainted; }
+};
+
+struct KubePod {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  std::map<std::string, std::string> labels;
+  std::string node_name;  // "" until bound
+  std::string phase;      // Pending, Running, Succeeded, Failed, Unknown
+  // What the scheduler counts against its node: the containers' requests
+  // summed, and at least each init container's.
+  model::Resources requests;
+  bool deleting = false;   // metadata.deletionTimestamp is set
+  int32_t exit_code = 0;   // the first terminated container's
+  std::string reason;      // its reason (OOMKilled, Error, ...), else the pod's (Evicted, ...)
+  std::string message;
+  bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
+};
+
+template <typename T>
+struct KubeList {
+  std::string resource_version;  // where a watch of the same collection starts
+  std::vector<T> items;
+};
+
+// One line of a watch. kError carries the API's Status (code 410: the
+// resourceVersion is too old, list again).
+struct KubeEvent {
+  enum class Type { kAdded, kModified, kDeleted, kBookmark, kError } type = Type::kAdded;
+  std::string resource_version;  // of the object (a bookmark's: where to go on from)
+  std::optional<KubeNode> node;  // kAdded, kModified, kDeleted of a Node watch
+  std::optional<KubePod> pod;    // ... of a Pod watch
+  int32_t error_code = 0;        // kError
+  std::string error;
+};
+
+Result<KubeList<KubeNode>> parse_node_list(std::string_view body);
+Result<KubeList<KubePod>> parse_pod_list(std::string_view body);
+Result<KubeEvent> parse_node_event(std::string_view line);
+Result<KubeEvent> parse_pod_event(std::string_view line);
+// The API's Status in an error answer ("pods \"x\" already exists"), or the
+// body's start when it is not one.
+std::string kube_status_message(std::string_view body);
+
+struct KubeClientOptions {
+  KubeConfig config;
+  std::chrono::milliseconds timeout{5000};  // every call but a watch
+};
+
+class KubeClient {
+ public:
+  struct Answer {
+    long status = 0;  // HTTP status
+    std::string body;
+  };
+
+  explicit KubeClient(KubeClientOptions options);
+  ~KubeClient();
+  KubeClient(const KubeClient&) = delete;
+  KubeClient& operator=(const KubeClient&) = delete;
+
+  // One request (`path` from the server's root, "/api/v1/nodes"; `body`
+  // JSON). Unavailable, naming the call, when the server does not answer
+  // within the timeout; otherwise its answer, whatever its status.
+  Result<Answer> call(const char* method, const std::string& path, const std::string& body = "");
+  // Streams a watch (`path` with ?watch=1&...): each event's line to
+  // `on_line`, until the server ends the watch, `on_line` returns false, or
+  // `longest` passes. Ok in all three cases; Unavailable when the watch
+  // could not be opened or broke; an HTTP error status as the API's
+  // message. A line longer than 16 MiB is refused (Corrupt).
+  Status watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
+               std::chrono::milliseconds longest);
+
+ private:
+  // Sets what every request shares: the URL, TLS, authentication.
+  void prepare(void* curl, const char* method, const std::string& path, long timeout_ms) const;
+
+  KubeClientOptions options_;
+  void* curl_ = nullptr;  // one CURL handle for calls, reused (keeps the connection)
+};
+
+}  // namespace shoal::cluster::kubernetes

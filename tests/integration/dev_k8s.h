@@ -1,0 +1,93 @@
+// A throw-away dev Kubernetes control plane (scripts/k8s-dev.sh) for one
+// test binary: up once before the first test, down after the last. Needs
+// the binaries `scripts/k8s-dev.sh build` makes; tests skip without them,
+// except under CI=true (or SHOAL_REQUIRE_K8S=1), where they fail.
+// Header-only: the suites that use it are separate binaries.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dev_slurm.h"  // run_shell
+
+namespace shoal::testing {
+
+// Why the dev Kubernetes cannot run here, or "" when it can.
+inline std::string dev_k8s_unavailable() {
+  std::string dir = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh bin-dir 2>/dev/null");
+  return dir.empty() ? "the dev Kubernetes is not built (scripts/k8s-dev.sh build)" : "";
+}
+
+inline bool k8s_tests_required() {
+  const char* ci = std::getenv("CI");
+  const char* required = std::getenv("SHOAL_REQUIRE_K8S");
+  return (ci && std::string(ci) == "true") || (required && std::string(required) == "1");
+}
+
+#define SHOAL_NEED_DEV_K8S(cluster)                                                       \
+  do {                                                                                    \
+    if (std::string why = ::shoal::testing::dev_k8s_unavailable(); !why.empty()) {        \
+      if (::shoal::testing::k8s_tests_required())                                         \
+        FAIL() << why << ", and CI=true (or SHOAL_REQUIRE_K8S=1) requires these tests";   \
+      GTEST_SKIP() << why;                                                                \
+    }                                                                                     \
+    ASSERT_FALSE((cluster).kubeconfig().empty()) << "scripts/k8s-dev.sh up failed";       \
+  } while (false)
+
+class DevK8s {
+ public:
+  // Starts `nodes` nodes of `cpus` cpus in a fresh directory; kubeconfig()
+  // is empty when it did not come up (the script's output went to stderr).
+  void up(int nodes, int cpus) {
+    char pattern[] = "/tmp/shoal-k8s-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    std::string out = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh up " + dir_ + " --nodes " +
+                                std::to_string(nodes) + " --cpus " + std::to_string(cpus) + " 2>&1");
+    std::string last = out.substr(out.find_last_of('\n', out.size() - 2) + 1);
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    kubeconfig_ = std::filesystem::exists(last) ? last : "";
+    if (kubeconfig_.empty()) std::fprintf(stderr, "k8s-dev.sh up failed:\n%s\n", out.c_str());
+    bin_ = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh bin-dir 2>/dev/null");
+    while (!bin_.empty() && bin_.back() == '\n') bin_.pop_back();
+  }
+
+  // Stops it and removes its directory. Returns the pids of processes still
+  // naming the directory after `down`: empty is a clean stop.
+  std::vector<std::string> down(std::string* script_output = nullptr) {
+    if (dir_.empty()) return {};
+    std::string out = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh down " + dir_ + " 2>&1");
+    if (script_output) *script_output = out;
+    std::vector<std::string> left;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream in(entry.path() / "cmdline");
+      std::stringstream cmdline;
+      cmdline << in.rdbuf();
+      if (cmdline.str().find(dir_ + "/") != std::string::npos) left.push_back(name);
+    }
+    std::filesystem::remove_all(dir_);
+    dir_.clear();
+    return left;
+  }
+
+  // kubectl against this cluster: its stdout (stderr too with `2>&1` in args).
+  std::string kubectl(const std::string& args) const {
+    return run_shell(bin_ + "/kubectl --kubeconfig " + kubeconfig_ + " " + args);
+  }
+
+  const std::string& dir() const { return dir_; }
+  const std::string& kubeconfig() const { return kubeconfig_; }
+
+ private:
+  std::string dir_, kubeconfig_, bin_;
+};
+
+}  // namespace shoal::testing

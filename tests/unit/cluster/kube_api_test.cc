@@ -1,0 +1,239 @@
+// The Kubernetes API's decoders on the API server's own answers (taken from
+// the dev cluster, scripts/k8s-dev.sh, and trimmed), and kubeconfigs as
+// kubectl writes them; each bad input is one line naming its field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/cluster/kubernetes/kube_api.h"
+
+namespace shoal::cluster::kubernetes {
+namespace {
+
+constexpr std::string_view kNode =
+    R"({"apiVersion":"v1","kind":"Node","metadata":{"labels":{"kubernetes.io/hostname":"kwok-node-0","type":"kwok"},)"
+    R"("name":"kwok-node-0","resourceVersion":"192"},"spec":{},"status":{"addresses":[{"address":"127.0.0.1",)"
+    R"("type":"InternalIP"}],"allocatable":{"cpu":"8","memory":"32Gi","pods":"110","nvidia.com/gpu":"2"},)"
+    R"("capacity":{"cpu":"8","memory":"32Gi","pods":"110"},"conditions":[{"status":"False","type":"MemoryPressure"},)"
+    R"({"reason":"KubeletReady","status":"True","type":"Ready"}],"phase":"Running"}})";
+
+constexpr std::string_view kFailedPod =
+    R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","namespace":"default","resourceVersion":"195",)"
+    R"("uid":"a0c7e776","labels":{"shoal.dev/uid":"u1"}},"spec":{"containers":[{"name":"main","image":"busybox",)"
+    R"("resources":{"limits":{"cpu":"1"},"requests":{"cpu":"1","memory":"512Mi"}}},{"name":"side","image":"x",)"
+    R"("resources":{"requests":{"cpu":"250m"}}}],"initContainers":[{"name":"init","resources":{"requests":)"
+    R"({"cpu":"2"}}}],"nodeName":"kwok-node-0","restartPolicy":"Never"},"status":{"containerStatuses":[{"name":)"
+    R"("main","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":3,"reason":"Error"}}}],)"
+    R"("phase":"Failed","podIP":"10.244.0.1"}})";
+
+// `text` with its first `from` replaced by `to`.
+std::string with(std::string text, std::string_view from, std::string_view to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(KubeApiTest, ANodeListIsReadWithItsResourceVersionReadinessAndAllocatable) {
+  std::string body = R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"200"},"items":[)" +
+                     std::string(kNode) + "]}";
+  auto list = parse_node_list(body);
+  ASSERT_TRUE(list.is_ok()) << list.status().message();
+  EXPECT_EQ(list->resource_version, "200");
+  ASSERT_EQ(list->items.size(), 1u);
+  const KubeNode& node = list->items[0];
+  EXPECT_EQ(node.name, "kwok-node-0");
+  EXPECT_EQ(node.labels.at("type"), "kwok");
+  EXPECT_EQ(node.allocatable.cpu_milli, 8000);
+  EXPECT_EQ(node.allocatable.memory_bytes, int64_t{32} << 30);
+  EXPECT_EQ(node.allocatable.gpu, 2);
+  EXPECT_TRUE(node.ready);
+  EXPECT_TRUE(node.usable());
+}
+
+TEST(KubeApiTest, CordonedNotReadyOrTaintedNodesAreNotUsable) {
+  std::string cordoned = with(std::string(kNode), R"("spec":{})", R"("spec":{"unschedulable":true})");
+  auto node = parse_node_event(R"({"type":"MODIFIED","object":)" + cordoned + "}");
+  ASSERT_TRUE(node.is_ok()) << node.status().message();
+  EXPECT_TRUE(node->node->unschedulable);
+  EXPECT_FALSE(node->node->usable());
+  std::string tainted = with(std::string(kNode), R"("spec":{})",
+                             R"("spec":{"taints":[{"key":"k","effect":"PreferNoSchedule"},{"key":"x","effect":"NoExecute"}]})");
+  node = parse_node_event(R"({"type":"MODIFIED","object":)" + tainted + "}");
+  ASSERT_TRUE(node.is_ok()) << node.status().message();
+  EXPECT_FALSE(node->node->usable());
+  std::string not_ready =
+      with(std::string(kNode), R"("status":"True","type":"Ready")", R"("status":"Unknown","type":"Ready")");
+  node = parse_node_event(R"({"type":"ADDED","object":)" + not_ready + "}");
+  ASSERT_TRUE(node.is_ok()) << node.status().message();
+  EXPECT_EQ(node->type, KubeEvent::Type::kAdded);
+  EXPECT_FALSE(node->node->ready);
+}
+
+TEST(KubeApiTest, APodsRequestsExitCodeAndReasonAreRead) {
+  auto event = parse_pod_event(R"({"type":"MODIFIED","object":)" + std::string(kFailedPod) + "}");
+  ASSERT_TRUE(event.is_ok()) << event.status().message();
+  EXPECT_EQ(event->type, KubeEvent::Type::kModified);
+  EXPECT_EQ(event->resource_version, "195");
+  const KubePod& pod = *event->pod;
+  EXPECT_EQ(pod.namespace_name, "default");
+  EXPECT_EQ(pod.name, "p1");
+  EXPECT_EQ(pod.labels.at("shoal.dev/uid"), "u1");
+  EXPECT_EQ(pod.node_name, "kwok-node-0");
+  EXPECT_EQ(pod.phase, "Failed");
+  EXPECT_TRUE(pod.terminal());
+  EXPECT_EQ(pod.exit_code, 3);
+  EXPECT_EQ(pod.reason, "Error");
+  // The containers' 1.25 cpu, but the init container's 2 is more.
+  EXPECT_EQ(pod.requests.cpu_milli, 2000);
+  EXPECT_EQ(pod.requests.memory_bytes, int64_t{512} << 20);
+}
+
+TEST(KubeApiTest, BookmarksAndTheGoneErrorAreEventsToo) {
+  auto bookmark = parse_pod_event(R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"12"}}})");
+  ASSERT_TRUE(bookmark.is_ok()) << bookmark.status().message();
+  EXPECT_EQ(bookmark->type, KubeEvent::Type::kBookmark);
+  EXPECT_EQ(bookmark->resource_version, "12");
+  auto gone = parse_node_event(
+      R"json({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version: 1 (200)","reason":"Expired","code":410}})json");
+  ASSERT_TRUE(gone.is_ok()) << gone.status().message();
+  EXPECT_EQ(gone->type, KubeEvent::Type::kError);
+  EXPECT_EQ(gone->error_code, 410);
+  EXPECT_NE(gone->error.find("too old"), std::string::npos);
+}
+
+TEST(KubeApiTest, BadAnswersAreOneLineNamingTheField) {
+  auto error_of = [](const Result<KubeEvent>& result) { return result.status().message(); };
+  EXPECT_NE(error_of(parse_pod_event("not json")).find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(error_of(parse_pod_event(R"({"type":"SIDEWAYS","object":{}})")).find("type"), std::string::npos);
+  std::string bad_cpu = with(std::string(kFailedPod), R"("cpu":"250m")", R"("cpu":"lots")");
+  EXPECT_NE(error_of(parse_pod_event(R"({"type":"ADDED","object":)" + bad_cpu + "}"))
+                .find("spec.containers[].resources.requests.cpu"),
+            std::string::npos);
+  std::string bad_code = with(std::string(kFailedPod), R"("exitCode":3)", R"("exitCode":"3")");
+  EXPECT_NE(error_of(parse_pod_event(R"({"type":"ADDED","object":)" + bad_code + "}")).find("exitCode"),
+            std::string::npos);
+  auto list = parse_node_list(R"({"metadata":{"resourceVersion":"1"},"items":{}})");
+  ASSERT_FALSE(list.is_ok());
+  EXPECT_NE(list.status().message().find("NodeList.items: expected a list"), std::string::npos);
+  for (const auto& result : {parse_node_list("[]"), parse_node_list(R"({"items":[{"metadata":{}}]})")}) {
+    EXPECT_FALSE(result.is_ok());
+    EXPECT_EQ(result.status().message().find('\n'), std::string::npos);
+  }
+  EXPECT_EQ(kube_status_message(R"({"kind":"Status","message":"pods \"p\" already exists","code":409})"),
+            "pods \"p\" already exists");
+}
+
+class KubeconfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/shoal-kubeconfig.XXXXXX";
+    dir_ = mkdtemp(pattern);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  Result<KubeConfig> parse(const std::string& text, const std::string& context = "") {
+    return parse_kubeconfig(text, "kubeconfig k", dir_, context);
+  }
+  std::string dir_;
+};
+
+TEST_F(KubeconfigTest, TheCurrentContextsServerCaAndTokenAreRead) {
+  std::ofstream(dir_ + "/ca.crt") << "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n";
+  auto config = parse(R"(apiVersion: v1
+kind: Config
+clusters:
+- name: dev
+  cluster: {server: "https://127.0.0.1:6443/", certificate-authority: ca.crt}
+- name: other
+  cluster: {server: "https://10.0.0.1:6443", certificate-authority-data: Q0EK}
+users:
+- name: admin
+  user: {token: abc}
+- name: robot
+  user: {client-certificate-data: Q0VSVAo=, client-key-data: S0VZCg==}
+contexts:
+- name: dev
+  context: {cluster: dev, user: admin, namespace: team-a}
+- name: other
+  context: {cluster: other, user: robot}
+current-context: dev
+)");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  EXPECT_EQ(config->server, "https://127.0.0.1:6443");
+  EXPECT_NE(config->ca_pem.find("BEGIN CERTIFICATE"), std::string::npos) << "read relative to the kubeconfig";
+  EXPECT_EQ(config->token, "abc");
+  EXPECT_EQ(config->namespace_name, "team-a");
+}
+
+TEST_F(KubeconfigTest, ANamedContextWithDataFieldsAndAClientCertificate) {
+  auto config = parse(R"(clusters:
+- name: other
+  cluster: {server: "https://10.0.0.1:6443", certificate-authority-data: Q0EK}
+users:
+- name: robot
+  user: {client-certificate-data: Q0VSVAo=, client-key-data: S0VZCg==}
+contexts:
+- name: other
+  context: {cluster: other, user: robot}
+current-context: missing
+)", "other");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  EXPECT_EQ(config->ca_pem, "CA\n");
+  EXPECT_EQ(config->client_cert_pem, "CERT\n");
+  EXPECT_EQ(config->client_key_pem, "KEY\n");
+  EXPECT_TRUE(config->token.empty());
+  EXPECT_EQ(config->namespace_name, "default");
+}
+
+TEST_F(KubeconfigTest, WhatCannotBeUsedIsRefusedNamingTheField) {
+  const std::string head = "clusters:\n- name: c\n  cluster: {server: \"https://h:1\"}\ncontexts:\n"
+                           "- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n";
+  auto error_of = [&](const std::string& text) {
+    auto config = parse(text);
+    EXPECT_FALSE(config.is_ok()) << text;
+    return config.is_ok() ? std::string() : config.status().message();
+  };
+  EXPECT_NE(error_of(head + "users:\n- name: u\n  user: {}\n").find("users[0].user: expected a token"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "users:\n- name: u\n  user: {exec: {command: aws}}\n").find("exec"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "users:\n- name: u\n  user: {client-key-data: '!!'}\n").find("client-key-data: expected base64"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "users:\n- name: u\n  user: {client-certificate-data: Q0VSVAo=}\n")
+                .find("both client-certificate and client-key"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "users:\n- name: v\n  user: {token: t}\n").find("users: no entry named \"u\""),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "users:\n- name: u\n  user: {tokenFile: nowhere}\n").find("tokenFile"),
+            std::string::npos);
+  std::string insecure = with(head, "server:", "insecure-skip-tls-verify: true, server:");
+  EXPECT_NE(error_of(insecure + "users:\n- name: u\n  user: {token: t}\n").find("insecure-skip-tls-verify"),
+            std::string::npos);
+  std::string plain = with(head, "https://h:1", "h:1");
+  EXPECT_NE(error_of(plain + "users:\n- name: u\n  user: {token: t}\n").find("clusters[0].cluster.server: expected https://"),
+            std::string::npos);
+  EXPECT_NE(error_of("- a list\n").find("expected a kubeconfig"), std::string::npos);
+  EXPECT_NE(error_of("clusters: []\n").find("current-context"), std::string::npos);
+}
+
+TEST_F(KubeconfigTest, InClusterReadsThePodsServiceAccount) {
+  std::ofstream(dir_ + "/token") << "sa-token\n";
+  std::ofstream(dir_ + "/ca.crt") << "CA";
+  std::ofstream(dir_ + "/namespace") << "shoal-system";
+  setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  auto config = in_cluster_config(dir_);
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  EXPECT_EQ(config->server, "https://10.96.0.1:443");
+  EXPECT_EQ(config->token, "sa-token");
+  EXPECT_EQ(config->namespace_name, "shoal-system");
+  auto outside = in_cluster_config(dir_);
+  ASSERT_FALSE(outside.is_ok());
+  EXPECT_NE(outside.status().message().find("KUBERNETES_SERVICE_HOST"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoal::cluster::kubernetes
