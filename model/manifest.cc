@@ -321,6 +321,46 @@ Result<SlurmSpec> parse_slurm(Fields& f, const YAML::Node& slurm) {
   return spec;
 }
 
+Result<KubernetesSpec> parse_kubernetes(Fields& f, const YAML::Node& node) {
+  if (!node || !node.IsMap()) {
+    return f.fail("spec.kubernetes", "expected a mapping with kubeconfig or inCluster: true (backend kubernetes)");
+  }
+  SHOAL_RETURN_IF_ERROR(f.only_known(node, "spec.kubernetes",
+                                     {"kubeconfig", "context", "inCluster", "nodeSelector", "image", "timeout"}));
+  KubernetesSpec spec;
+  if (node["kubeconfig"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.kubeconfig, f.scalar(node["kubeconfig"], "spec.kubernetes.kubeconfig"));
+  }
+  if (node["context"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.context, f.scalar(node["context"], "spec.kubernetes.context"));
+  }
+  if (node["inCluster"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(node["inCluster"], "spec.kubernetes.inCluster"));
+    if (text != "true" && text != "false") return f.fail("spec.kubernetes.inCluster", "expected true or false");
+    spec.in_cluster = text == "true";
+  }
+  if (spec.in_cluster == !spec.kubeconfig.empty()) {
+    return f.fail("spec.kubernetes", "expected either kubeconfig: PATH or inCluster: true");
+  }
+  if (!spec.kubeconfig.empty() && spec.kubeconfig[0] != '/') {
+    return f.fail("spec.kubernetes.kubeconfig", "expected an absolute path, got \"" + spec.kubeconfig + "\"");
+  }
+  SHOAL_ASSIGN_OR_RETURN(spec.node_selector, f.labels(node["nodeSelector"], "spec.kubernetes.nodeSelector"));
+  if (node["image"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.image, f.scalar(node["image"], "spec.kubernetes.image"));
+    if (spec.image.empty()) return f.fail("spec.kubernetes.image", "expected an image reference");
+  }
+  if (node["timeout"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(node["timeout"], "spec.kubernetes.timeout"));
+    SHOAL_ASSIGN_OR_RETURN(Duration timeout, parse_duration(text, "cluster manifest spec.kubernetes.timeout"));
+    if (timeout < std::chrono::milliseconds(10) || timeout > std::chrono::minutes(1)) {
+      return f.fail("spec.kubernetes.timeout", "expected a duration from 10ms to 1m");
+    }
+    spec.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  }
+  return spec;
+}
+
 Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   Fields f("cluster manifest ");
   SHOAL_RETURN_IF_ERROR(f.header(doc, "Cluster"));
@@ -337,13 +377,15 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   if (!body) return f.fail("spec", "expected a mapping with nodes");
   SHOAL_RETURN_IF_ERROR(f.only_known(
       body, "spec",
-      {"claims", "backend", "nodes", "queues", "resourceQuotas", "fairShare", "nodeOrder", "slurm"}));
+      {"claims", "backend", "nodes", "queues", "resourceQuotas", "fairShare", "nodeOrder", "slurm",
+       "kubernetes"}));
   SHOAL_ASSIGN_OR_RETURN(spec.claims, f.labels(body["claims"], "spec.claims"));
   if (body["backend"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.backend, f.scalar(body["backend"], "spec.backend"));
-    if (spec.backend != "sim" && spec.backend != "exec" && spec.backend != "slurm") {
-      return f.fail("spec.backend",
-                    "expected \"sim\", \"exec\" or \"slurm\", got \"" + spec.backend + "\"");
+    if (spec.backend != "sim" && spec.backend != "exec" && spec.backend != "slurm" &&
+        spec.backend != "kubernetes") {
+      return f.fail("spec.backend", "expected \"sim\", \"exec\", \"slurm\" or \"kubernetes\", got \"" +
+                                        spec.backend + "\"");
     }
   }
   if (spec.backend == "slurm") {
@@ -352,8 +394,17 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   } else if (body["slurm"]) {
     return f.fail("spec.slurm", "expected only with backend slurm");
   }
+  if (spec.backend == "kubernetes") {
+    SHOAL_ASSIGN_OR_RETURN(spec.kubernetes, parse_kubernetes(f, body["kubernetes"]));
+    if (body["nodes"]) {
+      return f.fail("spec.nodes", "expected none with backend kubernetes: the cluster's Nodes are used");
+    }
+  } else if (body["kubernetes"]) {
+    return f.fail("spec.kubernetes", "expected only with backend kubernetes");
+  }
+  const bool nodes_elsewhere = spec.backend == "slurm" || spec.backend == "kubernetes";
   const YAML::Node nodes = body["nodes"];
-  if (spec.backend != "slurm" && (!nodes || !nodes.IsSequence() || nodes.size() == 0)) {
+  if (!nodes_elsewhere && (!nodes || !nodes.IsSequence() || nodes.size() == 0)) {
     return f.fail("spec.nodes", "expected a non-empty list of node groups");
   }
   std::set<std::string> names;

@@ -66,6 +66,20 @@ struct SlurmSpec {
   std::chrono::milliseconds timeout{2000};  // per REST call
 };
 
+// `spec.kubernetes` of a cluster whose work a Kubernetes cluster runs
+// (backend: kubernetes, docs/backends.md). Its nodes come from the API
+// server, not from spec.nodes.
+struct KubernetesSpec {
+  std::string kubeconfig;  // a kubeconfig's path, or "" with in_cluster
+  std::string context;     // "" : the kubeconfig's current-context
+  bool in_cluster = false; // the agent's pod's own service account
+  Labels node_selector;    // only nodes with these labels are the cluster's
+  // What a pod runs when the workload names no image: its command and
+  // args run in this image.
+  std::string image = "busybox:1.36";
+  std::chrono::milliseconds timeout{5000};  // per API call
+};
+
 struct ClusterSpec {
   std::string name;
   Labels labels;
@@ -77,6 +91,7 @@ struct ClusterSpec {
   bool borrowing = false;  // fairShare.borrowing
   NodeOrder node_order = NodeOrder::kLeastAllocated;
   std::optional<SlurmSpec> slurm;  // backend: slurm only
+  std::optional<KubernetesSpec> kubernetes;  // backend: kubernetes only
 };
 
 // The cluster a sim backend runs when no manifest is given: 4 nodes × 8 cpu × 32Gi.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dev Kubernetes cluster the kubernetes backend is tested against
 # (scripts/k8s-dev.sh): two clusters up side by side are independent; a pod
-# bound to a KWOK node runs and ends with the exit code its annotations
+# bound to a KWOK node runs and ends with the exit code its labels
 # give; RBAC is on (an unknown token is refused, a service account holds
 # nothing it was not granted); down leaves no etcd, kube-apiserver or KWOK
 # process of either behind. Skipped (77) when the binaries are not built
@@ -38,14 +38,14 @@ kb() { "$bin/kubectl" --kubeconfig "$b" "$@"; }
   fail "a node's InternalIP is not loopback"
 [ -z "$(ka get nodes -o jsonpath='{.items[*].spec.taints}')" ] || fail "nodes are tainted: $(ka get nodes -o jsonpath='{.items[*].spec.taints}')"
 
-# A bound pod runs, then ends as its annotations say.
+# A bound pod runs, then ends as its labels say.
 pod() {  # NAME EXIT_CODE
   cat <<YAML
 apiVersion: v1
 kind: Pod
 metadata:
   name: $1
-  annotations: {shoal.dev/kwok-run-for: 1s, shoal.dev/kwok-exit-code: "$2"}
+  labels: {shoal.dev/kwok-run-for: 1s, shoal.dev/kwok-exit-code: "$2"}
 spec:
   nodeName: kwok-node-0
   automountServiceAccountToken: false

@@ -23,6 +23,7 @@
 #include <zmq_addon.hpp>
 
 #include "agent/cluster/exec/exec_runner.h"
+#include "agent/cluster/kubernetes/kube_runner.h"
 #include "agent/cluster/slurm/slurm_runner.h"
 #include "agent/cluster/node_cluster.h"
 #include "agent/control/commands.h"
@@ -90,6 +91,13 @@ Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
     // The nodes are Slurm's, as it has them at start (a node added to the
     // partition later is used after a restart).
     SHOAL_ASSIGN_OR_RETURN(spec.nodes, cluster::slurm::discover_nodes(*spec.slurm));
+  }
+  if (spec.kubernetes) {
+    // The API server's Nodes as they are at start (one added later is used
+    // after a restart); cordoned, NotReady or tainted ones count as full.
+    Result<std::vector<model::NodeSpec>> nodes = cluster::kubernetes::discover_nodes(*spec.kubernetes);
+    if (!nodes.is_ok()) return nodes.status().with_context(file.cluster_config);
+    spec.nodes = std::move(nodes).value();
   }
   SHOAL_RETURN_IF_ERROR(cluster::FairShareScheduler::create(spec).status());
   return spec;
@@ -244,6 +252,16 @@ class AgentFactory {
                                : options.spec.output_dir;
       options.keep_finished = exec_options_.keep_finished;
       SHOAL_ASSIGN_OR_RETURN(runner, cluster::slurm::SlurmRunner::create(std::move(options)));
+    } else if (cluster_spec_.kubernetes) {
+      // A fresh runner lists every pod first and re-adopts the copies it
+      // created by their names: the core launches every bound copy again.
+      cluster::kubernetes::KubeRunnerOptions options;
+      options.spec = *cluster_spec_.kubernetes;
+      SHOAL_ASSIGN_OR_RETURN(options.config, cluster::kubernetes::config_for(options.spec));
+      options.cluster_name = config_.cluster;
+      options.state_dir = data_dir_ + "/kubernetes";
+      for (const model::NodeSpec& node : cluster_spec_.nodes) options.node_names.push_back(node.name);
+      SHOAL_ASSIGN_OR_RETURN(runner, cluster::kubernetes::KubeRunner::create(std::move(options)));
     } else {
       runner = std::make_unique<cluster::SimRunner>();
     }

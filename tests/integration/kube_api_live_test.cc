@@ -51,7 +51,7 @@ class KubeApiLive : public ::testing::Test {
 };
 
 constexpr const char* kPod = R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"exit3","namespace":"default",
-  "labels":{"shoal.dev/test":"live"},"annotations":{"shoal.dev/kwok-run-for":"1s","shoal.dev/kwok-exit-code":"3"}},
+  "labels":{"shoal.dev/test":"live","shoal.dev/kwok-run-for":"1s","shoal.dev/kwok-exit-code":"3"}},
   "spec":{"nodeName":"kwok-node-1","restartPolicy":"Never","automountServiceAccountToken":false,
   "containers":[{"name":"main","image":"none","resources":{"requests":{"cpu":"2","memory":"1Gi"}}}]}})";
 

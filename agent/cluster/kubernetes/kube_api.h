@@ -123,12 +123,13 @@ class KubeClient {
   // within the timeout; otherwise its answer, whatever its status.
   Result<Answer> call(const char* method, const std::string& path, const std::string& body = "");
   // Streams a watch (`path` with ?watch=1&...): each event's line to
-  // `on_line`, until the server ends the watch, `on_line` returns false, or
-  // `longest` passes. Ok in all three cases; Unavailable when the watch
-  // could not be opened or broke; an HTTP error status as the API's
-  // message. A line longer than 16 MiB is refused (Corrupt).
+  // `on_line`, until the server ends the watch, `on_line` returns false,
+  // `longest` passes, or `cancel` (if given) turns true (noticed within a
+  // second). Ok in all four cases; Unavailable when the watch could not be
+  // opened or broke; PermissionDenied or Unavailable with the API's message
+  // for an HTTP error. A line longer than 16 MiB is refused (Corrupt).
   Status watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
-               std::chrono::milliseconds longest);
+               std::chrono::milliseconds longest, const std::atomic<bool>* cancel = nullptr);
 
  private:
   // Sets what every request shares: the URL, TLS, authentication.

@@ -27,6 +27,7 @@ size_t append_body(char* data, size_t size, size_t count, void* out) {
 // A watch's stream, cut into lines.
 struct WatchSink {
   const std::function<bool(std::string_view)>* on_line = nullptr;
+  const std::atomic<bool>* cancel = nullptr;
   std::string pending;
   bool stopped = false;    // on_line asked to stop
   bool too_long = false;   // a line passed kMaxWatchLine
@@ -70,6 +71,13 @@ size_t take_watch_header(char* data, size_t size, size_t count, void* out) {
     }
   }
   return size * count;
+}
+
+int cancel_watch(void* data, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* sink = static_cast<WatchSink*>(data);
+  if (!sink->cancel->load()) return 0;
+  sink->stopped = true;
+  return 1;  // aborts the transfer
 }
 
 curl_slist* headers_for(const KubeConfig& config, bool has_body) {
@@ -144,13 +152,20 @@ Result<KubeClient::Answer> KubeClient::call(const char* method, const std::strin
 }
 
 Status KubeClient::watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
-                         std::chrono::milliseconds longest) {
+                         std::chrono::milliseconds longest, const std::atomic<bool>* cancel) {
   // A handle of its own: a watch may run on one thread while calls run on
   // another's client, and it holds its connection for as long as it lasts.
   CURL* curl = curl_easy_init();
   if (!curl) return Status(ErrorCode::kUnavailable, "kube-apiserver: no HTTP client (curl_easy_init failed)");
   WatchSink sink;
   sink.on_line = &on_line;
+  sink.cancel = cancel;
+  if (cancel) {
+    // Called at least once a second while the transfer lasts.
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, cancel_watch);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &sink);
+  }
   prepare(curl, "GET", path, static_cast<long>(longest.count()));
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, take_watch_bytes);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
@@ -170,7 +185,8 @@ Status KubeClient::watch(const std::string& path, const std::function<bool(std::
                   "kube-apiserver: watch " + path + ": HTTP " + std::to_string(sink.status) + ": " +
                       kube_status_message(sink.error_body));
   }
-  if (sink.stopped || code == CURLE_OK || code == CURLE_OPERATION_TIMEDOUT) {
+  if (sink.stopped || code == CURLE_OK || code == CURLE_OPERATION_TIMEDOUT ||
+      code == CURLE_ABORTED_BY_CALLBACK) {
     // Ended by us, by the server, or at `longest`: the caller watches on.
     if (code == CURLE_OPERATION_TIMEDOUT && sink.status == 0) {
       return Status(ErrorCode::kUnavailable, "kube-apiserver: watch " + path + ": no answer");

@@ -223,6 +223,56 @@ TEST(ManifestTest, DocumentNumbersCountRealDocumentsOnly) {
   EXPECT_EQ(two->size(), 2u);
 }
 
+TEST(ManifestTest, AKubernetesClusterNamesItsKubeconfigAndTakesItsNodesFromTheCluster) {
+  const std::string head = "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\nspec:\n";
+  auto parsed = parse_cluster(head +
+                              "  backend: kubernetes\n  kubernetes:\n    kubeconfig: /etc/shoal/kubeconfig\n"
+                              "    context: prod\n    nodeSelector: {pool: batch}\n    image: alpine:3\n"
+                              "    timeout: 750ms\n");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
+  ASSERT_TRUE(parsed->kubernetes.has_value());
+  EXPECT_EQ(parsed->kubernetes->kubeconfig, "/etc/shoal/kubeconfig");
+  EXPECT_EQ(parsed->kubernetes->context, "prod");
+  EXPECT_FALSE(parsed->kubernetes->in_cluster);
+  EXPECT_EQ(parsed->kubernetes->node_selector, (Labels{{"pool", "batch"}}));
+  EXPECT_EQ(parsed->kubernetes->image, "alpine:3");
+  EXPECT_EQ(parsed->kubernetes->timeout, std::chrono::milliseconds(750));
+  EXPECT_TRUE(parsed->nodes.empty()) << "the cluster's Nodes are read when the agent starts";
+  auto in_cluster = parse_cluster(head + "  backend: kubernetes\n  kubernetes: {inCluster: true}\n");
+  ASSERT_TRUE(in_cluster.is_ok()) << in_cluster.status().message();
+  EXPECT_TRUE(in_cluster->kubernetes->in_cluster);
+
+  auto error_of = [&](const std::string& body) {
+    auto result = parse_cluster(head + body);
+    return result.is_ok() ? std::string("(accepted)") : result.status().message();
+  };
+  EXPECT_NE(error_of("  backend: kubernetes\n").find("spec.kubernetes: expected a mapping"), std::string::npos);
+  EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {}\n").find("either kubeconfig: PATH or inCluster: true"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {kubeconfig: /k, inCluster: true}\n")
+                .find("either kubeconfig"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {kubeconfig: k.yaml}\n").find("absolute"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {inCluster: yes please}\n").find("spec.kubernetes.inCluster"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {inCluster: true, timeout: 1h}\n")
+                .find("spec.kubernetes.timeout"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {inCluster: true, namespace: x}\n")
+                .find("spec.kubernetes.namespace: unknown field"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {inCluster: true}\n"
+                     "  nodes:\n  - {name: n, capacity: {cpu: 1}}\n")
+                .find("spec.nodes: expected none with backend kubernetes"),
+            std::string::npos);
+  EXPECT_NE(error_of("  kubernetes: {inCluster: true}\n  nodes:\n  - {name: n, capacity: {cpu: 1}}\n")
+                .find("spec.kubernetes: expected only with backend kubernetes"),
+            std::string::npos);
+  EXPECT_NE(error_of("  backend: mesos\n  nodes:\n  - {name: n, capacity: {cpu: 1}}\n").find("\"kubernetes\""),
+            std::string::npos);
+}
+
 TEST(ManifestTest, ASlurmClusterNamesItsEndpointAndTakesItsNodesFromSlurm) {
   const std::string head = "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\nspec:\n";
   auto parsed = parse_cluster(head +

@@ -1,0 +1,593 @@
+#include "agent/cluster/kubernetes/kube_runner.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "model/quantity.h"
+
+namespace shoal::cluster::kubernetes {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// How long a watch lasts before it is opened again from where it left off
+// (the server ends it at timeoutSeconds; the client's bound is a little later).
+constexpr int kWatchSeconds = 60;
+// After a failed list or watch, the next try waits this long.
+constexpr auto kRetryPause = 1s;
+
+constexpr const char* kClusterLabel = "shoal.dev/cluster";
+
+// The first 16 hex digits of sha256(key): names a copy in a pod name, a
+// label value and a marker file, whatever bytes the key holds.
+std::string key_hash(const std::string& key) {
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(key.data()), key.size());
+  char hex[17];
+  for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+  return hex;
+}
+
+// Durable before the create that it guards: the file and its directory entry.
+Status write_marker(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status(ErrorCode::kStorage, "kubernetes backend: cannot create " + path);
+  bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    synced = ::fsync(dir_fd) == 0 && synced;
+    ::close(dir_fd);
+  }
+  if (!synced) return Status(ErrorCode::kStorage, "kubernetes backend: cannot sync " + path);
+  return Status::ok();
+}
+
+// Who ended a failed pod: the job itself, or the cluster around it.
+EndCause cause_of(const KubePod& pod) {
+  if (pod.reason == "Evicted" || pod.reason == "DeletedAtCluster") return EndCause::kEvicted;
+  if (pod.reason == "Preempting" || pod.reason == "Preempted") return EndCause::kPreempted;
+  if (pod.reason == "NodeLost" || pod.reason == "NodeShutdown" || pod.reason == "Terminated") {
+    return EndCause::kNodeFailed;
+  }
+  return EndCause::kOwn;  // its exit code, or OOMKilled: its own process
+}
+
+std::string url_label_selector(const model::Labels& labels) {
+  std::string selector;
+  for (const auto& [key, value] : labels) {
+    selector += (selector.empty() ? "" : ",") + key + "=" + value;
+  }
+  std::string escaped;
+  for (char c : selector) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') {
+      escaped += c;
+    } else {
+      char buffer[4];
+      std::snprintf(buffer, sizeof buffer, "%%%02X", static_cast<unsigned char>(c));
+      escaped += buffer;
+    }
+  }
+  return escaped;
+}
+
+}  // namespace
+
+Result<KubeConfig> config_for(const model::KubernetesSpec& spec) {
+  if (spec.in_cluster) return in_cluster_config();
+  return load_kubeconfig(spec.kubeconfig, spec.context);
+}
+
+Result<std::vector<model::NodeSpec>> discover_nodes(const model::KubernetesSpec& spec) {
+  SHOAL_ASSIGN_OR_RETURN(KubeConfig config, config_for(spec));
+  KubeClient api({config, spec.timeout});
+  std::string path = "/api/v1/nodes";
+  if (!spec.node_selector.empty()) path += "?labelSelector=" + url_label_selector(spec.node_selector);
+  SHOAL_ASSIGN_OR_RETURN(KubeClient::Answer answer, api.call("GET", path));
+  if (answer.status != 200) {
+    return Status(ErrorCode::kUnavailable, "kubernetes backend: listing nodes: HTTP " +
+                                               std::to_string(answer.status) + ": " +
+                                               kube_status_message(answer.body));
+  }
+  SHOAL_ASSIGN_OR_RETURN(KubeList<KubeNode> list, parse_node_list(answer.body));
+  std::vector<model::NodeSpec> nodes;
+  for (const KubeNode& node : list.items) {
+    if (node.allocatable.is_zero()) continue;
+    nodes.push_back({node.name, node.allocatable, node.labels});
+  }
+  if (nodes.empty()) {
+    return invalid_argument("kubernetes backend: no node with allocatable resources" +
+                            std::string(spec.node_selector.empty() ? "" : " matches spec.kubernetes.nodeSelector"));
+  }
+  return nodes;
+}
+
+std::string pod_name(const std::string& key, uint64_t epoch, int replica) {
+  return "shoal-" + key_hash(key) + "-" + std::to_string(epoch) + "-" + std::to_string(replica);
+}
+
+Result<std::unique_ptr<KubeRunner>> KubeRunner::create(KubeRunnerOptions options) {
+  std::error_code error;
+  std::filesystem::create_directories(options.state_dir, error);
+  if (error) {
+    return Status(ErrorCode::kStorage, "kubernetes backend: cannot create " + options.state_dir + ": " +
+                                           error.message());
+  }
+  auto runner = std::unique_ptr<KubeRunner>(new KubeRunner(std::move(options)));
+  runner->threads_.emplace_back([raw = runner.get()] { raw->watch_pods(); });
+  runner->threads_.emplace_back([raw = runner.get()] { raw->watch_nodes(); });
+  runner->threads_.emplace_back([raw = runner.get()] { raw->run_commands(); });
+  return runner;
+}
+
+KubeRunner::KubeRunner(KubeRunnerOptions options) : options_(std::move(options)) {}
+
+KubeRunner::~KubeRunner() {
+  quit_ = true;
+  wake_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+std::string KubeRunner::marker_path(const std::string& key, uint64_t epoch) const {
+  return options_.state_dir + "/" + key_hash(key) + "." + std::to_string(epoch);
+}
+
+void KubeRunner::enqueue(Command command) {
+  {
+    std::lock_guard lock(mutex_);
+    commands_.push_back(std::move(command));
+  }
+  wake_.notify_all();
+}
+
+std::string KubeRunner::pod_body(const LaunchRequest& request, int replica) const {
+  const model::WorkloadSpec& spec = request.spec;
+  json labels = json::object();
+  for (const auto& [key, value] : spec.labels) labels[key] = value;
+  labels[kClusterLabel] = options_.cluster_name;
+  labels["shoal.dev/copy"] = key_hash(request.key);
+  labels["shoal.dev/uid"] = request.uid;
+  labels["shoal.dev/epoch"] = std::to_string(request.epoch);
+  labels["shoal.dev/replica"] = std::to_string(replica);
+  json resources = json::object();
+  resources["cpu"] = model::format_cpu(spec.resources.cpu_milli);
+  if (spec.resources.memory_bytes > 0) resources["memory"] = model::format_memory(spec.resources.memory_bytes);
+  if (spec.resources.gpu > 0) resources["nvidia.com/gpu"] = std::to_string(spec.resources.gpu);
+  json env = json::array();
+  for (const auto& [name, value] : spec.env) env.push_back({{"name", name}, {"value", value}});
+  for (const auto& [name, value] :
+       std::initializer_list<std::pair<const char*, std::string>>{
+           {"SHOAL_CLUSTER", options_.cluster_name},
+           {"SHOAL_SOURCE_CLUSTER", request.source_cluster},
+           {"SHOAL_UID", request.uid},
+           {"SHOAL_EPOCH", std::to_string(request.epoch)},
+           {"SHOAL_REPLICA", std::to_string(replica)}}) {
+    env.push_back({{"name", name}, {"value", value}});
+  }
+  json container = {{"name", "main"},
+                    {"image", options_.spec.image},
+                    {"env", env},
+                    {"resources", {{"requests", resources}, {"limits", resources}}}};
+  if (!spec.command.empty()) container["command"] = spec.command;
+  if (!spec.args.empty()) container["args"] = spec.args;
+  if (!spec.working_dir.empty() && spec.working_dir[0] == '/') container["workingDir"] = spec.working_dir;
+  auto grace = std::chrono::duration_cast<std::chrono::seconds>(spec.termination_grace + 999ms).count();
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", pod_name(request.key, request.epoch, replica)},
+        {"namespace", spec.namespace_name},
+        {"labels", labels},
+        {"annotations", {{"shoal.dev/key", request.key}, {"shoal.dev/source-cluster", request.source_cluster}}}}},
+      {"spec",
+       {{"nodeName", request.nodes.at(static_cast<size_t>(replica))},
+        {"restartPolicy", "Never"},
+        {"automountServiceAccountToken", false},
+        {"enableServiceLinks", false},
+        {"terminationGracePeriodSeconds", grace},
+        {"containers", json::array({container})}}}};
+  return pod.dump();
+}
+
+Status KubeRunner::launch(const LaunchRequest& request) {
+  auto existing = runs_.find(request.key);
+  if (existing != runs_.end() && existing->second.epoch == request.epoch) return Status::ok();  // re-attached
+  if (request.nodes.size() != static_cast<size_t>(request.spec.replicas)) {
+    return invalid_argument("kubernetes backend: expected a node per replica");
+  }
+  Run run;
+  run.epoch = request.epoch;
+  run.namespace_name = request.spec.namespace_name;
+  for (int replica = 0; replica < request.spec.replicas; ++replica) {
+    run.pods.push_back(pod_name(request.key, request.epoch, replica));
+  }
+  std::string marker = marker_path(request.key, request.epoch);
+  if (std::filesystem::exists(marker)) {
+    // Created by this agent before it restarted: its pods are adopted from
+    // the list, or reported lost; never created a second time.
+    run.created_before = true;
+  } else {
+    SHOAL_RETURN_IF_ERROR(write_marker(marker));
+    for (int replica = 0; replica < request.spec.replicas; ++replica) {
+      enqueue({Command::Kind::kCreate, run.namespace_name, run.pods[static_cast<size_t>(replica)],
+               pod_body(request, replica), 0});
+    }
+  }
+  run.seen.assign(run.pods.size(), false);
+  runs_[request.key] = std::move(run);
+  return Status::ok();
+}
+
+bool KubeRunner::stop(const std::string& key, Duration grace) {
+  auto it = runs_.find(key);
+  if (it == runs_.end()) {
+    // Already stopping: its kStopped is owed to the holding stopped first.
+    if (stopping_.count(key)) return true;
+    // Restored after a restart and never launched again: whatever this
+    // agent created for the key before (its markers) is deleted.
+    return true;
+  }
+  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(grace + 999ms).count();
+  for (const std::string& pod : it->second.pods) {
+    enqueue({Command::Kind::kDelete, it->second.namespace_name, pod, "", seconds});
+  }
+  stopping_[key] = {it->second.namespace_name, it->second.pods};
+  runs_.erase(it);
+  return false;  // the room stays held until the pods are gone
+}
+
+std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& run,
+                                                    const Snapshot& seen, TimePoint now,
+                                                    bool* finished) {
+  *finished = false;
+  if (!seen.pods_listed) return std::nullopt;
+  bool all_running = true, all_succeeded = true;
+  const KubePod* failed = nullptr;
+  for (size_t i = 0; i < run.pods.size(); ++i) {
+    std::string full = run.namespace_name + "/" + run.pods[i];
+    auto pod = seen.pods.find(full);
+    if (pod == seen.pods.end()) {
+      if (auto refused = seen.refused.find(full); refused != seen.refused.end()) {
+        *finished = true;
+        return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
+                             "the API server refused pod " + run.pods[i] + ": " + refused->second};
+      }
+      if (run.seen[i] || (run.created_before && !seen.created.count(full))) {
+        // Gone: deleted behind our back (or while the agent was down).
+        *finished = true;
+        if (!run.seen[i]) {
+          return WorkloadEvent{key, WorkloadEventKind::kLost, now, 0,
+                               "pod " + run.pods[i] + " is gone; it is not created twice"};
+        }
+        return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
+                             "pod " + run.pods[i] + " was deleted at the cluster", EndCause::kEvicted};
+      }
+      all_running = all_succeeded = false;  // not created yet
+      continue;
+    }
+    run.seen[i] = true;
+    const KubePod& p = pod->second;
+    if (p.phase == "Failed") {
+      if (!failed) failed = &p;
+    } else if (p.phase != "Succeeded") {
+      all_succeeded = false;
+      if (p.phase != "Running") all_running = false;
+    }
+  }
+  if (failed) {
+    *finished = true;
+    std::string message = "pod " + failed->name + " failed";
+    if (!failed->reason.empty()) message += ": " + failed->reason;
+    if (!failed->message.empty()) message += " (" + failed->message + ")";
+    return WorkloadEvent{key, WorkloadEventKind::kFailed, now, failed->exit_code, message, cause_of(*failed)};
+  }
+  if (all_succeeded) {
+    *finished = true;
+    return WorkloadEvent{key, WorkloadEventKind::kSucceeded, now, 0, ""};
+  }
+  if (all_running && !run.start_reported) {
+    run.start_reported = true;
+    return WorkloadEvent{key, WorkloadEventKind::kStarted, now, 0, describe(key)};
+  }
+  return std::nullopt;
+}
+
+std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
+  std::vector<WorkloadEvent> events;
+  std::vector<std::string> ended;
+  std::lock_guard lock(mutex_);
+  for (auto& [key, run] : runs_) {
+    bool finished = false;
+    if (auto event = event_for(key, run, snapshot_, now, &finished)) events.push_back(std::move(*event));
+    if (finished) ended.push_back(key);
+  }
+  for (const std::string& key : ended) {
+    // A gang whose replica failed stops the others; finished pods stay (as
+    // Kubernetes keeps them) until the copy is forgotten.
+    Run& run = runs_.at(key);
+    stopping_[key] = {run.namespace_name, run.pods};
+    for (const std::string& pod : run.pods) {
+      auto it = snapshot_.pods.find(run.namespace_name + "/" + pod);
+      if (it != snapshot_.pods.end() && !it->second.terminal()) {
+        commands_.push_back({Command::Kind::kDelete, run.namespace_name, pod, "", 0});
+      }
+    }
+    runs_.erase(key);
+  }
+  if (!ended.empty()) wake_.notify_all();
+  if (snapshot_.pods_listed) {
+    for (auto it = stopping_.begin(); it != stopping_.end();) {
+      bool gone = true;
+      for (const std::string& pod : it->second.pods) {
+        auto found = snapshot_.pods.find(it->second.namespace_name + "/" + pod);
+        if (found != snapshot_.pods.end() && !found->second.terminal()) gone = false;
+      }
+      if (gone) {
+        events.push_back({it->first, WorkloadEventKind::kStopped, now, 0, ""});
+        it = stopping_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return events;
+}
+
+TimePoint KubeRunner::next_event_at() const {
+  // Changes come from the cluster: the loop's periodic tick reads them.
+  return TimePoint::max();
+}
+
+void KubeRunner::forget(const std::string& key) {
+  // The copy is done with: its finished pods go, and its markers.
+  auto stopping = stopping_.find(key);
+  if (stopping != stopping_.end()) {
+    for (const std::string& pod : stopping->second.pods) {
+      enqueue({Command::Kind::kDelete, stopping->second.namespace_name, pod, "", 0});
+    }
+  }
+  std::string prefix = key_hash(key) + ".";
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.state_dir, error)) {
+    if (entry.path().filename().string().starts_with(prefix)) std::filesystem::remove(entry.path(), error);
+  }
+}
+
+std::string KubeRunner::describe(const std::string& key) const {
+  auto it = runs_.find(key);
+  if (it == runs_.end()) return "";
+  std::string pods;
+  for (const std::string& pod : it->second.pods) pods += (pods.empty() ? "" : ", ") + pod;
+  return "pod " + pods + " in namespace " + it->second.namespace_name + ", bound by the agent to its node";
+}
+
+Result<LogChunk> KubeRunner::read_log(const std::string&, int, int64_t, size_t) const {
+  return Status(ErrorCode::kUnavailable, "the kubernetes backend does not read pods' logs yet");
+}
+
+std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const {
+  std::map<std::string, model::Resources> taken;
+  std::lock_guard lock(mutex_);
+  std::set<std::string> ours;  // our pods the loop knows of, running or stopping
+  for (const auto& [key, run] : runs_) {
+    for (const std::string& pod : run.pods) ours.insert(run.namespace_name + "/" + pod);
+  }
+  for (const auto& [key, stop] : stopping_) {
+    for (const std::string& pod : stop.pods) ours.insert(stop.namespace_name + "/" + pod);
+  }
+  for (const auto& [name, pod] : snapshot_.pods) {
+    if (pod.node_name.empty() || pod.terminal() || ours.count(name)) continue;
+    taken[pod.node_name] += pod.requests;
+  }
+  // A node that may take no new work (cordoned, NotReady, tainted) or is
+  // gone counts as full.
+  for (const std::string& node : options_.node_names) {
+    auto it = snapshot_.nodes.find(node);
+    if (!snapshot_.nodes_listed) continue;
+    if (it == snapshot_.nodes.end() || !it->second.usable()) {
+      taken[node] = model::Resources{int64_t{1} << 50, int64_t{1} << 60, int64_t{1} << 30};
+    }
+  }
+  for (auto it = taken.begin(); it != taken.end();) {
+    it = std::find(options_.node_names.begin(), options_.node_names.end(), it->first) == options_.node_names.end() ? taken.erase(it)
+                                                                                          : std::next(it);
+  }
+  return taken;
+}
+
+Status KubeRunner::health() const {
+  std::lock_guard lock(mutex_);
+  if (!snapshot_.pods_reachable.is_ok()) return snapshot_.pods_reachable;
+  if (!snapshot_.nodes_reachable.is_ok()) return snapshot_.nodes_reachable;
+  if (!snapshot_.pods_listed) return Status(ErrorCode::kUnavailable, "kube-apiserver: pods not listed yet");
+  return Status::ok();
+}
+
+void KubeRunner::watch_pods() {
+  KubeClient api({options_.config, options_.spec.timeout});
+  std::string version;
+  auto pause = [&] {
+    std::unique_lock lock(mutex_);
+    wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
+  };
+  while (!quit_) {
+    if (version.empty()) {
+      Result<KubeClient::Answer> answer = api.call("GET", "/api/v1/pods");
+      Status listed = answer.is_ok() ? Status::ok() : answer.status();
+      Result<KubeList<KubePod>> list = Status(ErrorCode::kUnavailable, "");
+      if (listed.is_ok() && answer->status != 200) {
+        listed = Status(ErrorCode::kUnavailable, "kube-apiserver: listing pods: HTTP " +
+                                                     std::to_string(answer->status) + ": " +
+                                                     kube_status_message(answer->body));
+      }
+      if (listed.is_ok()) {
+        list = parse_pod_list(answer->body);
+        if (!list.is_ok()) listed = list.status();
+      }
+      if (!listed.is_ok()) {
+        {
+          std::lock_guard lock(mutex_);
+          snapshot_.pods_reachable = listed;
+        }
+        pause();
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      snapshot_.pods.clear();
+      for (KubePod& pod : list->items) {
+        std::string name = pod.namespace_name + "/" + pod.name;
+        snapshot_.pods[name] = std::move(pod);
+      }
+      snapshot_.pods_listed = true;
+      snapshot_.pods_reachable = Status::ok();
+      version = list->resource_version;
+    }
+    Status watched = api.watch(
+        "/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
+            "&resourceVersion=" + version,
+        [&](std::string_view line) {
+          Result<KubeEvent> event = parse_pod_event(line);
+          if (!event.is_ok() || event->type == KubeEvent::Type::kError) {
+            version.clear();  // list again (410 Gone: too old to watch from)
+            return false;
+          }
+          if (!event->resource_version.empty()) version = event->resource_version;
+          if (!event->pod) return true;  // a bookmark
+          std::string name = event->pod->namespace_name + "/" + event->pod->name;
+          std::lock_guard lock(mutex_);
+          if (event->type == KubeEvent::Type::kDeleted) {
+            snapshot_.pods.erase(name);
+          } else {
+            snapshot_.pods[name] = std::move(*event->pod);
+          }
+          return !quit_.load();
+        },
+        std::chrono::seconds(kWatchSeconds + 10), &quit_);
+    if (!watched.is_ok()) {
+      {
+        std::lock_guard lock(mutex_);
+        snapshot_.pods_reachable = watched;
+      }
+      version.clear();
+      pause();
+    }
+  }
+}
+
+void KubeRunner::watch_nodes() {
+  KubeClient api({options_.config, options_.spec.timeout});
+  std::string selector;
+  if (!options_.spec.node_selector.empty()) selector = "labelSelector=" + url_label_selector(options_.spec.node_selector);
+  std::string version;
+  auto pause = [&] {
+    std::unique_lock lock(mutex_);
+    wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
+  };
+  while (!quit_) {
+    if (version.empty()) {
+      Result<KubeClient::Answer> answer = api.call("GET", "/api/v1/nodes" + (selector.empty() ? "" : "?" + selector));
+      Status listed = answer.is_ok() ? Status::ok() : answer.status();
+      Result<KubeList<KubeNode>> list = Status(ErrorCode::kUnavailable, "");
+      if (listed.is_ok() && answer->status != 200) {
+        listed = Status(ErrorCode::kUnavailable, "kube-apiserver: listing nodes: HTTP " +
+                                                     std::to_string(answer->status) + ": " +
+                                                     kube_status_message(answer->body));
+      }
+      if (listed.is_ok()) {
+        list = parse_node_list(answer->body);
+        if (!list.is_ok()) listed = list.status();
+      }
+      if (!listed.is_ok()) {
+        {
+          std::lock_guard lock(mutex_);
+          snapshot_.nodes_reachable = listed;
+        }
+        pause();
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      snapshot_.nodes.clear();
+      for (KubeNode& node : list->items) snapshot_.nodes[node.name] = std::move(node);
+      snapshot_.nodes_listed = true;
+      snapshot_.nodes_reachable = Status::ok();
+      version = list->resource_version;
+    }
+    Status watched = api.watch(
+        "/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
+            "&resourceVersion=" + version + (selector.empty() ? "" : "&" + selector),
+        [&](std::string_view line) {
+          Result<KubeEvent> event = parse_node_event(line);
+          if (!event.is_ok() || event->type == KubeEvent::Type::kError) {
+            version.clear();
+            return false;
+          }
+          if (!event->resource_version.empty()) version = event->resource_version;
+          if (!event->node) return true;
+          std::lock_guard lock(mutex_);
+          if (event->type == KubeEvent::Type::kDeleted) {
+            snapshot_.nodes.erase(event->node->name);
+          } else {
+            snapshot_.nodes[event->node->name] = std::move(*event->node);
+          }
+          return !quit_.load();
+        },
+        std::chrono::seconds(kWatchSeconds + 10), &quit_);
+    if (!watched.is_ok()) {
+      {
+        std::lock_guard lock(mutex_);
+        snapshot_.nodes_reachable = watched;
+      }
+      version.clear();
+      pause();
+    }
+  }
+}
+
+void KubeRunner::run_commands() {
+  KubeClient api({options_.config, options_.spec.timeout});
+  while (true) {
+    Command command;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return quit_.load() || !commands_.empty(); });
+      if (quit_) return;
+      command = std::move(commands_.front());
+      commands_.pop_front();
+    }
+    std::string full = command.namespace_name + "/" + command.name;
+    Result<KubeClient::Answer> answer = Status::ok();
+    if (command.kind == Command::Kind::kCreate) {
+      answer = api.call("POST", "/api/v1/namespaces/" + command.namespace_name + "/pods", command.body);
+    } else {
+      answer = api.call("DELETE", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name,
+                        json{{"gracePeriodSeconds", command.grace_seconds}}.dump());
+    }
+    std::unique_lock lock(mutex_);
+    if (!answer.is_ok() || answer->status >= 500 || answer->status == 429) {
+      // No answer (the create may still have happened: a second one is
+      // AlreadyExists): again after a pause.
+      commands_.push_back(std::move(command));
+      wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
+      continue;
+    }
+    if (command.kind == Command::Kind::kCreate) {
+      if (answer->status == 201 || answer->status == 200 || answer->status == 409) {
+        snapshot_.created.insert(full);
+      } else {
+        snapshot_.refused[full] = "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
+      }
+    }
+  }
+}
+
+}  // namespace shoal::cluster::kubernetes

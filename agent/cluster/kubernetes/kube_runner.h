@@ -1,0 +1,138 @@
+// The kubernetes backend (docs/backends.md): a NodeCluster whose nodes are
+// the Kubernetes cluster's and whose work KubeRunner runs as pods, one per
+// replica, each bound by the agent to the node its local scheduler reserved
+// (spec.nodeName: the agent is the scheduler of the pods it creates, so its
+// room accounting stays exact and kube-scheduler never sees them pending).
+//
+// Every API call runs on the runner's own threads: one lists then watches
+// the cluster's pods, one its nodes, one creates and deletes pods. The
+// agent's loop only reads their latest snapshot and queues creates and
+// deletes, so a slow or dead API server never blocks it: the runner turns
+// unhealthy (the agent answers candidates BackendUnavailable) and recovers
+// by itself when the server answers again.
+//
+// Exactly once: a pod's name derives from (key, epoch, replica), so a
+// second create is AlreadyExists; a marker file <state>/<hash>.<epoch> is
+// made durable before the first create, and a copy whose marker exists but
+// whose pods are gone (deleted while the agent was down) is reported Lost,
+// never created again.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/cluster/kubernetes/kube_api.h"
+#include "agent/cluster/node_cluster.h"
+#include "model/manifest.h"
+
+namespace shoal::cluster::kubernetes {
+
+// The API server and credentials `spec` names (its kubeconfig, or the
+// pod's service account); one-line errors naming the field.
+Result<KubeConfig> config_for(const model::KubernetesSpec& spec);
+
+// The cluster's nodes (those spec.nodeSelector selects) as the agent's
+// nodes: allocatable cpu, memory and GPUs, and their labels. A node added
+// later is used after the agent restarts.
+Result<std::vector<model::NodeSpec>> discover_nodes(const model::KubernetesSpec& spec);
+
+// The name of replica `replica` of `key`'s copy at `epoch`: the same for
+// every create of it, and a valid pod name whatever the key holds.
+std::string pod_name(const std::string& key, uint64_t epoch, int replica);
+
+struct KubeRunnerOptions {
+  model::KubernetesSpec spec;
+  KubeConfig config;
+  std::string cluster_name;  // the agent's: labels its pods as its own
+  std::string state_dir;     // <data>/kubernetes: the create markers
+  std::vector<std::string> node_names;  // the cluster's nodes (discover_nodes)
+};
+
+class KubeRunner final : public Runner {
+ public:
+  // Creates the state directory and starts the threads.
+  static Result<std::unique_ptr<KubeRunner>> create(KubeRunnerOptions options);
+  ~KubeRunner() override;
+
+  Status launch(const LaunchRequest& request) override;
+  bool stop(const std::string& key, Duration grace) override;
+  std::vector<WorkloadEvent> observe(TimePoint now) override;
+  TimePoint next_event_at() const override;
+  void forget(const std::string& key) override;
+  std::string describe(const std::string& key) const override;
+  Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
+                            size_t max_bytes) const override;
+  std::map<std::string, model::Resources> room_taken_by_others() const override;
+  Status health() const override;
+  bool reports_starts() const override { return true; }
+
+ private:
+  explicit KubeRunner(KubeRunnerOptions options);
+
+  // What the loop asks of the command thread.
+  struct Command {
+    enum class Kind { kCreate, kDelete } kind;
+    std::string namespace_name;
+    std::string name;
+    std::string body;         // kCreate: the pod
+    int64_t grace_seconds = 0;  // kDelete
+  };
+  // What the threads last saw. Guarded by mutex_.
+  struct Snapshot {
+    bool pods_listed = false;   // the pods were listed once since the start
+    bool nodes_listed = false;
+    Status pods_reachable = Status::ok();   // the last list or watch of pods
+    Status nodes_reachable = Status::ok();  // ... of nodes
+    std::map<std::string, KubePod> pods;   // every pod, by "namespace/name"
+    std::map<std::string, KubeNode> nodes;  // by name
+    std::set<std::string> created;          // our pods the server took (or had)
+    std::map<std::string, std::string> refused;  // our pods the server refused, why
+  };
+  // A copy the loop launched.
+  struct Run {
+    uint64_t epoch = 0;
+    std::string namespace_name;
+    std::vector<std::string> pods;  // one per replica
+    bool created_before = false;    // its marker existed at launch: never create again
+    std::vector<bool> seen;         // per replica: its pod was in a snapshot once
+    bool start_reported = false;
+  };
+  // A stopped copy whose pods the server has not yet shown gone.
+  struct Stopping {
+    std::string namespace_name;
+    std::vector<std::string> pods;
+  };
+
+  void watch_pods();
+  void watch_nodes();
+  void run_commands();
+  // The pod of replica `replica` of `request`, as JSON.
+  std::string pod_body(const LaunchRequest& request, int replica) const;
+  std::string marker_path(const std::string& key, uint64_t epoch) const;
+  void enqueue(Command command);
+  // What `run`'s pods say now, as at most one event (none when nothing
+  // new); `finished` when that event ends the copy.
+  std::optional<WorkloadEvent> event_for(const std::string& key, Run& run, const Snapshot& seen,
+                                         TimePoint now, bool* finished);
+
+  KubeRunnerOptions options_;
+  std::map<std::string, Run> runs_;         // the loop's
+  std::map<std::string, Stopping> stopping_;  // the loop's
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  Snapshot snapshot_;
+  std::deque<Command> commands_;
+  std::atomic<bool> quit_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace shoal::cluster::kubernetes

@@ -1,0 +1,171 @@
+// The kubernetes backend against a real kube-apiserver with KWOK nodes (the
+// dev cluster of scripts/k8s-dev.sh), through real agents: a workload runs
+// as a pod labelled with its uid and bound to a node the agent's scheduler
+// chose, its end is mirrored at the source, a delete at the source deletes
+// the pod, a restarted target re-adopts its pod, and pods that local users
+// create shrink what the agent advertises.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "dev_k8s.h"
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+DevK8s& dev_k8s() {
+  static DevK8s cluster;
+  return cluster;
+}
+class DevK8sEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (dev_k8s_unavailable().empty()) dev_k8s().up(4, 8);
+  }
+  void TearDown() override {
+    std::string out;
+    std::vector<std::string> left = dev_k8s().down(&out);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes of the dev cluster left behind:\n" << out;
+  }
+};
+const auto* const kDevK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment);
+
+class KubeBackend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SHOAL_NEED_DEV_K8S(dev_k8s());
+    // Every test starts from a cluster without pods.
+    dev_k8s().kubectl("delete pods --all -A --grace-period=0 --wait=true 2>&1");
+    std::string tiny = dir_.path() + "/tiny.yaml";
+    std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
+                           "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
+    std::string east = dir_.path() + "/east.yaml";
+    std::ofstream(east) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
+                           "spec:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: "
+                        << dev_k8s().kubeconfig() << "\n    timeout: 2s\n";
+    source_.init({"--cluster-config", tiny});
+    east_.init({"--cluster-config", east});
+    for (AgentProcess* agent : {&source_, &east_}) {
+      agent->set_config("heartbeatInterval", "300ms");
+      agent->set_config("gcInterval", "1s");
+      ASSERT_TRUE(agent->start()) << agent->name() << "\n" << agent->log();
+    }
+    CommandResult token = east_.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
+    ASSERT_EQ(token.exit_code, 0) << token.err;
+    CommandResult accepted = source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))});
+    ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+    ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "32"; }, 20s))
+        << "east advertises its 4 x 8 cpus; got " << free_cpu_at_source() << "\n" << east_.log();
+  }
+  void TearDown() override {
+    source_.stop();
+    east_.stop();
+  }
+
+  std::string free_cpu_at_source() {
+    json peers = source_.ctl_json({"peers"});
+    if (peers.is_null()) return "";
+    for (const auto& peer : peers["items"]) {
+      if (peer["cluster"] != "east") continue;
+      json capacity = peer.value("capacity", json::object());
+      if (capacity.contains("default")) return capacity["default"]["free"].value("cpu", "");
+    }
+    return "";
+  }
+  // Submits `name` with `labels` (a flow mapping's body) and `spec`'s body.
+  std::string submit(const std::string& name, const std::string& labels, const std::string& spec) {
+    std::string path = dir_.path() + "/" + name + ".yaml";
+    std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
+                        << ", namespace: default, labels: {" << labels << "}}\nspec: {" << spec << "}\n";
+    CommandResult result = source_.ctl({"submit", "-f", path});
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    json described = describe(name);
+    return described.is_null() ? "" : described["metadata"]["uid"].get<std::string>();
+  }
+  json describe(const std::string& name) { return source_.ctl_json({"describe", "workload", "default/" + name}); }
+  std::string phase(const std::string& name) {
+    json described = describe(name);
+    return described.is_null() ? "" : described["status"]["phase"].get<std::string>();
+  }
+  // The pods of workload `uid` in the cluster, as kubectl lists them.
+  json pods_of(const std::string& uid) {
+    std::string out = dev_k8s().kubectl("get pods -n default -l shoal.dev/uid=" + uid + " -o json");
+    json parsed = json::parse(out, nullptr, false);
+    return parsed.is_discarded() ? json::array() : parsed.value("items", json::array());
+  }
+
+  TempDir dir_;
+  AgentProcess source_{"source", dir_.path()};
+  AgentProcess east_{"east", dir_.path()};
+};
+
+TEST_F(KubeBackend, AWorkloadRunsAsALabelledPodOnAKwokNodeAndItsEndIsMirrored) {
+  std::string ok = submit("ok", "shoal.dev/kwok-run-for: 2s", "resources: {cpu: \"2\", memory: 1Gi}");
+  ASSERT_TRUE(wait_until([&] { return phase("ok") == "Running"; }, 20s)) << describe("ok").dump(2);
+  json pods = pods_of(ok);
+  ASSERT_EQ(pods.size(), 1u) << pods.dump(2);
+  const json& pod = pods[0];
+  EXPECT_EQ(pod["metadata"]["labels"]["shoal.dev/cluster"], "east");
+  EXPECT_EQ(pod["metadata"]["labels"]["shoal.dev/epoch"], std::to_string(describe("ok")["status"]["epoch"].get<int>()));
+  std::string node = pod["spec"]["nodeName"];
+  EXPECT_EQ(node.rfind("kwok-node-", 0), 0u) << node;
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "2");
+  EXPECT_EQ(describe("ok")["status"]["nodes"][0], node) << "the node the agent reserved is the pod's";
+  ASSERT_TRUE(wait_until([&] { return phase("ok") == "Succeeded"; }, 20s)) << describe("ok").dump(2);
+
+  submit("three", "shoal.dev/kwok-run-for: 1s, shoal.dev/kwok-exit-code: \"3\"", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] { return phase("three") == "Failed"; }, 20s)) << describe("three").dump(2);
+  json three = describe("three");
+  EXPECT_EQ(three["status"]["exitCode"], 3);
+  EXPECT_EQ(three["status"]["restarts"], 0);
+  EXPECT_EQ(three["status"]["disruptions"], 0) << "its own exit code, not placed again";
+}
+
+TEST_F(KubeBackend, DeleteAtTheSourceDeletesThePod) {
+  std::string uid = submit("long", "", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] { return phase("long") == "Running"; }, 20s)) << describe("long").dump(2);
+  ASSERT_EQ(pods_of(uid).size(), 1u);
+  ASSERT_EQ(source_.ctl({"delete", "workload", "default/long"}).exit_code, 0);
+  auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return pods_of(uid).empty(); }, 10s)) << pods_of(uid).dump(2);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s) << "the pod is deleted within 2 s";
+}
+
+TEST_F(KubeBackend, ARestartedTargetReadoptsItsPodWhichFinishesOnce) {
+  std::string uid = submit("steady", "shoal.dev/kwok-run-for: 6s", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] { return phase("steady") == "Running"; }, 20s)) << describe("steady").dump(2);
+  std::string first = pods_of(uid)[0]["metadata"]["uid"];
+  east_.kill_hard();
+  ASSERT_TRUE(east_.start()) << east_.log();
+  ASSERT_TRUE(wait_until([&] { return phase("steady") == "Succeeded"; }, 30s)) << describe("steady").dump(2);
+  json pods = pods_of(uid);
+  ASSERT_EQ(pods.size(), 1u) << "one pod for the copy, never a second\n" << pods.dump(2);
+  EXPECT_EQ(pods[0]["metadata"]["uid"], first) << "the same pod, re-adopted";
+  EXPECT_EQ(describe("steady")["status"]["restarts"], 0);
+}
+
+TEST_F(KubeBackend, PodsLocalUsersCreateShrinkTheAdvertisedRoom) {
+  // Every node's cpu taken by pods made straight in the cluster, not by shoal.
+  for (int node = 0; node < 4; ++node) {
+    std::string pod = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"local-" + std::to_string(node) +
+                      "\"},\"spec\":{\"nodeName\":\"kwok-node-" + std::to_string(node) +
+                      "\",\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"resources\":{\"requests\":{\"cpu\":\"8\"}}}]}}";
+    std::ofstream(dir_.path() + "/local.json") << pod;
+    std::string out = dev_k8s().kubectl("apply -f " + dir_.path() + "/local.json 2>&1");
+    ASSERT_NE(out.find("created"), std::string::npos) << out;
+  }
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "0"; }, 10s))
+      << "advertised free cpu: " << free_cpu_at_source();
+  dev_k8s().kubectl("delete pod local-0 local-1 local-2 local-3 --grace-period=0 2>&1");
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "32"; }, 10s))
+      << "advertised free cpu: " << free_cpu_at_source();
+}
+
+}  // namespace
+}  // namespace shoal::testing
