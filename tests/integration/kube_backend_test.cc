@@ -167,5 +167,65 @@ TEST_F(KubeBackend, PodsLocalUsersCreateShrinkTheAdvertisedRoom) {
       << "advertised free cpu: " << free_cpu_at_source();
 }
 
+TEST_F(KubeBackend, CordonedNodesGetNoPodsAndWorkBiggerThanAnyNodeIsUnschedulable) {
+  dev_k8s().kubectl("cordon kwok-node-0 kwok-node-1 kwok-node-2 2>&1");
+  struct Uncordon {
+    ~Uncordon() { dev_k8s().kubectl("uncordon kwok-node-0 kwok-node-1 kwok-node-2 2>&1"); }
+  } uncordon;
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "8"; }, 10s))
+      << "only kwok-node-3 may take work; advertised " << free_cpu_at_source();
+  std::vector<std::string> uids;
+  for (const char* name : {"a", "b", "c"}) uids.push_back(submit(name, "", "resources: {cpu: \"2\"}"));
+  for (const std::string& uid : uids) {
+    ASSERT_TRUE(wait_until([&] { return pods_of(uid).size() == 1; }, 20s)) << uid;
+    EXPECT_EQ(pods_of(uid)[0]["spec"]["nodeName"], "kwok-node-3");
+  }
+  submit("huge", "", "resources: {cpu: \"9\"}");
+  ASSERT_TRUE(wait_until([&] {
+    json huge = describe("huge");
+    return !huge.is_null() && huge["status"].value("reason", "").find("east=") != std::string::npos;
+  }, 20s)) << describe("huge").dump(2);
+  json huge = describe("huge");
+  EXPECT_EQ(huge["status"]["phase"], "Pending");
+  EXPECT_NE(huge["status"]["reason"].get<std::string>().find("Unschedulable"), std::string::npos)
+      << huge["status"]["reason"];
+}
+
+// The API server stops answering (SIGSTOP): the agent keeps serving its CLI
+// and its peers, refuses new candidates BackendUnavailable, and recovers by
+// itself once the server answers again.
+TEST_F(KubeBackend, AnApiServerThatStopsAnsweringMakesTheAgentRefuseCandidatesAndItRecovers) {
+  std::string pid_file = dev_k8s().dir() + "/run/kube-apiserver.pid";
+  std::string pid = run_shell("cat " + pid_file);
+  while (!pid.empty() && pid.back() == '\n') pid.pop_back();
+  ASSERT_FALSE(pid.empty());
+  run_shell("kill -STOP " + pid);
+  struct Resume {
+    std::string pid;
+    ~Resume() { run_shell("kill -CONT " + pid); }
+  } resume{pid};
+  auto backend_healthy = [&] {
+    json status = east_.ctl_json({"status"});
+    return !status.is_null() && status["backend"]["healthy"].get<bool>();
+  };
+  ASSERT_TRUE(wait_until([&] { return !backend_healthy(); }, 15s)) << "east never noticed";
+  EXPECT_NE(east_.ctl_json({"status"})["backend"]["error"].get<std::string>().find("kube-apiserver"),
+            std::string::npos);
+  submit("waits", "", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] {
+    json w = describe("waits");
+    return !w.is_null() && w["status"].value("reason", "").find("BackendUnavailable") != std::string::npos;
+  }, 30s)) << describe("waits").dump(2);
+  EXPECT_EQ(phase("waits"), "Pending");
+  // The agent still answers its CLI and its peers.
+  EXPECT_EQ(east_.ctl({"status"}).exit_code, 0);
+  json peers = east_.ctl_json({"peers"});
+  ASSERT_FALSE(peers.is_null());
+  EXPECT_EQ(peers["items"][0]["state"], "Active");
+  run_shell("kill -CONT " + pid);
+  ASSERT_TRUE(wait_until(backend_healthy, 15s)) << "east never recovered";
+  ASSERT_TRUE(wait_until([&] { return phase("waits") == "Running"; }, 60s)) << describe("waits").dump(2);
+}
+
 }  // namespace
 }  // namespace shoal::testing

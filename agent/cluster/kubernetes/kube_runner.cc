@@ -23,6 +23,8 @@ namespace {
 constexpr int kWatchSeconds = 60;
 // After a failed list or watch, the next try waits this long.
 constexpr auto kRetryPause = 1s;
+// How often an idle runner asks the server whether it still answers.
+constexpr auto kProbeInterval = 1s;
 
 constexpr const char* kClusterLabel = "shoal.dev/cluster";
 
@@ -407,6 +409,7 @@ std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const
 
 Status KubeRunner::health() const {
   std::lock_guard lock(mutex_);
+  if (!snapshot_.server_reachable.is_ok()) return snapshot_.server_reachable;
   if (!snapshot_.pods_reachable.is_ok()) return snapshot_.pods_reachable;
   if (!snapshot_.nodes_reachable.is_ok()) return snapshot_.nodes_reachable;
   if (!snapshot_.pods_listed) return Status(ErrorCode::kUnavailable, "kube-apiserver: pods not listed yet");
@@ -559,8 +562,23 @@ void KubeRunner::run_commands() {
     Command command;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return quit_.load() || !commands_.empty(); });
+      bool due = wake_.wait_for(lock, kProbeInterval, [&] { return quit_.load() || !commands_.empty(); });
       if (quit_) return;
+      if (!due) {
+        // Idle: is the server still answering? A watch on a server that
+        // stopped answering stays open and silent, so only a call can tell.
+        lock.unlock();
+        Result<KubeClient::Answer> probe = api.call("GET", "/readyz");
+        Status answered = probe.is_ok() ? Status::ok() : probe.status();
+        if (answered.is_ok() && probe->status != 200) {
+          answered = Status(ErrorCode::kUnavailable, "kube-apiserver: /readyz: HTTP " +
+                                                         std::to_string(probe->status) + ": " +
+                                                         kube_status_message(probe->body));
+        }
+        lock.lock();
+        snapshot_.server_reachable = answered;
+        continue;
+      }
       command = std::move(commands_.front());
       commands_.pop_front();
     }
@@ -573,6 +591,7 @@ void KubeRunner::run_commands() {
                         json{{"gracePeriodSeconds", command.grace_seconds}}.dump());
     }
     std::unique_lock lock(mutex_);
+    snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
     if (!answer.is_ok() || answer->status >= 500 || answer->status == 429) {
       // No answer (the create may still have happened: a second one is
       // AlreadyExists): again after a pause.

@@ -91,6 +91,7 @@ class KubeRunner final : public Runner {
     bool nodes_listed = false;
     Status pods_reachable = Status::ok();   // the last list or watch of pods
     Status nodes_reachable = Status::ok();  // ... of nodes
+    Status server_reachable = Status::ok(); // the last call (a create, a delete, or the idle probe)
     std::map<std::string, KubePod> pods;   // every pod, by "namespace/name"
     std::map<std::string, KubeNode> nodes;  // by name
     std::set<std::string> created;          // our pods the server took (or had)
