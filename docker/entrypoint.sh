@@ -4,6 +4,7 @@
 #   SHOAL_CLUSTER, SHOAL_ORG    required on first start
 #   SHOAL_LISTEN                default tcp://<hostname>:7400 (peers dial it)
 #   SHOAL_CLUSTER_CONFIG        a Cluster manifest (mounted); default: sim nodes
+#   SHOAL_IDENTITY_FILE         an identity key to keep (a mounted Secret); default: a new one
 #   SHOAL_METRICS_LISTEN        e.g. 0.0.0.0:9400 (off by default)
 #   SHOAL_LOG_FORMAT            text | json (default json in a container)
 #   SHOAL_LOG_LEVEL             default info
@@ -16,12 +17,10 @@ if [ ! -f "$DATA/agent.yaml" ]; then
   : "${SHOAL_CLUSTER:?SHOAL_CLUSTER: set it to this cluster's name on first start}"
   : "${SHOAL_ORG:?SHOAL_ORG: set it to the organization's name on first start}"
   listen="${SHOAL_LISTEN:-tcp://$(hostname):7400}"
-  if [ -n "${SHOAL_CLUSTER_CONFIG:-}" ]; then
-    "$BIN/shoald" init --data "$DATA" --cluster "$SHOAL_CLUSTER" --org "$SHOAL_ORG" \
-      --listen "$listen" --cluster-config "$SHOAL_CLUSTER_CONFIG"
-  else
-    "$BIN/shoald" init --data "$DATA" --cluster "$SHOAL_CLUSTER" --org "$SHOAL_ORG" --listen "$listen"
-  fi
+  set -- --data "$DATA" --cluster "$SHOAL_CLUSTER" --org "$SHOAL_ORG" --listen "$listen"
+  if [ -n "${SHOAL_CLUSTER_CONFIG:-}" ]; then set -- "$@" --cluster-config "$SHOAL_CLUSTER_CONFIG"; fi
+  if [ -n "${SHOAL_IDENTITY_FILE:-}" ]; then set -- "$@" --identity "$SHOAL_IDENTITY_FILE"; fi
+  "$BIN/shoald" init "$@"
   set_field() { sed -i "s|^$1: .*|$1: $2|" "$DATA/agent.yaml"; }
   set_field logFormat "${SHOAL_LOG_FORMAT:-json}"
   if [ -n "${SHOAL_METRICS_LISTEN:-}" ]; then set_field metricsListen "$SHOAL_METRICS_LISTEN"; fi

@@ -809,7 +809,13 @@ Status init_agent(const InitOptions& options) {
                   "--data " + options.data_dir +
                       ": already initialized (identity.key exists); refusing to overwrite it");
   }
-  SHOAL_RETURN_IF_ERROR(crypto::Identity::generate().save(identity_path(options.data_dir)));
+  if (options.identity_file.empty()) {
+    SHOAL_RETURN_IF_ERROR(crypto::Identity::generate().save(identity_path(options.data_dir)));
+  } else {
+    Result<crypto::Identity> given = crypto::Identity::load(options.identity_file);
+    if (!given.is_ok()) return given.status().with_context("--identity " + options.identity_file);
+    SHOAL_RETURN_IF_ERROR(given->save(identity_path(options.data_dir)));
+  }
   SHOAL_RETURN_IF_ERROR(write_agent_file(options.data_dir, file));
   SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(options.data_dir)));
   return Status::ok();

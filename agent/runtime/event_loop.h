@@ -21,6 +21,9 @@ struct InitOptions {
   std::string org;
   std::string listen;
   std::string cluster_config;
+  // An identity key to use (a Secret mounted in a pod: the agent keeps its
+  // id across volumes); "" creates one.
+  std::string identity_file;
 };
 Status init_agent(const InitOptions& options);
 

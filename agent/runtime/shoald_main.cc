@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   init_command->add_option("--cluster", init.cluster, "This cluster's name (lowercase letters, digits, '-')")->required();
   init_command->add_option("--org", init.org, "The organization that owns it (lowercase letters, digits, '-')")->required();
   init_command->add_option("--listen", init.listen, "Peer endpoint, tcp://HOST:PORT")->required();
+  init_command->add_option("--identity", init.identity_file,
+                           "Use this identity key (another agent's identity.key, e.g. from a Kubernetes "
+                           "Secret) instead of creating one")
+      ->check(CLI::ExistingFile);
   init_command->add_option("--cluster-config", init.cluster_config,
                            "Cluster manifest (kind: Cluster); default 4 nodes x 8 cpu x 32Gi");
 

@@ -78,10 +78,42 @@ class DevK8s {
     return left;
   }
 
-  // kubectl against this cluster: its stdout (stderr too with `2>&1` in args).
-  std::string kubectl(const std::string& args) const {
-    return run_shell(bin_ + "/kubectl --kubeconfig " + kubeconfig_ + " " + args);
+  // Installs the Helm chart's ServiceAccount and RBAC (deploy/helm/shoal,
+  // release "shoal" in namespace shoal-system, work in `namespaces`) and
+  // writes a kubeconfig that authenticates as that ServiceAccount: the
+  // backend's tests run with exactly the chart's rights, not an admin's.
+  // Returns its path, or "" (and why, on stderr) when that failed.
+  std::string install_chart_rbac(const std::string& namespaces = "{default}") {
+    std::string chart = SHOAL_SOURCE_DIR "/deploy/helm/shoal";
+    std::string out = run_shell(
+        "set -e; " + kubectl_command() + " create namespace shoal-system >/dev/null 2>&1 || true; " + bin_ +
+        "/helm template shoal " + chart + " --namespace shoal-system --set cluster=dev,org=dev" +
+        " --set 'workloadNamespaces=" + namespaces + "'" +
+        " --show-only templates/serviceaccount.yaml --show-only templates/rbac.yaml | " + kubectl_command() +
+        " apply -f - 2>&1 && " + kubectl_command() +
+        " create token shoal -n shoal-system --duration 24h 2>&1");
+    std::string token = out.substr(out.find_last_of('\n', out.size() - 2) + 1);
+    while (!token.empty() && token.back() == '\n') token.pop_back();
+    if (token.empty() || token.find(' ') != std::string::npos) {
+      std::fprintf(stderr, "installing the chart's RBAC failed:\n%s\n", out.c_str());
+      return "";
+    }
+    std::string path = dir_ + "/shoal-sa.kubeconfig";
+    std::ifstream admin(kubeconfig_);
+    std::stringstream text;
+    text << admin.rdbuf();
+    std::string config = text.str();
+    size_t at = config.find("token: \"");
+    if (at == std::string::npos) return "";
+    size_t end = config.find('"', at + 8);
+    config.replace(at + 8, end - at - 8, token);
+    std::ofstream(path) << config;
+    return path;
   }
+
+  // kubectl against this cluster: its stdout (stderr too with `2>&1` in args).
+  std::string kubectl(const std::string& args) const { return run_shell(kubectl_command() + " " + args); }
+  std::string kubectl_command() const { return bin_ + "/kubectl --kubeconfig " + kubeconfig_; }
 
   const std::string& dir() const { return dir_; }
   const std::string& kubeconfig() const { return kubeconfig_; }

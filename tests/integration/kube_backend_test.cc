@@ -23,10 +23,17 @@ DevK8s& dev_k8s() {
   static DevK8s cluster;
   return cluster;
 }
+// The agent's kubeconfig: the Helm chart's ServiceAccount, not an admin.
+std::string& agent_kubeconfig() {
+  static std::string path;
+  return path;
+}
 class DevK8sEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    if (dev_k8s_unavailable().empty()) dev_k8s().up(4, 8);
+    if (!dev_k8s_unavailable().empty()) return;
+    dev_k8s().up(4, 8);
+    if (!dev_k8s().kubeconfig().empty()) agent_kubeconfig() = dev_k8s().install_chart_rbac();
   }
   void TearDown() override {
     std::string out;
@@ -40,6 +47,7 @@ class KubeBackend : public ::testing::Test {
  protected:
   void SetUp() override {
     SHOAL_NEED_DEV_K8S(dev_k8s());
+    ASSERT_FALSE(agent_kubeconfig().empty()) << "the chart's ServiceAccount was not installed";
     // Every test starts from a cluster without pods.
     dev_k8s().kubectl("delete pods --all -A --grace-period=0 --wait=true 2>&1");
     std::string tiny = dir_.path() + "/tiny.yaml";
@@ -48,7 +56,7 @@ class KubeBackend : public ::testing::Test {
     std::string east = dir_.path() + "/east.yaml";
     std::ofstream(east) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
                            "spec:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: "
-                        << dev_k8s().kubeconfig() << "\n    timeout: 2s\n";
+                        << agent_kubeconfig() << "\n    timeout: 2s\n";
     source_.init({"--cluster-config", tiny});
     east_.init({"--cluster-config", east});
     for (AgentProcess* agent : {&source_, &east_}) {
@@ -165,6 +173,27 @@ TEST_F(KubeBackend, PodsLocalUsersCreateShrinkTheAdvertisedRoom) {
   dev_k8s().kubectl("delete pod local-0 local-1 local-2 local-3 --grace-period=0 2>&1");
   ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "32"; }, 10s))
       << "advertised free cpu: " << free_cpu_at_source();
+}
+
+// The agent runs with the chart's ServiceAccount: it may do what the
+// backend does and nothing more.
+TEST_F(KubeBackend, TheChartsServiceAccountMayDoWhatTheBackendDoesAndNoMore) {
+  const std::string as = " --as system:serviceaccount:shoal-system:shoal 2>/dev/null";
+  auto can = [&](const std::string& what) {
+    std::string answer = dev_k8s().kubectl("auth can-i " + what + as);
+    return answer.rfind("yes", 0) == 0;
+  };
+  EXPECT_TRUE(can("list nodes"));
+  EXPECT_TRUE(can("watch pods --all-namespaces"));
+  EXPECT_TRUE(can("create pods -n default"));
+  EXPECT_TRUE(can("delete pods -n default"));
+  EXPECT_TRUE(can("get pods/log -n default"));
+  EXPECT_FALSE(can("get secrets -n default"));
+  EXPECT_FALSE(can("list secrets --all-namespaces"));
+  EXPECT_FALSE(can("create pods -n kube-system")) << "only in the namespaces it runs work in";
+  EXPECT_FALSE(can("patch nodes"));
+  EXPECT_FALSE(can("delete nodes"));
+  EXPECT_FALSE(can("create deployments -n default"));
 }
 
 TEST_F(KubeBackend, CordonedNodesGetNoPodsAndWorkBiggerThanAnyNodeIsUnschedulable) {
