@@ -23,6 +23,11 @@ DevK8s& dev_k8s() {
   static DevK8s cluster;
   return cluster;
 }
+// A second cluster, for work that must go elsewhere.
+DevK8s& other_k8s() {
+  static DevK8s cluster;
+  return cluster;
+}
 // The agent's kubeconfig: the Helm chart's ServiceAccount, not an admin.
 std::string& agent_kubeconfig() {
   static std::string path;
@@ -34,11 +39,14 @@ class DevK8sEnvironment : public ::testing::Environment {
     if (!dev_k8s_unavailable().empty()) return;
     dev_k8s().up(4, 8);
     if (!dev_k8s().kubeconfig().empty()) agent_kubeconfig() = dev_k8s().install_chart_rbac();
+    other_k8s().up(2, 8);
   }
   void TearDown() override {
-    std::string out;
-    std::vector<std::string> left = dev_k8s().down(&out);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes of the dev cluster left behind:\n" << out;
+    for (DevK8s* cluster : {&dev_k8s(), &other_k8s()}) {
+      std::string out;
+      std::vector<std::string> left = cluster->down(&out);
+      EXPECT_TRUE(left.empty()) << left.size() << " processes of a dev cluster left behind:\n" << out;
+    }
   }
 };
 const auto* const kDevK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment);
@@ -156,6 +164,39 @@ TEST_F(KubeBackend, ARestartedTargetReadoptsItsPodWhichFinishesOnce) {
   ASSERT_EQ(pods.size(), 1u) << "one pod for the copy, never a second\n" << pods.dump(2);
   EXPECT_EQ(pods[0]["metadata"]["uid"], first) << "the same pod, re-adopted";
   EXPECT_EQ(describe("steady")["status"]["restarts"], 0);
+}
+
+// Two Kubernetes clusters behind two agents: when local users take all of
+// east, the source's next workload runs at west.
+TEST_F(KubeBackend, WorkGoesToTheOtherClusterWhenLocalPodsTakeEveryNodeOfOne) {
+  ASSERT_FALSE(other_k8s().kubeconfig().empty()) << "the second dev cluster did not come up";
+  std::string manifest = dir_.path() + "/west.yaml";
+  std::ofstream(manifest) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: west}\n"
+                             "spec:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: "
+                          << other_k8s().kubeconfig() << "\n";
+  AgentProcess west{"west", dir_.path()};
+  west.init({"--cluster-config", manifest});
+  west.set_config("heartbeatInterval", "300ms");
+  ASSERT_TRUE(west.start()) << west.log();
+  CommandResult token = west.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  ASSERT_EQ(source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code, 0);
+  for (int node = 0; node < 4; ++node) {
+    std::ofstream(dir_.path() + "/local.json")
+        << "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"local-" << node
+        << "\"},\"spec\":{\"nodeName\":\"kwok-node-" << node
+        << "\",\"containers\":[{\"name\":\"c\",\"image\":\"x\",\"resources\":{\"requests\":{\"cpu\":\"8\"}}}]}}";
+    ASSERT_NE(dev_k8s().kubectl("apply -f " + dir_.path() + "/local.json 2>&1").find("created"), std::string::npos);
+  }
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "0"; }, 10s)) << free_cpu_at_source();
+  std::string uid = submit("elsewhere", "", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] { return phase("elsewhere") == "Running"; }, 20s)) << describe("elsewhere").dump(2);
+  EXPECT_EQ(describe("elsewhere")["status"]["cluster"], "west");
+  std::string pods = other_k8s().kubectl("get pods -n default -l shoal.dev/uid=" + uid + " -o name");
+  EXPECT_NE(pods.find("pod/shoal-"), std::string::npos) << "the pod runs in west's cluster: " << pods;
+  EXPECT_TRUE(pods_of(uid).empty()) << "and not in east's";
+  dev_k8s().kubectl("delete pod local-0 local-1 local-2 local-3 --grace-period=0 2>&1");
+  west.stop();
 }
 
 TEST_F(KubeBackend, PodsLocalUsersCreateShrinkTheAdvertisedRoom) {
