@@ -228,8 +228,8 @@ status:
 ---
 EOF
   done
-  "$bin/kubectl" --kubeconfig "$kubeconfig" apply -f "$nodes" >/dev/null
-  await 60 "the $NODES KWOK nodes" "$DIR/log/kwok.log" \
+  "$bin/kubectl" --kubeconfig "$kubeconfig" create -f "$nodes" >/dev/null
+  await $((60 + NODES / 10)) "the $NODES KWOK nodes" "$DIR/log/kwok.log" \
     "$bin/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=2s
   echo "k8s-dev: $NODES nodes of $CPUS cpus and $MEMORY Ready at $api" >&2
   echo "$kubeconfig"

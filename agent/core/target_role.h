@@ -62,11 +62,12 @@ class TargetRole {
   void greet_source(const std::string& source_id);
 
   // The role's timers, in order: cluster events, leases, start timeouts,
-  // expiry, the queue, STATUS retries, advertisements, garbage. `previous_pass`: set when this
-  // tick is a heartbeat pass (Agent::tick, every half interval) — a source
-  // that has had no CAPACITY in the last three passes gets one, so each
-  // hears it at least every other interval (and a HELLO in between, when
-  // nothing else goes to it). Returns whether room was freed in this step.
+  // expiry, the queue, STATUS retries, advertisements, garbage.
+  // `previous_pass`: set when this tick is a heartbeat pass (Agent::tick,
+  // every half interval) — a source that has had no CAPACITY in the last
+  // three passes gets one, so each hears it at least every other interval
+  // (and a HELLO in between, when nothing else goes to it). Returns whether
+  // room was freed in this step.
   bool tick(TimePoint now, std::optional<TimePoint> previous_pass);
   // Who hears our CAPACITY now (sources read it only from a CAPACITY,
   // however many other envelopes they get):

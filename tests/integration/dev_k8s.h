@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "dev_slurm.h"  // run_shell
+#include "dev_slurm.h"  // run_shell, pids_naming
 
 namespace shoal::testing {
 
@@ -64,15 +64,7 @@ class DevK8s {
     if (dir_.empty()) return {};
     std::string out = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh down " + dir_ + " 2>&1");
     if (script_output) *script_output = out;
-    std::vector<std::string> left;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream in(entry.path() / "cmdline");
-      std::stringstream cmdline;
-      cmdline << in.rdbuf();
-      if (cmdline.str().find(dir_ + "/") != std::string::npos) left.push_back(name);
-    }
+    std::vector<std::string> left = pids_naming(dir_ + "/");
     std::filesystem::remove_all(dir_);
     dir_.clear();
     return left;

@@ -28,6 +28,21 @@ inline std::string run_shell(const std::string& command) {
   return out;
 }
 
+// The pids of processes whose command line names `text` (a dev cluster's
+// directory): what a clean `down` leaves none of.
+inline std::vector<std::string> pids_naming(const std::string& text) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::stringstream cmdline;
+    cmdline << in.rdbuf();
+    if (cmdline.str().find(text) != std::string::npos) found.push_back(name);
+  }
+  return found;
+}
+
 // Why the dev Slurm cannot run here, or "" when it can.
 inline std::string dev_slurm_unavailable() {
   return geteuid() == 0 ? "" : "the dev Slurm cluster needs root";
@@ -79,15 +94,7 @@ class DevSlurm {
     if (dir_.empty()) return {};
     std::string out = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/slurm-dev.sh down " + dir_ + " 2>&1");
     if (script_output) *script_output = out;
-    std::vector<std::string> left;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream in(entry.path() / "cmdline");
-      std::stringstream cmdline;
-      cmdline << in.rdbuf();
-      if (cmdline.str().find(dir_) != std::string::npos) left.push_back(name);
-    }
+    std::vector<std::string> left = pids_naming(dir_);
     std::filesystem::remove_all(dir_);
     dir_.clear();
     return left;

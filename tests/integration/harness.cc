@@ -300,6 +300,18 @@ void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::strin
   }
 }
 
+std::string advertised_free_cpu(const AgentProcess& source, const std::string& cluster,
+                                const std::string& namespace_name) {
+  nlohmann::json peers = source.ctl_json({"peers"});
+  if (peers.is_null()) return "";
+  for (const auto& peer : peers["items"]) {
+    if (peer["cluster"] != cluster) continue;
+    nlohmann::json capacity = peer.value("capacity", nlohmann::json::object());
+    if (capacity.contains(namespace_name)) return capacity[namespace_name]["free"].value("cpu", "");
+  }
+  return "";
+}
+
 std::string write_workloads(const std::string& dir, const std::string& prefix, int count,
                             const std::string& cpu, const std::string& duration) {
   std::string path = dir + "/" + prefix + ".yaml";

@@ -120,6 +120,11 @@ class ControlClient {
 void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name,
                       const std::vector<std::string>& limits = {});
 
+// The free cpu of `namespace_name` that `source` has heard `cluster`
+// advertise, as `shoalctl peers` prints it ("32"); "" before it heard any.
+std::string advertised_free_cpu(const AgentProcess& source, const std::string& cluster,
+                                const std::string& namespace_name = "default");
+
 // Writes `count` Workload documents named <prefix>-<i> to a file in `dir`.
 std::string write_workloads(const std::string& dir, const std::string& prefix, int count,
                             const std::string& cpu, const std::string& duration);

@@ -84,16 +84,8 @@ class KubeBackend : public ::testing::Test {
     east_.stop();
   }
 
-  std::string free_cpu_at_source() {
-    json peers = source_.ctl_json({"peers"});
-    if (peers.is_null()) return "";
-    for (const auto& peer : peers["items"]) {
-      if (peer["cluster"] != "east") continue;
-      json capacity = peer.value("capacity", json::object());
-      if (capacity.contains("default")) return capacity["default"]["free"].value("cpu", "");
-    }
-    return "";
-  }
+  std::string free_cpu_at_source() { return advertised_free_cpu(source_, "east"); }
+
   // Submits `name` with `labels` (a flow mapping's body) and `spec`'s body.
   std::string submit(const std::string& name, const std::string& labels, const std::string& spec) {
     std::string path = dir_.path() + "/" + name + ".yaml";
@@ -151,6 +143,28 @@ TEST_F(KubeBackend, DeleteAtTheSourceDeletesThePod) {
   auto started = std::chrono::steady_clock::now();
   ASSERT_TRUE(wait_until([&] { return pods_of(uid).empty(); }, 10s)) << pods_of(uid).dump(2);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s) << "the pod is deleted within 2 s";
+}
+
+// A pod deleted behind the agent's back is not the job's own end: the
+// source counts a disruption and keeps away from the cluster that ended it
+// (the only one here), never reporting the work Failed.
+TEST_F(KubeBackend, APodDeletedAtTheClusterIsAnEvictionThatTheSourcePlacesAgain) {
+  std::string uid = submit("evicted", "", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] { return phase("evicted") == "Running"; }, 20s)) << describe("evicted").dump(2);
+  std::string pod = pods_of(uid)[0]["metadata"]["name"];
+  dev_k8s().kubectl("delete pod " + pod + " --grace-period=0 2>&1");
+  ASSERT_TRUE(wait_until([&] {
+    json w = describe("evicted");
+    return !w.is_null() && w["status"]["disruptions"] == 1;
+  }, 20s)) << describe("evicted").dump(2);
+  json described = describe("evicted");
+  EXPECT_NE(described["status"]["phase"], "Failed");
+  EXPECT_EQ(described["status"]["restarts"], 0);
+  bool told = false;
+  for (const auto& event : described["events"]) {
+    told |= event["text"].get<std::string>().find("Evicted at east") != std::string::npos;
+  }
+  EXPECT_TRUE(told) << described["events"].dump(2);
 }
 
 TEST_F(KubeBackend, ARestartedTargetReadoptsItsPodWhichFinishesOnce) {

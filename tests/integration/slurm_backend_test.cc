@@ -144,16 +144,8 @@ class SlurmBackend : public DevSlurmTest {
   }
 
   // What east tells the source it has free in "default", as printed ("32").
-  std::string free_cpu_at_source() {
-    json peers = source_.ctl_json({"peers"});
-    if (peers.is_null()) return "";
-    for (const auto& peer : peers["items"]) {
-      if (peer["cluster"] != "east") continue;
-      json capacity = peer.value("capacity", json::object());
-      if (capacity.contains("default")) return capacity["default"]["free"].value("cpu", "");
-    }
-    return "";
-  }
+  std::string free_cpu_at_source() { return advertised_free_cpu(source_, "east"); }
+
 
   // What the source reads as east's count of work in queue "default" (-1: none yet).
   int64_t queue_count_at_source() {

@@ -1,10 +1,13 @@
+// The kubernetes backend on the agent's loop (kube_runner.h): nodes found at
+// start, pods launched and stopped as queued commands, their phases read
+// from the threads' snapshot.
 #include "agent/cluster/kubernetes/kube_runner.h"
 
 #include <fcntl.h>
 #include <sodium.h>
 #include <unistd.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -17,14 +20,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-// How long a watch lasts before it is opened again from where it left off
-// (the server ends it at timeoutSeconds; the client's bound is a little later).
-constexpr int kWatchSeconds = 60;
-// After a failed list or watch, the next try waits this long.
-constexpr auto kRetryPause = 1s;
-// How often an idle runner asks the server whether it still answers.
-constexpr auto kProbeInterval = 1s;
 
 constexpr const char* kClusterLabel = "shoal.dev/cluster";
 
@@ -64,7 +59,10 @@ EndCause cause_of(const KubePod& pod) {
   return EndCause::kOwn;  // its exit code, or OOMKilled: its own process
 }
 
-std::string url_label_selector(const model::Labels& labels) {
+
+}  // namespace
+
+std::string label_selector(const model::Labels& labels) {
   std::string selector;
   for (const auto& [key, value] : labels) {
     selector += (selector.empty() ? "" : ",") + key + "=" + value;
@@ -82,8 +80,6 @@ std::string url_label_selector(const model::Labels& labels) {
   return escaped;
 }
 
-}  // namespace
-
 Result<KubeConfig> config_for(const model::KubernetesSpec& spec) {
   if (spec.in_cluster) return in_cluster_config();
   return load_kubeconfig(spec.kubeconfig, spec.context);
@@ -93,7 +89,7 @@ Result<std::vector<model::NodeSpec>> discover_nodes(const model::KubernetesSpec&
   SHOAL_ASSIGN_OR_RETURN(KubeConfig config, config_for(spec));
   KubeClient api({config, spec.timeout});
   std::string path = "/api/v1/nodes";
-  if (!spec.node_selector.empty()) path += "?labelSelector=" + url_label_selector(spec.node_selector);
+  if (!spec.node_selector.empty()) path += "?labelSelector=" + label_selector(spec.node_selector);
   SHOAL_ASSIGN_OR_RETURN(KubeClient::Answer answer, api.call("GET", path));
   if (answer.status != 200) {
     return Status(ErrorCode::kUnavailable, "kubernetes backend: listing nodes: HTTP " +
@@ -231,20 +227,34 @@ Status KubeRunner::launch(const LaunchRequest& request) {
 }
 
 bool KubeRunner::stop(const std::string& key, Duration grace) {
-  auto it = runs_.find(key);
-  if (it == runs_.end()) {
-    // Already stopping: its kStopped is owed to the holding stopped first.
-    if (stopping_.count(key)) return true;
-    // Restored after a restart and never launched again: whatever this
-    // agent created for the key before (its markers) is deleted.
-    return true;
-  }
   auto seconds = std::chrono::duration_cast<std::chrono::seconds>(grace + 999ms).count();
-  for (const std::string& pod : it->second.pods) {
-    enqueue({Command::Kind::kDelete, it->second.namespace_name, pod, "", seconds});
+  Pods stopped;
+  auto it = runs_.find(key);
+  if (it != runs_.end()) {
+    stopped = {it->second.namespace_name, it->second.pods};
+    runs_.erase(it);
+  } else {
+    // Restored after a restart and not launched again: whatever pods of
+    // the key the cluster still runs for this agent, by their labels (none
+    // are known before the first list: then the room is free at once).
+    std::lock_guard lock(mutex_);
+    const std::string copy = key_hash(key);
+    for (const auto& [name, pod] : snapshot_.pods) {
+      auto label = pod.labels.find("shoal.dev/copy");
+      auto cluster = pod.labels.find(kClusterLabel);
+      if (label == pod.labels.end() || label->second != copy || cluster == pod.labels.end() ||
+          cluster->second != options_.cluster_name || pod.terminal()) {
+        continue;
+      }
+      stopped.namespace_name = pod.namespace_name;
+      stopped.pods.push_back(pod.name);
+    }
   }
-  stopping_[key] = {it->second.namespace_name, it->second.pods};
-  runs_.erase(it);
+  if (stopped.pods.empty()) return true;  // nothing runs: the room is free now
+  for (const std::string& pod : stopped.pods) {
+    enqueue({Command::Kind::kDelete, stopped.namespace_name, pod, "", seconds});
+  }
+  stopping_[key].push_back(std::move(stopped));
   return false;  // the room stays held until the pods are gone
 }
 
@@ -317,30 +327,28 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
     // A gang whose replica failed stops the others; finished pods stay (as
     // Kubernetes keeps them) until the copy is forgotten.
     Run& run = runs_.at(key);
-    stopping_[key] = {run.namespace_name, run.pods};
     for (const std::string& pod : run.pods) {
       auto it = snapshot_.pods.find(run.namespace_name + "/" + pod);
       if (it != snapshot_.pods.end() && !it->second.terminal()) {
         commands_.push_back({Command::Kind::kDelete, run.namespace_name, pod, "", 0});
       }
     }
+    ended_[key] = {run.namespace_name, run.pods};
     runs_.erase(key);
   }
   if (!ended.empty()) wake_.notify_all();
-  if (snapshot_.pods_listed) {
-    for (auto it = stopping_.begin(); it != stopping_.end();) {
-      bool gone = true;
-      for (const std::string& pod : it->second.pods) {
-        auto found = snapshot_.pods.find(it->second.namespace_name + "/" + pod);
-        if (found != snapshot_.pods.end() && !found->second.terminal()) gone = false;
-      }
-      if (gone) {
-        events.push_back({it->first, WorkloadEventKind::kStopped, now, 0, ""});
-        it = stopping_.erase(it);
-      } else {
-        ++it;
-      }
+  if (!snapshot_.pods_listed) return events;
+  for (auto it = stopping_.begin(); it != stopping_.end();) {
+    std::deque<Pods>& stops = it->second;
+    while (!stops.empty() && std::none_of(stops.front().pods.begin(), stops.front().pods.end(),
+                                          [&](const std::string& pod) {
+                                            auto found = snapshot_.pods.find(stops.front().namespace_name + "/" + pod);
+                                            return found != snapshot_.pods.end() && !found->second.terminal();
+                                          })) {
+      events.push_back({it->first, WorkloadEventKind::kStopped, now, 0, ""});
+      stops.pop_front();
     }
+    it = stops.empty() ? stopping_.erase(it) : std::next(it);
   }
   return events;
 }
@@ -352,11 +360,11 @@ TimePoint KubeRunner::next_event_at() const {
 
 void KubeRunner::forget(const std::string& key) {
   // The copy is done with: its finished pods go, and its markers.
-  auto stopping = stopping_.find(key);
-  if (stopping != stopping_.end()) {
-    for (const std::string& pod : stopping->second.pods) {
-      enqueue({Command::Kind::kDelete, stopping->second.namespace_name, pod, "", 0});
+  if (auto ended = ended_.find(key); ended != ended_.end()) {
+    for (const std::string& pod : ended->second.pods) {
+      enqueue({Command::Kind::kDelete, ended->second.namespace_name, pod, "", 0});
     }
+    ended_.erase(ended);
   }
   std::string prefix = key_hash(key) + ".";
   std::error_code error;
@@ -384,8 +392,10 @@ std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const
   for (const auto& [key, run] : runs_) {
     for (const std::string& pod : run.pods) ours.insert(run.namespace_name + "/" + pod);
   }
-  for (const auto& [key, stop] : stopping_) {
-    for (const std::string& pod : stop.pods) ours.insert(stop.namespace_name + "/" + pod);
+  for (const auto& [key, stops] : stopping_) {
+    for (const Pods& stop : stops) {
+      for (const std::string& pod : stop.pods) ours.insert(stop.namespace_name + "/" + pod);
+    }
   }
   for (const auto& [name, pod] : snapshot_.pods) {
     if (pod.node_name.empty() || pod.terminal() || ours.count(name)) continue;
@@ -414,199 +424,6 @@ Status KubeRunner::health() const {
   if (!snapshot_.nodes_reachable.is_ok()) return snapshot_.nodes_reachable;
   if (!snapshot_.pods_listed) return Status(ErrorCode::kUnavailable, "kube-apiserver: pods not listed yet");
   return Status::ok();
-}
-
-void KubeRunner::watch_pods() {
-  KubeClient api({options_.config, options_.spec.timeout});
-  std::string version;
-  auto pause = [&] {
-    std::unique_lock lock(mutex_);
-    wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
-  };
-  while (!quit_) {
-    if (version.empty()) {
-      Result<KubeClient::Answer> answer = api.call("GET", "/api/v1/pods");
-      Status listed = answer.is_ok() ? Status::ok() : answer.status();
-      Result<KubeList<KubePod>> list = Status(ErrorCode::kUnavailable, "");
-      if (listed.is_ok() && answer->status != 200) {
-        listed = Status(ErrorCode::kUnavailable, "kube-apiserver: listing pods: HTTP " +
-                                                     std::to_string(answer->status) + ": " +
-                                                     kube_status_message(answer->body));
-      }
-      if (listed.is_ok()) {
-        list = parse_pod_list(answer->body);
-        if (!list.is_ok()) listed = list.status();
-      }
-      if (!listed.is_ok()) {
-        {
-          std::lock_guard lock(mutex_);
-          snapshot_.pods_reachable = listed;
-        }
-        pause();
-        continue;
-      }
-      std::lock_guard lock(mutex_);
-      snapshot_.pods.clear();
-      for (KubePod& pod : list->items) {
-        std::string name = pod.namespace_name + "/" + pod.name;
-        snapshot_.pods[name] = std::move(pod);
-      }
-      snapshot_.pods_listed = true;
-      snapshot_.pods_reachable = Status::ok();
-      version = list->resource_version;
-    }
-    Status watched = api.watch(
-        "/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
-            "&resourceVersion=" + version,
-        [&](std::string_view line) {
-          Result<KubeEvent> event = parse_pod_event(line);
-          if (!event.is_ok() || event->type == KubeEvent::Type::kError) {
-            version.clear();  // list again (410 Gone: too old to watch from)
-            return false;
-          }
-          if (!event->resource_version.empty()) version = event->resource_version;
-          if (!event->pod) return true;  // a bookmark
-          std::string name = event->pod->namespace_name + "/" + event->pod->name;
-          std::lock_guard lock(mutex_);
-          if (event->type == KubeEvent::Type::kDeleted) {
-            snapshot_.pods.erase(name);
-          } else {
-            snapshot_.pods[name] = std::move(*event->pod);
-          }
-          return !quit_.load();
-        },
-        std::chrono::seconds(kWatchSeconds + 10), &quit_);
-    if (!watched.is_ok()) {
-      {
-        std::lock_guard lock(mutex_);
-        snapshot_.pods_reachable = watched;
-      }
-      version.clear();
-      pause();
-    }
-  }
-}
-
-void KubeRunner::watch_nodes() {
-  KubeClient api({options_.config, options_.spec.timeout});
-  std::string selector;
-  if (!options_.spec.node_selector.empty()) selector = "labelSelector=" + url_label_selector(options_.spec.node_selector);
-  std::string version;
-  auto pause = [&] {
-    std::unique_lock lock(mutex_);
-    wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
-  };
-  while (!quit_) {
-    if (version.empty()) {
-      Result<KubeClient::Answer> answer = api.call("GET", "/api/v1/nodes" + (selector.empty() ? "" : "?" + selector));
-      Status listed = answer.is_ok() ? Status::ok() : answer.status();
-      Result<KubeList<KubeNode>> list = Status(ErrorCode::kUnavailable, "");
-      if (listed.is_ok() && answer->status != 200) {
-        listed = Status(ErrorCode::kUnavailable, "kube-apiserver: listing nodes: HTTP " +
-                                                     std::to_string(answer->status) + ": " +
-                                                     kube_status_message(answer->body));
-      }
-      if (listed.is_ok()) {
-        list = parse_node_list(answer->body);
-        if (!list.is_ok()) listed = list.status();
-      }
-      if (!listed.is_ok()) {
-        {
-          std::lock_guard lock(mutex_);
-          snapshot_.nodes_reachable = listed;
-        }
-        pause();
-        continue;
-      }
-      std::lock_guard lock(mutex_);
-      snapshot_.nodes.clear();
-      for (KubeNode& node : list->items) snapshot_.nodes[node.name] = std::move(node);
-      snapshot_.nodes_listed = true;
-      snapshot_.nodes_reachable = Status::ok();
-      version = list->resource_version;
-    }
-    Status watched = api.watch(
-        "/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
-            "&resourceVersion=" + version + (selector.empty() ? "" : "&" + selector),
-        [&](std::string_view line) {
-          Result<KubeEvent> event = parse_node_event(line);
-          if (!event.is_ok() || event->type == KubeEvent::Type::kError) {
-            version.clear();
-            return false;
-          }
-          if (!event->resource_version.empty()) version = event->resource_version;
-          if (!event->node) return true;
-          std::lock_guard lock(mutex_);
-          if (event->type == KubeEvent::Type::kDeleted) {
-            snapshot_.nodes.erase(event->node->name);
-          } else {
-            snapshot_.nodes[event->node->name] = std::move(*event->node);
-          }
-          return !quit_.load();
-        },
-        std::chrono::seconds(kWatchSeconds + 10), &quit_);
-    if (!watched.is_ok()) {
-      {
-        std::lock_guard lock(mutex_);
-        snapshot_.nodes_reachable = watched;
-      }
-      version.clear();
-      pause();
-    }
-  }
-}
-
-void KubeRunner::run_commands() {
-  KubeClient api({options_.config, options_.spec.timeout});
-  while (true) {
-    Command command;
-    {
-      std::unique_lock lock(mutex_);
-      bool due = wake_.wait_for(lock, kProbeInterval, [&] { return quit_.load() || !commands_.empty(); });
-      if (quit_) return;
-      if (!due) {
-        // Idle: is the server still answering? A watch on a server that
-        // stopped answering stays open and silent, so only a call can tell.
-        lock.unlock();
-        Result<KubeClient::Answer> probe = api.call("GET", "/readyz");
-        Status answered = probe.is_ok() ? Status::ok() : probe.status();
-        if (answered.is_ok() && probe->status != 200) {
-          answered = Status(ErrorCode::kUnavailable, "kube-apiserver: /readyz: HTTP " +
-                                                         std::to_string(probe->status) + ": " +
-                                                         kube_status_message(probe->body));
-        }
-        lock.lock();
-        snapshot_.server_reachable = answered;
-        continue;
-      }
-      command = std::move(commands_.front());
-      commands_.pop_front();
-    }
-    std::string full = command.namespace_name + "/" + command.name;
-    Result<KubeClient::Answer> answer = Status::ok();
-    if (command.kind == Command::Kind::kCreate) {
-      answer = api.call("POST", "/api/v1/namespaces/" + command.namespace_name + "/pods", command.body);
-    } else {
-      answer = api.call("DELETE", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name,
-                        json{{"gracePeriodSeconds", command.grace_seconds}}.dump());
-    }
-    std::unique_lock lock(mutex_);
-    snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
-    if (!answer.is_ok() || answer->status >= 500 || answer->status == 429) {
-      // No answer (the create may still have happened: a second one is
-      // AlreadyExists): again after a pause.
-      commands_.push_back(std::move(command));
-      wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
-      continue;
-    }
-    if (command.kind == Command::Kind::kCreate) {
-      if (answer->status == 201 || answer->status == 200 || answer->status == 409) {
-        snapshot_.created.insert(full);
-      } else {
-        snapshot_.refused[full] = "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
-      }
-    }
-  }
 }
 
 }  // namespace shoal::cluster::kubernetes

@@ -21,9 +21,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -43,6 +45,9 @@ Result<KubeConfig> config_for(const model::KubernetesSpec& spec);
 // nodes: allocatable cpu, memory and GPUs, and their labels. A node added
 // later is used after the agent restarts.
 Result<std::vector<model::NodeSpec>> discover_nodes(const model::KubernetesSpec& spec);
+
+// `labels` as a labelSelector query value, URL-encoded ("a%3Db%2Cc%3Dd").
+std::string label_selector(const model::Labels& labels);
 
 // The name of replica `replica` of `key`'s copy at `epoch`: the same for
 // every create of it, and a valid pod name whatever the key holds.
@@ -106,12 +111,27 @@ class KubeRunner final : public Runner {
     std::vector<bool> seen;         // per replica: its pod was in a snapshot once
     bool start_reported = false;
   };
-  // A stopped copy whose pods the server has not yet shown gone.
-  struct Stopping {
+  // The pods of one copy that the loop no longer runs.
+  struct Pods {
     std::string namespace_name;
     std::vector<std::string> pods;
   };
 
+  // One collection of the API (pods, nodes) as the snapshot keeps it.
+  struct Collection {
+    const char* what;      // "pods", for messages
+    std::string path;      // "/api/v1/pods"
+    std::string selector;  // "labelSelector=..." or ""
+    // Under mutex_: takes a list's body into the snapshot; its resourceVersion.
+    std::function<Result<std::string>(std::string_view)> take_list;
+    // Under mutex_: applies one watch line; its resourceVersion ("" for
+    // none). An error (a 410 Gone among them) lists again.
+    std::function<Result<std::string>(std::string_view)> take_event;
+    Status Snapshot::*reachable;  // how the last list or watch went
+  };
+  // Lists `collection`, then watches it from the list's resourceVersion,
+  // for as long as the runner lives; lists again after an error.
+  void list_and_watch(const Collection& collection);
   void watch_pods();
   void watch_nodes();
   void run_commands();
@@ -125,8 +145,14 @@ class KubeRunner final : public Runner {
                                          TimePoint now, bool* finished);
 
   KubeRunnerOptions options_;
-  std::map<std::string, Run> runs_;         // the loop's
-  std::map<std::string, Stopping> stopping_;  // the loop's
+  // The loop's. runs_: launched and not ended. stopping_: every stop()
+  // that returned false, oldest first per key, each owed one kStopped once
+  // its pods are gone (NodeCluster frees one holding per kStopped).
+  // ended_: copies that ended by themselves, whose pods stay (as
+  // Kubernetes keeps finished pods) until forget().
+  std::map<std::string, Run> runs_;
+  std::map<std::string, std::deque<Pods>> stopping_;
+  std::map<std::string, Pods> ended_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -1,0 +1,192 @@
+// The kubernetes backend's threads (kube_runner.h): the pods and nodes
+// lists and watches that keep the snapshot, and the creates, deletes and
+// probes of the API server. Nothing here runs on the agent's loop.
+#include <nlohmann/json.hpp>
+
+#include "agent/cluster/kubernetes/kube_runner.h"
+
+namespace shoal::cluster::kubernetes {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// How long a watch lasts before it is opened again from where it left off
+// (the server ends it at timeoutSeconds; the client's bound is a little later).
+constexpr int kWatchSeconds = 60;
+// After a failed call, list or watch, the next try waits this long.
+constexpr auto kRetryPause = 1s;
+// How often an idle runner asks the server whether it still answers.
+constexpr auto kProbeInterval = 1s;
+
+}  // namespace
+
+void KubeRunner::list_and_watch(const Collection& collection) {
+  KubeClient api({options_.config, options_.spec.timeout});
+  auto query = [&](const std::string& rest) {
+    std::string joined = rest;
+    if (!collection.selector.empty()) joined += (joined.empty() ? "" : "&") + collection.selector;
+    return collection.path + (joined.empty() ? "" : "?" + joined);
+  };
+  auto fail = [&](Status why) {
+    std::unique_lock lock(mutex_);
+    snapshot_.*collection.reachable = std::move(why);
+    wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
+  };
+  std::string version;  // "" : list (again) before watching
+  while (!quit_) {
+    if (version.empty()) {
+      Result<KubeClient::Answer> answer = api.call("GET", query(""));
+      if (!answer.is_ok()) {
+        fail(answer.status());
+        continue;
+      }
+      if (answer->status != 200) {
+        fail(Status(ErrorCode::kUnavailable, std::string("kube-apiserver: listing ") + collection.what + ": HTTP " +
+                                                 std::to_string(answer->status) + ": " +
+                                                 kube_status_message(answer->body)));
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      Result<std::string> listed = collection.take_list(answer->body);
+      if (!listed.is_ok()) {
+        snapshot_.*collection.reachable = listed.status();
+        continue;  // the pause comes with the next failure; a bad list is rare
+      }
+      snapshot_.*collection.reachable = Status::ok();
+      version = *listed;
+    }
+    Status watched = api.watch(
+        query("watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
+              "&resourceVersion=" + version),
+        [&](std::string_view line) {
+          std::lock_guard lock(mutex_);
+          Result<std::string> taken = collection.take_event(line);
+          if (!taken.is_ok()) {
+            version.clear();  // list again (410 Gone: too old to watch from)
+            return false;
+          }
+          if (!taken->empty()) version = *taken;
+          return !quit_.load();
+        },
+        std::chrono::seconds(kWatchSeconds + 10), &quit_);
+    if (!watched.is_ok()) {
+      version.clear();
+      fail(watched);
+    }
+  }
+}
+
+void KubeRunner::watch_pods() {
+  list_and_watch(
+      {"pods", "/api/v1/pods", "",
+       [this](std::string_view body) -> Result<std::string> {
+         SHOAL_ASSIGN_OR_RETURN(KubeList<KubePod> list, parse_pod_list(body));
+         snapshot_.pods.clear();
+         for (KubePod& pod : list.items) {
+           std::string name = pod.namespace_name + "/" + pod.name;
+           snapshot_.pods[name] = std::move(pod);
+         }
+         snapshot_.pods_listed = true;
+         return list.resource_version;
+       },
+       [this](std::string_view line) -> Result<std::string> {
+         SHOAL_ASSIGN_OR_RETURN(KubeEvent event, parse_pod_event(line));
+         if (event.type == KubeEvent::Type::kError) return Status(ErrorCode::kUnavailable, event.error);
+         if (event.pod) {
+           std::string name = event.pod->namespace_name + "/" + event.pod->name;
+           if (event.type == KubeEvent::Type::kDeleted) {
+             snapshot_.pods.erase(name);
+           } else {
+             snapshot_.pods[name] = std::move(*event.pod);
+           }
+         }
+         return event.resource_version;
+       },
+       &Snapshot::pods_reachable});
+}
+
+void KubeRunner::watch_nodes() {
+  std::string selector;
+  if (!options_.spec.node_selector.empty()) {
+    selector = "labelSelector=" + label_selector(options_.spec.node_selector);
+  }
+  list_and_watch(
+      {"nodes", "/api/v1/nodes", selector,
+       [this](std::string_view body) -> Result<std::string> {
+         SHOAL_ASSIGN_OR_RETURN(KubeList<KubeNode> list, parse_node_list(body));
+         snapshot_.nodes.clear();
+         for (KubeNode& node : list.items) snapshot_.nodes[node.name] = std::move(node);
+         snapshot_.nodes_listed = true;
+         return list.resource_version;
+       },
+       [this](std::string_view line) -> Result<std::string> {
+         SHOAL_ASSIGN_OR_RETURN(KubeEvent event, parse_node_event(line));
+         if (event.type == KubeEvent::Type::kError) return Status(ErrorCode::kUnavailable, event.error);
+         if (event.node) {
+           if (event.type == KubeEvent::Type::kDeleted) {
+             snapshot_.nodes.erase(event.node->name);
+           } else {
+             snapshot_.nodes[event.node->name] = std::move(*event.node);
+           }
+         }
+         return event.resource_version;
+       },
+       &Snapshot::nodes_reachable});
+}
+
+void KubeRunner::run_commands() {
+  KubeClient api({options_.config, options_.spec.timeout});
+  while (true) {
+    Command command;
+    {
+      std::unique_lock lock(mutex_);
+      bool due = wake_.wait_for(lock, kProbeInterval, [&] { return quit_.load() || !commands_.empty(); });
+      if (quit_) return;
+      if (!due) {
+        // Idle: is the server still answering? A watch on a server that
+        // stopped answering stays open and silent, so only a call can tell.
+        lock.unlock();
+        Result<KubeClient::Answer> probe = api.call("GET", "/readyz");
+        Status answered = probe.is_ok() ? Status::ok() : probe.status();
+        if (answered.is_ok() && probe->status != 200) {
+          answered = Status(ErrorCode::kUnavailable, "kube-apiserver: /readyz: HTTP " +
+                                                         std::to_string(probe->status) + ": " +
+                                                         kube_status_message(probe->body));
+        }
+        lock.lock();
+        snapshot_.server_reachable = answered;
+        continue;
+      }
+      command = std::move(commands_.front());
+      commands_.pop_front();
+    }
+    std::string full = command.namespace_name + "/" + command.name;
+    Result<KubeClient::Answer> answer = Status::ok();
+    if (command.kind == Command::Kind::kCreate) {
+      answer = api.call("POST", "/api/v1/namespaces/" + command.namespace_name + "/pods", command.body);
+    } else {
+      answer = api.call("DELETE", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name,
+                        json{{"gracePeriodSeconds", command.grace_seconds}}.dump());
+    }
+    std::unique_lock lock(mutex_);
+    snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
+    if (!answer.is_ok() || answer->status >= 500 || answer->status == 429) {
+      // No answer (the create may still have happened: a second one is
+      // AlreadyExists): again after a pause.
+      commands_.push_back(std::move(command));
+      wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
+      continue;
+    }
+    if (command.kind == Command::Kind::kCreate) {
+      if (answer->status == 201 || answer->status == 200 || answer->status == 409) {
+        snapshot_.created.insert(full);
+      } else {
+        snapshot_.refused[full] = "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
+      }
+    }
+  }
+}
+
+}  // namespace shoal::cluster::kubernetes

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Scale into Kubernetes: one dev cluster of NODES KWOK nodes (1,000) behind
+# an agent, one source, WORKLOADS one-cpu workloads (5,000). Measured in the
+# same run, on the same cluster:
+#   raw    the API server's own create rate: a plain client (kubectl create)
+#          creates WORKLOADS pods bound to nodes, one at a time, until all
+#          are Running;
+#   shoal  the source submits WORKLOADS workloads; the agent places, binds
+#          and creates their pods, until all are Running;
+# then the ratio shoal/raw (the goal: at least 0.5) and the target agent's
+# peak RSS with NODES nodes and WORKLOADS pods watched (goal: < 200 MiB).
+# Both rates include KWOK moving the pods to Running. Needs the Kubernetes
+# binaries (scripts/k8s-dev.sh build) and a build (scripts/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NODES="${NODES:-1000}"
+WORKLOADS="${WORKLOADS:-5000}"
+BUILD_DIR="${SHOAL_BUILD_DIR:-build}"
+BIN="$BUILD_DIR/bin"
+K8S_BIN=$(bash scripts/k8s-dev.sh bin-dir)
+WORK="$(mktemp -d /tmp/shoal-kube-scale.XXXXXX)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  bash scripts/k8s-dev.sh down "$WORK/k8s" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+now() { date +%s.%N; }
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
+rate() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.0f}')" "$1" "$2"; }
+
+echo "== a dev Kubernetes of $NODES KWOK nodes"
+KUBECONFIG_FILE=$(bash scripts/k8s-dev.sh up "$WORK/k8s" --nodes "$NODES" --cpus 8 --memory 32Gi 2>/dev/null | tail -1)
+kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+running() { kubectl get pods -n default --field-selector=status.phase=Running -o name 2>/dev/null | wc -l; }
+# Waits until `count` pods are Running (at most 20 minutes); prints when.
+await_running() {
+  local count=$1 deadline=$((SECONDS + 1200))
+  until [ "$(running)" -ge "$count" ]; do
+    [ $SECONDS -lt $deadline ] || { echo "only $(running) of $count pods Running after 20 minutes" >&2; exit 1; }
+    sleep 0.5
+  done
+  now
+}
+
+echo "== raw: kubectl creates $WORKLOADS pods bound to nodes"
+python3 - "$WORKLOADS" "$NODES" >"$WORK/pods.yaml" <<'PY'
+import sys
+count, nodes = int(sys.argv[1]), int(sys.argv[2])
+for i in range(count):
+    print(f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: raw-{i}, namespace: default}}
+spec:
+  nodeName: kwok-node-{i % nodes}
+  automountServiceAccountToken: false
+  restartPolicy: Never
+  containers: [{{name: main, image: busybox, resources: {{requests: {{cpu: "1"}}, limits: {{cpu: "1"}}}}}}]""")
+PY
+start=$(now)
+kubectl create -f "$WORK/pods.yaml" >/dev/null
+end=$(await_running "$WORKLOADS")
+raw_seconds=$(elapsed "$start" "$end")
+raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
+echo "raw: $WORKLOADS pods Running in ${raw_seconds}s: $raw_rate/s"
+kubectl delete pods -n default --all --grace-period=0 --wait=true >/dev/null
+until [ "$(kubectl get pods -n default -o name | wc -l)" -eq 0 ]; do sleep 0.5; done
+
+echo "== shoal: a source submits $WORKLOADS workloads to the agent beside the cluster"
+cat >"$WORK/target.yaml" <<YAML
+apiVersion: shoal.dev/v1
+kind: Cluster
+metadata: {name: kube}
+spec:
+  backend: kubernetes
+  kubernetes: {kubeconfig: $KUBECONFIG_FILE}
+YAML
+cat >"$WORK/source.yaml" <<'YAML'
+apiVersion: shoal.dev/v1
+kind: Cluster
+metadata: {name: lab}
+spec:
+  nodes:
+  - {name: desk, capacity: {cpu: 100m, memory: 1Gi}}
+YAML
+ctl() { local name=$1; shift; "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
+for name in kube lab; do
+  config="$WORK/target.yaml"
+  [ "$name" = lab ] && config="$WORK/source.yaml"
+  "$BIN/shoald" init --data "$WORK/$name" --cluster "$name" --org "org-$name" \
+    --listen "tcp://127.0.0.1:$(python3 scripts/free-ports)" --cluster-config "$config" >/dev/null
+  "$BIN/shoald" run --data "$WORK/$name" --log-level warn 2>"$WORK/$name.log" &
+  PIDS+=($!)
+done
+TARGET_PID=${PIDS[0]}
+for name in kube lab; do
+  for _ in $(seq 300); do [ -S "$WORK/$name/control.sock" ] && break; sleep 0.1; done
+done
+token=$(ctl kube invite create --to "$(ctl lab identity)" --namespace default)
+ctl lab invite accept "$token" >/dev/null
+for _ in $(seq 300); do
+  [ -n "$(ctl lab peers -o json | python3 -c '
+import json, sys
+print("".join(p.get("capacity", {}).get("default", {}).get("free", {}).get("cpu", "") for p in json.load(sys.stdin)["items"]))')" ] && break
+  sleep 0.2
+done
+python3 - "$WORKLOADS" >"$WORK/workloads.yaml" <<'PY'
+import sys
+for i in range(int(sys.argv[1])):
+    print(f"""---
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {{name: w-{i}, namespace: default}}
+spec: {{resources: {{cpu: "1"}}, command: [sleep, "3600"]}}""")
+PY
+start=$(now)
+ctl lab submit -f "$WORK/workloads.yaml" >/dev/null
+end=$(await_running "$WORKLOADS")
+shoal_seconds=$(elapsed "$start" "$end")
+shoal_rate=$(rate "$WORKLOADS" "$shoal_seconds")
+rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$TARGET_PID/status")
+echo "shoal: $WORKLOADS pods Running in ${shoal_seconds}s: $shoal_rate/s"
+python3 - "$raw_rate" "$shoal_rate" "$rss_kib" "$NODES" "$WORKLOADS" <<'PY'
+import sys
+raw, shoal, rss, nodes, pods = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+print(f"ratio shoal/raw: {shoal / raw:.2f} (goal >= 0.50); "
+      f"target agent peak RSS with {nodes} nodes and {pods} pods: {rss / 1024:.0f} MiB (goal < 200)")
+PY
