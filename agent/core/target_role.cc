@@ -367,6 +367,15 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
 bool TargetRole::withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound) {
   auto queued = queued_.find(key);
   if (queued != queued_.end() && queued->second.epoch <= epoch) unqueue(queued);
+  if (stop_bound && clock_.now() >= next_lease_end_) {
+    // What still ran when its source's lease lapsed stopped then, the
+    // moment the source relies on: fenced as of the lapse first (as a
+    // renewal does, renew_lease), not stopped as of now. A target waking
+    // from a pause may read its source's DELETE before its first tick, and
+    // the source may have placed the work elsewhere since the lapse.
+    apply_cluster_events();
+    enforce_leases();
+  }
   auto it = reservations_.find(key);
   if (it == reservations_.end() || it->second.record.epoch > epoch) return true;
   bool bound = it->second.record.phase == store::ReservationPhase::kBound ||

@@ -56,6 +56,38 @@ TEST(LifecycleTest, PartitionedWinnerStopsItsCopyBeforeTheSourcePlacesANewOne) {
   EXPECT_EQ(running_copies(*f.west, uid), 1);
 }
 
+// A target frozen past its source's lease reads, on waking and before its
+// first tick, a DELETE its source sent meanwhile. The copy stopped when
+// the lease lapsed, the moment the source relies on: it is fenced as of
+// then, not stopped as of the DELETE, which may come after the source
+// placed the work elsewhere (found by the chaos run).
+TEST(LifecycleTest, ADeleteReadOnWakingPastTheLeaseStopsTheCopyAsOfTheLapse) {
+  Federation f(2s);
+  std::string uid = f.submit_long_job();
+  TimePoint frozen_at = f.east->clock->now();
+  f.world.freeze(*f.east);
+  // The source renews east's lease until east has been silent for
+  // workerLostTimeout - lease - skew (3.5 s): the renewals wait in east's
+  // socket and end the lease at 5.5 s.
+  f.world.run_for(4s);
+  ASSERT_TRUE(f.source->agent->delete_workload("default", "job").is_ok());
+  f.world.deliver();  // the DELETE waits there too
+  f.world.run_for(3s);  // past the lease's end
+  f.world.thaw(*f.east, /*read_first=*/true);
+  auto runs = f.east->store->load_runs();
+  ASSERT_TRUE(runs.is_ok());
+  bool found = false;
+  for (const store::RunRecord& run : *runs) {
+    if (run.uid != uid) continue;
+    found = true;
+    EXPECT_LE(run.finished_at_ms, to_millis(frozen_at + 6s))
+        << "stopped as of the lease's end, not when the DELETE was read: " << run.message;
+    EXPECT_EQ(run.message.rfind("LeaseExpired", 0), 0u) << run.message;
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(running_copies(*f.east, uid), 0);
+}
+
 TEST(LifecycleTest, WithoutFencingAStaleCopyIsRemovedWhenItsTargetReturns) {
   Federation f(0s);
   std::string uid = f.submit_long_job();
