@@ -163,13 +163,11 @@ void KubeRunner::run_commands() {
       commands_.pop_front();
     }
     std::string full = command.namespace_name + "/" + command.name;
-    Result<KubeClient::Answer> answer = Status::ok();
-    if (command.kind == Command::Kind::kCreate) {
-      answer = api.call("POST", "/api/v1/namespaces/" + command.namespace_name + "/pods", command.body);
-    } else {
-      answer = api.call("DELETE", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name,
-                        json{{"gracePeriodSeconds", command.grace_seconds}}.dump());
-    }
+    Result<KubeClient::Answer> answer =
+        command.kind == Command::Kind::kCreate
+            ? api.call("POST", "/api/v1/namespaces/" + command.namespace_name + "/pods", command.body)
+            : api.call("DELETE", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name,
+                       json{{"gracePeriodSeconds", command.grace_seconds}}.dump());
     std::unique_lock lock(mutex_);
     snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
     if (!answer.is_ok() || answer->status >= 500 || answer->status == 429) {
