@@ -229,8 +229,13 @@ status:
 EOF
   done
   "$bin/kubectl" --kubeconfig "$kubeconfig" create -f "$nodes" >/dev/null
-  await $((60 + NODES / 10)) "the $NODES KWOK nodes" "$DIR/log/kwok.log" \
-    "$bin/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node --all --timeout=2s
+  all_nodes_ready() {
+    local ready
+    ready=$("$bin/kubectl" --kubeconfig "$kubeconfig" get nodes \
+      -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)
+    [ "$ready" -ge "$NODES" ]
+  }
+  await $((60 + NODES / 10)) "the $NODES KWOK nodes" "$DIR/log/kwok.log" all_nodes_ready
   echo "k8s-dev: $NODES nodes of $CPUS cpus and $MEMORY Ready at $api" >&2
   echo "$kubeconfig"
 }
