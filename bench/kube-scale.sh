@@ -66,7 +66,7 @@ end=$(await_running "$WORKLOADS")
 raw_seconds=$(elapsed "$start" "$end")
 raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
 echo "raw: $WORKLOADS pods Running in ${raw_seconds}s: $raw_rate/s"
-kubectl delete pods -n default --all --grace-period=0 --wait=true >/dev/null
+kubectl delete pods -n default --all --grace-period=0 --wait=false >/dev/null
 until [ "$(kubectl get pods -n default -o name | wc -l)" -eq 0 ]; do sleep 0.5; done
 
 echo "== shoal: a source submits $WORKLOADS workloads to the agent beside the cluster"
