@@ -71,7 +71,7 @@ struct KubePod {
   model::Resources requests;
   bool deleting = false;   // metadata.deletionTimestamp is set
   int32_t exit_code = 0;   // the first terminated container's
-  std::string reason;      // its reason (OOMKilled, Error, ...), else the pod's (Evicted, ...)
+  std::string reason;      // the pod's (Evicted, ...), else its container's (OOMKilled, Error, ...)
   std::string message;
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };

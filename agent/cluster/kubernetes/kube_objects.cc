@@ -157,7 +157,9 @@ Result<KubePod> pod_from(const json& object, const std::string& where) {
     pod.exit_code = static_cast<int32_t>(code->get<int64_t>());
     SHOAL_ASSIGN_OR_RETURN(std::string reason,
                            string_at(*terminated, "reason", where + ".status.containerStatuses[].state.terminated"));
-    if (!reason.empty()) pod.reason = reason;
+    // The pod's own reason (Evicted, NodeShutdown) says who ended it; the
+    // container's (OOMKilled, Error) only when the pod gives none.
+    if (pod.reason.empty()) pod.reason = reason;
     break;
   }
   return pod;

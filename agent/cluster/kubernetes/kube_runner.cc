@@ -59,7 +59,6 @@ EndCause cause_of(const KubePod& pod) {
   return EndCause::kOwn;  // its exit code, or OOMKilled: its own process
 }
 
-
 }  // namespace
 
 std::string label_selector(const model::Labels& labels) {

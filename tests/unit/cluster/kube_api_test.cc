@@ -90,6 +90,17 @@ TEST(KubeApiTest, APodsRequestsExitCodeAndReasonAreRead) {
   EXPECT_EQ(pod.requests.memory_bytes, int64_t{512} << 20);
 }
 
+// An evicted pod's containers end too (Error); who ended it is the pod's reason.
+TEST(KubeApiTest, APodsOwnReasonWinsOverItsContainers) {
+  std::string evicted = with(std::string(kFailedPod), R"("phase":"Failed")",
+                             R"("phase":"Failed","reason":"Evicted","message":"low on memory")");
+  auto event = parse_pod_event(R"({"type":"MODIFIED","object":)" + evicted + "}");
+  ASSERT_TRUE(event.is_ok()) << event.status().message();
+  EXPECT_EQ(event->pod->reason, "Evicted");
+  EXPECT_EQ(event->pod->message, "low on memory");
+  EXPECT_EQ(event->pod->exit_code, 3);
+}
+
 TEST(KubeApiTest, BookmarksAndTheGoneErrorAreEventsToo) {
   auto bookmark = parse_pod_event(R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"12"}}})");
   ASSERT_TRUE(bookmark.is_ok()) << bookmark.status().message();
