@@ -5,7 +5,9 @@
 // room accounting stays exact and kube-scheduler never sees them pending).
 //
 // Every API call runs on the runner's own threads: one lists then watches
-// the cluster's pods, one its nodes, one creates and deletes pods. The
+// the cluster's pods, one its nodes, one creates and deletes pods and, when
+// idle, asks /readyz every second (a watch on a server that stopped
+// answering stays open and silent). The
 // agent's loop only reads their latest snapshot and queues creates and
 // deletes, so a slow or dead API server never blocks it: the runner turns
 // unhealthy (the agent answers candidates BackendUnavailable) and recovers
@@ -96,7 +98,7 @@ class KubeRunner final : public Runner {
     bool nodes_listed = false;
     Status pods_reachable = Status::ok();   // the last list or watch of pods
     Status nodes_reachable = Status::ok();  // ... of nodes
-    Status server_reachable = Status::ok(); // the last call (a create, a delete, or the idle probe)
+    Status server_reachable = Status::ok();  // the last call: a create, a delete, or the probe
     std::map<std::string, KubePod> pods;   // every pod, by "namespace/name"
     std::map<std::string, KubeNode> nodes;  // by name
     std::set<std::string> created;          // our pods the server took (or had)
