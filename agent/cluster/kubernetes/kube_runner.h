@@ -7,11 +7,11 @@
 // Every API call runs on the runner's own threads: one lists then watches
 // the cluster's pods, one its nodes, one creates and deletes pods and, when
 // idle, asks /readyz every second (a watch on a server that stopped
-// answering stays open and silent). The
-// agent's loop only reads their latest snapshot and queues creates and
-// deletes, so a slow or dead API server never blocks it: the runner turns
-// unhealthy (the agent answers candidates BackendUnavailable) and recovers
-// by itself when the server answers again.
+// answering stays open and silent). The agent's loop only reads their
+// latest snapshot and queues creates and deletes, so a slow or dead API
+// server never blocks it: the runner turns unhealthy (the agent answers
+// candidates BackendUnavailable) and recovers by itself when the server
+// answers again.
 //
 // Exactly once: a pod's name derives from (key, epoch, replica), so a
 // second create is AlreadyExists; a marker file <state>/<hash>.<epoch> is
