@@ -25,9 +25,11 @@
 #   scripts/k8s-dev.sh status DIR
 #       the cluster's nodes and pods.
 #
-# The API server listens on 127.0.0.1 only; the service range is
-# bookkeeping (nothing serves it), and KWOK gives every node the address
-# 127.0.0.1, so nothing a test does leaves this machine. With no
+# The API server listens on 127.0.0.1 only; KWOK gives every node the
+# address 127.0.0.1; the service range (127.96.0.0/24) and the pods'
+# addresses (127.244.0.0/16) are bookkeeping on loopback, served by nothing,
+# and no endpoint is reconciled for the API server's own Service. So
+# nothing a test does leaves this machine. With no
 # kube-controller-manager, two admission plugins are off: ServiceAccount
 # (nothing creates a namespace's default account) and TaintNodesByCondition
 # (nothing would lift the not-ready taint it puts on every new node).
@@ -160,7 +162,7 @@ up() {
   openssl req -x509 -new -key "$pki/ca.key" -subj "/CN=shoal-k8s-dev-ca" -days 30 -out "$pki/ca.crt" 2>/dev/null
   openssl ecparam -name prime256v1 -genkey -noout -out "$pki/apiserver.key" 2>/dev/null
   openssl req -new -key "$pki/apiserver.key" -subj "/CN=kube-apiserver" -out "$pki/apiserver.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' \
+  printf 'subjectAltName=IP:127.0.0.1,IP:127.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' \
     >"$pki/apiserver.ext"
   openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
     -days 30 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt" 2>/dev/null
@@ -185,7 +187,7 @@ up() {
     --authorization-mode RBAC \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/24 \
+    --service-cluster-ip-range 127.96.0.0/24 --endpoint-reconciler-type none \
     --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
     --enable-priority-and-fairness=false --profiling=false --v=1
   local api="https://127.0.0.1:$api_port"
@@ -211,7 +213,7 @@ EOF
 
   start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --config "$PINS/stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --node-ip 127.0.0.1 --cidr 10.244.0.0/16
+    --node-ip 127.0.0.1 --cidr 127.244.0.0/16
   local nodes="$DIR/nodes.yaml" i
   : >"$nodes"
   for ((i = 0; i < NODES; i++)); do
