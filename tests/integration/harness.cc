@@ -282,20 +282,27 @@ std::string AgentProcess::identity() const {
   return card;
 }
 
+std::string invite(const AgentProcess& target, const AgentProcess& source, const std::string& namespace_name,
+                   const std::vector<std::string>& limits) {
+  std::vector<std::string> create = {"invite", "create", "--to", source.identity(), "--namespace", namespace_name};
+  create.insert(create.end(), limits.begin(), limits.end());
+  CommandResult token = target.ctl(create);
+  if (token.exit_code != 0) return "invite create: " + token.err;
+  std::string text = token.out;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  CommandResult accepted = source.ctl({"invite", "accept", text});
+  if (accepted.exit_code != 0) return "invite accept: " + accepted.err;
+  return "";
+}
+
 void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name,
                       const std::vector<std::string>& limits) {
   for (auto* target : agents) {
     for (auto* source : agents) {
       if (target == source) continue;
-      std::vector<std::string> create = {"invite", "create", "--to", source->identity(),
-                                         "--namespace", namespace_name};
-      create.insert(create.end(), limits.begin(), limits.end());
-      CommandResult token = target->ctl(create);
-      if (token.exit_code != 0) throw std::runtime_error("invite create: " + token.err);
-      std::string text = token.out;
-      while (!text.empty() && text.back() == '\n') text.pop_back();
-      CommandResult accepted = source->ctl({"invite", "accept", text});
-      if (accepted.exit_code != 0) throw std::runtime_error("invite accept: " + accepted.err);
+      if (std::string failed = invite(*target, *source, namespace_name, limits); !failed.empty()) {
+        throw std::runtime_error(failed);
+      }
     }
   }
 }

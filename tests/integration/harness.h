@@ -115,6 +115,11 @@ class ControlClient {
   zmq::socket_t socket_;
 };
 
+// `target` invites `source` into `namespace_name` (with `limits`, invite
+// create flags) and `source` accepts: "" when both worked, else what failed.
+std::string invite(const AgentProcess& target, const AgentProcess& source,
+                   const std::string& namespace_name = "default", const std::vector<std::string>& limits = {});
+
 // Full mesh: every agent invites every other into `namespace_name`, with
 // `limits` (invite create flags such as {"--cpu", "6"}) on every invitation.
 void invite_full_mesh(const std::vector<AgentProcess*>& agents, const std::string& namespace_name,

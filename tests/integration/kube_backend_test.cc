@@ -72,10 +72,7 @@ class KubeBackend : public ::testing::Test {
       agent->set_config("gcInterval", "1s");
       ASSERT_TRUE(agent->start()) << agent->name() << "\n" << agent->log();
     }
-    CommandResult token = east_.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
-    ASSERT_EQ(token.exit_code, 0) << token.err;
-    CommandResult accepted = source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))});
-    ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+    ASSERT_EQ(invite(east_, source_), "");
     ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "32"; }, 20s))
         << "east advertises its 4 x 8 cpus; got " << free_cpu_at_source() << "\n" << east_.log();
   }
@@ -192,9 +189,7 @@ TEST_F(KubeBackend, WorkGoesToTheOtherClusterWhenLocalPodsTakeEveryNodeOfOne) {
   west.init({"--cluster-config", manifest});
   west.set_config("heartbeatInterval", "300ms");
   ASSERT_TRUE(west.start()) << west.log();
-  CommandResult token = west.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
-  ASSERT_EQ(token.exit_code, 0) << token.err;
-  ASSERT_EQ(source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code, 0);
+  ASSERT_EQ(invite(west, source_), "");
   for (int node = 0; node < 4; ++node) {
     std::ofstream(dir_.path() + "/local.json")
         << "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"local-" << node

@@ -129,10 +129,7 @@ class SlurmBackend : public DevSlurmTest {
       agent->set_config("gcInterval", "1s");
       ASSERT_TRUE(agent->start()) << agent->name() << "\n" << agent->log();
     }
-    CommandResult token = east_.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
-    ASSERT_EQ(token.exit_code, 0) << token.err;
-    CommandResult accepted = source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))});
-    ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+    ASSERT_EQ(invite(east_, source_), "");
     ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "32"; }, 20s))
         << "east advertises Slurm's 4 x 8 cpus; got " << free_cpu_at_source();
   }
@@ -298,9 +295,7 @@ TEST_F(SlurmBackend, AJobWhoseNodeFailsIsPlacedAgainElsewhereAndSucceeds) {
   west.init({"--cluster-config", plain});
   west.set_config("heartbeatInterval", "300ms");
   ASSERT_TRUE(west.start()) << west.log();
-  CommandResult token = west.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
-  ASSERT_EQ(token.exit_code, 0) << token.err;
-  ASSERT_EQ(source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code, 0);
+  ASSERT_EQ(invite(west, source_), "");
 
   std::string scontrol = "SLURM_CONF=" + dev_slurm().dir() + "/etc/slurm.conf scontrol update NodeName=" + node;
   run_shell(scontrol + " State=DOWN Reason=shoal-test 2>&1");
@@ -353,9 +348,7 @@ TEST_F(SlurmBackend, AJobItsPartitionKeepsPendingIsCancelledAfterStartTimeoutAnd
   west.init({"--cluster-config", plain});
   west.set_config("heartbeatInterval", "300ms");
   ASSERT_TRUE(west.start()) << west.log();
-  CommandResult token = west.ctl({"invite", "create", "--to", source_.identity(), "--namespace", "default"});
-  ASSERT_EQ(token.exit_code, 0) << token.err;
-  ASSERT_EQ(source_.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))}).exit_code, 0);
+  ASSERT_EQ(invite(west, source_), "");
 
   ASSERT_TRUE(wait_until([&] { return phase("held") == "Succeeded"; }, 60s)) << describe("held").dump(2);
   json described = describe("held");
