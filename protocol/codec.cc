@@ -242,7 +242,7 @@ struct Encoder {
     p.pack(m.max_bytes);
   }
   void operator()(const LogChunk& m) {
-    p.pack_array(7);
+    p.pack_array(m.pending ? 8 : 7);
     p.pack(m.request_id);
     p.pack(m.error_code);
     p.pack(m.error);
@@ -250,6 +250,7 @@ struct Encoder {
     p.pack(m.offset);
     p.pack(m.next_offset);
     p.pack(m.finished);
+    if (m.pending) p.pack(m.pending);
   }
   void operator()(const Priority& m) {
     p.pack_array(3);
@@ -471,7 +472,10 @@ Result<Body> decode(MessageType type, ArrayReader& r) {
       m.offset = r.integer<int64_t>("offset");
       m.next_offset = r.integer<int64_t>("nextOffset");
       m.finished = r.boolean("finished");
-      if (r.ok() && m.data.size() > kMaxLogChunkBytes) {
+      if (r.has_more()) m.pending = r.boolean("pending");
+      if (r.ok() && m.pending && (!m.data.empty() || m.finished)) {
+        r.fail("pending", "expected no data and not finished while pending");
+      } else if (r.ok() && m.data.size() > kMaxLogChunkBytes) {
         r.fail("data", "expected at most " + std::to_string(kMaxLogChunkBytes) + " bytes");
       } else if (r.ok() && (m.offset < 0 || m.next_offset < m.offset)) {
         r.fail("nextOffset", "expected 0 <= offset <= nextOffset");

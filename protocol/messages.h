@@ -310,6 +310,10 @@ struct LogChunk {
   int64_t offset = 0;      // where `data` starts in the output
   int64_t next_offset = 0; // where to ask next
   bool finished = false;   // the replica has ended and `data` reaches its end
+  // The target's cluster is reading the output now (a pod's, from its API
+  // server): `data` is empty, ask again shortly. Appended: older senders
+  // omit it (false).
+  bool pending = false;
 };
 
 // Source to target: the workload's priority changed after submit

@@ -10,8 +10,9 @@
 # workload with numberOfClusters: 3, and one copy runs in each cluster:
 # the script shows the pod (kubectl), the Slurm job (squeue) and the
 # process (ps), then reads each copy's output at edge with shoalctl logs.
-# The dev Kubernetes has no kubelet, so its pod prints nothing and has no
-# log to read (KWOK ends it after the time its label says). Leaves no
+# The dev Kubernetes has no kubelet, so its pod runs nothing (KWOK ends it
+# after the time its label says) and its log is the dev cluster's stand-in
+# line, read through the API server as a real pod's would be. Leaves no
 # process behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -25,11 +25,13 @@
 #   scripts/k8s-dev.sh status DIR
 #       the cluster's nodes and pods.
 #
-# The API server listens on 127.0.0.1 only; KWOK gives every node the
-# address 127.0.0.1; the service range (127.96.0.0/24) and the pods'
-# addresses (127.244.0.0/16) are bookkeeping on loopback, served by nothing,
-# and no endpoint is reconciled for the API server's own Service. So
-# nothing a test does leaves this machine. With no
+# The API server listens on 127.0.0.1 only. KWOK gives every node the
+# address 127.0.0.1 and answers there, on a port of its own, for the
+# node's kubelet: a pod's log is the lines of DIR/pod-output.log (CRI log
+# format; a test may append to it). The service range (127.96.0.0/24) and
+# the pods' addresses (127.244.0.0/16) are bookkeeping on loopback, served
+# by nothing, and no endpoint is reconciled for the API server's own
+# Service. So nothing a test does leaves this machine. With no
 # kube-controller-manager, two admission plugins are off: ServiceAccount
 # (nothing creates a namespace's default account) and TaintNodesByCondition
 # (nothing would lift the not-ready taint it puts on every new node).
@@ -152,8 +154,8 @@ up() {
   rm -rf "$DIR/etcd" "$DIR/run" "$DIR/log" "$DIR/pki"
   mkdir -p "$DIR/etcd" "$DIR/run" "$DIR/log" "$DIR/pki"
   DIR=$(cd "$DIR" && pwd)
-  local etcd_port peer_port api_port
-  read -r etcd_port peer_port api_port < <("$ROOT/scripts/free-ports" 3)
+  local etcd_port peer_port api_port kubelet_port
+  read -r etcd_port peer_port api_port kubelet_port < <("$ROOT/scripts/free-ports" 4)
 
   # A CA of its own; the API server's certificate names loopback and the
   # in-cluster names; a key pair signs service account tokens.
@@ -166,6 +168,13 @@ up() {
     >"$pki/apiserver.ext"
   openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
     -days 30 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt" 2>/dev/null
+  # KWOK serves what a kubelet would (pods' logs) to the API server, which
+  # checks its certificate against the same CA.
+  openssl ecparam -name prime256v1 -genkey -noout -out "$pki/kwok.key" 2>/dev/null
+  openssl req -new -key "$pki/kwok.key" -subj "/CN=kwok" -out "$pki/kwok.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/kwok.ext"
+  openssl x509 -req -in "$pki/kwok.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 30 -extfile "$pki/kwok.ext" -out "$pki/kwok.crt" 2>/dev/null
   openssl ecparam -name prime256v1 -genkey -noout -out "$pki/sa.key" 2>/dev/null
   openssl ec -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   local token
@@ -188,6 +197,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 127.96.0.0/24 --endpoint-reconciler-type none \
+    --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$pki/ca.crt" \
     --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
     --enable-priority-and-fairness=false --profiling=false --v=1
   local api="https://127.0.0.1:$api_port"
@@ -211,9 +221,26 @@ current-context: dev
 EOF
   chmod 600 "$kubeconfig"
 
-  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --config "$PINS/stages.yaml" \
+  # No container runs, so no pod writes output: every pod's log is the
+  # lines of DIR/pod-output.log (CRI log format), served by KWOK where the
+  # API server asks a node for them (pods/log).
+  cat >"$DIR/logs.yaml" <<EOF
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: every-pod
+spec:
+  logs:
+  - logsFile: $DIR/pod-output.log
+EOF
+  printf '%s stdout F %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.000000000Z)" \
+    "KWOK runs no container: this line of $DIR/pod-output.log stands in for every pod's output" \
+    >"$DIR/pod-output.log"
+  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --config "$PINS/stages.yaml" --config "$DIR/logs.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --node-ip 127.0.0.1 --cidr 127.244.0.0/16
+    --node-ip 127.0.0.1 --cidr 127.244.0.0/16 \
+    --server-address "127.0.0.1:$kubelet_port" --node-port "$kubelet_port" \
+    --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key"
   local nodes="$DIR/nodes.yaml" i
   : >"$nodes"
   for ((i = 0; i < NODES; i++)); do

@@ -539,12 +539,27 @@ int cmd_logs(const Options& o, const LogsArguments& a) {
   // chunk, whether read here or over the peer link.
   constexpr int64_t kTailWindow = 64 << 10;
   int64_t offset = a.tail_lines >= 0 ? -kTailWindow : 0;
+  // A cluster that reads output from a remote API (a pod's, through its
+  // API server) answers "pending" while it reads; it is asked again.
+  constexpr auto kPendingLimit = std::chrono::seconds(10);
+  auto pending_since = std::chrono::steady_clock::time_point::max();
   bool first = true;
   for (;;) {
     body["offset"] = offset;
     body["limit"] = kTailWindow;
     auto reply = call_agent(o.data_dir, body);
     if (!reply.is_ok()) return fail(reply.status());
+    if (reply->value("pending", false)) {
+      auto now = std::chrono::steady_clock::now();
+      pending_since = std::min(pending_since, now);
+      if (now - pending_since > kPendingLimit) {
+        return fail(Status(ErrorCode::kUnavailable,
+                           "logs: the workload's cluster did not read its output within 10 s"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    pending_since = std::chrono::steady_clock::time_point::max();
     std::string data = (*reply)["data"].get<std::string>();
     if (first && a.tail_lines >= 0) {
       // The last N lines: back from the end (past the final newline) to the
@@ -564,7 +579,7 @@ int cmd_logs(const Options& o, const LogsArguments& a) {
     offset = (*reply)["nextOffset"].get<int64_t>();
     if (!data.empty()) continue;  // more may be there already
     if (!a.follow || (*reply)["finished"].get<bool>()) return 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // TODO: the agent pushes (issue 17's watch)
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // polled: the agent pushes no output
   }
 }
 

@@ -78,6 +78,9 @@ struct LogChunk {
   int64_t offset = 0;       // where `data` starts in the replica's current log file
   int64_t next_offset = 0;  // where the next read goes on
   bool finished = false;    // the replica has ended: nothing follows next_offset
+  // The backend is reading the output now (from a remote API) and holds
+  // nothing for this window yet: `data` is empty; ask again shortly.
+  bool pending = false;
 };
 
 class Cluster {

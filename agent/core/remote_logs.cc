@@ -22,7 +22,8 @@ void RemoteLogs::on_chunk(const std::string& from, const protocol::LogChunk& chu
     it->second.answer = Status(code, chunk.error);
     return;
   }
-  it->second.answer = cluster::LogChunk{chunk.data, chunk.offset, chunk.next_offset, chunk.finished};
+  it->second.answer =
+      cluster::LogChunk{chunk.data, chunk.offset, chunk.next_offset, chunk.finished, chunk.pending};
 }
 
 std::optional<Result<cluster::LogChunk>> RemoteLogs::take(uint64_t id) {

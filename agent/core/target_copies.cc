@@ -141,6 +141,7 @@ void TargetRole::on_log_request(const std::string& from, const protocol::LogRequ
   answer.offset = chunk->offset;
   answer.next_offset = chunk->next_offset;
   answer.finished = chunk->finished;
+  answer.pending = chunk->pending;
   send(from, std::move(answer));
 }
 

@@ -527,7 +527,8 @@ json log_reply(const Result<cluster::LogChunk>& chunk) {
               {"data", chunk->data},
               {"offset", chunk->offset},
               {"nextOffset", chunk->next_offset},
-              {"finished", chunk->finished}};
+              {"finished", chunk->finished},
+              {"pending", chunk->pending}};
 }
 
 json handle_control(const ControlContext& context, const json& request) {

@@ -84,6 +84,7 @@ std::vector<std::vector<uint8_t>> seeds() {
       protocol::Holdings{{{"u", 1, model::Phase::kRunning}}},
       protocol::LogRequest{3, "u", 1, 0, -100, 4096},
       protocol::LogChunk{3, "", "", "line\n", 0, 5, true},
+      protocol::LogChunk{4, "", "", "", 5, 5, false, true},
       protocol::Priority{"u", 1, 9}};
   for (const auto& body : bodies) {
     protocol::Envelope e;

@@ -132,6 +132,37 @@ TEST_F(KubeBackend, AWorkloadRunsAsALabelledPodOnAKwokNodeAndItsEndIsMirrored) {
   EXPECT_EQ(three["status"]["disruptions"], 0) << "its own exit code, not placed again";
 }
 
+// KWOK runs no container: every pod's log is the lines of the dev
+// cluster's pod-output.log, served where a kubelet would serve them. What is
+// tested is the path: shoalctl at the source, the peer link, the target's
+// read of pods/log through its API server, and the answer back.
+TEST_F(KubeBackend, LogsAtTheSourceReadThePodsLogThroughItsApiServer) {
+  std::string line = "written for " + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::ofstream(dev_k8s().dir() + "/pod-output.log", std::ios::app)
+      << "2026-11-27T10:00:00.000000000Z stdout F " << line << "\n";
+  submit("talk", "", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] { return phase("talk") == "Running"; }, 20s)) << describe("talk").dump(2);
+  CommandResult all = source_.ctl({"logs", "default/talk"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("KWOK runs no container"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find(line + "\n"), std::string::npos) << all.out;
+  CommandResult tail = source_.ctl({"logs", "default/talk", "--tail", "1"});
+  ASSERT_EQ(tail.exit_code, 0) << tail.err;
+  EXPECT_EQ(tail.out, line + "\n");
+
+  // A pod that ended: the whole output, and a follower that stops.
+  submit("done", "shoal.dev/kwok-run-for: 1s", "resources: {cpu: \"1\"}");
+  ASSERT_TRUE(wait_until([&] { return phase("done") == "Succeeded"; }, 20s)) << describe("done").dump(2);
+  CommandResult followed = source_.ctl({"logs", "default/done", "-f"});
+  ASSERT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_EQ(followed.out, all.out);
+
+  // A replica it does not have is refused by name.
+  CommandResult wrong = source_.ctl({"logs", "default/talk", "--replica", "3"});
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.err.find("--replica"), std::string::npos) << wrong.err;
+}
+
 TEST_F(KubeBackend, DeleteAtTheSourceDeletesThePod) {
   std::string uid = submit("long", "", "resources: {cpu: \"1\"}");
   ASSERT_TRUE(wait_until([&] { return phase("long") == "Running"; }, 20s)) << describe("long").dump(2);

@@ -21,6 +21,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A pod's output read for one ask answers the same ask again for this long
+// (a follower asks every 250 ms), and is dropped when nobody asked for it
+// for kLogKeptFor. A tail (a negative offset) reads at most the output's
+// first kLogTailReadBytes, since pods/log counts bytes from the start.
+constexpr auto kLogFreshFor = 1s;
+constexpr auto kLogKeptFor = 60s;
+constexpr int64_t kLogTailReadBytes = int64_t{4} << 20;
+
 constexpr const char* kClusterLabel = "shoal.dev/cluster";
 
 // The first 16 hex digits of sha256(key): names a copy in a pod name, a
@@ -380,8 +388,58 @@ std::string KubeRunner::describe(const std::string& key) const {
   return "pod " + pods + " in namespace " + it->second.namespace_name + ", bound by the agent to its node";
 }
 
-Result<LogChunk> KubeRunner::read_log(const std::string&, int, int64_t, size_t) const {
-  return Status(ErrorCode::kUnavailable, "the kubernetes backend does not read pods' logs yet");
+Result<LogChunk> KubeRunner::read_log(const std::string& key, int replica, int64_t offset,
+                                      size_t max_bytes) const {
+  const Pods* copy = nullptr;
+  Pods running;
+  if (auto run = runs_.find(key); run != runs_.end()) {
+    running = {run->second.namespace_name, run->second.pods};
+    copy = &running;
+  } else if (auto ended = ended_.find(key); ended != ended_.end()) {
+    copy = &ended->second;
+  } else if (auto stops = stopping_.find(key); stops != stopping_.end()) {
+    copy = &stops->second.back();
+  }
+  if (!copy) return not_found("no pod of " + key + " here");
+  if (replica < 0 || static_cast<size_t>(replica) >= copy->pods.size()) {
+    return invalid_argument("replica: expected 0.." + std::to_string(copy->pods.size() - 1));
+  }
+  const std::string& pod = copy->pods[static_cast<size_t>(replica)];
+  std::string full = copy->namespace_name + "/" + pod;
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  auto it = logs_.find(full);
+  bool same_ask = it != logs_.end() && it->second.offset == offset && it->second.max_bytes == max_bytes;
+  if (same_ask && !it->second.reading &&
+      ((it->second.pod_ended && it->second.complete) || now - it->second.read_at < kLogFreshFor)) {
+    const LogRead& read = it->second;
+    if (!read.error.is_ok()) return read.error;
+    LogChunk chunk;
+    chunk.data = read.data.substr(0, max_bytes);
+    chunk.offset = read.data_start;
+    chunk.next_offset = read.data_start + static_cast<int64_t>(chunk.data.size());
+    chunk.finished = read.pod_ended && read.complete && chunk.data.size() == read.data.size();
+    return chunk;
+  }
+  if (!same_ask || !it->second.reading) {
+    // Reads nobody asked for again in a while go; this one is queued ahead
+    // of creates and deletes (an operator waits for it).
+    std::erase_if(logs_, [&](const auto& entry) {
+      return !entry.second.reading && now - entry.second.read_at > kLogKeptFor;
+    });
+    int64_t limit = offset >= 0 ? offset + static_cast<int64_t>(max_bytes) : kLogTailReadBytes;
+    LogRead& read = logs_[full];
+    read = LogRead();
+    read.offset = offset;
+    read.max_bytes = max_bytes;
+    read.limit_bytes = limit;
+    commands_.push_front({Command::Kind::kReadLog, copy->namespace_name, pod, "", 0, limit});
+    wake_.notify_all();
+  }
+  LogChunk pending;
+  pending.offset = pending.next_offset = std::max<int64_t>(offset, 0);
+  pending.pending = true;
+  return pending;
 }
 
 std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const {

@@ -5,8 +5,9 @@
 // room accounting stays exact and kube-scheduler never sees them pending).
 //
 // Every API call runs on the runner's own threads: one lists then watches
-// the cluster's pods, one its nodes, one creates and deletes pods and, when
-// idle, asks /readyz every second (a watch on a server that stopped
+// the cluster's pods, one its nodes, one creates and deletes pods, reads
+// their logs (read_log answers "pending" until it has) and, when idle,
+// asks /readyz every second (a watch on a server that stopped
 // answering stays open and silent). The agent's loop only reads their
 // latest snapshot and queues creates and deletes, so a slow or dead API
 // server never blocks it: the runner turns unhealthy (the agent answers
@@ -86,11 +87,26 @@ class KubeRunner final : public Runner {
 
   // What the loop asks of the command thread.
   struct Command {
-    enum class Kind { kCreate, kDelete } kind;
+    enum class Kind { kCreate, kDelete, kReadLog } kind;
     std::string namespace_name;
     std::string name;
     std::string body;         // kCreate: the pod
     int64_t grace_seconds = 0;  // kDelete
+    int64_t limit_bytes = 0;    // kReadLog: the most of the output to read
+  };
+  // A pod's output as the command thread last read it (pods/log) for one
+  // ask of read_log: the window at `offset` (< 0: that far before the end).
+  struct LogRead {
+    int64_t offset = 0;
+    size_t max_bytes = 0;
+    int64_t limit_bytes = 0;  // what the read asked the server for
+    bool reading = true;      // queued or in flight; the rest is not set yet
+    std::chrono::steady_clock::time_point read_at{};
+    Status error = Status::ok();
+    std::string data;         // the output from data_start on, as read
+    int64_t data_start = 0;
+    bool complete = false;    // the read reached the output's end
+    bool pod_ended = false;   // the pod had ended before the read: nothing follows
   };
   // What the threads last saw. Guarded by mutex_.
   struct Snapshot {
@@ -137,6 +153,8 @@ class KubeRunner final : public Runner {
   void watch_pods();
   void watch_nodes();
   void run_commands();
+  // The command thread's part of a kReadLog: GET pods/log, into logs_.
+  void read_pod_log(KubeClient& api, const Command& command);
   // The pod of replica `replica` of `request`, as JSON.
   std::string pod_body(const LaunchRequest& request, int replica) const;
   std::string marker_path(const std::string& key, uint64_t epoch) const;
@@ -157,9 +175,11 @@ class KubeRunner final : public Runner {
   std::map<std::string, Pods> ended_;
 
   mutable std::mutex mutex_;
-  std::condition_variable wake_;
+  // mutable: read_log (const, as every Runner's) queues reads of output.
+  mutable std::condition_variable wake_;
   Snapshot snapshot_;
-  std::deque<Command> commands_;
+  mutable std::deque<Command> commands_;
+  mutable std::map<std::string, LogRead> logs_;  // by "namespace/pod"
   std::atomic<bool> quit_{false};
   std::vector<std::thread> threads_;
 };

@@ -162,6 +162,10 @@ void KubeRunner::run_commands() {
       command = std::move(commands_.front());
       commands_.pop_front();
     }
+    if (command.kind == Command::Kind::kReadLog) {
+      read_pod_log(api, command);
+      continue;
+    }
     std::string full = command.namespace_name + "/" + command.name;
     Result<KubeClient::Answer> answer =
         command.kind == Command::Kind::kCreate
@@ -185,6 +189,44 @@ void KubeRunner::run_commands() {
       }
     }
   }
+}
+
+void KubeRunner::read_pod_log(KubeClient& api, const Command& command) {
+  std::string full = command.namespace_name + "/" + command.name;
+  bool ended_before = false;  // then the read below holds all it ever will
+  {
+    std::lock_guard lock(mutex_);
+    auto pod = snapshot_.pods.find(full);
+    ended_before = pod != snapshot_.pods.end() && pod->second.terminal();
+  }
+  Result<KubeClient::Answer> answer =
+      api.call("GET", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name +
+                          "/log?container=main&limitBytes=" + std::to_string(command.limit_bytes));
+  std::lock_guard lock(mutex_);
+  auto it = logs_.find(full);
+  if (it == logs_.end() || !it->second.reading || it->second.limit_bytes != command.limit_bytes) {
+    return;  // asked differently since: that read is queued
+  }
+  LogRead& read = it->second;
+  read.reading = false;
+  read.read_at = std::chrono::steady_clock::now();
+  if (!answer.is_ok()) {
+    read.error = answer.status();
+    return;
+  }
+  if (answer->status != 200) {
+    read.error = Status(answer->status == 404 ? ErrorCode::kNotFound : ErrorCode::kUnavailable,
+                        "kube-apiserver: the log of pod " + full + ": HTTP " +
+                            std::to_string(answer->status) + ": " + kube_status_message(answer->body));
+    return;
+  }
+  const std::string& body = answer->body;
+  auto size = static_cast<int64_t>(body.size());
+  int64_t start = read.offset >= 0 ? std::min(read.offset, size) : std::max<int64_t>(0, size + read.offset);
+  read.data = body.substr(static_cast<size_t>(start));
+  read.data_start = start;
+  read.complete = size < command.limit_bytes;
+  read.pod_ended = ended_before;
 }
 
 }  // namespace shoal::cluster::kubernetes

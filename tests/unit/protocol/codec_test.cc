@@ -69,6 +69,7 @@ std::vector<Body> every_message() {
       LogRequest{7, "uid-1", 3, 2, -4096, 65536},
       LogChunk{7, "", "", std::string("out\0\xff put\n", 10), 100, 110, true},
       LogChunk{8, "NotFound", "no output for replica 2", "", 0, 0, false},
+      LogChunk{9, "", "", "", 4096, 4096, false, true},  // pending: its cluster reads it now
       Priority{"uid-1", 3, -40},
   };
 }
@@ -91,6 +92,10 @@ TEST(CodecTest, ALogChunkBeyondItsBoundOrWithOffsetsBackwardsIsRefusedNamingTheF
   decoded = decode_body(MessageType::kLogChunk, encode_body(backwards));
   ASSERT_FALSE(decoded.is_ok());
   EXPECT_NE(decoded.status().message().find("nextOffset"), std::string::npos) << decoded.status().message();
+  LogChunk pending_with_data{1, "", "", "abc", 0, 3, false, true};
+  decoded = decode_body(MessageType::kLogChunk, encode_body(pending_with_data));
+  ASSERT_FALSE(decoded.is_ok());
+  EXPECT_NE(decoded.status().message().find("pending"), std::string::npos) << decoded.status().message();
   LogRequest negative{1, "uid", 1, -1, 0, 10};
   decoded = decode_body(MessageType::kLogRequest, encode_body(negative));
   ASSERT_FALSE(decoded.is_ok());
