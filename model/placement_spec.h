@@ -63,7 +63,7 @@ struct PrioritizerConfig {
   friend bool operator==(const PrioritizerConfig&, const PrioritizerConfig&) = default;
 };
 
-// How a source hands out candidates (issue 6). Unset: the agent's default.
+// How a source hands out candidates. Unset: the agent's default.
 enum class Dispatcher { kAllAtOnce, kIncremental, kSample, kExternal };
 inline constexpr std::string_view kDispatcherNames[] = {"AllAtOnce", "Incremental", "Sample", "External"};
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds shoal and runs the end-to-end benchmarks of issue 14 (bench/e2e),
+# Builds shoal and runs the end-to-end benchmarks (bench/e2e),
 # fresh federations each run, measured from the agents' own timestamps:
 #   1 source x 2 targets      2,000 workloads at once
 #   1 source x 8 targets      2,000 and 20,000 at once (the ratio: no collapse)

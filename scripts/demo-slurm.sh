@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The federation with a real Slurm behind one agent (issue 20). Needs root
+# The federation with a real Slurm behind one agent. Needs root
 # (scripts/slurm-dev.sh runs slurmd, which runs jobs as their user).
 #
 # Starts a throw-away 4-node Slurm on this host (scripts/slurm-dev.sh), an

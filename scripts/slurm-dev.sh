@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throw-away Slurm cluster on this host, for shoal's slurm backend
-# (issue 20, docs/backends.md): munged, slurmctld, N slurmd nodes and
+# (docs/backends.md): munged, slurmctld, N slurmd nodes and
 # slurmrestd on a unix socket, all under one directory.
 #
 #   scripts/slurm-dev.sh up DIR [--nodes N] [--cpus C] [--memory MIB]

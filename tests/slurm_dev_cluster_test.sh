@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/slurm-dev.sh as the slurm backend's tests use it (issue 20): `up`
+# scripts/slurm-dev.sh as the slurm backend's tests use it: `up`
 # brings 4 idle nodes and slurmrestd on a unix socket; a job submitted over
 # REST as the backend will submit it runs, its `exit 3` is Slurm's raw wait
 # status 768 and its completion line is kept; a running job is cancelled over

@@ -95,7 +95,7 @@ class Cluster {
   // scheduler's reason (NoNodeFits, QuotaExceeded:cpu, NoSuchQueue:q, ...).
   virtual Result<std::vector<std::string>> reserve(const std::string& key,
                                                    const model::WorkloadSpec& spec) = 0;
-  // The local scheduler's queue (DESIGN.md §6). Work queued under `key`
+  // The local scheduler's queue. Work queued under `key`
   // waits, in the order the scheduler serves queues and namespaces, until a
   // pass of serve_queue() reserves it or it is withdrawn. False if `key` is
   // already queued (it keeps its place) or already holds a reservation.

@@ -1,5 +1,5 @@
 // The agent: one state machine that plays both roles of the placement
-// protocol (DESIGN.md §5). As a source it places the workloads submitted to
+// protocol. As a source it places the workloads submitted to
 // it; as a target it reserves and runs what invited sources ask for, its own
 // cluster included. It never touches a socket, a file, a thread or the wall
 // clock: every input is a call (a wire message, a tick, a control request),

@@ -57,7 +57,7 @@ struct AgentConfig {
   // flight (candidates out, no winner yet); the rest wait in priority order
   // (Pending, WaitingForSlot). Bounds every target's backlog of our
   // candidates, so a burst of submissions is placed at a steady rate instead
-  // of timing out rounds (issue 14).
+  // of timing out rounds.
   int64_t placement_window = 1000;
   // At the source, with no readyWindow: how long READYs from other targets
   // wait for the round's first-ranked target to answer, so that the target

@@ -66,7 +66,7 @@ class Context {
   // Signs what this batch queued, one envelope per peer (a BATCH of every
   // message, in order; more envelopes only past kMaxBodyBytes), and hands
   // the envelopes to the transport. Signing dominated the agent's CPU at one
-  // signature per message (issue 14).
+  // signature per message.
   void seal_outgoing();
   bool has_local() const { return !local_inbox_.empty(); }
   protocol::Body take_local();

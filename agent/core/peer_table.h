@@ -5,7 +5,7 @@
 //
 // Contract: rows reach the store through flush(), which the agent calls once
 // per batch (Agent::finish_batch) and at the end of each control request.
-// So an accepted message costs no disk write of its own (DESIGN.md §4), and
+// So an accepted message costs no disk write of its own, and
 // the replay marks are durable with the batch that acted on the message: a
 // message captured before either side restarts stays a replay afterwards.
 #pragma once

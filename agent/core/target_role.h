@@ -212,7 +212,7 @@ class TargetRole {
   struct PerSource {
     // What it holds here (reservations that hold resources), kept as they
     // change rather than summed per CANDIDATE: that sum over every
-    // reservation of the source was half a busy target's CPU (issue 14).
+    // reservation of the source was half a busy target's CPU.
     // Zero when it holds nothing.
     InvitationUsage held;
     Advertised advertised;

@@ -1,7 +1,7 @@
 // Keeps inbound peer connections from exhausting file descriptors. Every
 // TCP connection costs one descriptor before it has said a word, and
 // libzmq aborts the process when accept() on the control socket meets
-// EMFILE, so an agent must never run out (issue 12: ~1,100 idle
+// EMFILE, so an agent must never run out (~1,100 idle
 // connections took down an agent with a 1,024 limit).
 //
 // Three defenses: the soft descriptor limit is raised to the hard one at

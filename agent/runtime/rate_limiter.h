@@ -1,4 +1,4 @@
-// Per-peer token buckets for inbound peer messages (issue 12, abusive
+// Per-peer token buckets for inbound peer messages (abusive
 // peers): a peer may send `rate` messages a second on average and `burst`
 // at once; what it sends beyond that is dropped before any signature is
 // checked or any state touched, so a flooding peer costs the agent little

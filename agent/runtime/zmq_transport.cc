@@ -15,7 +15,7 @@ zmq::socket_t* ZmqTransport::connection_for(const std::string& peer_id,
     auto socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     socket->set(zmq::sockopt::linger, 0);
     // Queue only on completed connections: a dead peer costs nothing.
-    // TODO(issue 18 finding): so the first message on a fresh connection
+    // Known gap, found by the simulator: so the first message on a fresh connection
     // is not queued either (counted undeliverable; the protocol sends again,
     // but a new link comes up up to an interval later). Likewise a target
     // dials a source as it issues the invitation, before the source has

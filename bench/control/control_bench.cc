@@ -1,4 +1,4 @@
-// What listing workloads costs the agent per workload (issue 14: a page of
+// What listing workloads costs the agent per workload (a page of
 // `get workloads` is served inside one loop iteration, so its cost is the
 // loop's latency for everyone else). Reported per workload; compare runs
 // of the same build, never absolute times.

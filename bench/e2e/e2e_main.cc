@@ -1,6 +1,6 @@
 // shoal-bench-e2e: real agents on loopback, one source and N targets,
 // W workloads submitted at once (closed loop) or at a fixed rate (open loop,
-// --rate), measured from the agents' own timestamps (issue 14). Each run is
+// --rate), measured from the agents' own timestamps. Each run is
 // a fresh federation; min / median / max over runs are printed, since this
 // machine is shared and noisy. Several --workloads sizes print the ratio of
 // the largest's median rate to the smallest's (no collapse: >= 0.9).
@@ -31,7 +31,7 @@
 //                  window, so its rate can exceed the CPU bound; compare long runs)
 //
 // --mesh: targets + 1 agents that all invite each other, each submitting its
-// share with every other agent allowed (issue 14's "9 agents, all submit");
+// share with every other agent allowed ("9 agents, all submit");
 // the "source" figures are then the busiest agent's.
 //   src RSS MB     the source's VmRSS once every workload started: what holding W
 //                  workloads costs (before the bench lists them)
@@ -40,7 +40,7 @@
 //   submit s       until `shoalctl submit` of all W answered (the one figure its user
 //                  times: the wait at the prompt)
 //
-// --queue N measures the other scale (issue 14): one agent whose own
+// --queue N measures the other scale: one agent whose own
 // cluster (4 nodes x 8 cpu) runs 100 ms workloads, N of them submitted in
 // manifests of 20,000 (a manifest is at most 4 MiB). While they drain it
 // reports each submit's wait, the latency of a status request and of one

@@ -74,7 +74,7 @@ std::vector<std::vector<uint8_t>> seeds() {
       protocol::Candidate{"u", 1, spec},
       protocol::WorkloadStatus{"u", 1, 2, model::Phase::kRunning, {"n"}, 1, 0, 0, ""},
       protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}, 0}}, {}}}, std::nullopt},
-      // With what issue 15 appended: queue and namespace counts, labels,
+      // With the fields appended since: queue and namespace counts, labels,
       // claims, allocatable and cluster-wide counts (and labels left out).
       protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}, 4}}, {5, 6, 7, 8}}},
                          protocol::ClusterFacts{model::Labels{{"region", "r"}}, model::Labels{{"tier", "t"}},

@@ -1,4 +1,4 @@
-// The exec backend with real agents (issue 16): a workload runs as a
+// The exec backend with real agents: a workload runs as a
 // process at a peer and its exit code is mirrored at the source; delete
 // kills the whole process group, SIGKILL after the grace for what ignores
 // SIGTERM; a target agent SIGKILLed and restarted re-adopts the running

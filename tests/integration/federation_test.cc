@@ -207,7 +207,7 @@ TEST_F(Federation, BadManifestIsRefusedWithExitCodeTwoAndNothingStored) {
   EXPECT_TRUE(list["items"].empty()) << "the good document must not be stored either";
 }
 
-// Issue 14: a long list is read a page at a time (each page one short
+// A long list is read a page at a time (each page one short
 // request, so the agent stays responsive); --limit and --continue page it
 // for the user, in namespace/name order, and nothing is listed twice.
 TEST_F(Federation, ListingPagesThroughEveryWorkloadOnceInOrder) {

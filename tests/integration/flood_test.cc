@@ -1,5 +1,5 @@
 // An invited peer gone bad floods a target with validly signed messages
-// (issue 12, "abusive peers"). Per-peer rate limits and bounded queues keep
+// ("abusive peers"). Per-peer rate limits and bounded queues keep
 // the target's other sources going: their placements there may slow, but
 // by no more than 2x. Latency is taken from the agents' own timestamps
 // (creation at the source, start at the target), and the bound is a ratio

@@ -1,5 +1,5 @@
 // Input an operator (or an attacker handing them files) could give shoald
-// and shoalctl (issue 12): names that are not names, bytes that are not
+// and shoalctl: names that are not names, bytes that are not
 // UTF-8, files that never end, wrong types on the control socket, and a
 // data directory others can read. Each is refused on one line with exit
 // code 2, and the agent keeps serving.
@@ -67,7 +67,7 @@ TEST_F(HostileInput, InitRefusesAnOrgThatIsNotAName) {
   }
 }
 
-// The crash of issue 12: an org that is not UTF-8, carried by a token
+// A crash once: an org that is not UTF-8, carried by a token
 // correctly signed by its issuer, made every later `peers` abort the agent.
 TEST_F(HostileInput, ATokenCarryingABadNameIsRefusedAndTheAgentKeepsServing) {
   crypto::Identity issuer = crypto::Identity::generate();
@@ -124,7 +124,7 @@ TEST_F(HostileInput, ShoalctlRefusesBadFilesWithoutCrashingOrEatingMemory) {
   EXPECT_EQ(agent_.ctl({"status"}).exit_code, 0) << "still serving";
 }
 
-// Issue 42: the bomb made shoald spin and stop answering until SIGKILL.
+// The bomb made shoald spin and stop answering until SIGKILL.
 TEST_F(HostileInput, AnAliasBombIsRefusedAndTheAgentAnswersThroughout) {
   std::string bomb = dir_.path() + "/bomb.yaml";
   std::ofstream(bomb) << alias_bomb_manifest();

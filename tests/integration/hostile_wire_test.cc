@@ -135,7 +135,7 @@ TEST(HostileWire, IdentityKeyReadableByOthersIsRefusedAtStart) {
   EXPECT_NE(result.err.find("chmod 600"), std::string::npos) << result.err;
 }
 
-// Issue 12: ~1,100 idle TCP connections (no handshake, no credentials)
+// ~1,100 idle TCP connections (no handshake, no credentials)
 // filled a 1,024-descriptor limit, and the next `shoalctl` call aborted the
 // agent inside ZeroMQ. Connections are capped below the limit and shed.
 TEST(HostileConnections, IdleConnectionsBeyondTheDescriptorLimitNeverTakeTheAgentDown) {

@@ -287,7 +287,7 @@ TEST_F(Invitations, StolenTokenIsUselessToAThirdAgent) {
   EXPECT_TRUE(list["items"].empty());
 }
 
-// Issue 12: a token revoked before the source accepted it was accepted
+// A token revoked before the source accepted it was accepted
 // offline and then stayed Active, the peer stuck Connecting, because the
 // target's handshake refused the key that could have heard the REVOKE.
 TEST_F(Invitations, TokenRevokedBeforeItIsAcceptedEndsRevokedAtTheSource) {

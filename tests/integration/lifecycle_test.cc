@@ -1,4 +1,4 @@
-// The remote lifecycle's acceptance scenarios (issue 6) with real shoald
+// The remote lifecycle's acceptance scenarios with real shoald
 // processes: a target frozen with SIGSTOP before READY and after bind
 // (worker lost under lease fencing), an operator's delete at the target
 // under both restart policies, exit codes mirrored, the External

@@ -1,4 +1,4 @@
-// Operating one agent (issue 17) with real agents: the HTTP endpoint's
+// Operating one agent with real agents: the HTTP endpoint's
 // /metrics scraped during a placement run (read by a strict parser of the
 // Prometheus text format), /healthz, /readyz and the routing counts.
 #include <gtest/gtest.h>

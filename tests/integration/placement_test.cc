@@ -1,4 +1,4 @@
-// Issue 15 with real shoald processes: a federation places by the
+// Live placement with real shoald processes: a federation places by the
 // workload's whole policy, over labels, claims and counts its targets
 // advertise, and chooses what `shoalctl place --live` says it would and
 // what the seeds' worked examples say (seed 001's five labelled clusters,

@@ -1,4 +1,4 @@
-// backend: slurm with real agents and a real Slurm (issue 20): a 4-node dev
+// backend: slurm with real agents and a real Slurm: a 4-node dev
 // cluster from scripts/slurm-dev.sh behind the agent "east"; the source's
 // own cluster is too small, so its work runs at east, as Slurm jobs. Needs
 // root (slurmd runs jobs as their user); skipped without it.

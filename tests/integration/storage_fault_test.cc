@@ -1,4 +1,4 @@
-// Storage faults (issue 12): a state database that cannot be written — a
+// Storage faults: a state database that cannot be written — a
 // failing disk (RLIMIT_FSIZE makes every write fail), files turned read-only
 // (immutable), a full file system (a small tmpfs, where the test may mount
 // one) — makes the agent refuse new

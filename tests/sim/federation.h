@@ -1,4 +1,4 @@
-// The federation simulator's engine (issue 18): N agents — the real,
+// The federation simulator's engine: N agents — the real,
 // unchanged core::Agent, each with a MemoryStore and a sim NodeCluster — in
 // one process on one virtual clock, talking through the seeded Network.
 //

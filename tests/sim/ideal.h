@@ -1,4 +1,4 @@
-// The yardstick for scheduling quality (issue 18): an ideal central
+// The yardstick for scheduling quality: an ideal central
 // scheduler that sees every node of every cluster at every instant and
 // places with no message delay. It runs the same trace under the same
 // rules as the federation — a job of source S in namespace N may run on S's

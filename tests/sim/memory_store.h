@@ -1,4 +1,4 @@
-// An in-memory store::Store for the federation simulator (issue 18): the
+// An in-memory store::Store for the federation simulator: the
 // same contract as SqliteStore — batches that commit or roll back whole —
 // without a disk, and with crash(): whatever the open batch wrote is lost,
 // everything committed survives for the agent's restart. Thousands of

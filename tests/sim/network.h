@@ -1,4 +1,4 @@
-// The simulator's network (issue 18): every envelope an agent sends takes a
+// The simulator's network: every envelope an agent sends takes a
 // link from its sender to its receiver, and the link decides — from the
 // simulator's seed alone — when it arrives, or whether it arrives at all.
 //

@@ -1,4 +1,4 @@
-// What a simulation runs, drawn from one seed (issue 18): the clusters and
+// What a simulation runs, drawn from one seed: the clusters and
 // organizations, who invites whom, the workload trace (Poisson arrivals,
 // lognormal durations, a mix of sizes and namespaces) and the fault
 // schedule. The same Scenario is fed to the federation and to the ideal

@@ -1,4 +1,4 @@
-// One simulation from a Scenario (issue 18): builds the federation, submits
+// One simulation from a Scenario: builds the federation, submits
 // the trace, injects the faults, checks the invariants as it goes (not only
 // at the end), and reports what happened — findings, a digest that replays
 // bit for bit, and every job's times for the quality comparison with the

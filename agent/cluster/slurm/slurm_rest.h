@@ -1,5 +1,5 @@
 // slurmrestd's REST API (OpenAPI v0.0.38, Slurm 22.05) as the slurm backend
-// uses it (issue 20, docs/backends.md): node states for capacity, job
+// uses it (docs/backends.md): node states for capacity, job
 // submission with a tag, incremental job states, cancel, and the completion
 // lines of jobcomp/filetxt for jobs Slurm has already forgotten.
 //

@@ -1,4 +1,4 @@
-// The slurm backend (issue 20, docs/backends.md): a NodeCluster whose nodes
+// The slurm backend (docs/backends.md): a NodeCluster whose nodes
 // are a Slurm partition's and whose work SlurmRunner hands to Slurm, one
 // batch job per copy, through slurmrestd.
 //

@@ -79,7 +79,7 @@ TEST(AgentTest, FirstReadyWinsAndTheOtherReservationIsCancelled) {
   EXPECT_TRUE(loser.cluster->capacity().free == (model::Resources{32000, int64_t{128} << 30, 0}));
 }
 
-// One CANCEL per (workload, epoch, target) (issue 14): a READY that arrives
+// One CANCEL per (workload, epoch, target): a READY that arrives
 // after the winner was chosen, from a target that has already been sent a
 // CANCEL for that epoch, draws no second one; the pending CANCEL is retried
 // on its own timer if lost. (It was a second CANCEL and RELEASED per loser,
@@ -211,7 +211,7 @@ TEST(AgentTest, DuplicatedDeliveryIsDroppedAsReplay) {
   EXPECT_EQ(bound_copies(target, uids->front()), 1);
 }
 
-// Signatures are amortized (issue 14): what one step sends to a peer leaves
+// Signatures are amortized: what one step sends to a peer leaves
 // in one envelope, whatever the number of messages.
 TEST(AgentTest, OneStepSendsOneEnvelopePerPeer) {
   SourceAndTwoTargets t("b", "c", 1000);
@@ -596,7 +596,7 @@ TEST(AgentTest, DuplicateWorkloadNameRefusesTheWholeBatch) {
   EXPECT_FALSE(a.agent->find_workload("default", "two").has_value());
 }
 
-// Issue 12: a 2 MB label was accepted, and every CANDIDATE then exceeded
+// A 2 MB label was accepted, and every CANDIDATE then exceeded
 // the receivers' frame limit: the workload stayed Placing, saying nothing.
 TEST(AgentTest, ASpecTooLargeToSendIsRefusedAtSubmit) {
   World world;

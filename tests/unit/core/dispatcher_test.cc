@@ -1,4 +1,4 @@
-// Dispatchers: who hears of a workload, and when (issue 6).
+// Dispatchers: who hears of a workload, and when.
 #include <gtest/gtest.h>
 
 #include <set>

@@ -1,4 +1,4 @@
-// Exactly once under faults (issue 12): a target or a source frozen past
+// Exactly once under faults: a target or a source frozen past
 // its timers, and a group copy re-placed after a sibling finished. Each test
 // reproduces a defect found under chaos with real processes.
 #include <gtest/gtest.h>
@@ -45,7 +45,7 @@ TEST(FaultTest, ATargetFrozenPastItsLeaseStopsTheCopyAtTheLeaseEndNotAtItsFinish
   EXPECT_EQ(record->restarts, 0);
 }
 
-// Found by the federation simulator (issue 18, seed 67): envelopes may
+// Found by the federation simulator (seed 67): envelopes may
 // arrive out of order (a redial; the replay window takes them). A HOLDINGS
 // that east sealed before it bound the job, overtaken by the STATUS that
 // reported the binding, lists no copy of it. The source must not take that
@@ -244,7 +244,7 @@ TEST(FaultTest, ATargetThatCrashesInsideTheBindingStepBindsOnceAfterItsRestart) 
   EXPECT_EQ(runs_of_job, 1) << "ran exactly once";
 }
 
-// Write-ahead for effects (issue 13): the copy an APPROVE binds is launched
+// Write-ahead for effects: the copy an APPROVE binds is launched
 // on the cluster only after the batch holding its Bound row commits. Inside
 // the binding step the cluster has started nothing (a started copy makes
 // next_event_at() due at once); right after the commit it has.

@@ -1,4 +1,4 @@
-// Flow control (issue 14): the source's placement window, acknowledgements
+// Flow control: the source's placement window, acknowledgements
 // that hold back resends while a peer works through its backlog, and replay
 // marks that take a late envelope within a window.
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ std::vector<Wire> deliver_holding_readies(World& world) {
   return readies;
 }
 
-// Issue 14: work waiting in its own cluster's queue sleeps off the timers'
+// Work waiting in its own cluster's queue sleeps off the timers'
 // walk (parked), so a tick costs what is awake, not what is queued; it
 // still runs, oldest first, as room frees, and its next round still comes.
 TEST(FlowTest, WorkWaitingInItsClustersQueueIsParkedAndStillRunsInOrder) {
@@ -74,7 +74,7 @@ void fill_source_and_target(World& world, Node& source, Duration hold) {
   ASSERT_EQ(phase_of(source, "blocker-there"), model::Phase::kRunning);
 }
 
-// Issue 14: work parked in its target's queue is kept in line by sending
+// Work parked in its target's queue is kept in line by sending
 // the same epoch's CANDIDATE again (the target restarts its queueHold), not
 // by a new round each time: no new epoch, no write, no window slot. 100,000
 // queued workloads renewed by rounds kept one agent busy doing only that.
@@ -188,7 +188,7 @@ TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
 }
 
 // The winner is the best of the READYs read in one batch, not whichever
-// target answered first (issue 14: one target took nearly every placement).
+// target answered first (one target took nearly every placement).
 TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
   SourceAndTwoTargets t("busy", "idle");
   Node& source = t.source;

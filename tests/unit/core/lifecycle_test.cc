@@ -1,4 +1,4 @@
-// The remote lifecycle (issue 6): lease fencing and worker lost when peers
+// The remote lifecycle: lease fencing and worker lost when peers
 // vanish, reconciliation digests and their garbage collection,
 // restartPolicy, an operator's delete at the target, status mirroring, the
 // readyWindow scoring, and numberOfClusters > 1 (CopiesTest).
@@ -437,7 +437,7 @@ TEST(LifecycleTest, ReadyWindowClosesOnTimeWhenATargetStaysSilent) {
 }
 
 // A READY repeated for a re-sent CANDIDATE says nothing new: the score is
-// the one the reservation was made with (issue 15: a repeat carried score 0,
+// the one the reservation was made with (a repeat carried score 0,
 // and a target whose first READY came early was ranked last).
 TEST(LifecycleTest, ARepeatedReadyKeepsTheScoreOfTheFirst) {
   ScoringWorld s;

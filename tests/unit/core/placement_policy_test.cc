@@ -1,4 +1,4 @@
-// Issue 15: the running federation places by the workload's whole policy,
+// The running federation places by the workload's whole policy,
 // over what targets advertise (labels, claims, allocatable, counts) and
 // what the source itself just sent.
 #include <gtest/gtest.h>

@@ -138,7 +138,7 @@ TEST_F(InvitationTest, EachRefusalHasItsOwnMessage) {
   EXPECT_FALSE(open_token("shoal-invite:v2:abc").is_ok());
 }
 
-// Issue 12: an org that was not UTF-8 travelled in a token and, once
+// An org that was not UTF-8 travelled in a token and, once
 // accepted, crashed every later `shoalctl peers`. A signed token is still
 // untrusted input: its words follow the same rules as a card's.
 TEST_F(InvitationTest, TokenWhoseIssuerOrNamespacesAreNotNamesIsRefused) {

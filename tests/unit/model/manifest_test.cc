@@ -131,7 +131,7 @@ TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
             std::string::npos);
 }
 
-// Issue 12: text that is not UTF-8 aborted shoalctl; a duplicate key was
+// Text that is not UTF-8 aborted shoalctl; a duplicate key was
 // taken silently; a name holding a newline gave a two-line error.
 TEST(ManifestTest, HostileTextIsRefusedOnOneLineNamingWhereItIs) {
   const std::string head = "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\n";

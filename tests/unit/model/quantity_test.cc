@@ -14,7 +14,7 @@ TEST(QuantityTest, ParsesCpuInMillicores) {
   EXPECT_EQ(*parse_cpu_milli("1e3", "cpu"), 1000000);
 }
 
-// Issue 12: Kubernetes rounds cpu 0.0001 up to 1m; shoal refuses what it
+// Kubernetes rounds cpu 0.0001 up to 1m; shoal refuses what it
 // cannot hold exactly, so a limit never differs from what was written.
 TEST(QuantityTest, RefusesMorePrecisionThanOneUnitInsteadOfRounding) {
   auto cpu = parse_cpu_milli("0.0001", "spec.resources.cpu");

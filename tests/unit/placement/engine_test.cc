@@ -170,7 +170,7 @@ TEST(PrioritizerTest, ConfiguredBuiltinsRankClusters) {
   EXPECT_EQ(place(w, p, clusters, {}).decisions, std::vector<std::string>{"c"});
 }
 
-// Live placement (issue 15): one copy at a time, the others counted.
+// Live placement: one copy at a time, the others counted.
 TEST(RankTest, ACopyPlacedElsewhereCountsInTheSpreadAndIsNoCandidate) {
   // Seed 001's worked example, step 2: c1 already holds a copy.
   Example e = load("seed001-worked-example");

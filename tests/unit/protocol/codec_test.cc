@@ -134,7 +134,7 @@ TEST(CodecTest, ANestedErrorNamesItsWholePath) {
             "CAPACITY namespaces item queues queue free: negative resources");
 }
 
-// CAPACITY grew by appending (issue 15): what an older agent sends reads
+// CAPACITY grew by appending: what an older agent sends reads
 // with no labels or counts, and what a newer one may append is skipped.
 TEST(CodecTest, CapacityReadsOlderAndNewerSenders) {
   msgpack::sbuffer older;
