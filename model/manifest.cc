@@ -38,7 +38,7 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   SHOAL_RETURN_IF_ERROR(f.only_known(
       body, "spec",
       {"queue", "priority", "replicas", "resources", "duration", "exitCode", "sim", "command",
-       "args", "env", "workingDir", "terminationGracePeriod", "startTimeout", "placement", "nodeSelector",
+       "args", "env", "workingDir", "image", "terminationGracePeriod", "startTimeout", "placement", "nodeSelector",
        "minAvailable", "restartPolicy"}));
   if (body["queue"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
@@ -119,6 +119,10 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
   }
   if (body["workingDir"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.working_dir, f.scalar(body["workingDir"], "spec.workingDir"));
+  }
+  if (body["image"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec.image, f.scalar(body["image"], "spec.image"));
+    SHOAL_RETURN_IF_ERROR(validate_image(spec.image, where + "spec.image"));
   }
   if (body["terminationGracePeriod"]) {
     SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(body["terminationGracePeriod"],

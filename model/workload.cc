@@ -29,6 +29,7 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
       {"args", spec.args},
       {"env", spec.env},
       {"workingDir", spec.working_dir},
+      {"image", spec.image},
       {"terminationGracePeriodMs", spec.termination_grace.count()},
       {"startTimeoutMs", spec.start_timeout.count()},
       // What the agent honors so far (see Agent::submit).
@@ -47,6 +48,23 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
       {"nodeSelector", spec.node_selector},
       {"minAvailable", spec.min_available},
   };
+}
+
+Status validate_image(std::string_view value, std::string_view field) {
+  constexpr size_t kMaxImageLength = 512;
+  if (value.empty() || value.size() > kMaxImageLength) {
+    return invalid_argument(std::string(field) + ": expected an image reference of 1 to 512 characters");
+  }
+  for (size_t i = 0; i < value.size(); ++i) {
+    char c = value[i];
+    bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   std::string_view("._-/:@").find(c) != std::string_view::npos;
+    if (!allowed) {
+      return invalid_argument(std::string(field) + ": expected letters, digits and \"._-/:@\" in an image reference; character " +
+                              std::to_string(i + 1) + " is not one");
+    }
+  }
+  return Status::ok();
 }
 
 Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
@@ -71,6 +89,7 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
     spec.args = json.value("args", std::vector<std::string>{});
     spec.env = json.value("env", Labels{});
     spec.working_dir = json.value("workingDir", std::string());
+    spec.image = json.value("image", std::string());
     spec.termination_grace = Duration(
         json.value("terminationGracePeriodMs", int64_t{kDefaultTerminationGrace.count()}));
     spec.start_timeout = Duration(json.value("startTimeoutMs", int64_t{0}));

@@ -54,6 +54,10 @@ struct WorkloadSpec {
   std::vector<std::string> args;     // appended to command
   Labels env;                        // extra environment variables
   std::string working_dir;           // relative to the replica's own directory
+  // The container image a replica runs in (the kubernetes backend; empty:
+  // the cluster's spec.kubernetes.image). A backend that runs no images
+  // (exec, slurm, sim) never takes a workload that names one.
+  std::string image;
   Duration termination_grace = kDefaultTerminationGrace;  // SIGTERM → SIGKILL
   // A copy bound but not started within this (its cluster keeps it
   // pending) is given up by its target and placed again elsewhere; 0: it
@@ -84,6 +88,12 @@ inline bool is_finished(Phase phase) {
 
 // Names follow the one rule in common/text.h.
 using shoal::validate_name;
+
+// A container image reference ("busybox:1.36", "ghcr.io/org/app@sha256:...")
+// as the kubernetes backend passes it on: 1 to 512 letters, digits and
+// "._-/:@". Kubernetes itself resolves it; this only keeps what travels
+// and is stored to text that can be nothing else.
+Status validate_image(std::string_view value, std::string_view field);
 
 // Lossless JSON form, used by the store and the control API.
 nlohmann::json to_json(const WorkloadSpec& spec);

@@ -30,7 +30,7 @@ model::Resources read_resources(ArrayReader& outer, std::string_view field) {
 }
 
 void pack_spec(Packer& p, const model::WorkloadSpec& s) {
-  p.pack_array(18);
+  p.pack_array(s.image.empty() ? 18 : 19);
   p.pack(s.namespace_name);
   p.pack(s.name);
   p.pack(s.labels);
@@ -50,6 +50,7 @@ void pack_spec(Packer& p, const model::WorkloadSpec& s) {
   p.pack(s.working_dir);
   p.pack(static_cast<int64_t>(s.termination_grace.count()));
   p.pack(static_cast<int64_t>(s.start_timeout.count()));  // appended: 0 from older senders
+  if (!s.image.empty()) p.pack(s.image);  // appended: absent means the cluster's image
 }
 
 model::WorkloadSpec read_spec(ArrayReader& outer) {
@@ -77,6 +78,7 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
     s.termination_grace = Duration(r.integer<int64_t>("terminationGracePeriod"));
   }
   if (r.has_more()) s.start_timeout = Duration(r.integer<int64_t>("startTimeout"));
+  if (r.has_more()) s.image = r.string("image");
   if (r.ok()) {
     if (s.replicas < 1) r.fail("replicas", "expected at least 1");
     else if (s.min_available < 0 || s.min_available > s.replicas) r.fail("minAvailable", "expected 0..replicas");
@@ -86,6 +88,7 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
     else if (!model::validate_name(s.namespace_name, "namespace").is_ok()) r.fail("namespace", "invalid name");
     else if (!model::validate_name(s.name, "name").is_ok()) r.fail("name", "invalid name");
     else if (!model::validate_name(s.queue, "queue").is_ok()) r.fail("queue", "invalid name");
+    else if (!s.image.empty() && !model::validate_image(s.image, "image").is_ok()) r.fail("image", "invalid image reference");
   }
   outer.adopt(r);
   return s;

@@ -170,6 +170,7 @@ void NodeCluster::stop(const std::string& key, Duration grace) {
 Status NodeCluster::launch(const LaunchRequest& request) {
   auto it = holdings_.find(request.key);
   if (it == holdings_.end()) return not_found("no reservation for " + request.key);
+  SHOAL_RETURN_IF_ERROR(runner_->supports(request.spec));
   SHOAL_RETURN_IF_ERROR(runner_->launch(request));
   if (!runner_->reports_starts()) unreported_starts_.insert(request.key);
   return Status::ok();

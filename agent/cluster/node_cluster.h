@@ -47,8 +47,13 @@ class Runner {
   virtual std::map<std::string, model::Resources> room_taken_by_others() const { return {}; }
   // Ok while the runner can carry out new work; else why not.
   virtual Status health() const { return Status::ok(); }
-  // Ok when the runner can run `spec` at all; else why it never can.
-  virtual Status supports(const model::WorkloadSpec&) const { return Status::ok(); }
+  // Ok when the runner can run `spec` at all; else why it never can
+  // ("NeverFits: ..."). By default a workload that names a container image
+  // is refused: only a runner that runs images says otherwise.
+  virtual Status supports(const model::WorkloadSpec& spec) const {
+    if (spec.image.empty()) return Status::ok();
+    return invalid_argument("NeverFits: spec.image: this cluster's backend runs commands, not container images");
+  }
   // As Cluster::backlog, as the runner last saw it.
   virtual int64_t backlog() const { return 0; }
   // True when the runner reports each launch's kStarted itself, once the

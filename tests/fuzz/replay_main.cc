@@ -69,9 +69,12 @@ std::vector<std::vector<uint8_t>> seeds() {
   model::WorkloadSpec spec;
   spec.name = "x";
   spec.resources = {1000, 1024, 0};
+  model::WorkloadSpec imaged = spec;
+  imaged.image = "busybox:1.36";
   std::vector<protocol::Body> bodies = {
       protocol::Hello{"c", "o", "tcp://h:1"},
       protocol::Candidate{"u", 1, spec},
+      protocol::Candidate{"u", 1, imaged},
       protocol::WorkloadStatus{"u", 1, 2, model::Phase::kRunning, {"n"}, 1, 0, 0, ""},
       protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}, 0}}, {}}}, std::nullopt},
       // With the fields appended since: queue and namespace counts, labels,

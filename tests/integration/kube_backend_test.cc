@@ -121,6 +121,7 @@ TEST_F(KubeBackend, AWorkloadRunsAsALabelledPodOnAKwokNodeAndItsEndIsMirrored) {
   std::string node = pod["spec"]["nodeName"];
   EXPECT_EQ(node.rfind("kwok-node-", 0), 0u) << node;
   EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "2");
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "busybox:1.36") << "the cluster's default image";
   EXPECT_EQ(describe("ok")["status"]["nodes"][0], node) << "the node the agent reserved is the pod's";
   ASSERT_TRUE(wait_until([&] { return phase("ok") == "Succeeded"; }, 20s)) << describe("ok").dump(2);
 
@@ -161,6 +162,24 @@ TEST_F(KubeBackend, LogsAtTheSourceReadThePodsLogThroughItsApiServer) {
   CommandResult wrong = source_.ctl({"logs", "default/talk", "--replica", "3"});
   EXPECT_NE(wrong.exit_code, 0);
   EXPECT_NE(wrong.err.find("--replica"), std::string::npos) << wrong.err;
+}
+
+// The source's own cluster (sim) runs no images: the workload goes to east,
+// whose pod runs the image the workload names.
+TEST_F(KubeBackend, AWorkloadsOwnImageIsItsPodsAndOnlyAClusterThatRunsImagesTakesIt) {
+  std::string uid = submit("imaged", "", "resources: {cpu: 50m}, image: \"registry.local/acme/app:7\"");
+  ASSERT_TRUE(wait_until([&] { return phase("imaged") == "Running"; }, 20s)) << describe("imaged").dump(2);
+  EXPECT_EQ(describe("imaged")["status"]["cluster"], "east") << describe("imaged").dump(2);
+  json pods = pods_of(uid);
+  ASSERT_EQ(pods.size(), 1u) << pods.dump(2);
+  EXPECT_EQ(pods[0]["spec"]["containers"][0]["image"], "registry.local/acme/app:7");
+  // Kept to the source's own cluster, it is never run there.
+  submit("imaged-here", "", "resources: {cpu: 50m}, image: \"registry.local/acme/app:7\", placement: {clusters: [source]}");
+  ASSERT_TRUE(wait_until([&] {
+    json here = describe("imaged-here");
+    return !here.is_null() && here["status"].value("reason", "").find("spec.image") != std::string::npos;
+  }, 20s)) << describe("imaged-here").dump(2);
+  EXPECT_EQ(phase("imaged-here"), "Pending");
 }
 
 TEST_F(KubeBackend, DeleteAtTheSourceDeletesThePod) {

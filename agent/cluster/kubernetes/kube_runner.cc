@@ -179,7 +179,7 @@ std::string KubeRunner::pod_body(const LaunchRequest& request, int replica) cons
     env.push_back({{"name", name}, {"value", value}});
   }
   json container = {{"name", "main"},
-                    {"image", options_.spec.image},
+                    {"image", spec.image.empty() ? options_.spec.image : spec.image},
                     {"env", env},
                     {"resources", {{"requests", resources}, {"limits", resources}}}};
   if (!spec.command.empty()) container["command"] = spec.command;

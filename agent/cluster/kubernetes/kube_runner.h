@@ -80,6 +80,8 @@ class KubeRunner final : public Runner {
                             size_t max_bytes) const override;
   std::map<std::string, model::Resources> room_taken_by_others() const override;
   Status health() const override;
+  // Any workload: one that names no image runs spec.kubernetes.image.
+  Status supports(const model::WorkloadSpec&) const override { return Status::ok(); }
   bool reports_starts() const override { return true; }
 
  private:

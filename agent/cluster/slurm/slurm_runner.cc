@@ -408,6 +408,7 @@ std::vector<int64_t> SlurmRunner::unfinished_jobs(const Snapshot& snapshot, cons
 }
 
 Status SlurmRunner::supports(const model::WorkloadSpec& spec) const {
+  SHOAL_RETURN_IF_ERROR(Runner::supports(spec));
   if (spec.command.empty()) {
     return invalid_argument("spec.command: the slurm backend needs a command to run");
   }

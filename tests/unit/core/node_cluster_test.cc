@@ -71,6 +71,22 @@ TEST(SimClusterTest, StartedWorkRunsForItsDurationThenFreesItsNodes) {
   EXPECT_EQ(cluster.capacity().free.cpu_milli, 12000);
 }
 
+TEST(SimClusterTest, AWorkloadThatNamesAnImageNeverFitsABackendThatRunsNone) {
+  auto owned = make();
+  NodeCluster& cluster = *owned;
+  model::WorkloadSpec spec = work(1000, 10);
+  spec.image = "busybox:1.36";
+  Status fits = cluster.fits_when_idle(spec);
+  ASSERT_FALSE(fits.is_ok());
+  EXPECT_EQ(fits.message().rfind("NeverFits: spec.image", 0), 0u) << fits.message();
+  // Nor does a launch run it, whatever reserved the room.
+  ASSERT_TRUE(cluster.reserve("a", spec).is_ok());
+  Status launched = cluster.launch({"a", "uid-a", 1, "src", spec, {"n1"}, from_millis(1000)});
+  EXPECT_NE(launched.message().find("spec.image"), std::string::npos) << launched.message();
+  spec.image.clear();
+  EXPECT_TRUE(cluster.fits_when_idle(spec).is_ok());
+}
+
 TEST(SimClusterTest, RestoreRefusesWhatNoLongerFits) {
   auto owned = make();
   NodeCluster& cluster = *owned;

@@ -52,6 +52,7 @@ spec:
   args: ["echo $GREETING"]
   env: [{name: GREETING, value: hello}, {name: EMPTY}]
   workingDir: out
+  image: ghcr.io/acme/trainer:2.1@sha256:0a1b
   terminationGracePeriod: 5s
   startTimeout: 10m
   sim: {duration: 2s, exitCode: 4}
@@ -63,6 +64,7 @@ spec:
   EXPECT_EQ(spec.args, (std::vector<std::string>{"echo $GREETING"}));
   EXPECT_EQ(spec.env, (Labels{{"EMPTY", ""}, {"GREETING", "hello"}}));
   EXPECT_EQ(spec.working_dir, "out");
+  EXPECT_EQ(spec.image, "ghcr.io/acme/trainer:2.1@sha256:0a1b");
   EXPECT_EQ(spec.termination_grace, std::chrono::seconds(5));
   EXPECT_EQ(spec.start_timeout, std::chrono::minutes(10));
   EXPECT_EQ(spec.sim.duration, std::chrono::seconds(2));
@@ -117,6 +119,11 @@ TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
                 .find("spec.terminationGracePeriod"),
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, startTimeout: soon}").find("spec.startTimeout"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, image: \"busybox; rm -rf /\"}").find("spec.image"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, image: \"\"}").find("spec.image"), std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, image: " + std::string(513, 'a') + "}").find("spec.image"),
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {}}").find("spec.resources"), std::string::npos);
   EXPECT_NE(error_of("apiVersion: v2\nkind: Workload\n").find("apiVersion"), std::string::npos);

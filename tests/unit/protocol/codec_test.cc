@@ -26,6 +26,7 @@ model::WorkloadSpec sample_spec() {
   spec.working_dir = "out";
   spec.termination_grace = Duration(1500);
   spec.start_timeout = Duration(90000);
+  spec.image = "ghcr.io/ml/train:3";
   return spec;
 }
 
@@ -293,6 +294,17 @@ TEST(CodecTest, TextThatIsNotUtf8OrNamesThatAreNotNamesAreRefusedNamingTheField)
   spec = sample_spec();
   spec.queue = "Queue";
   EXPECT_FALSE(decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, spec})).is_ok());
+  spec = sample_spec();
+  spec.image = "busybox; reboot";
+  candidate = decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, spec}));
+  ASSERT_FALSE(candidate.is_ok());
+  EXPECT_NE(candidate.status().message().find("image"), std::string::npos) << candidate.status().message();
+  // No image: the spec as older agents wrote it, 18 fields.
+  spec = sample_spec();
+  spec.image.clear();
+  auto plain = decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, spec}));
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  EXPECT_EQ(std::get<Candidate>(*plain).spec.image, "");
 }
 
 TEST(CodecTest, MalformedBodiesAreCleanErrors) {
