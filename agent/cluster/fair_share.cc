@@ -127,6 +127,15 @@ void FairShareScheduler::set_room_taken(std::vector<Resources> taken) {
   taken_ = std::move(taken);
 }
 
+void FairShareScheduler::add_node(const model::NodeSpec& node) {
+  if (node_index_.count(node.name)) return;
+  node_index_[node.name] = spec_.nodes.size();
+  spec_.nodes.push_back(node);
+  allocated_.push_back({});
+  taken_.push_back({});
+  capacity_ += node.capacity;
+}
+
 Status FairShareScheduler::restore(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes) {
   std::vector<Resources> trial = allocated_;
   for (const auto& name : nodes) {

@@ -97,6 +97,10 @@ class FairShareScheduler {
   // manager has down. Nothing is admitted into it; what is already held
   // stays (restore() ignores it: it re-applies what is known to run).
   void set_room_taken(std::vector<model::Resources> taken);
+  // Adds a node the cluster gained while running (one that joined a
+  // Kubernetes cluster), empty and last in node order; a name it has
+  // already is ignored.
+  void add_node(const model::NodeSpec& node);
 
   int64_t namespace_weight(const std::string& namespace_name) const;
   const std::vector<model::Resources>& node_allocated() const { return allocated_; }

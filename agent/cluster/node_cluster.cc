@@ -188,7 +188,8 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   std::vector<WorkloadEvent> observed = runner_->observe(now);
   events.insert(events.end(), std::make_move_iterator(observed.begin()),
                 std::make_move_iterator(observed.end()));
-  if (refresh_room_taken()) {
+  bool grew = add_nodes(runner_->take_new_nodes());
+  if (refresh_room_taken() || grew) {
     events.push_back({"", WorkloadEventKind::kStopped, now, 0, "room freed by work not ours"});
   }
   for (const WorkloadEvent& event : events) {
@@ -208,6 +209,22 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
     }
   }
   return events;
+}
+
+bool NodeCluster::add_nodes(const std::vector<model::NodeSpec>& nodes) {
+  bool added = false;
+  for (const model::NodeSpec& node : nodes) {
+    bool known = std::any_of(spec_.nodes.begin(), spec_.nodes.end(),
+                             [&](const model::NodeSpec& have) { return have.name == node.name; });
+    if (known) continue;
+    spec_.nodes.push_back(node);
+    usage_.push_back({node.name, node.capacity, {}, {}, {}});
+    scheduler_.add_node(node);
+    idle_scheduler_.add_node(node);
+    added = true;
+  }
+  if (added) ++capacity_version_;
+  return added;
 }
 
 bool NodeCluster::refresh_room_taken() {

@@ -56,6 +56,10 @@ class Runner {
   }
   // As Cluster::backlog, as the runner last saw it.
   virtual int64_t backlog() const { return 0; }
+  // Nodes the runner found since it last said (one that joined a
+  // Kubernetes cluster): the cluster schedules on them from now on. A node
+  // that leaves stays, as room taken (room_taken_by_others).
+  virtual std::vector<model::NodeSpec> take_new_nodes() { return {}; }
   // True when the runner reports each launch's kStarted itself, once the
   // work really starts (a backend's own queue may hold it first); else
   // NodeCluster reports it at launch.
@@ -140,6 +144,9 @@ class NodeCluster final : public Cluster {
   void free_room(const Holding& holding);
   // Takes in the runner's room_taken_by_others(); true when some was freed.
   bool refresh_room_taken();
+  // Appends the runner's new nodes to spec_, usage_ and both schedulers
+  // (indexes held so far stay valid); true when one was added.
+  bool add_nodes(const std::vector<model::NodeSpec>& nodes);
 
   model::ClusterSpec spec_;
   std::vector<std::string> queue_names_;  // of spec_.queues, in order
@@ -147,8 +154,8 @@ class NodeCluster final : public Cluster {
   FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
   // Bumped by everything that changes what capacity_for() reads: room held
-  // (hold), freed (free_room) or taken by others (refresh_room_taken), in
-  // usage_ and the scheduler alike.
+  // (hold), freed (free_room), taken by others (refresh_room_taken) or
+  // added (add_nodes), in usage_ and the scheduler alike.
   uint64_t capacity_version_ = 0;
   std::map<std::string, Holding> holdings_;
   std::set<std::string> unreported_starts_;  // launched, not yet reported Started

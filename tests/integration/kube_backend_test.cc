@@ -182,6 +182,25 @@ TEST_F(KubeBackend, AWorkloadsOwnImageIsItsPodsAndOnlyAClusterThatRunsImagesTake
   EXPECT_EQ(phase("imaged-here"), "Pending");
 }
 
+// A node that joins while the agent runs (the nodes watch sees it) is
+// advertised within a heartbeat and work selecting it lands there.
+TEST_F(KubeBackend, ANodeThatJoinsWhileTheAgentRunsIsAdvertisedAndUsed) {
+  std::string node = dir_.path() + "/joined.yaml";
+  std::ofstream(node) << "apiVersion: v1\nkind: Node\nmetadata:\n  name: kwok-node-joined\n"
+                         "  annotations: {kwok.x-k8s.io/node: fake}\n  labels: {pool: joined, type: kwok}\n"
+                         "status:\n  allocatable: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n"
+                         "  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n";
+  ASSERT_NE(dev_k8s().kubectl("create -f " + node + " 2>&1").find("created"), std::string::npos);
+  struct Remove {
+    ~Remove() { dev_k8s().kubectl("delete node kwok-node-joined --wait=true 2>&1"); }
+  } remove;
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "40"; }, 20s))
+      << "4 x 8 cpus and the joined node's 8; advertised " << free_cpu_at_source();
+  std::string uid = submit("there", "", "resources: {cpu: \"8\"}, nodeSelector: {pool: joined}");
+  ASSERT_TRUE(wait_until([&] { return pods_of(uid).size() == 1; }, 20s)) << describe("there").dump(2);
+  EXPECT_EQ(pods_of(uid)[0]["spec"]["nodeName"], "kwok-node-joined");
+}
+
 TEST_F(KubeBackend, DeleteAtTheSourceDeletesThePod) {
   std::string uid = submit("long", "", "resources: {cpu: \"1\"}");
   ASSERT_TRUE(wait_until([&] { return phase("long") == "Running"; }, 20s)) << describe("long").dump(2);

@@ -474,6 +474,19 @@ std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const
   return taken;
 }
 
+std::vector<model::NodeSpec> KubeRunner::take_new_nodes() {
+  std::vector<model::NodeSpec> added;
+  std::lock_guard lock(mutex_);
+  for (const auto& [name, node] : snapshot_.nodes) {
+    if (node.allocatable.is_zero()) continue;
+    std::vector<std::string>& known = options_.node_names;
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    known.push_back(name);
+    added.push_back({name, node.allocatable, node.labels});
+  }
+  return added;
+}
+
 Status KubeRunner::health() const {
   std::lock_guard lock(mutex_);
   if (!snapshot_.server_reachable.is_ok()) return snapshot_.server_reachable;

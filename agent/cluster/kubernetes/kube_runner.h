@@ -45,8 +45,9 @@ namespace shoal::cluster::kubernetes {
 Result<KubeConfig> config_for(const model::KubernetesSpec& spec);
 
 // The cluster's nodes (those spec.nodeSelector selects) as the agent's
-// nodes: allocatable cpu, memory and GPUs, and their labels. A node added
-// later is used after the agent restarts.
+// nodes: allocatable cpu, memory and GPUs, and their labels, as the agent
+// starts (a node that joins later is found by the nodes watch:
+// KubeRunner::take_new_nodes).
 Result<std::vector<model::NodeSpec>> discover_nodes(const model::KubernetesSpec& spec);
 
 // `labels` as a labelSelector query value, URL-encoded ("a%3Db%2Cc%3Dd").
@@ -61,7 +62,7 @@ struct KubeRunnerOptions {
   KubeConfig config;
   std::string cluster_name;  // the agent's: labels its pods as its own
   std::string state_dir;     // <data>/kubernetes: the create markers
-  std::vector<std::string> node_names;  // the cluster's nodes (discover_nodes)
+  std::vector<std::string> node_names;  // the cluster's nodes: discover_nodes, then take_new_nodes
 };
 
 class KubeRunner final : public Runner {
@@ -79,6 +80,7 @@ class KubeRunner final : public Runner {
   Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                             size_t max_bytes) const override;
   std::map<std::string, model::Resources> room_taken_by_others() const override;
+  std::vector<model::NodeSpec> take_new_nodes() override;
   Status health() const override;
   // Any workload: one that names no image runs spec.kubernetes.image.
   Status supports(const model::WorkloadSpec&) const override { return Status::ok(); }

@@ -128,6 +128,7 @@ class SharedRunner final : public Runner {
   std::map<std::string, model::Resources> taken;
   Status healthy = Status::ok();
   bool own_starts = false;
+  std::vector<model::NodeSpec> joined;  // handed over at the next observe
   Status launch(const LaunchRequest&) override { return Status::ok(); }
   bool stop(const std::string&, Duration) override { return true; }
   std::vector<WorkloadEvent> observe(TimePoint) override { return {}; }
@@ -140,6 +141,7 @@ class SharedRunner final : public Runner {
   std::map<std::string, model::Resources> room_taken_by_others() const override { return taken; }
   Status health() const override { return healthy; }
   bool reports_starts() const override { return own_starts; }
+  std::vector<model::NodeSpec> take_new_nodes() override { return std::exchange(joined, {}); }
 };
 
 // two_nodes() on a SharedRunner, which the test steers through `runner`.
@@ -187,6 +189,35 @@ TEST(SharedBackendTest, OthersWorkShrinksTheRoomAndItsEndIsReportedAsFreedRoom) 
   for (const NodeUsage& node : cluster.nodes()) {
     EXPECT_EQ(node.taken_by_others.cpu_milli, node.name == "n0" ? 3000 : 0);
   }
+  EXPECT_TRUE(cluster.check_invariants());
+}
+
+// A node that joins the cluster (Kubernetes) is scheduled on from the next
+// observe: more room advertised, said as room freed so queued work gets it.
+TEST(SharedBackendTest, ANodeThatJoinsIsScheduledOnAndItsRoomAdvertised) {
+  SharedCluster made = make_shared_cluster();
+  ASSERT_NE(made.cluster, nullptr);
+  NodeCluster& cluster = *made.cluster;
+  TimePoint now = from_millis(1000);
+  ASSERT_TRUE(cluster.reserve("held", work(3000, 10, 2)).is_ok());
+  EXPECT_TRUE(cluster.enqueue("big", work(16000, 10)));
+  EXPECT_TRUE(cluster.serve_queue().empty());
+  uint64_t version = cluster.capacity_version();
+  made.runner->joined = {{"n2", {16000, 1000, 0}, {{"pool", "new"}}}, {"n0", {4000, 1000, 0}, {}}};
+  std::vector<WorkloadEvent> events = cluster.observe(now);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, WorkloadEventKind::kStopped);
+  EXPECT_EQ(events[0].key, "");
+  EXPECT_GT(cluster.capacity_version(), version);
+  ASSERT_EQ(cluster.nodes().size(), 3u) << "a name it had already is not added again";
+  EXPECT_EQ(cluster.capacity().largest_free_node.cpu_milli, 16000);
+  std::vector<Cluster::Reserved> served = cluster.serve_queue();
+  ASSERT_EQ(served.size(), 1u);
+  EXPECT_EQ(served[0].nodes, std::vector<std::string>{"n2"});
+  model::WorkloadSpec selected = work(1000, 10);
+  selected.node_selector = {{"pool", "new"}};
+  EXPECT_TRUE(cluster.fits_when_idle(selected).is_ok()) << "its labels select it";
+  cluster.release("held");
   EXPECT_TRUE(cluster.check_invariants());
 }
 
