@@ -9,9 +9,10 @@
 // replay, permission), hands it to the part that owns it — PeerTable,
 // InvitationBook, SourceRole, TargetRole — and owns the step's effects.
 //
-// Contract with the runtime, per batch of steps: Store::begin; the steps;
-// finish_batch() (and store_health()); commit; then deliver what Transport
-// was handed and call batch_committed(). Sleep until next_deadline().
+// Contract with the runtime, per batch of steps (run_batch in batch.h is
+// the one implementation): Store::begin; the steps; finish_batch() (and
+// store_health()); commit; then release what Transport was handed and call
+// batch_committed(). Sleep until next_deadline().
 #pragma once
 
 #include <map>

@@ -28,6 +28,7 @@
 #include "agent/cluster/node_cluster.h"
 #include "agent/control/commands.h"
 #include "agent/core/agent.h"
+#include "agent/core/batch.h"
 #include "agent/runtime/config.h"
 #include "agent/runtime/connection_guard.h"
 #include "agent/runtime/control.h"
@@ -378,77 +379,32 @@ class Loop {
   Status start_serving() {
     SHOAL_ASSIGN_OR_RETURN(AgentInstance instance, factory_.make());
     instance_ = std::move(instance);
-    SHOAL_RETURN_IF_ERROR(store_.begin());
-    Status started = instance_.agent->start();
-    if (started.is_ok()) started = instance_.agent->finish_batch();
-    if (started.is_ok()) started = store_.commit();
-    if (!started.is_ok()) {
-      store_.rollback();
-      transport_.discard();
-      return started;
-    }
-    transport_.flush();
-    instance_.agent->batch_committed();
-    return Status::ok();
+    core::Agent& agent = *instance_.agent;
+    return core::run_batch(agent, store_, transport_, [&] { return agent.start(); }).why;
   }
 
   Status serving_iteration() {
     core::Agent& agent = *instance_.agent;
-    SHOAL_RETURN_IF_ERROR(store_.begin());
-    auto now = std::chrono::steady_clock::now();
-    bool inbox_drained = false;
-    size_t handled = 0;
-    for (int i = 0; i < kMaxWireMessagesPerIteration && handled < kMaxMessagesPerIteration; ++i) {
-      zmq::multipart_t message;
-      if (!receive(peers_, message)) {
-        inbox_drained = true;
-        break;
-      }
-      // ROUTER frames: [sender routing id, payload]; the payload names its sender.
-      if (message.size() != 2) continue;
-      zmq::message_t& payload = message[1];
-      std::string sender = connection_owner(message[0], payload);
-      if (!limiter_.admit(sender, now)) {
-        note_rate_limited(sender, now);
-        continue;
-      }
-      handled += agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
-      transport_.heard_from(sender);
-    }
-    std::vector<ControlRequest> requests = receive_control();
+    std::vector<ControlRequest> requests;
     std::vector<nlohmann::json> replies;
-    for (const auto& request : requests) replies.push_back(answer_control_json(request.text));
-    // Timers fire once what already arrived is read: a retry of a message
-    // whose answer waits unread in the socket is pure waste (under load it
-    // was most of the traffic). Behind a long backlog they still run every
-    // kMaxTickDelay, so leases and timeouts never stall.
-    // And only those that are due (Agent::next_deadline).
-    ticked_ = false;
-    if ((inbox_drained || now - last_tick_ >= kMaxTickDelay) &&
-        agent.next_deadline() <= clock_.now()) {
-      agent.tick();
-      last_tick_ = now;
-      ticked_ = true;
-    }
-    Status failed = agent.finish_batch();
-    if (failed.is_ok()) failed = store_.commit();
-    if (!failed.is_ok()) {
+    core::BatchOutcome batch = core::run_batch(agent, store_, transport_, [&] {
+      serve(agent, requests, replies);
+      return Status::ok();
+    });
+    if (batch.end != core::BatchEnd::kCommitted) {
       // Nothing of this batch happened: not on disk, so not on the wire and
       // not in any reply. Memory is ahead of the disk; enter_read_only
       // replaces it with what the disk holds.
-      store_.rollback();
-      transport_.discard();
-      if (failed.code() != ErrorCode::kStorage) {
-        return failed.with_context("state database write failed; stopping");
+      if (batch.why.code() != ErrorCode::kStorage) {
+        return batch.why.with_context("state database write failed; stopping");
       }
-      SHOAL_RETURN_IF_ERROR(enter_read_only(failed));
+      SHOAL_RETURN_IF_ERROR(enter_read_only(batch.why));
       for (const auto& request : requests)
         send_reply(request.routing_id, answer_control(request.text));
       return Status::ok();
     }
-    // Only now may the world hear about this batch, and the cluster act on it.
-    transport_.flush();
-    agent.batch_committed();
+    // Committed: the world has heard of this batch and the cluster acts on
+    // it; now the control replies may go.
     size_t reply_bytes = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       if (uint64_t id = replies[i].value(kPendingPeerLog, uint64_t{0})) {
@@ -470,6 +426,46 @@ class Loop {
     return Status::ok();
   }
 
+  // The steps of one serving batch: peer messages, control requests (their
+  // replies computed now, sent once the batch commits), and the timers.
+  void serve(core::Agent& agent, std::vector<ControlRequest>& requests,
+             std::vector<nlohmann::json>& replies) {
+    auto now = std::chrono::steady_clock::now();
+    bool inbox_drained = false;
+    size_t handled = 0;
+    for (int i = 0; i < kMaxWireMessagesPerIteration && handled < kMaxMessagesPerIteration; ++i) {
+      zmq::multipart_t message;
+      if (!receive(peers_, message)) {
+        inbox_drained = true;
+        break;
+      }
+      // ROUTER frames: [sender routing id, payload]; the payload names its sender.
+      if (message.size() != 2) continue;
+      zmq::message_t& payload = message[1];
+      std::string sender = connection_owner(message[0], payload);
+      if (!limiter_.admit(sender, now)) {
+        note_rate_limited(sender, now);
+        continue;
+      }
+      handled += agent.handle_wire({static_cast<const uint8_t*>(payload.data()), payload.size()});
+      transport_.heard_from(sender);
+    }
+    requests = receive_control();
+    for (const auto& request : requests) replies.push_back(answer_control_json(request.text));
+    // Timers fire once what already arrived is read: a retry of a message
+    // whose answer waits unread in the socket is pure waste (under load it
+    // was most of the traffic). Behind a long backlog they still run every
+    // kMaxTickDelay, so leases and timeouts never stall.
+    // And only those that are due (Agent::next_deadline).
+    ticked_ = false;
+    if ((inbox_drained || now - last_tick_ >= kMaxTickDelay) &&
+        agent.next_deadline() <= clock_.now()) {
+      agent.tick();
+      last_tick_ = now;
+      ticked_ = true;
+    }
+  }
+
   Status enter_read_only(const Status& fault) {
     fail_awaited_logs("the agent cannot write its state database; try again once it can");
     end_watches("the agent cannot write its state database; watch again once it can");
@@ -483,16 +479,8 @@ class Loop {
     next_probe_ = std::chrono::steady_clock::now() + kStorageProbeInterval;
     SHOAL_ASSIGN_OR_RETURN(AgentInstance instance, factory_.make());
     instance_ = std::move(instance);
-    // Loading writes nothing unless a reservation cannot be restored; such a
-    // write belongs to a later start, so this batch is always rolled back.
-    bool batch = store_.begin().is_ok();
-    Status loaded = instance_.agent->load();
-    if (batch) store_.rollback();
-    transport_.discard();
-    if (!loaded.is_ok())
-      return loaded.with_context("state database cannot be read either; stopping");
-    // What was bound or running is committed state: it runs on.
-    instance_.agent->batch_committed();
+    Status loaded = core::load_read_only(*instance_.agent, store_, transport_);
+    if (!loaded.is_ok()) return loaded.with_context("state database cannot be read either; stopping");
     return Status::ok();
   }
 

@@ -62,7 +62,7 @@ void ZmqTransport::heard_from(const std::string& peer_id) {
   }
 }
 
-void ZmqTransport::flush() {
+void ZmqTransport::release_batch() {
   auto now = std::chrono::steady_clock::now();
   for (auto& message : outbox_) {
     zmq::socket_t* socket = connection_for(message.peer_id, message.endpoint);

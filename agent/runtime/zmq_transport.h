@@ -31,8 +31,8 @@ class ZmqTransport final : public core::Transport {
 
   // Delivers everything buffered. A peer that is not connected loses the
   // message: the protocol retries, so no queue grows without bound here.
-  void flush();
-  void discard() { outbox_.clear(); }
+  void release_batch() override;
+  void drop_batch() override { outbox_.clear(); }
   // A message from `peer_id` arrived: it is up and knows us now. A
   // connection to it that has not delivered anything yet was probably
   // refused before it knew us (its ZAP handler saw no invitation), and

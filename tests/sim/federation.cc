@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "agent/core/batch.h"
 #include "crypto/id_card.h"
 
 namespace shoal::sim {
@@ -216,38 +217,33 @@ void Federation::step(SimAgent& agent, const std::function<void()>& work) {
 void Federation::run_step(SimAgent& agent, const std::function<void()>& work,
                           StepEffects& effects) {
   effects.stepped = true;
-  Status begun = agent.store->begin();
-  if (!begun.is_ok()) {
-    effects.findings.push_back(agent.name + ": begin failed: " + begun.message());
-    return;
-  }
-  work();
-  if (agent.crash_in_next_step) {
+  core::BatchOutcome batch = core::run_batch(
+      *agent.agent, *agent.store, *agent.transport,
+      [&] {
+        work();
+        return Status::ok();
+      },
+      [&] { return agent.crash_in_next_step; });
+  if (batch.end == core::BatchEnd::kAbandoned) {
     // Dies before its batch commits: nothing it sent leaves, nothing it
     // wrote stays. Never on a helper thread (run_instant keeps such an
     // agent's steps on the caller): crash and restart change the world.
     agent.crash_in_next_step = false;
-    agent.transport->sent.clear();
     crash(agent);
     restart(agent);
     return;
   }
-  Status finished = agent.agent->finish_batch();
-  if (finished.is_ok()) finished = agent.store->commit();
-  if (!finished.is_ok()) {
-    effects.findings.push_back(agent.name + ": a batch did not commit: " + finished.message());
-    agent.store->rollback();
-    agent.transport->sent.clear();
+  if (batch.end == core::BatchEnd::kRolledBack) {
+    effects.findings.push_back(agent.name + ": a batch did not commit: " + batch.why.message());
     return;
   }
   for (auto& [to, wire] : agent.transport->sent) {
     effects.sent.push_back({to, std::make_shared<const std::vector<uint8_t>>(std::move(wire))});
   }
   agent.transport->sent.clear();
-  agent.agent->batch_committed();
-  if (!agent.transport->sent.empty()) {
+  if (!agent.transport->held.empty()) {
     effects.findings.push_back(agent.name + ": sent outside a batch (in batch_committed)");
-    agent.transport->sent.clear();
+    agent.transport->held.clear();
   }
   effects.wake = next_wake(agent);
 }

@@ -44,9 +44,11 @@ class SeededRng final : public core::Rng {
 
 uint64_t mix(uint64_t a, uint64_t b);
 
-// What the agent handed its transport during one step, by recipient agent;
-// it leaves when the step's batch commits. A message to a key nobody in
-// this world holds goes nowhere, as to an endpoint nobody listens on.
+// What the agent handed its transport during one step, by recipient agent:
+// held while the step's batch is open, in `sent` once it committed (the
+// engine routes it from there), dropped when it rolled back. A message to
+// a key nobody in this world holds goes nowhere, as to an endpoint nobody
+// listens on.
 class OutboxTransport final : public core::Transport {
  public:
   // `index_by_id`: the world's agents by peer id, only read (and so shared
@@ -55,9 +57,19 @@ class OutboxTransport final : public core::Transport {
       : index_by_id_(index_by_id) {}
   void send(const std::string& peer_id, const std::string&, std::vector<uint8_t> wire) override {
     auto to = index_by_id_.find(peer_id);
-    if (to != index_by_id_.end()) sent.emplace_back(to->second, std::move(wire));
+    if (to != index_by_id_.end()) held.emplace_back(to->second, std::move(wire));
   }
-  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> sent;
+  void release_batch() override {
+    if (sent.empty()) {
+      sent.swap(held);
+    } else {
+      sent.insert(sent.end(), std::make_move_iterator(held.begin()), std::make_move_iterator(held.end()));
+      held.clear();
+    }
+  }
+  void drop_batch() override { held.clear(); }
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> held;  // by the open batch
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> sent;  // released, not yet routed
 
  private:
   const std::unordered_map<std::string, uint32_t>& index_by_id_;

@@ -13,6 +13,7 @@
 
 #include "agent/cluster/node_cluster.h"
 #include "agent/core/agent.h"
+#include "agent/core/batch.h"
 #include "store/sqlite_store.h"
 #include "tests/sim/clocks.h"
 
@@ -73,9 +74,15 @@ class QueueTransport final : public Transport {
                         items->size(), sealed});
     }
   }
+  // What a batch sent goes to the outbox at once (tests read and drop from
+  // it); a batch that rolls back takes back what it added since its start.
+  void mark_batch_start() { batch_start_ = outbox.size(); }
+  void release_batch() override { batch_start_ = outbox.size(); }
+  void drop_batch() override { outbox.resize(std::min(batch_start_, outbox.size())); }
   std::vector<Wire> outbox;
 
  private:
+  size_t batch_start_ = 0;
   std::string self_;
   const crypto::Identity& identity_;
   // Across restarts too: envelope ids must not repeat within one delivery.
@@ -170,18 +177,20 @@ class World {
   // (crash_in_next_step), rolls the batch back and nothing it sent leaves;
   // a crash then restarts the node from what was committed.
   void step(Node& node, const std::function<void()>& work) {
-    size_t sent_before = node.transport->outbox.size();
-    ASSERT_TRUE(node.store->begin().is_ok());
-    work();
-    bool crash = node.crash_in_next_step;
-    if (!crash && node.agent->finish_batch().is_ok() && node.store->commit().is_ok()) {
-      node.agent->batch_committed();  // effects on the cluster, after the commit
+    node.transport->mark_batch_start();
+    BatchOutcome batch = run_batch(
+        *node.agent, *node.store, *node.transport,
+        [&] {
+          work();
+          return Status::ok();
+        },
+        [&] { return node.crash_in_next_step; });
+    if (batch.end == BatchEnd::kCommitted) {
       // Every step ends with the agent whole: its deadlines' plans among them.
       EXPECT_EQ(node.agent->broken_invariant(), "") << node.name << " after a step";
       return;
     }
-    node.store->rollback();
-    node.transport->outbox.resize(sent_before);
+    bool crash = batch.end == BatchEnd::kAbandoned;
     node.crash_in_next_step = false;
     if (crash) {
       // What earlier, committed steps sent had left before the crash.
@@ -190,8 +199,7 @@ class World {
       node.transport->outbox.insert(node.transport->outbox.begin(), already_sent.begin(),
                                     already_sent.end());
     } else {
-      ADD_FAILURE() << node.name
-                    << ": a store write failed: " << node.agent->store_health().message();
+      ADD_FAILURE() << node.name << ": a store write failed: " << batch.why.message();
     }
   }
 
@@ -368,10 +376,10 @@ class World {
     if (configure) configure(config);
     node.agent = std::make_unique<Agent>(config, node.identity, *node.clock, *node.transport,
                                          *node.store, *node.cluster, rng_);
-    ASSERT_TRUE(node.store->begin().is_ok());
-    ASSERT_TRUE(node.agent->start().is_ok());
-    ASSERT_TRUE(node.store->commit().is_ok());
-    node.agent->batch_committed();
+    node.transport->mark_batch_start();
+    BatchOutcome started = run_batch(*node.agent, *node.store, *node.transport,
+                                     [&] { return node.agent->start(); });
+    ASSERT_EQ(started.end, BatchEnd::kCommitted) << started.why.message();
   }
 
   std::string dir_;

@@ -1,0 +1,41 @@
+#include "agent/core/batch.h"
+
+namespace shoal::core {
+
+namespace {
+
+BatchOutcome rolled_back(store::Store& store, Transport& transport, BatchEnd end, Status why) {
+  store.rollback();
+  transport.drop_batch();
+  return {end, std::move(why)};
+}
+
+}  // namespace
+
+BatchOutcome run_batch(Agent& agent, store::Store& store, Transport& transport,
+                       const std::function<Status()>& steps, const std::function<bool()>& abandon) {
+  if (Status begun = store.begin(); !begun.is_ok()) {
+    transport.drop_batch();
+    return {BatchEnd::kRolledBack, begun};
+  }
+  Status done = steps();
+  if (abandon && abandon()) return rolled_back(store, transport, BatchEnd::kAbandoned, Status::ok());
+  if (done.is_ok()) done = agent.finish_batch();
+  if (done.is_ok()) done = store.commit();
+  if (!done.is_ok()) return rolled_back(store, transport, BatchEnd::kRolledBack, std::move(done));
+  transport.release_batch();
+  agent.batch_committed();
+  return {BatchEnd::kCommitted, Status::ok()};
+}
+
+Status load_read_only(Agent& agent, store::Store& store, Transport& transport) {
+  bool batch = store.begin().is_ok();
+  Status loaded = agent.load();
+  if (batch) store.rollback();
+  transport.drop_batch();
+  if (!loaded.is_ok()) return loaded;
+  agent.batch_committed();
+  return Status::ok();
+}
+
+}  // namespace shoal::core
