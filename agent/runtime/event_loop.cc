@@ -1,10 +1,6 @@
 #include "agent/runtime/event_loop.h"
 
-#include <fcntl.h>
 #include <malloc.h>
-#include <sodium.h>
-#include <sys/file.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,30 +12,27 @@
 #include <map>
 #include <optional>
 
-#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "agent/cluster/exec/exec_runner.h"
-#include "agent/cluster/kubernetes/kube_runner.h"
-#include "agent/cluster/slurm/slurm_runner.h"
 #include "agent/cluster/node_cluster.h"
 #include "agent/control/commands.h"
 #include "agent/core/agent.h"
 #include "agent/core/batch.h"
+#include "agent/runtime/agent_factory.h"
 #include "agent/runtime/config.h"
 #include "agent/runtime/connection_guard.h"
 #include "agent/runtime/control.h"
 #include "agent/runtime/http_endpoint.h"
 #include "agent/runtime/logging.h"
+#include "agent/runtime/process.h"
 #include "agent/runtime/rate_limiter.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/file.h"
 #include "crypto/identity.h"
 #include "model/manifest.h"
-#include "model/yaml_document.h"
 #include "store/sqlite_store.h"
 
 namespace shoal::runtime {
@@ -60,231 +53,6 @@ constexpr std::chrono::seconds kStorageProbeInterval{2};
 constexpr int kPeerReceiveHighWaterMark = 10000;
 constexpr std::chrono::milliseconds kMaxTickDelay{100};
 constexpr size_t kLargeControlBytes = 1 << 20;
-
-class SystemClock final : public Clock {
- public:
-  TimePoint now() const override {
-    return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
-  }
-};
-
-class SodiumRng final : public core::Rng {
- public:
-  uint64_t next() override {
-    uint64_t value;
-    randombytes_buf(&value, sizeof value);
-    return value;
-  }
-};
-
-Result<model::ClusterSpec> load_cluster_spec(const AgentFile& file) {
-  if (file.cluster_config.empty()) return model::default_cluster_spec(file.cluster);
-  SHOAL_ASSIGN_OR_RETURN(std::string text, read_bounded_file(file.cluster_config, model::kMaxYamlBytes,
-                                                             "cluster manifest"));
-  Result<model::ClusterSpec> parsed = model::parse_cluster(text);
-  if (!parsed.is_ok()) return parsed.status().with_context(file.cluster_config);
-  model::ClusterSpec spec = std::move(parsed).value();
-  if (spec.name != file.cluster) {
-    return invalid_argument("cluster manifest metadata.name: expected \"" + file.cluster +
-                            "\" (the agent's cluster), got \"" + spec.name + "\"");
-  }
-  if (spec.slurm) {
-    // The nodes are Slurm's, as it has them at start (a node added to the
-    // partition later is used after a restart).
-    SHOAL_ASSIGN_OR_RETURN(spec.nodes, cluster::slurm::discover_nodes(*spec.slurm));
-  }
-  if (spec.kubernetes) {
-    // The API server's Nodes as they are at start (one added later is used
-    // after a restart); cordoned, NotReady or tainted ones count as full.
-    Result<std::vector<model::NodeSpec>> nodes = cluster::kubernetes::discover_nodes(*spec.kubernetes);
-    if (!nodes.is_ok()) return nodes.status().with_context(file.cluster_config);
-    spec.nodes = std::move(nodes).value();
-  }
-  SHOAL_RETURN_IF_ERROR(cluster::FairShareScheduler::create(spec).status());
-  return spec;
-}
-
-// Holds an exclusive lock on <data>/shoald.lock for the process's life, so two
-// agents never share one data dir (and one control socket).
-class DataDirLock {
- public:
-  static Result<DataDirLock> acquire(const std::string& data_dir) {
-    std::string path = data_dir + "/shoald.lock";
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return Status(ErrorCode::kStorage, "cannot open " + path + ": " + std::strerror(errno));
-    }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      ::close(fd);
-      return Status(ErrorCode::kUnavailable,
-                    "another shoald is already running on " + data_dir);
-    }
-    return DataDirLock(fd);
-  }
-  DataDirLock(DataDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  ~DataDirLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
- private:
-  explicit DataDirLock(int fd) : fd_(fd) {}
-  int fd_;
-};
-
-// SIGTERM and SIGINT arrive on a file descriptor the loop polls, so no
-// signal handler touches agent state.
-Result<int> open_signal_fd() {
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) return internal_error("sigprocmask failed");
-  int fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (fd < 0) return internal_error("signalfd failed");
-  return fd;
-}
-
-}  // namespace
-
-// %* in a pattern: the message as the inside of a JSON string.
-class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& message, const std::tm&, spdlog::memory_buf_t& out) override {
-    for (char c : std::string_view(message.payload.data(), message.payload.size())) {
-      auto byte = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        out.push_back('\\');
-        out.push_back(c);
-      } else if (byte < 0x20) {
-        char escaped[8];
-        std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
-        out.append(escaped, escaped + 6);
-      } else {
-        out.push_back(c);
-      }
-    }
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonEscapedMessage>();
-  }
-};
-
-Result<spdlog::level::level_enum> parse_log_level(const std::string& name) {
-  for (auto level : {spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
-                     spdlog::level::err, spdlog::level::critical, spdlog::level::off}) {
-    std::string_view text(spdlog::level::to_string_view(level).data(), spdlog::level::to_string_view(level).size());
-    if (name == text || (level == spdlog::level::warn && name == "warn") ||
-        (level == spdlog::level::err && name == "error")) {
-      return level;
-    }
-  }
-  return invalid_argument("--log-level: expected trace, debug, info, warn, error, critical or off, got \"" +
-                          name + "\"");
-}
-
-std::shared_ptr<spdlog::logger> make_logger(const AgentFile& file, spdlog::sink_ptr sink) {
-  if (!sink) sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  auto logger = std::make_shared<spdlog::logger>("shoald-" + file.cluster, std::move(sink));
-  if (file.log_format == "json") {
-    // One JSON object per line; the cluster name is a validated name.
-    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","cluster":")" + file.cluster + R"(","msg":"%*"})");
-    logger->set_formatter(std::move(formatter));
-  } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ [" + file.cluster + "] %v",
-                        spdlog::pattern_time_type::utc);
-  }
-  return logger;
-}
-
-namespace {
-
-// The agent and the cluster it drives, built from what the store holds.
-struct AgentInstance {
-  std::unique_ptr<cluster::NodeCluster> cluster;
-  std::unique_ptr<core::Agent> agent;
-};
-
-// Builds agents over one store, transport and identity. The loop needs a
-// fresh one whenever memory may be ahead of the disk: after a batch that
-// could not be committed, the only trustworthy state is the committed one.
-class AgentFactory {
- public:
-  AgentFactory(std::string data_dir, core::AgentConfig config, crypto::Identity identity,
-               model::ClusterSpec cluster_spec, cluster::ExecOptions exec_options,
-               const Clock& clock, ZmqTransport& transport, store::Store& store, core::Rng& rng,
-               std::shared_ptr<spdlog::logger> logger)
-      : data_dir_(std::move(data_dir)),
-        config_(std::move(config)),
-        identity_(std::move(identity)),
-        cluster_spec_(std::move(cluster_spec)),
-        exec_options_(std::move(exec_options)),
-        clock_(clock),
-        transport_(transport),
-        store_(store),
-        rng_(rng),
-        logger_(std::move(logger)) {}
-
-  Result<AgentInstance> make() const {
-    std::unique_ptr<cluster::Runner> runner;
-    if (cluster_spec_.backend == "exec") {
-      // A fresh runner re-adopts from the work directories what still runs:
-      // the core launches every bound copy again after a restore.
-      cluster::ExecOptions options = exec_options_;
-      options.work_root = data_dir_ + "/work";
-      options.monitor_path = cluster::default_monitor_path();
-      options.cluster_name = config_.cluster;
-      options.cgroup_root = cluster::find_writable_cgroup();
-      runner = std::make_unique<cluster::ExecRunner>(std::move(options));
-    } else if (cluster_spec_.slurm) {
-      // A fresh runner lists every job first and re-adopts the copies it
-      // finds by their tags: the core launches every bound copy again.
-      cluster::slurm::SlurmRunnerOptions options;
-      options.spec = *cluster_spec_.slurm;
-      SHOAL_ASSIGN_OR_RETURN(options.client, cluster::slurm::client_options(options.spec));
-      options.cluster_name = config_.cluster;
-      options.state_dir = data_dir_ + "/slurm";
-      // Not under the data directory, which is private: jobs run as Slurm's
-      // user for them and could not reach it. /var/tmp is on every host;
-      // a partition of many nodes needs a shared outputDir instead.
-      options.output_dir = options.spec.output_dir.empty()
-                               ? "/var/tmp/shoal-" + config_.cluster + "-slurm-output"
-                               : options.spec.output_dir;
-      options.keep_finished = exec_options_.keep_finished;
-      SHOAL_ASSIGN_OR_RETURN(runner, cluster::slurm::SlurmRunner::create(std::move(options)));
-    } else if (cluster_spec_.kubernetes) {
-      // A fresh runner lists every pod first and re-adopts the copies it
-      // created by their names: the core launches every bound copy again.
-      cluster::kubernetes::KubeRunnerOptions options;
-      options.spec = *cluster_spec_.kubernetes;
-      SHOAL_ASSIGN_OR_RETURN(options.config, cluster::kubernetes::config_for(options.spec));
-      options.cluster_name = config_.cluster;
-      options.state_dir = data_dir_ + "/kubernetes";
-      for (const model::NodeSpec& node : cluster_spec_.nodes) options.node_names.push_back(node.name);
-      SHOAL_ASSIGN_OR_RETURN(runner, cluster::kubernetes::KubeRunner::create(std::move(options)));
-    } else {
-      runner = std::make_unique<cluster::SimRunner>();
-    }
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::NodeCluster> cluster,
-                           cluster::NodeCluster::create(cluster_spec_, std::move(runner)));
-    auto agent = std::make_unique<core::Agent>(config_, identity_, clock_, transport_, store_,
-                                               *cluster, rng_, logger_);
-    return AgentInstance{std::move(cluster), std::move(agent)};
-  }
-
- private:
-  std::string data_dir_;
-  core::AgentConfig config_;
-  crypto::Identity identity_;
-  model::ClusterSpec cluster_spec_;
-  cluster::ExecOptions exec_options_;  // the agent.yaml part; the rest is filled in make()
-  const Clock& clock_;
-  ZmqTransport& transport_;
-  store::Store& store_;
-  core::Rng& rng_;
-  std::shared_ptr<spdlog::logger> logger_;
-};
 
 // The loop proper, once everything is open. It serves in one of two modes:
 //  - serving: every iteration is one store batch (wire, control, tick),
@@ -807,31 +575,6 @@ Status init_agent(const InitOptions& options) {
   SHOAL_RETURN_IF_ERROR(write_agent_file(options.data_dir, file));
   SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(options.data_dir)));
   return Status::ok();
-}
-
-// The data directory holds the identity key and every peer's state: it is
-// for this agent's user alone. A directory others can enter is refused (as
-// a readable key file is); files in it that others could read are tightened,
-// saying so, since earlier versions created them 0644.
-Result<std::vector<std::string>> make_data_dir_private(const std::string& data_dir) {
-  struct stat info {};
-  // A missing directory is left to load_agent_file, which says how to init.
-  if (::stat(data_dir.c_str(), &info) != 0) return std::vector<std::string>{};
-  if ((info.st_mode & 0077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
-    return invalid_argument("--data " + data_dir + ": mode " + mode +
-                            " lets group or others in; expected 0700 (run: chmod 700 " + data_dir + ")");
-  }
-  std::vector<std::string> tightened;
-  for (const std::string& path : {database_path(data_dir), database_path(data_dir) + "-wal",
-                                  database_path(data_dir) + "-shm", config_path(data_dir)}) {
-    if (::stat(path.c_str(), &info) == 0 && (info.st_mode & 0077) != 0) {
-      if (::chmod(path.c_str(), 0600) != 0) return internal_error("cannot chmod 600 " + path);
-      tightened.push_back(path);
-    }
-  }
-  return tightened;
 }
 
 Status run_agent(const std::string& data_dir, const std::string& log_level) {
