@@ -104,8 +104,10 @@ class DevK8s {
   }
 
   // kubectl against this cluster: its stdout (stderr too with `2>&1` in args).
+  // Every call is bounded: one that waits on something that never comes
+  // fails the test that made it, not the whole run.
   std::string kubectl(const std::string& args) const { return run_shell(kubectl_command() + " " + args); }
-  std::string kubectl_command() const { return bin_ + "/kubectl --kubeconfig " + kubeconfig_; }
+  std::string kubectl_command() const { return "timeout 60 " + bin_ + "/kubectl --kubeconfig " + kubeconfig_; }
 
   const std::string& dir() const { return dir_; }
   const std::string& kubeconfig() const { return kubeconfig_; }

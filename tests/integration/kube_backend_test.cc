@@ -57,7 +57,8 @@ class KubeBackend : public ::testing::Test {
     SHOAL_NEED_DEV_K8S(dev_k8s());
     ASSERT_FALSE(agent_kubeconfig().empty()) << "the chart's ServiceAccount was not installed";
     // Every test starts from a cluster without pods.
-    dev_k8s().kubectl("delete pods --all -A --grace-period=0 --wait=true 2>&1");
+    // Forced: a pod whose node is gone has no KWOK to confirm its end.
+    dev_k8s().kubectl("delete pods --all -A --grace-period=0 --force --wait=true --timeout=30s 2>&1");
     std::string tiny = dir_.path() + "/tiny.yaml";
     std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
                            "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
@@ -192,7 +193,12 @@ TEST_F(KubeBackend, ANodeThatJoinsWhileTheAgentRunsIsAdvertisedAndUsed) {
                          "  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n";
   ASSERT_NE(dev_k8s().kubectl("create -f " + node + " 2>&1").find("created"), std::string::npos);
   struct Remove {
-    ~Remove() { dev_k8s().kubectl("delete node kwok-node-joined --wait=true 2>&1"); }
+    // Its pods first: once the node is gone, nothing would end them.
+    ~Remove() {
+      dev_k8s().kubectl("delete pods -A --field-selector spec.nodeName=kwok-node-joined --grace-period=0 "
+                        "--force --wait=true --timeout=30s 2>&1");
+      dev_k8s().kubectl("delete node kwok-node-joined --wait=true --timeout=30s 2>&1");
+    }
   } remove;
   ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "40"; }, 20s))
       << "4 x 8 cpus and the joined node's 8; advertised " << free_cpu_at_source();
