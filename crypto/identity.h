@@ -61,14 +61,17 @@ class Identity {
 
 bool verify(const PublicKey& key, std::span<const uint8_t> message, const Signature& signature);
 
-// For the federation simulator only (tests/sim, docs/simulation.md): while
-// on, this process signs with a keyed (non-cryptographic) hash of the
-// message under the signer's public key instead of Ed25519, and verifies by
-// recomputing it. A signature stays bound to its key and to every byte of
-// its message, so the core accepts and drops exactly what it would, at a
-// tiny fraction of the cost — but anyone can forge one, so an agent must
-// never turn it on. A ctest
-// (sim_only_signatures) checks that nothing outside tests/sim calls it.
-void set_simulated_signatures(bool on);
+// How messages are signed and checked: Ed25519 (ed25519_signatures) for
+// every agent. The federation simulator hands its agents a cheaper scheme
+// of its own (tests/sim/simulated_signatures.h), which no agent can reach:
+// nothing outside tests/sim constructs one.
+class SignatureScheme {
+ public:
+  virtual ~SignatureScheme() = default;
+  virtual Signature sign(const Identity& signer, std::span<const uint8_t> message) const = 0;
+  virtual bool verify(const PublicKey& key, std::span<const uint8_t> message,
+                      const Signature& signature) const = 0;
+};
+const SignatureScheme& ed25519_signatures();
 
 }  // namespace shoal::crypto

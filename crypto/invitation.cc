@@ -43,14 +43,15 @@ bool Invitation::covers(std::string_view namespace_name) const {
   return std::find(namespaces.begin(), namespaces.end(), namespace_name) != namespaces.end();
 }
 
-std::string issue_token(const Invitation& invitation, const Identity& issuer) {
+std::string issue_token(const Invitation& invitation, const Identity& issuer,
+                        const SignatureScheme& signatures) {
   std::vector<uint8_t> payload = encode_payload(invitation);
-  Signature signature = issuer.sign(payload);
+  Signature signature = signatures.sign(issuer, payload);
   payload.insert(payload.end(), signature.begin(), signature.end());
   return std::string(kPrefix) + base64url_encode(payload);
 }
 
-Result<Invitation> open_token(std::string_view token) {
+Result<Invitation> open_token(std::string_view token, const SignatureScheme& signatures) {
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
     token.remove_suffix(1);
   }
@@ -95,7 +96,7 @@ Result<Invitation> open_token(std::string_view token) {
   auto card = parse_id_card(issuer_card);
   if (!card.is_ok()) return card.status().with_context("invitation token issuer");
   invitation.issuer = std::move(card).value();
-  if (!verify(invitation.issuer.public_key, payload, signature)) {
+  if (!signatures.verify(invitation.issuer.public_key, payload, signature)) {
     return invalid_argument(
         "invitation token: signature does not match the issuer's key (altered or forged)");
   }

@@ -39,11 +39,13 @@ struct Invitation {
 
 // Signs `invitation` with the issuer's identity; the issuer key inside the
 // invitation must be that identity's.
-std::string issue_token(const Invitation& invitation, const Identity& issuer);
+std::string issue_token(const Invitation& invitation, const Identity& issuer,
+                        const SignatureScheme& signatures = ed25519_signatures());
 
 // Decodes a token and checks the issuer's signature. Validity in time and the
 // subject are the caller's to check: see check_acceptable().
-Result<Invitation> open_token(std::string_view token);
+Result<Invitation> open_token(std::string_view token,
+                              const SignatureScheme& signatures = ed25519_signatures());
 
 // Refuses a token that is not for `own_key` or has expired at `now`, each
 // with its own message.

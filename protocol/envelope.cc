@@ -13,7 +13,8 @@ std::string_view as_chars(std::span<const uint8_t> bytes) {
 
 }  // namespace
 
-std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender) {
+std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender,
+                          const crypto::SignatureScheme& signatures) {
   // Headers, keys and counters take under 128 bytes; sized once, no regrowth.
   ByteWriter inner(envelope.body.size() + 128);
   msgpack::packer<ByteWriter> p(inner);
@@ -28,7 +29,7 @@ std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& send
   pack_binary(p, as_chars(envelope.body));
   p.pack(envelope.acked_boot);
   p.pack(envelope.acked_sent_at_ms);
-  crypto::Signature signature = sender.sign(inner.bytes);
+  crypto::Signature signature = signatures.sign(sender, inner.bytes);
 
   ByteWriter outer(inner.bytes.size() + signature.size() + 16);
   msgpack::packer<ByteWriter> q(outer);
@@ -38,7 +39,8 @@ std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& send
   return std::move(outer.bytes);
 }
 
-Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
+Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason,
+                      const crypto::SignatureScheme& signatures) {
   *reason = DropReason::kMalformed;
   // Both readers point into `wire`, which outlives them: nothing is copied
   // but the body.
@@ -82,7 +84,7 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason) {
 
   crypto::Signature signature;
   std::memcpy(signature.data(), signature_bytes.data(), signature.size());
-  if (!crypto::verify(envelope.from, signed_span, signature)) {
+  if (!signatures.verify(envelope.from, signed_span, signature)) {
     *reason = DropReason::kBadSignature;
     return corrupt("envelope signature: does not match the sender's key");
   }

@@ -67,7 +67,8 @@ inline std::string_view drop_reason_name(DropReason reason) {
   return kDropReasonNames[static_cast<size_t>(reason)];
 }
 
-std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender);
+std::vector<uint8_t> seal(const Envelope& envelope, const crypto::Identity& sender,
+                          const crypto::SignatureScheme& signatures = crypto::ed25519_signatures());
 
 // One message inside a BATCH. `type` is the raw wire number: a receiver
 // drops an item of a type it does not know (or a nested BATCH) on its own,
@@ -85,6 +86,7 @@ Result<std::vector<BatchItem>> decode_batch(std::span<const uint8_t> body);
 // Decodes the envelope and checks the signature against its `from` key.
 // Recipient, trust and replay checks are the receiver's. On failure `*reason`
 // says which check failed.
-Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason);
+Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason,
+                      const crypto::SignatureScheme& signatures = crypto::ed25519_signatures());
 
 }  // namespace shoal::protocol

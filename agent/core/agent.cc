@@ -15,10 +15,10 @@ using protocol::MessageType;
 
 Agent::Agent(AgentConfig config, crypto::Identity identity, const Clock& clock,
              Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
-             std::shared_ptr<spdlog::logger> logger)
+             std::shared_ptr<spdlog::logger> logger, const crypto::SignatureScheme& signatures)
     : peers_(crypto::key_to_text(identity.public_key()), config.cluster),
       context_(std::move(config), std::move(identity), clock, transport, store, cluster, rng,
-               std::move(logger), peers_),
+               std::move(logger), peers_, signatures),
       target_(context_, peers_, invitations_),
       source_(context_, peers_, invitations_) {
   source_.set_local_facts([this](const std::string& ns) { return target_.own_counts(ns); });
@@ -43,7 +43,7 @@ Status Agent::load() {
   SHOAL_ASSIGN_OR_RETURN(auto peer_records, store.load_peers());
   peers_.load(peer_records);
   SHOAL_ASSIGN_OR_RETURN(auto invitation_records, store.load_invitations());
-  SHOAL_RETURN_IF_ERROR(invitations_.load(invitation_records));
+  SHOAL_RETURN_IF_ERROR(invitations_.load(invitation_records, context_.signatures()));
   // Peers not heard from since count as silent from here.
   peers_.start_listening(context_.now());
   SHOAL_ASSIGN_OR_RETURN(auto workload_records, store.load_workloads());
@@ -57,7 +57,7 @@ Status Agent::load() {
 
 size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   DropReason reason;
-  auto opened = protocol::open(wire, &reason);
+  auto opened = protocol::open(wire, &reason, context_.signatures());
   if (!opened.is_ok()) {
     drop(reason, "", opened.status().message());
     return 0;

@@ -46,9 +46,11 @@ namespace shoal::core {
 
 class Agent {
  public:
+  // `signatures`: Ed25519 for every agent; the simulator passes its own.
   Agent(AgentConfig config, crypto::Identity identity, const Clock& clock, Transport& transport,
         store::Store& store, cluster::Cluster& cluster, Rng& rng,
-        std::shared_ptr<spdlog::logger> logger = nullptr);
+        std::shared_ptr<spdlog::logger> logger = nullptr,
+        const crypto::SignatureScheme& signatures = crypto::ed25519_signatures());
   ~Agent();
 
   // Loads persisted state, bumps the boot counter, restores reservations on

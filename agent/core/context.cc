@@ -8,9 +8,11 @@ namespace shoal::core {
 
 Context::Context(AgentConfig config, crypto::Identity identity, const Clock& clock,
                  Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
-                 std::shared_ptr<spdlog::logger> logger, PeerTable& peers)
+                 std::shared_ptr<spdlog::logger> logger, PeerTable& peers,
+                 const crypto::SignatureScheme& signatures)
     : config_(std::move(config)),
       identity_(std::move(identity)),
+      signatures_(signatures),
       self_id_(crypto::key_to_text(identity_.public_key())),
       clock_(clock),
       transport_(transport),
@@ -79,7 +81,7 @@ void Context::seal_outgoing() {
         envelope.body = protocol::encode_batch(rest.first(count));
       }
       envelope.seq = ++seq_;
-      transport_.send(peer_id, peer->endpoint, protocol::seal(envelope, identity_));
+      transport_.send(peer_id, peer->endpoint, protocol::seal(envelope, identity_, signatures_));
       ++stats_.envelopes_sent;
       rest = rest.subspan(count);
     }

@@ -34,10 +34,13 @@ class Context {
  public:
   Context(AgentConfig config, crypto::Identity identity, const Clock& clock, Transport& transport,
           store::Store& store, cluster::Cluster& cluster, Rng& rng,
-          std::shared_ptr<spdlog::logger> logger, PeerTable& peers);
+          std::shared_ptr<spdlog::logger> logger, PeerTable& peers,
+          const crypto::SignatureScheme& signatures);
 
   const AgentConfig& config() const { return config_; }
   const crypto::Identity& identity() const { return identity_; }
+  // How envelopes and invitation tokens are signed and checked.
+  const crypto::SignatureScheme& signatures() const { return signatures_; }
   const std::string& self_id() const { return self_id_; }
   const Clock& clock() const { return clock_; }
   TimePoint now() const { return clock_.now(); }
@@ -133,6 +136,7 @@ class Context {
  private:
   AgentConfig config_;
   crypto::Identity identity_;
+  const crypto::SignatureScheme& signatures_;
   std::string self_id_;
   const Clock& clock_;
   Transport& transport_;

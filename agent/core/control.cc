@@ -46,7 +46,7 @@ Result<std::string> Agent::create_invitation(std::string_view to_card,
     if (lifetime <= Duration::zero()) return invalid_argument("--expires: expected a duration > 0 or never");
     invitation.expires = invitation.not_before + lifetime;
   }
-  std::string token = crypto::issue_token(invitation, identity_);
+  std::string token = crypto::issue_token(invitation, identity_, context_.signatures());
   std::string subject = crypto::key_to_text(card.public_key);
   store::InvitationRecord record{
       invitation.id, store::InvitationDirection::kIssued, subject, token, false, false};
@@ -71,7 +71,7 @@ Result<std::string> Agent::create_invitation(std::string_view to_card,
 }
 
 Result<std::string> Agent::accept_invitation(std::string_view token) {
-  SHOAL_ASSIGN_OR_RETURN(crypto::Invitation invitation, crypto::open_token(token));
+  SHOAL_ASSIGN_OR_RETURN(crypto::Invitation invitation, crypto::open_token(token, context_.signatures()));
   const crypto::Identity& identity = context_.identity();
   SHOAL_RETURN_IF_ERROR(
       crypto::check_acceptable(invitation, identity.public_key(), context_.now()));

@@ -4,9 +4,10 @@
 
 namespace shoal::core {
 
-Status InvitationBook::load(const std::vector<store::InvitationRecord>& records) {
+Status InvitationBook::load(const std::vector<store::InvitationRecord>& records,
+                            const crypto::SignatureScheme& signatures) {
   for (const auto& record : records) {
-    auto invitation = crypto::open_token(record.token);
+    auto invitation = crypto::open_token(record.token, signatures);
     if (!invitation.is_ok()) {
       return invitation.status().with_context("stored invitation " + record.id);
     }

@@ -28,8 +28,9 @@ class InvitationBook {
     store::InvitationRecord record;
   };
 
-  // Opens every stored token (its signature checked once, here).
-  Status load(const std::vector<store::InvitationRecord>& records);
+  // Opens every stored token (its signature checked once, here, by `signatures`).
+  Status load(const std::vector<store::InvitationRecord>& records,
+              const crypto::SignatureScheme& signatures);
 
   const std::map<std::string, Owned>& issued() const { return issued_; }
   const std::map<std::string, Owned>& accepted() const { return accepted_; }

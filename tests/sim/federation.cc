@@ -5,6 +5,7 @@
 
 #include "agent/core/batch.h"
 #include "crypto/id_card.h"
+#include "tests/sim/simulated_signatures.h"
 
 namespace shoal::sim {
 
@@ -100,9 +101,12 @@ void Federation::boot(SimAgent& agent) {
   config.org = "org" + std::to_string(agent.org);
   config.endpoint = "tcp://" + agent.name + ":1";
   if (options_.configure) options_.configure(config);
+  static const SimulatedSignatures simulated;
+  const crypto::SignatureScheme& signatures =
+      options_.real_signatures ? crypto::ed25519_signatures() : simulated;
   agent.agent =
       std::make_unique<core::Agent>(config, agent.identity, *agent.clock, *agent.transport,
-                                    *agent.store, *agent.cluster, *agent.rng);
+                                    *agent.store, *agent.cluster, *agent.rng, nullptr, signatures);
   ++agent.boots;
   agent.ticked_since_boot = false;
   step(agent, [&] {

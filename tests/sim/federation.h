@@ -110,6 +110,9 @@ struct FederationOptions {
   // Threads that run the steps of one instant (Federation::run_instant).
   // The run is the same for every count: only its wall time differs.
   int threads = 1;
+  // Ed25519, as agents sign; by default the simulator's cheaper stand-in
+  // (simulated_signatures.h), which decides alike.
+  bool real_signatures = false;
 };
 
 class Federation {

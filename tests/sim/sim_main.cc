@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
     };
   }
   if (!crypto::initialize().is_ok()) return fail("libsodium did not initialize");
-  crypto::set_simulated_signatures(!real_signatures);
+  r.real_signatures = real_signatures;
 
   int failed = 0;
   nlohmann::json runs = nlohmann::json::array();

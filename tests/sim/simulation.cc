@@ -41,6 +41,7 @@ class Run {
     FederationOptions out;
     out.seed = scenario_.options.seed;
     out.threads = options_.threads;
+    out.real_signatures = options_.real_signatures;
     bool fast = scenario_.options.fast_timers;
     out.configure = [fast](core::AgentConfig& config) {
       if (fast) fast_timers(config);

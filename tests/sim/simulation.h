@@ -48,6 +48,8 @@ struct RunOptions {
   // Threads that run the agents' steps (FederationOptions::threads): the
   // same run for every count, in less wall time on more cores.
   int threads = 1;
+  // FederationOptions::real_signatures: Ed25519 rather than the stand-in.
+  bool real_signatures = false;
   // End the run at this much simulated time, finished or not (0: run until
   // every job has ended). A time-boxed run measures speed: it skips the
   // liveness bound and the final verdict over the records, which need every

@@ -11,6 +11,7 @@
 #include "tests/sim/federation.h"
 #include "tests/sim/ideal.h"
 #include "tests/sim/scenario.h"
+#include "tests/sim/simulated_signatures.h"
 
 namespace shoal::sim {
 namespace {
@@ -40,11 +41,7 @@ std::string findings_of(const SimResult& result) {
 
 class SimulationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(crypto::initialize().is_ok());
-    crypto::set_simulated_signatures(true);
-  }
-  void TearDown() override { crypto::set_simulated_signatures(false); }
+  void SetUp() override { ASSERT_TRUE(crypto::initialize().is_ok()); }
 };
 
 TEST_F(SimulationTest, OneSeedIsOneRunBitForBit) {
@@ -96,27 +93,31 @@ TEST_F(SimulationTest, ATimeBoxedRunStopsAtItsBoxWithJobsOpen) {
 
 // The stand-in signature is cheap, not weak in what the core relies on:
 // it verifies under its signer's key only, and any changed byte of the
-// message (at any length, whole words or a tail) fails it.
+// message (at any length, whole words or a tail) fails it. An agent, which
+// checks Ed25519, takes none.
 TEST_F(SimulationTest, ASimulatedSignatureIsBoundToItsKeyAndEveryByte) {
+  SimulatedSignatures scheme;
+  const crypto::SignatureScheme& ed25519 = crypto::ed25519_signatures();
   crypto::Identity signer = crypto::Identity::generate();
   crypto::Identity other = crypto::Identity::generate();
   for (size_t size : std::initializer_list<size_t>{0, 1, 7, 8, 9, 33, 200}) {
     std::vector<uint8_t> message(size);
     for (size_t i = 0; i < size; ++i) message[i] = static_cast<uint8_t>(i * 37 + 11);
-    crypto::Signature signature = signer.sign(message);
-    EXPECT_TRUE(crypto::verify(signer.public_key(), message, signature)) << size;
-    EXPECT_FALSE(crypto::verify(other.public_key(), message, signature)) << size;
+    crypto::Signature signature = scheme.sign(signer, message);
+    EXPECT_TRUE(scheme.verify(signer.public_key(), message, signature)) << size;
+    EXPECT_FALSE(scheme.verify(other.public_key(), message, signature)) << size;
+    EXPECT_FALSE(ed25519.verify(signer.public_key(), message, signature)) << size;
     for (size_t i = 0; i < size; ++i) {
       for (uint8_t bit : {uint8_t{0x01}, uint8_t{0x80}}) {
         std::vector<uint8_t> changed = message;
         changed[i] ^= bit;
-        EXPECT_FALSE(crypto::verify(signer.public_key(), changed, signature))
+        EXPECT_FALSE(scheme.verify(signer.public_key(), changed, signature))
             << "size " << size << ", byte " << i;
       }
     }
     std::vector<uint8_t> longer = message;
     longer.push_back(0);  // a zero byte appended is another message
-    EXPECT_FALSE(crypto::verify(signer.public_key(), longer, signature)) << size;
+    EXPECT_FALSE(scheme.verify(signer.public_key(), longer, signature)) << size;
   }
 }
 
@@ -192,8 +193,9 @@ TEST_F(SimulationTest, SimulatedSignaturesDecideAsRealOnesDo) {
   o.faults = false;
   Scenario scenario = make_scenario(o);
   SimResult simulated = run_simulation(scenario, {});
-  crypto::set_simulated_signatures(false);
-  SimResult real = run_simulation(scenario, {});
+  RunOptions ed25519;
+  ed25519.real_signatures = true;
+  SimResult real = run_simulation(scenario, ed25519);
   ASSERT_TRUE(simulated.findings.empty()) << findings_of(simulated);
   ASSERT_TRUE(real.findings.empty()) << findings_of(real);
   EXPECT_NE(simulated.digest, real.digest);                        // other bytes on the wire...
