@@ -1,5 +1,8 @@
 #include "common/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace shoal {
 
 const char* error_code_name(ErrorCode code) {
@@ -24,6 +27,12 @@ ErrorCode error_code_from_name(std::string_view name) {
     if (name == error_code_name(code)) return code;
   }
   return ErrorCode::kInternal;
+}
+
+[[noreturn]] void check_failed(const char* file, int line, const char* condition, const char* what) {
+  std::fprintf(stderr, "shoal: invariant broken at %s:%d: %s (%s)\n", file, line, what, condition);
+  std::fflush(stderr);
+  std::abort();
 }
 
 }  // namespace shoal

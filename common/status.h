@@ -3,12 +3,13 @@
 // wrapper that calls them.
 #pragma once
 
-#include <cassert>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
+
+#include "common/check.h"
 
 namespace shoal {
 
@@ -65,22 +66,22 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
-    assert(!status_.is_ok());
+    SHOAL_CHECK(!status_.is_ok(), "a Result made from an ok Status would hold neither value nor error");
   }
 
   bool is_ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
 
   T& value() & {
-    assert(is_ok());
+    SHOAL_CHECK(is_ok(), "the value of a failed Result was read");
     return *value_;
   }
   const T& value() const& {
-    assert(is_ok());
+    SHOAL_CHECK(is_ok(), "the value of a failed Result was read");
     return *value_;
   }
   T&& value() && {
-    assert(is_ok());
+    SHOAL_CHECK(is_ok(), "the value of a failed Result was read");
     return std::move(*value_);
   }
   T* operator->() { return &value(); }
