@@ -18,7 +18,7 @@ TEST(StatusDeathTest, ReadingAFailedResultsValueStopsTheProcessSayingWhat) {
 }
 
 TEST(StatusDeathTest, AResultMadeFromAnOkStatusStopsTheProcess) {
-  EXPECT_DEATH(Result<int>{Status::ok()}, "would hold neither value nor error");
+  EXPECT_DEATH((void)Result<int>{Status::ok()}, "would hold neither value nor error");
 }
 
 TEST(StatusTest, AGoodResultGivesItsValue) {
