@@ -322,6 +322,17 @@ std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& 
 }
 
 std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
+  last_observed_ = now;
+  for (auto it = forgotten_.begin(); it != forgotten_.end();) {
+    if (it->second.second > now) {
+      ++it;
+      continue;
+    }
+    for (const std::string& pod : it->second.first.pods) {
+      enqueue({Command::Kind::kDelete, it->second.first.namespace_name, pod, "", 0});
+    }
+    it = forgotten_.erase(it);
+  }
   std::vector<WorkloadEvent> events;
   std::vector<std::string> ended;
   std::lock_guard lock(mutex_);
@@ -366,11 +377,10 @@ TimePoint KubeRunner::next_event_at() const {
 }
 
 void KubeRunner::forget(const std::string& key) {
-  // The copy is done with: its finished pods go, and its markers.
+  // The copy is done with: its markers go now, its finished pods (and their
+  // logs) after keep_finished.
   if (auto ended = ended_.find(key); ended != ended_.end()) {
-    for (const std::string& pod : ended->second.pods) {
-      enqueue({Command::Kind::kDelete, ended->second.namespace_name, pod, "", 0});
-    }
+    forgotten_[key] = {std::move(ended->second), last_observed_ + options_.keep_finished};
     ended_.erase(ended);
   }
   std::string prefix = key_hash(key) + ".";
@@ -399,6 +409,8 @@ Result<LogChunk> KubeRunner::read_log(const std::string& key, int replica, int64
     copy = &ended->second;
   } else if (auto stops = stopping_.find(key); stops != stopping_.end()) {
     copy = &stops->second.back();
+  } else if (auto forgotten = forgotten_.find(key); forgotten != forgotten_.end()) {
+    copy = &forgotten->second.first;
   }
   if (!copy) return not_found("no pod of " + key + " here");
   if (replica < 0 || static_cast<size_t>(replica) >= copy->pods.size()) {

@@ -63,6 +63,9 @@ struct KubeRunnerOptions {
   std::string cluster_name;  // the agent's: labels its pods as its own
   std::string state_dir;     // <data>/kubernetes: the create markers
   std::vector<std::string> node_names;  // the cluster's nodes: discover_nodes, then take_new_nodes
+  // How long a finished copy's pods (and so their logs) outlive the core's
+  // record of it (exec.keepFinished in agent.yaml).
+  std::chrono::seconds keep_finished = std::chrono::hours(1);
 };
 
 class KubeRunner final : public Runner {
@@ -174,9 +177,13 @@ class KubeRunner final : public Runner {
   // its pods are gone (NodeCluster frees one holding per kStopped).
   // ended_: copies that ended by themselves, whose pods stay (as
   // Kubernetes keeps finished pods) until forget().
+  // forgotten_: ended copies the core forgot, whose pods stay for
+  // keep_finished (their logs can still be read), each with when they go.
   std::map<std::string, Run> runs_;
   std::map<std::string, std::deque<Pods>> stopping_;
   std::map<std::string, Pods> ended_;
+  std::map<std::string, std::pair<Pods, TimePoint>> forgotten_;
+  TimePoint last_observed_{};
 
   mutable std::mutex mutex_;
   // mutable: read_log (const, as every Runner's) queues reads of output.
