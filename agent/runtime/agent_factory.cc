@@ -71,7 +71,7 @@ Result<AgentInstance> AgentFactory::make() const {
     SHOAL_ASSIGN_OR_RETURN(options.config, cluster::kubernetes::config_for(options.spec));
     options.cluster_name = config_.cluster;
     options.state_dir = data_dir_ + "/kubernetes";
-  options.keep_finished = exec_options_.keep_finished;
+    options.keep_finished = exec_options_.keep_finished;
     for (const model::NodeSpec& node : cluster_spec_.nodes) options.node_names.push_back(node.name);
     SHOAL_ASSIGN_OR_RETURN(runner, cluster::kubernetes::KubeRunner::create(std::move(options)));
   } else {
