@@ -38,6 +38,17 @@ struct InvitationRecord {
   bool replaced = false;  // a newer invitation between the same two agents took over
 };
 
+// Source side: an epoch of a workload given up as lost (its target silent
+// past workerLostTimeout, or no longer holding it) before its outcome was
+// heard. Its lease has ended by then, so it no longer runs, but it may have
+// run to success unheard.
+struct LostCopy {
+  std::string target;  // peer id
+  uint64_t epoch = 0;
+  bool succeeded = false;  // its outcome arrived late: Succeeded
+  bool operator==(const LostCopy&) const = default;
+};
+
 // Source side: a workload this agent was asked to place.
 struct WorkloadRecord {
   std::string uid;
@@ -69,6 +80,12 @@ struct WorkloadRecord {
   // is placed like a workload on its own, never where a sibling runs.
   std::string parent;
   int32_t copy_index = 0;
+  // Its epochs given up as lost whose outcome is not known yet, and, for a
+  // copy of a group, those that turned out to have Succeeded. A late
+  // outcome is the workload's if nothing replaced the lost copy yet; a
+  // copy's siblings keep away from every target listed here, so no two
+  // copies of a group ever run or succeed on one cluster.
+  std::vector<LostCopy> lost_copies;
 };
 
 // Target side: what a source asked this cluster to hold or run.

@@ -89,6 +89,11 @@ const char* const kMigrations[] = {
     R"sql(
     ALTER TABLE workloads ADD COLUMN disruptions INTEGER NOT NULL DEFAULT 0;
     )sql",
+    // 6 -> 7: epochs given up as lost, kept across restarts so a late
+    // outcome is still recognized and a group's copies stay apart.
+    R"sql(
+    ALTER TABLE workloads ADD COLUMN lost_copies TEXT NOT NULL DEFAULT '[]';
+    )sql",
 };
 
 // Stored JSON never throws on the way in: bytes that are not UTF-8 (which
@@ -107,6 +112,30 @@ Result<std::vector<std::string>> nodes_from_text(const std::string& text) {
   for (const auto& item : json) {
     if (!item.is_string()) return corrupt("stored node list holds a non-string");
     out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+std::string lost_copies_to_text(const std::vector<LostCopy>& lost) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const auto& copy : lost) {
+    json.push_back({{"target", copy.target}, {"epoch", copy.epoch}, {"succeeded", copy.succeeded}});
+  }
+  return json_text(json);
+}
+
+Result<std::vector<LostCopy>> lost_copies_from_text(const std::string& text) {
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_array()) return corrupt("stored lost copies are not a JSON array");
+  std::vector<LostCopy> out;
+  for (const auto& item : json) {
+    if (!item.is_object() || !item.contains("target") || !item["target"].is_string() ||
+        !item.contains("epoch") || !item["epoch"].is_number_unsigned() ||
+        !item.contains("succeeded") || !item["succeeded"].is_boolean()) {
+      return corrupt("stored lost copy is not {target, epoch, succeeded}");
+    }
+    out.push_back({item["target"].get<std::string>(), item["epoch"].get<uint64_t>(),
+                   item["succeeded"].get<bool>()});
   }
   return out;
 }
@@ -326,7 +355,8 @@ Statement& bind_status(Statement& s, const WorkloadRecord& w) {
       .bind(18, w.nominations ? nodes_to_text(*w.nominations) : std::string())
       .bind(19, int64_t{w.restarts})
       .bind(22, to_millis(w.restart_at))
-      .bind(23, int64_t{w.disruptions});
+      .bind(23, int64_t{w.disruptions})
+      .bind(24, lost_copies_to_text(w.lost_copies));
 }
 
 }  // namespace
@@ -337,8 +367,8 @@ Status SqliteStore::put_workload(const WorkloadRecord& w) {
       db_->prepare("INSERT OR REPLACE INTO workloads (uid, namespace, name, spec, phase, epoch, "
                    "winner, cluster, nodes, reason, created_at, updated_at, started_at, "
                    "finished_at, exit_code, status_generation, deleting, nominations, restarts, parent, "
-                   "copy_index, restart_at, disruptions) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                   "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"));
+                   "copy_index, restart_at, disruptions, lost_copies) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                   "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)"));
   return bind_status(s, w)
       .bind(2, w.spec.namespace_name)
       .bind(3, w.spec.name)
@@ -355,7 +385,8 @@ Status SqliteStore::update_workload_status(const WorkloadRecord& w) {
       db_->prepare("UPDATE workloads SET phase = ?5, epoch = ?6, winner = ?7, cluster = ?8, "
                    "nodes = ?9, reason = ?10, updated_at = ?12, started_at = ?13, "
                    "finished_at = ?14, exit_code = ?15, status_generation = ?16, deleting = ?17, "
-                   "nominations = ?18, restarts = ?19, restart_at = ?22, disruptions = ?23 WHERE uid = ?1"));
+                   "nominations = ?18, restarts = ?19, restart_at = ?22, disruptions = ?23, "
+                   "lost_copies = ?24 WHERE uid = ?1"));
   SHOAL_RETURN_IF_ERROR(bind_status(s, w).run());
   if (db_->changes() == 0) return not_found("workload " + w.uid + " is not stored");
   return Status::ok();
@@ -371,7 +402,8 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
       Statement s,
       db_->prepare("SELECT uid, spec, phase, epoch, winner, cluster, nodes, reason, created_at, "
                    "updated_at, started_at, finished_at, exit_code, status_generation, deleting, "
-                   "nominations, restarts, parent, copy_index, restart_at, disruptions FROM workloads "
+                   "nominations, restarts, parent, copy_index, restart_at, disruptions, lost_copies "
+                   "FROM workloads "
                    "ORDER BY created_at, uid"));
   std::vector<WorkloadRecord> out;
   while (true) {
@@ -409,6 +441,9 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
     w.copy_index = static_cast<int32_t>(s.column_int(18));
     w.restart_at = from_millis(s.column_int(19));
     w.disruptions = static_cast<int32_t>(s.column_int(20));
+    auto lost = lost_copies_from_text(s.column_text(21));
+    if (!lost.is_ok()) return lost.status().with_context("workload " + w.uid);
+    w.lost_copies = std::move(lost).value();
     out.push_back(std::move(w));
   }
   return out;

@@ -202,7 +202,7 @@ void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint
 
 void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) {
   store::WorkloadRecord& record = workload.record;
-  if (!record.winner.empty()) workload.lost_copies.emplace(record.winner, record.epoch);
+  if (!record.winner.empty()) record.lost_copies.push_back({record.winner, record.epoch, false});
   record.disruptions += 1;
   record_event(record.uid, why + "; placing it again under a new epoch");
   workload.pending_attempts = 0;
@@ -275,7 +275,7 @@ void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyConditio
 void SourceRole::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
                                            const protocol::WorkloadStatus& message) {
   store::WorkloadRecord& record = workload.record;
-  workload.lost_copies.clear();
+  std::erase(record.lost_copies, store::LostCopy{from, message.epoch, false});
   record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
                                std::to_string(message.epoch) + ") given up as lost had " +
                                std::string(model::phase_name(message.phase)) +
@@ -316,16 +316,32 @@ void SourceRole::on_status(const std::string& from, const protocol::WorkloadStat
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
-  // The outcome of a copy given up as lost, while no other copy runs (one
-  // placed since may have failed or been fenced off): it ran within its
-  // lease, so its result is the workload's. Placing it again would run the
-  // work a second time.
-  if (workload->lost_copies.count({from, message.epoch}) && model::is_finished(message.phase) &&
-      !record.deleting &&
-      (record.phase == model::Phase::kPending || record.phase == model::Phase::kPlacing) &&
-      (record.winner.empty() || record.winner == from)) {
-    keep_outcome_of_lost_copy(*workload, from, message);
-    return;
+  auto lost = std::find(record.lost_copies.begin(), record.lost_copies.end(),
+                        store::LostCopy{from, message.epoch, false});
+  if (lost != record.lost_copies.end() && model::is_finished(message.phase)) {
+    // The outcome of a copy given up as lost, while no other copy runs (one
+    // placed since may have failed or been fenced off): it ran within its
+    // lease, so its result is the workload's. Placing it again would run
+    // the work a second time.
+    if (!record.deleting &&
+        (record.phase == model::Phase::kPending || record.phase == model::Phase::kPlacing) &&
+        (record.winner.empty() || record.winner == from)) {
+      keep_outcome_of_lost_copy(*workload, from, message);
+      return;
+    }
+    // Too late to be the workload's. A success still keeps the copy's
+    // siblings away from that cluster (sibling_winners); anything else
+    // frees it.
+    if (message.phase == model::Phase::kSucceeded && !record.parent.empty()) {
+      lost->succeeded = true;
+    } else {
+      record.lost_copies.erase(lost);
+    }
+    record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
+                                 std::to_string(message.epoch) + ") given up as lost had " +
+                                 std::string(model::phase_name(message.phase)) +
+                                 "; another copy had replaced it");
+    persist(record);
   }
   if (record.winner != from || record.epoch != message.epoch ||
       message.generation <= record.status_generation || record.deleting) {

@@ -559,8 +559,11 @@ std::set<std::string> SourceRole::sibling_winners(const store::WorkloadRecord& r
     const store::WorkloadRecord& sibling = workloads_.at(copy_uid).record;
     // A finished sibling keeps its cluster: the group promises N distinct
     // clusters for its whole life, not only among the copies still running.
-    // (A copy that restarts elsewhere has cleared its winner.)
-    if (copy_uid != record.uid && !sibling.winner.empty()) taken.insert(sibling.winner);
+    // (A copy that restarts elsewhere has cleared its winner.) So does an
+    // epoch of it given up as lost, which may have succeeded unheard.
+    if (copy_uid == record.uid) continue;
+    if (!sibling.winner.empty()) taken.insert(sibling.winner);
+    for (const auto& lost : sibling.lost_copies) taken.insert(lost.target);
   }
   return taken;
 }

@@ -176,10 +176,6 @@ class SourceRole {
     std::string preferred;  // this round's first-ranked target ("" none)
     TimePoint first_ready_at{};  // of this round, not yet decided on; {} when none
     std::map<std::string, double> engine_scores;  // this round's, by target peer id
-    // (target, epoch) of each copy given up as lost without an outcome. If
-    // one's outcome arrives while no other copy runs, it is kept (in memory
-    // only; after a restart a late outcome is ignored and the work re-placed).
-    std::set<std::pair<std::string, uint64_t>> lost_copies;
     // Targets that ended a copy of it for a reason not its job's own
     // (on_copy_failed), and until when no round asks them (memory only).
     std::map<std::string, TimePoint> avoid_until;

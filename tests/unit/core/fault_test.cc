@@ -138,6 +138,69 @@ TEST(FaultTest, ACopyPlacedAgainNeverLandsWhereAFinishedSiblingRan) {
   EXPECT_EQ(clusters, (std::set<std::string>{"east", "west"}));
 }
 
+// Found by the chaos harness (seed 3505726197): a copy given up as lost may
+// have run to success where it was, unheard. Copy A runs at a target that
+// freezes; copy B is stopped at the other target and keeps away from it for
+// a while. A finishes within its lease, is given up as lost and placed again
+// where B was. When the frozen target wakes it reports A's old epoch
+// Succeeded. B must not be placed there: two copies of the group would have
+// succeeded on one cluster.
+TEST(FaultTest, ACopyIsNeverPlacedWhereASiblingsLostEpochMayHaveRun) {
+  ThreeTargets f;
+  Node* west = f.targets[2];
+  model::WorkloadSpec filler = workload("filler", 8000, 3600s);
+  filler.placement.clusters = {"west"};
+  ASSERT_TRUE(f.source->agent->submit({filler}).is_ok());
+  f.world.run_for(500ms);
+  ASSERT_EQ(phase_of(*f.source, "filler"), model::Phase::kRunning);
+  ASSERT_TRUE(f.source->agent->submit({f.job(2, 4000, 2s)}).is_ok());
+  f.world.run_for(500ms);
+  auto group = f.source->agent->find_workload("default", "job");
+  auto copy = [&](const std::string& uid) {
+    for (auto& record : f.source->agent->copies_of(group->uid)) {
+      if (record.uid == uid) return record;
+    }
+    ADD_FAILURE() << "no copy " << uid;
+    return store::WorkloadRecord{};
+  };
+  auto copies = f.source->agent->copies_of(group->uid);
+  ASSERT_EQ(copies.size(), 2u);
+  ASSERT_EQ(copies[0].phase, model::Phase::kRunning);
+  ASSERT_EQ(copies[1].phase, model::Phase::kRunning);
+  const std::string a_uid = copies[0].uid, b_uid = copies[1].uid;
+  Node* a_at = copies[0].cluster == "east" ? f.targets[0] : f.targets[1];
+  Node* b_at = a_at == f.targets[0] ? f.targets[1] : f.targets[0];
+  ASSERT_EQ(copies[1].cluster, b_at->name);
+
+  f.world.freeze(*a_at);
+  ASSERT_TRUE(b_at->agent->stop_hosted("default", "job", "").is_ok());
+  f.world.run_for(8s);  // A is given up as lost at ~6 s and placed where B was
+  auto a = copy(a_uid);
+  ASSERT_EQ(a.cluster, b_at->name) << a.reason;
+  ASSERT_GE(a.disruptions, 1);
+
+  f.world.thaw(*a_at, /*read_first=*/true);
+  for (int step = 0; step < 40; ++step) {  // 10 s in quarter seconds
+    f.world.run_for(250ms);
+    ASSERT_TRUE(f.source->agent->check_invariants()) << "at step " << step;
+    ASSERT_NE(copy(b_uid).cluster, a_at->name)
+        << "B placed where A's lost epoch succeeded, at step " << step;
+  }
+  EXPECT_TRUE(event_contains(*f.source, group->uid,
+                             "given up as lost had Succeeded; another copy had replaced it"));
+  auto b = copy(b_uid);
+  EXPECT_EQ(b.phase, model::Phase::kPending) << "nowhere left without a sibling";
+  EXPECT_NE(b.reason.find(a_at->name + "=HoldsAnotherCopy"), std::string::npos) << b.reason;
+
+  // Room elsewhere: B runs there and the group ends on two clusters.
+  ASSERT_TRUE(f.source->agent->delete_workload("default", "filler").is_ok());
+  f.world.run_for(10s);
+  group = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(group->phase, model::Phase::kSucceeded) << group->reason;
+  EXPECT_EQ(copy(b_uid).cluster, west->name);
+  EXPECT_FALSE(copy_at(*a_at, b_uid).has_value()) << "B never reached A's old cluster";
+}
+
 // Found by the chaos harness (seed 1): a target frozen past workerLostTimeout
 // whose job finished within its lease (the source renews for a while after
 // it went silent). The source gave the copy up as lost, but nothing else

@@ -134,6 +134,7 @@ TEST_F(StoreTest, AStatusUpdateWritesEveryChangingFieldAndKeepsTheSpec) {
   changed.restarts = 2;
   changed.disruptions = 3;
   changed.restart_at = from_millis(4000);
+  changed.lost_copies = {{"east-key", 2, false}, {"west-key", 3, true}};
   ASSERT_TRUE(store->update_workload_status(changed).is_ok());
   auto loaded = open()->load_workloads();
   ASSERT_TRUE(loaded.is_ok());
@@ -157,6 +158,7 @@ TEST_F(StoreTest, AStatusUpdateWritesEveryChangingFieldAndKeepsTheSpec) {
   EXPECT_EQ(got.restarts, changed.restarts);
   EXPECT_EQ(got.disruptions, changed.disruptions);
   EXPECT_EQ(got.restart_at, changed.restart_at);
+  EXPECT_EQ(got.lost_copies, changed.lost_copies);
   EXPECT_EQ(got.created_at, sample_workload().created_at);
 }
 
@@ -264,6 +266,24 @@ TEST_F(StoreTest, NewerSchemaThanThisBuildIsRefused) {
   auto store = SqliteStore::open(path_);
   ASSERT_FALSE(store.is_ok());
   EXPECT_NE(store.status().message().find("newer"), std::string::npos);
+}
+
+TEST_F(StoreTest, AMalformedLostCopyListIsRefusedNamingTheWorkload) {
+  {
+    auto store = open();
+    ASSERT_TRUE(store->put_workload(sample_workload()).is_ok());
+  }
+  {
+    auto db = Database::open(path_);
+    ASSERT_TRUE(db.is_ok());
+    ASSERT_TRUE((*db)->execute("UPDATE workloads SET lost_copies = '[{\"target\": 1}]'").is_ok());
+  }
+  auto loaded = open()->load_workloads();
+  ASSERT_FALSE(loaded.is_ok());
+  EXPECT_NE(loaded.status().message().find("lost copy"), std::string::npos)
+      << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find(sample_workload().uid), std::string::npos)
+      << loaded.status().message();
 }
 
 // RLIMIT_FSIZE makes every write past the first byte of any file fail
