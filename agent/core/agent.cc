@@ -409,7 +409,7 @@ Status Agent::finish_batch() {
 
 void Agent::batch_committed() { target_.launch_bound(); }
 
-TimePoint Agent::next_deadline() const {
+TimePoint Agent::next_deadline() {
   Duration heartbeat = context_.config().heartbeat_interval;
   TimePoint next = last_heartbeat_ + heartbeat / 2;  // the next heartbeat pass
   // A tick at least every half heartbeat, idle or not: a gap of a whole
@@ -428,7 +428,7 @@ Status Agent::end_control() {
   return finish_batch();
 }
 
-std::string Agent::broken_invariant() const {
+std::string Agent::broken_invariant() {
   for (auto [part, broken] : {std::pair{"peers", peers_.broken_invariant()},
                               std::pair{"invitations", invitations_.broken_invariant()},
                               std::pair{"target", target_.broken_invariant()},

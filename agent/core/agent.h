@@ -178,12 +178,12 @@ class Agent {
   void batch_committed();
   // When tick() next has something to do; the runtime may sleep until then
   // unless a message or request arrives. At most a heartbeat away.
-  TimePoint next_deadline() const;
+  TimePoint next_deadline();
 
   // Cross-checks every part's invariants (the simulations call it after
   // every step): "" while all hold, else the part and the first broken one.
-  std::string broken_invariant() const;
-  bool check_invariants() const { return broken_invariant().empty(); }
+  std::string broken_invariant();
+  bool check_invariants() { return broken_invariant().empty(); }
 
   // The first failed store write since start, if any: the runtime must not
   // commit or send after one (it rolls back and rebuilds the agent from the

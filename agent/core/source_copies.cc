@@ -9,15 +9,7 @@
 namespace shoal::core {
 
 void SourceRole::tick(TimePoint now, bool local_room_freed) {
-  // What a message touched since next_deadline() last read it is due now
-  // for all we know: visited by this tick. Whatever the tick itself
-  // touches is refiled by next_deadline().
-  for (const std::string& uid : touched_since_tick_) {
-    auto found = awake_.find(uid);
-    if (found != awake_.end()) file_key(uid, found->second, TimePoint::min());
-  }
-  touched_since_tick_.clear();
-  touched_due_ = TimePoint::max();
+  due_.start_tick();
   if (local_room_freed) {
     // Room freed in our own cluster: pending work that fits tries again now.
     for (auto it = room_waiters_.begin(); it != room_waiters_.end();) {
@@ -47,18 +39,8 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   }
 }
 
-TimePoint SourceRole::next_deadline() const {
-  for (const std::string& uid : touched_since_tick_) {
-    auto found = workloads_.find(uid);
-    if (found == workloads_.end()) continue;
-    if (awake_.count(uid)) {
-      refile(uid, found->second);
-    } else {
-      touched_due_ = std::min(touched_due_, due_at(found->second));
-    }
-  }
-  touched_since_tick_.clear();
-  TimePoint next = std::min({earliest_awake_due(), next_lost_check_, touched_due_});
+TimePoint SourceRole::next_deadline() {
+  TimePoint next = due_.next_deadline();
   if (!parked_.empty()) next = std::min(next, parked_.begin()->first);
   // An issuer not yet in the digests' plan: its first DIGEST is due now.
   if (invitations_.issuers().size() != digest_issuers_seen_) return TimePoint::min();
@@ -69,7 +51,7 @@ void SourceRole::greet_target(const std::string& target) {
   targets_[target].last_digest_sent = TimePoint{};
   // Its copies' leases count as unrenewed from now: worker-lost handling
   // of them may come due earlier (due_at).
-  touch_won_by(target);
+  due_.touch_watching(target);
   if (invitations_.issuers().count(target)) next_digest_due_ = TimePoint::min();
 }
 
@@ -77,19 +59,11 @@ void SourceRole::heard_from(const std::string& peer, Duration silence) {
   // Silent for less, it was renewable all along, so in the plan already.
   if (may_renew_after(silence)) return;
   // Renewable again: an APPROVE it is owed may be re-sent now (due_at).
-  touch_won_by(peer);
+  due_.touch_watching(peer);
   if (!invitations_.issuers().count(peer)) return;
   auto target = targets_.find(peer);
   TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
   next_digest_due_ = std::min(next_digest_due_, last_sent + digest_interval());
-}
-
-// Mirrors drive_source_workload: each time here is one at which that
-// function acts (the simulation checks that a tick leaves no deadline due).
-TimePoint SourceRole::due_at(const SourceWorkload& workload, ResendBound bound) const {
-  TimePoint due = own_due_at(workload, bound);
-  if (const std::string* winner = watched_winner(workload)) due = std::min(due, worker_lost_at(*winner));
-  return due;
 }
 
 const std::string* SourceRole::watched_winner(const SourceWorkload& workload) const {
@@ -114,6 +88,8 @@ TimePoint SourceRole::worker_lost_at(const std::string& winner) const {
   return std::max(silent_enough, fenced);
 }
 
+// Mirrors drive_source_workload: each time here is one at which that
+// function acts (the simulation checks that a tick leaves no deadline due).
 TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bound) const {
   const store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
@@ -430,126 +406,47 @@ void SourceRole::send_digests(TimePoint now) {
   }
 }
 
-void SourceRole::touch_won_by(const std::string& peer) {
-  auto watched = watched_by_winner_.find(peer);
-  if (watched == watched_by_winner_.end()) return;
-  touched_since_tick_.insert(watched->second.begin(), watched->second.end());
-}
-
 void SourceRole::silences_restarted() {
-  for (const auto& [winner, uids] : watched_by_winner_) touched_since_tick_.insert(uids.begin(), uids.end());
+  due_.touch_all_watching();
   // A target silent too long to renew may be renewable again.
   next_digest_due_ = TimePoint::min();
-}
-
-void SourceRole::wake(const std::string& uid) {
-  auto [found, added] = awake_.try_emplace(uid, Awake{TimePoint::min(), ""});
-  if (added) {
-    front_checked_ = false;
-    awake_by_key_.emplace(TimePoint::min(), uid);
-  } else {
-    file_key(uid, found->second, TimePoint::min());
-  }
-}
-
-void SourceRole::sleep(const std::string& uid) {
-  auto found = awake_.find(uid);
-  if (found == awake_.end()) return;
-  front_checked_ = false;
-  awake_by_key_.erase({found->second.key, uid});
-  unwatch(uid, found->second.watched);
-  awake_.erase(found);
-}
-
-void SourceRole::file_key(const std::string& uid, Awake& awake, TimePoint key) const {
-  if (awake.key == key) return;
-  front_checked_ = false;
-  awake_by_key_.erase({awake.key, uid});
-  awake.key = key;
-  awake_by_key_.emplace(key, uid);
-}
-
-void SourceRole::unwatch(const std::string& uid, const std::string& winner) const {
-  if (winner.empty()) return;
-  auto watched = watched_by_winner_.find(winner);
-  watched->second.erase(uid);
-  if (watched->second.empty()) watched_by_winner_.erase(watched);
-}
-
-void SourceRole::refile(const std::string& uid, const SourceWorkload& workload) const {
-  Awake& awake = awake_.at(uid);
-  file_key(uid, awake, own_due_at(workload));
-  const std::string* winner = watched_winner(workload);
-  if (winner) next_lost_check_ = std::min(next_lost_check_, worker_lost_at(*winner));
-  std::string_view watched = winner ? std::string_view(*winner) : std::string_view();
-  if (awake.watched == watched) return;
-  unwatch(uid, awake.watched);
-  awake.watched = std::string(watched);
-  if (!watched.empty()) watched_by_winner_[awake.watched].insert(uid);
-}
-
-TimePoint SourceRole::earliest_awake_due() const {
-  // Refile the front under its own due time until the front already is:
-  // then every other key, no later than its own due time, is no earlier
-  // than the front's, and the front's is the earliest. Each round refiles
-  // one workload under its due time, so this ends.
-  // Until the entries change, the front stays exact (or early, when its due
-  // time moved later): most envelopes touch no workload, and the check
-  // is a lookup.
-  while (!awake_by_key_.empty() && !front_checked_) {
-    auto [key, uid] = *awake_by_key_.begin();
-    auto found = workloads_.find(uid);
-    if (found == workloads_.end()) break;  // forgotten in this tick: visited, then dropped
-    if (key != TimePoint::min() && own_due_at(found->second) == key) break;
-    refile(uid, found->second);
-    if (awake_by_key_.begin()->first == key && awake_by_key_.begin()->second == uid) break;
-  }
-  front_checked_ = true;
-  return awake_by_key_.empty() ? TimePoint::max() : awake_by_key_.begin()->first;
-}
-
-void SourceRole::plan_lost_check() const {
-  next_lost_check_ = TimePoint::max();
-  for (const auto& [winner, uids] : watched_by_winner_) {
-    next_lost_check_ = std::min(next_lost_check_, worker_lost_at(winner));
-  }
 }
 
 void SourceRole::drive_source_workloads(TimePoint now) {
   // Only the awake whose time has come, in uid order: a finished workload
   // with nothing left to retry or delete sleeps until something wakes it,
   // so an idle agent does not walk its history on every tick, and one not
-  // yet due is not visited either (awake_).
-  std::vector<std::string> due;
-  for (auto it = awake_by_key_.begin(); it != awake_by_key_.end() && it->first <= now; ++it) {
-    due.push_back(it->second);
-  }
-  bool lost_check = next_lost_check_ <= now;
-  if (lost_check) {
-    for (const auto& [winner, uids] : watched_by_winner_) {
-      if (worker_lost_at(winner) <= now) due.insert(due.end(), uids.begin(), uids.end());
-    }
-  }
-  std::sort(due.begin(), due.end());
-  due.erase(std::unique(due.begin(), due.end()), due.end());
+  // yet due is not visited either (DueIndex).
+  DueIndex::Visits visits = due_.due(now);
   std::vector<std::string> deleted;
-  for (const std::string& uid : due) {
+  for (const std::string& uid : visits.uids) {
     auto found = workloads_.find(uid);
     if (found == workloads_.end()) {
-      sleep(uid);
+      due_.sleep(uid);
       continue;
     }
     SourceWorkload& workload = found->second;
     size_t deleted_before = deleted.size();
     drive_source_workload(uid, workload, now, deleted);
     if (is_quiet(workload)) {
-      sleep(uid);
-    } else if (deleted.size() == deleted_before && awake_.count(uid)) {
-      refile(uid, workload);
+      due_.sleep(uid);
+    } else if (deleted.size() == deleted_before) {
+      due_.refile(uid);
     }
   }
   for (const auto& uid : deleted) forget_workload(uid);
-  if (lost_check) plan_lost_check();
+  due_.finish_visits(visits);
+}
+
+std::optional<TimePoint> SourceRole::own_due(const std::string& uid, ResendBound bound) const {
+  auto found = workloads_.find(uid);
+  if (found == workloads_.end()) return std::nullopt;
+  return own_due_at(found->second, bound);
+}
+
+const std::string* SourceRole::watched(const std::string& uid) const {
+  auto found = workloads_.find(uid);
+  return found == workloads_.end() ? nullptr : watched_winner(found->second);
 }
 
 bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint now) {

@@ -39,7 +39,7 @@ void SourceRole::load(std::vector<store::WorkloadRecord> records) {
     } else {
       copies_[workload.record.parent].push_back(workload.record.uid);
     }
-    wake(workload.record.uid);
+    due_.wake(workload.record.uid);
     if (workload.record.phase == model::Phase::kPending) room_waiters_.insert(workload.record.uid);
     auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
     count(stored);
@@ -53,8 +53,8 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   Status written = context_.store().update_workload_status(record);
   if (written.code() == ErrorCode::kNotFound) written = context_.store().put_workload(record);
   context_.note_store(written);
-  wake(record.uid);
-  touched_since_tick_.insert(record.uid);
+  due_.wake(record.uid);
+  due_.touch(record.uid);
   if (watched_changes_) watched_changes_->insert(record.parent.empty() ? record.uid : record.parent);
   auto it = workloads_.find(record.uid);
   if (it != workloads_.end()) {
@@ -103,13 +103,13 @@ std::vector<protocol::NamespaceCapacity> SourceRole::capacity_of(const std::stri
   return out;
 }
 
-std::string SourceRole::broken_invariant() const {
+std::string SourceRole::broken_invariant() {
   for (const auto& [uid, workload] : workloads_) {
     if (uid != workload.record.uid) return "a workload is filed under another uid";
     if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
       return "a Pending workload has a winner";
     }
-    if (!is_quiet(workload) && !awake_.count(uid)) {
+    if (!is_quiet(workload) && !due_.is_awake(uid)) {
       return "a workload with something due is not awake";
     }
     // A parked workload is woken by its entry in parked_.
@@ -174,42 +174,10 @@ std::string SourceRole::broken_invariant() const {
   if (by_phase != count_by_phase_ || started != count_started_ || parked != parked_.size()) {
     return "the kept counts differ from a recount";
   }
-  // Neither next_deadline() nor an awake workload's key is later than its
-  // due time (own_due_at for the key), nor next_lost_check_ later than its
-  // winner's worker-lost time: a tick visits it once one of those has
-  // come. What moves one earlier touches it (refiled then), except a
-  // peer's acknowledgement ending a flow-control hold, which may bring a
-  // resend forward to no later than the key (kLatest).
+  // The due-time index keeps its contract against our due times
+  // (due_index.h).
   TimePoint deadline = next_deadline();
-  if (awake_by_key_.size() != awake_.size()) return "awake_by_key_ does not file each awake workload once";
-  size_t watched = 0;
-  for (const auto& [winner, uids] : watched_by_winner_) watched += uids.size();
-  for (const auto& [uid, awake] : awake_) {
-    auto it = workloads_.find(uid);
-    if (it == workloads_.end()) return "an awake workload is not stored";
-    if (!awake_by_key_.count({awake.key, uid})) return "awake_by_key_ does not file an awake workload under its key";
-    if (due_at(it->second, ResendBound::kLatest) < deadline) {
-      return "next_deadline() is later than an awake workload's due time";
-    }
-    if (own_due_at(it->second, ResendBound::kLatest) < awake.key) {
-      return "an awake workload is filed under a key later than it is due";
-    }
-    const std::string* winner = watched_winner(it->second);
-    if ((winner ? *winner : std::string()) != awake.watched) {
-      return "an awake workload is not filed under the winner it watches";
-    }
-    if (!awake.watched.empty()) {
-      --watched;
-      auto of_winner = watched_by_winner_.find(awake.watched);
-      if (of_winner == watched_by_winner_.end() || !of_winner->second.count(uid)) {
-        return "watched_by_winner_ does not file an awake workload under its winner";
-      }
-      if (worker_lost_at(awake.watched) < next_lost_check_) {
-        return "next_lost_check_ is later than a watched winner's worker-lost time";
-      }
-    }
-  }
-  if (watched != 0) return "watched_by_winner_ files a workload that is not awake";
+  if (std::string broken = due_.broken_invariant(deadline); !broken.empty()) return broken;
   // The copies of a group, finished ones included, are placed on different
   // clusters.
   for (const auto& [group_uid, copy_uids] : copies_) {
@@ -422,8 +390,8 @@ void SourceRole::forget_workload(const std::string& uid) {
     std::erase(copies_[parent], uid);
     // A deleting group goes once its last copy has: due now, so touched
     // (in a tick, the group may have been driven before this copy went).
-    wake(parent);
-    touched_since_tick_.insert(parent);
+    due_.wake(parent);
+    due_.touch(parent);
   }
   if (it->second.waiting_ticket) {
     waiting_.erase({-int64_t{it->second.record.spec.priority}, it->second.waiting_ticket, uid});
@@ -434,7 +402,7 @@ void SourceRole::forget_workload(const std::string& uid) {
   expect_at(it->second, "");
   if (!it->second.counted_at.empty()) targets_[it->second.counted_at].ours -= 1;
   workloads_.erase(it);
-  sleep(uid);
+  due_.sleep(uid);
 }
 
 void SourceRole::count(SourceWorkload& workload) {
@@ -508,7 +476,7 @@ WorkloadCounts SourceRole::workload_counts() const {
   counts.by_phase = count_by_phase_;
   for (size_t in_phase : count_by_phase_) counts.total += in_phase;
   counts.started = count_started_;
-  counts.awake = awake_.size();
+  counts.awake = due_.awake_count();
   counts.parked = parked_.size();
   return counts;
 }

@@ -125,8 +125,8 @@ bool SourceRole::admit_waiting() {
     waiting_.erase(waiting_.begin());
     SourceWorkload& workload = workloads_.at(uid);
     workload.waiting_ticket = 0;
-    wake(uid);
-    touched_since_tick_.insert(uid);
+    due_.wake(uid);
+    due_.touch(uid);
     start_round(workload);  // takes a slot, or ends Pending (no target can take it)
     started = true;
   }
@@ -301,7 +301,7 @@ void SourceRole::unpark(SourceWorkload& workload) {
   if (workload.parked_until == TimePoint{}) return;
   parked_.erase({workload.parked_until, workload.record.uid});
   workload.parked_until = TimePoint{};
-  wake(workload.record.uid);
+  due_.wake(workload.record.uid);
 }
 
 void SourceRole::wake_parked(TimePoint now) {
@@ -315,7 +315,7 @@ void SourceRole::wake_parked(TimePoint now) {
     auto found = workloads_.find(uid);
     if (found == workloads_.end() || found->second.parked_until != at) continue;  // stale
     found->second.parked_until = TimePoint{};
-    wake(uid);
+    due_.wake(uid);
     ++woken;
   }
 }
@@ -339,7 +339,7 @@ Duration SourceRole::backoff(int doublings) const {
 SourceRole::SourceWorkload* SourceRole::find_source_workload(const std::string& uid) {
   auto it = workloads_.find(uid);
   if (it == workloads_.end()) return nullptr;
-  touched_since_tick_.insert(uid);  // a message for it may change when it is due
+  due_.touch(uid);  // a message for it may change when it is due
   return &it->second;
 }
 
@@ -351,8 +351,8 @@ void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id,
   if (pending != workload.cancels.end() && pending->second.epoch >= epoch) return;
   TimePoint now = clock_.now();
   workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
-  wake(workload.record.uid);
-  touched_since_tick_.insert(workload.record.uid);
+  due_.wake(workload.record.uid);
+  due_.touch(workload.record.uid);
   send(peer_id, protocol::Cancel{workload.record.uid, epoch});
 }
 
@@ -411,7 +411,7 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
     auto room = advertised_room(advertised->second, record.spec.queue);
     if (room && room->second.fits(record.spec.resources) && room->first.fits(record.spec.total())) {
       workload.next_round_at = std::min(workload.next_round_at, clock_.now());
-      touched_since_tick_.insert(uid);
+      due_.touch(uid);
     }
   }
 }
@@ -522,8 +522,8 @@ bool SourceRole::decide_readied() {
     // woken for it).
     if (waits_for_preferred(workload, clock_.now())) {
       unpark(workload);
-      wake(uid);
-      touched_since_tick_.insert(uid);
+      due_.wake(uid);
+      due_.touch(uid);
       continue;
     }
     std::string why = "first READY of epoch " + std::to_string(record.epoch);

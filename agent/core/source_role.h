@@ -24,13 +24,14 @@
 #include <vector>
 
 #include "agent/core/context.h"
+#include "agent/core/due_index.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
 #include "agent/placement/engine.h"
 
 namespace shoal::core {
 
-class SourceRole {
+class SourceRole : private DueIndex::Times {
  public:
   SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations);
 
@@ -81,8 +82,9 @@ class SourceRole {
   // there was any; the router calls it when the batch ends (finish_batch),
   // so READYs from different targets read in one loop iteration compete.
   bool decide_readied();
-  // The earliest time tick() has something to do.
-  TimePoint next_deadline() const;
+  // The earliest time tick() has something to do (brings the due-time
+  // index up to date with what was touched since).
+  TimePoint next_deadline();
 
   // Views.
   std::vector<store::WorkloadRecord> workloads() const;
@@ -116,7 +118,7 @@ class SourceRole {
   // anything left to do is visited by the timers; a group's copies sit on
   // different clusters.
   // "" while every invariant holds, else the first broken one.
-  std::string broken_invariant() const;
+  std::string broken_invariant();
 
  private:
   enum class CandidateState { kSent, kReady, kRejected };
@@ -334,16 +336,10 @@ class SourceRole {
   // target: takes the best READY and returns true.
   bool decide_after_preferred_wait(SourceWorkload& workload, TimePoint now);
   static bool has_ready(const SourceWorkload& workload);
-  // When drive_source_workload next has something to do for it.
-  // With kLatest, every resend as late as flow control may have held it
-  // (Context::latest_resend_at): a peer's acknowledgement can end a hold and
-  // move a resend earlier without touching the workload, so a deadline
-  // computed before it is a lower bound of that, not of the current value
-  // (the invariant check uses kLatest; TargetRole's does the same).
-  enum class ResendBound { kNow, kLatest };
-  TimePoint due_at(const SourceWorkload& workload, ResendBound bound = ResendBound::kNow) const;
-  // due_at() is the earlier of these two. The workload's own due time:
-  // everything but worker-lost handling.
+  // When drive_source_workload next has something to do for it: the
+  // earlier of these two. The workload's own due time: everything but
+  // worker-lost handling.
+  using ResendBound = DueIndex::ResendBound;
   TimePoint own_due_at(const SourceWorkload& workload, ResendBound bound = ResendBound::kNow) const;
   // The remote winner whose silence the workload waits on (worker-lost
   // handling), or null.
@@ -387,50 +383,13 @@ class SourceRole {
 
   std::map<std::string, SourceWorkload> workloads_;  // by uid
   // The workloads the timers visit: every one that is not quiet
-  // (is_quiet). A change (persist) or an owed CANCEL wakes one. A tick
-  // visits those whose time has come, not all of them: a source with
-  // hundreds awake walked them all on every envelope it read (a quarter of
-  // a 1,000-agent simulation's hour). Each is filed under
-  //  - a key no later than its own due time (own_due_at): the time when
-  //    last computed (visited, touched, or met at the front by
-  //    next_deadline). An own due time moves earlier only through a touch
-  //    (refiled then) or a flow-control hold ending, which brings it no
-  //    earlier than its latest bound (ResendBound::kLatest). One that moves
-  //    later leaves its key early: visited for nothing once, refiled;
-  //  - the winner it watches (watched_winner), if any: all of a winner's
-  //    are visited once worker_lost_at() has come for it, and
-  //    next_lost_check_ is no later than that for any winner watched.
-  // Mutable: next_deadline() refiles what it reads (a cache, as
-  // touched_due_).
-  struct Awake {
-    TimePoint key;
-    std::string watched;  // winner, or ""
-  };
-  mutable std::map<std::string, Awake> awake_;  // by uid
-  mutable std::set<std::pair<TimePoint, std::string>> awake_by_key_;
-  mutable std::map<std::string, std::set<std::string>> watched_by_winner_;
-  mutable TimePoint next_lost_check_ = TimePoint::max();
-  // Whether the front of awake_by_key_ was refiled under its own due time
-  // since the entries last changed (earliest_awake_due).
-  mutable bool front_checked_ = false;
-  // Awake from now on, visited by the next tick whatever its due time.
-  void wake(const std::string& uid);
-  // Quiet: no longer visited.
-  void sleep(const std::string& uid);
-  void file_key(const std::string& uid, Awake& awake, TimePoint key) const;
-  // Drops uid from the workloads `winner` is watched for ("": none).
-  void unwatch(const std::string& uid, const std::string& winner) const;
-  // Files an awake workload under its own due time and watched winner.
-  void refile(const std::string& uid, const SourceWorkload& workload) const;
-  // Touches the awake workloads this peer won: what the role knows of the
-  // peer changed in a way that may bring their due times earlier.
-  void touch_won_by(const std::string& peer);
-  // The earliest own due time of the awake: the front key, once the front
-  // is refiled under its own due time (and so all keys no later than theirs).
-  TimePoint earliest_awake_due() const;
-  // Sets next_lost_check_ to the earliest worker_lost_at() of the winners
-  // watched (each is looked up, so only when the plan has come).
-  void plan_lost_check() const;
+  // (is_quiet). A change (persist) or an owed CANCEL wakes one; a tick
+  // visits those whose time has come, not all of them.
+  DueIndex due_{*this};
+  // DueIndex::Times: the due times it files by.
+  std::optional<TimePoint> own_due(const std::string& uid, ResendBound bound) const override;
+  const std::string* watched(const std::string& uid) const override;
+  TimePoint lost_at(const std::string& winner) const override { return worker_lost_at(winner); }
   // Pending workloads that room somewhere may help now: woken at once when
   // room frees at home or a target advertises it. Not those whose every
   // candidate waits in its target's queue ("NoCapacity:", waits_in_every_queue):
@@ -456,16 +415,6 @@ class SourceRole {
   bool admitting_ = false;  // admit_waiting() is on the stack
   // Workloads without a winner that got a READY in this batch (decide_readied).
   std::set<std::string> readied_;
-  // The workloads touched since the last tick (changed, cancelled at, or
-  // handed a message), whose due times are computed afresh: deadlines only
-  // move earlier through such a touch. next_deadline() refiles the awake
-  // ones (awake_) and folds the others into touched_due_ as it reads them
-  // (a cache: a loop iteration asks once per batch, and 20,000 submitted
-  // at once were walked on every ask until the next tick). A fold may
-  // keep a time that a later change moved on: the tick then comes early,
-  // which is harmless; it never comes late.
-  mutable TimePoint touched_due_ = TimePoint::max();
-  mutable std::set<std::string> touched_since_tick_;
   // The earliest DIGEST due, as of the last tick (send_digests), so that
   // next_deadline() need not walk every issuer after every step. Between
   // ticks a digest comes due earlier only by a greeting (greet_target), by
