@@ -86,12 +86,12 @@ SimAgent& Federation::add_agent(model::ClusterSpec spec, uint32_t org, Duration 
   return ref;
 }
 
-void Federation::boot(SimAgent& agent) {
+bool Federation::build(SimAgent& agent) {
   auto cluster = cluster::make_sim_cluster(agent.cluster_spec);
   if (!cluster.is_ok()) {
     engine_findings_.push_back(agent.name +
                                ": its cluster spec is refused: " + cluster.status().message());
-    return;
+    return false;
   }
   agent.cluster = std::move(cluster).value();
   agent.rng = std::make_unique<SeededRng>(mix(mix(options_.seed, agent.index), agent.boots));
@@ -109,12 +109,56 @@ void Federation::boot(SimAgent& agent) {
                                     *agent.store, *agent.cluster, *agent.rng, nullptr, signatures);
   ++agent.boots;
   agent.ticked_since_boot = false;
+  agent.wake_at = TimePoint::max();
+  return true;
+}
+
+void Federation::boot(SimAgent& agent) {
+  if (!build(agent)) return;
   step(agent, [&] {
     Status started = agent.agent->start();
-    if (!started.is_ok()) {
+    // A failing disk is the store's fault to model (run_step), not a finding.
+    if (!started.is_ok() && started.code() != ErrorCode::kStorage) {
       engine_findings_.push_back(agent.name + ": start failed: " + started.message());
     }
   });
+}
+
+void Federation::enter_read_only(SimAgent& agent) {
+  ++stats_.read_only;
+  agent.read_only = true;
+  if (!build(agent)) return;
+  Status loaded = core::load_read_only(*agent.agent, *agent.store, *agent.transport);
+  if (!loaded.is_ok()) {
+    engine_findings_.push_back(agent.name + ": its committed state cannot be loaded: " +
+                               loaded.message());
+  }
+  uint32_t boots = agent.boots;
+  at(clock_.now() + kStorageProbeInterval, [this, &agent, boots] { probe_store(agent, boots); });
+}
+
+void Federation::probe_store(SimAgent& agent, uint32_t boots) {
+  // Crashed (and perhaps restarted) since: that boot probes for itself.
+  if (!agent.up() || !agent.read_only || agent.boots != boots) return;
+  if (agent.frozen || !agent.store->probe_write().is_ok()) {
+    at(clock_.now() + kStorageProbeInterval, [this, &agent, boots] { probe_store(agent, boots); });
+    return;
+  }
+  agent.read_only = false;
+  boot(agent);
+  if (!agent.up() || agent.read_only) return;
+  // What waited in its socket is read now, then its timers run.
+  auto held = std::move(held_[agent.index]);
+  held_.erase(agent.index);
+  for (const auto& bytes : held) {
+    if (agent.up() && !agent.read_only) deliver(agent, *bytes);
+  }
+  if (agent.up() && !agent.read_only) {
+    agent.ticked_since_boot = true;
+    StepEffects effects;
+    run_step(agent, [&] { tick_until_idle(agent, effects); }, effects);
+    apply(agent, effects);
+  }
 }
 
 Status Federation::invite(SimAgent& target, SimAgent& source,
@@ -207,7 +251,7 @@ void Federation::finish_control(uint32_t slot, bool ran) {
 }
 
 bool Federation::control(SimAgent& agent, const std::function<void(core::Agent&)>& request) {
-  if (!agent.up() || agent.frozen) return false;
+  if (!agent.up() || agent.paused()) return false;
   step(agent, [&] { request(*agent.agent); });
   return true;
 }
@@ -238,7 +282,13 @@ void Federation::run_step(SimAgent& agent, const std::function<void()>& work,
     return;
   }
   if (batch.end == core::BatchEnd::kRolledBack) {
-    effects.findings.push_back(agent.name + ": a batch did not commit: " + batch.why.message());
+    // Only a failing disk may refuse a batch (never on a helper thread:
+    // run_instant keeps an agent whose store fails on the caller's).
+    if (batch.why.code() == ErrorCode::kStorage && agent.store->failing()) {
+      enter_read_only(agent);
+    } else {
+      effects.findings.push_back(agent.name + ": a batch did not commit: " + batch.why.message());
+    }
     return;
   }
   for (auto& [to, wire] : agent.transport->sent) {
@@ -336,6 +386,7 @@ void Federation::crash(SimAgent& agent) {
   agent.transport.reset();
   agent.rng.reset();
   agent.frozen = false;
+  agent.read_only = false;
   agent.wake_at = TimePoint::max();
   held_.erase(agent.index);
 }
@@ -349,7 +400,7 @@ void Federation::restart(SimAgent& agent) {
 void Federation::thaw(SimAgent& agent) {
   if (!agent.frozen) return;
   agent.frozen = false;
-  if (!agent.up()) return;
+  if (!agent.up() || agent.read_only) return;  // read-only: its probe starts it again
   auto held = std::move(held_[agent.index]);
   held_.erase(agent.index);
   for (const auto& bytes : held) {
@@ -405,9 +456,9 @@ void Federation::run_instant(const std::vector<Event>& events) {
   // step and every one before it is done: any thread count makes the same
   // run, and the helpers keep stepping while this thread applies.
   //
-  // An agent that is down, frozen or about to crash (whose step changes the
-  // world: held messages, a restart) runs on this thread instead, at its
-  // events' places.
+  // An agent that is down, frozen, read-only, about to crash or over a
+  // failing store (whose step changes the world: held messages, a restart,
+  // a probe) runs on this thread instead, at its events' places.
   effects_.resize(std::max(effects_.size(), events.size()));
   in_lane_.assign(events.size(), 0);
   size_t lanes = 0;
@@ -415,7 +466,7 @@ void Federation::run_instant(const std::vector<Event>& events) {
     lane_of_.resize(agents_.size(), kNoLane);
     for (size_t i = 0; i < events.size(); ++i) {
       const SimAgent& agent = *agents_[events[i].agent];
-      if (!agent.up() || agent.frozen || agent.crash_in_next_step) continue;
+      if (!agent.up() || agent.paused() || agent.crash_in_next_step || agent.store->failing()) continue;
       uint32_t& lane = lane_of_[agent.index];
       if (lane == kNoLane) {
         lane = static_cast<uint32_t>(lanes++);
@@ -465,15 +516,15 @@ void Federation::finish_event(const Event& event, size_t i) {
     apply(agent, effects_[i]);
     if (control) finish_control(event.control, effects_[i].control_ran);
     effects_[i] = StepEffects{};
-  } else if (event.kind == Event::Kind::kDeliver && agent.up() && agent.frozen) {
+  } else if (event.kind == Event::Kind::kDeliver && agent.up() && agent.paused()) {
     held_[agent.index].push_back(event.bytes);
-  } else if (agent.up() && !agent.frozen) {
+  } else if (agent.up() && !agent.paused()) {
     StepEffects now;
     run_local(event, now);
     apply(agent, now);
     if (control) finish_control(event.control, now.control_ran);
   } else if (control) {
-    finish_control(event.control, false);  // down or frozen: not run
+    finish_control(event.control, false);  // down, frozen or read-only: not run
   }
   // else: a dead process reads nothing (the message is lost) and wakes for nothing
 }

@@ -93,6 +93,12 @@ struct SimAgent {
   std::unique_ptr<core::Agent> agent;
   uint32_t boots = 0;
   bool frozen = false;  // SIGSTOP: reads and ticks nothing until thawed
+  // Its store failed a batch: as the runtime's read-only mode, rebuilt
+  // from what was committed, it reads no peer message, ticks nothing and
+  // takes no request until a probe write succeeds; then it starts again (a
+  // new boot) and reads what waited for it.
+  bool read_only = false;
+  bool paused() const { return frozen || read_only; }
   // Since its last boot: until its first tick, a restarted agent's records
   // are as old as its crash (it re-attaches its copies, then its first tick
   // takes what they did and fences lapsed leases, dated at the lease end).
@@ -152,6 +158,9 @@ class Federation {
   void restart(SimAgent& agent);
   void freeze(SimAgent& agent) { agent.frozen = true; }
   void thaw(SimAgent& agent);
+  // Its disk fails (MemoryStore::Failure) from now until set to kNone: the
+  // next batch that writes rolls back and the agent turns read-only.
+  void fail_store(SimAgent& agent, MemoryStore::Failure failure) { agent.store->set_failure(failure); }
   Network& network() { return network_; }
 
   // Pops events until the clock would pass `end` (then sets it to `end`),
@@ -176,6 +185,7 @@ class Federation {
 
   struct Stats {
     uint64_t events = 0, steps = 0, deliveries = 0, crashes = 0, restarts = 0;
+    uint64_t read_only = 0;  // times an agent turned read-only (its store failed a batch)
     // Instants whose steps went to the worker threads (several agents'
     // steps, FederationOptions::threads > 1).
     uint64_t shared_instants = 0;
@@ -237,6 +247,15 @@ class Federation {
   bool action_is_next() const;
   void boot(SimAgent& agent);
   // One runtime step of `agent`: begin, work, finish, commit, send, effects.
+  // A fresh agent over the committed store (cluster, transport, randomness
+  // and core::Agent, a new boot's); false if its cluster spec is refused.
+  bool build(SimAgent& agent);
+  // The runtime's answer to a batch the store refused: the agent is rebuilt
+  // read-only (core::load_read_only) and probes its store every
+  // kStorageProbeInterval.
+  void enter_read_only(SimAgent& agent);
+  void probe_store(SimAgent& agent, uint32_t boots);
+  static constexpr Duration kStorageProbeInterval = std::chrono::seconds(2);
   void step(SimAgent& agent, const std::function<void()>& work);
   // The step on the agent alone; its effects on the world go to `effects`.
   void run_step(SimAgent& agent, const std::function<void()>& work, StepEffects& effects);
@@ -287,7 +306,7 @@ class Federation {
   std::vector<uint32_t> free_controls_;
   uint64_t next_seq_ = 0;
   uint64_t digest_ = 0xcbf29ce484222325ull;
-  // Held for a frozen agent, in arrival order.
+  // Held for a frozen or read-only agent, in arrival order.
   std::unordered_map<uint32_t, std::vector<std::shared_ptr<const std::vector<uint8_t>>>> held_;
   std::vector<std::string> engine_findings_;
   Stats stats_;

@@ -34,10 +34,25 @@ Status MemoryStore::begin() {
   return Status::ok();
 }
 
+Status MemoryStore::refuse_write() const {
+  if (failure_ != Failure::kWrites) return Status::ok();
+  return Status(ErrorCode::kStorage, "simulated disk failure: database or disk is full");
+}
+
+Status MemoryStore::probe_write() const {
+  if (failure_ == Failure::kNone) return Status::ok();
+  return Status(ErrorCode::kStorage, "simulated disk failure: database or disk is full");
+}
+
 Status MemoryStore::commit() {
   if (!in_batch_) return internal_error("store: no batch open");
+  bool empty = undo_.empty() && pending_peer_count_ == 0;
+  // An empty batch touches no page, so even a failing disk commits it.
+  if (failure_ == Failure::kCommit && !empty) {
+    return Status(ErrorCode::kStorage, "simulated disk failure: disk I/O error at commit");
+  }
   in_batch_ = false;
-  if (undo_.empty() && pending_peer_count_ == 0)
+  if (empty)
     ++stats_.empty;
   else
     ++stats_.written;
@@ -56,6 +71,7 @@ void MemoryStore::rollback() {
 }
 
 Result<uint64_t> MemoryStore::next_boot() {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   uint64_t before = boot_;
   if (in_batch_) undo_.push_back([this, before] { boot_ = before; });
   return ++boot_;
@@ -70,6 +86,7 @@ void MemoryStore::apply_peer(const store::PeerRecord& peer) {
 }
 
 Status MemoryStore::put_peer(const store::PeerRecord& peer) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   if (!in_batch_) {
     apply_peer(peer);
   } else if (pending_peer_count_ < pending_peers_.size()) {
@@ -94,6 +111,7 @@ Result<std::vector<store::PeerRecord>> MemoryStore::load_peers() {
 }
 
 Status MemoryStore::put_invitation(const store::InvitationRecord& invitation) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   write(invitations_, std::pair{invitation.id, static_cast<int>(invitation.direction)},
         &invitation);
   return Status::ok();
@@ -106,11 +124,13 @@ Result<std::vector<store::InvitationRecord>> MemoryStore::load_invitations() {
 }
 
 Status MemoryStore::put_workload(const store::WorkloadRecord& workload) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   write(workloads_, workload.uid, &workload);
   return Status::ok();
 }
 
 Status MemoryStore::update_workload_status(const store::WorkloadRecord& workload) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   auto it = workloads_.find(workload.uid);
   if (it == workloads_.end()) return not_found("workload " + workload.uid + " is not stored");
   // As SqliteStore: what never changes after put_workload stays as stored.
@@ -130,11 +150,13 @@ Result<std::vector<store::WorkloadRecord>> MemoryStore::load_workloads() {
 }
 
 Status MemoryStore::delete_workload(const std::string& uid) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   write(workloads_, uid, static_cast<const store::WorkloadRecord*>(nullptr));
   return Status::ok();
 }
 
 Status MemoryStore::put_reservation(const store::ReservationRecord& reservation) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   write(reservations_, std::pair{reservation.source, reservation.uid}, &reservation);
   if (reservation.phase == store::ReservationPhase::kReserved) return Status::ok();
   store::RunRecord run;
@@ -154,6 +176,7 @@ Status MemoryStore::put_reservation(const store::ReservationRecord& reservation)
 }
 
 Status MemoryStore::delete_reservation(const std::string& source, const std::string& uid) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   write(reservations_, std::pair{source, uid},
         static_cast<const store::ReservationRecord*>(nullptr));
   return Status::ok();
@@ -172,6 +195,7 @@ Result<std::vector<store::RunRecord>> MemoryStore::load_runs() {
 }
 
 Status MemoryStore::append_event(const store::EventRecord& event) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
   std::deque<store::EventRecord>& events = events_[event.subject];
   events.push_back(event);
   std::optional<store::EventRecord> dropped;

@@ -27,6 +27,15 @@ class MemoryStore final : public store::Store {
   void crash() { rollback(); }
   bool in_batch() const { return in_batch_; }
 
+  // A failing disk, as SQLite reports one (disk full, read-only, I/O
+  // errors): while set, every write (kWrites) or every commit that has
+  // something to write (kCommit) answers ErrorCode::kStorage; reads go on.
+  enum class Failure { kNone, kWrites, kCommit };
+  void set_failure(Failure failure) { failure_ = failure; }
+  bool failing() const { return failure_ != Failure::kNone; }
+  // SqliteStore::probe_write's answer: whether a write would succeed now.
+  Status probe_write() const;
+
   Result<uint64_t> next_boot() override;
 
   Status put_peer(const store::PeerRecord& peer) override;
@@ -70,6 +79,10 @@ class MemoryStore final : public store::Store {
   std::map<std::tuple<int64_t, std::string, std::string>, store::RunRecord>
       runs_;  // (started, source, uid)
   std::map<std::string, std::deque<store::EventRecord>> events_;
+  // kStorage while writes fail (failure_ == kWrites).
+  Status refuse_write() const;
+
+  Failure failure_ = Failure::kNone;
   bool in_batch_ = false;
   std::vector<std::function<void()>> undo_;  // newest last
   store::CommitStats stats_;

@@ -76,6 +76,9 @@ std::string describe(const Fault& fault) {
              std::to_string(fault.link.reorder) + ")" + length;
     case Fault::Kind::kEvict:
       return out + "a" + std::to_string(fault.agent) + " evicts a copy it runs for another agent";
+    case Fault::Kind::kStoreFault:
+      return out + "a" + std::to_string(fault.agent) + "'s disk fails " +
+             (fault.at_commit ? "commits" : "writes") + length;
   }
   return out;
 }
@@ -239,6 +242,23 @@ Scenario make_scenario(const ScenarioOptions& options) {
       fault.kind = Fault::Kind::kEvict;
       fault.agent = static_cast<uint32_t>(evict_uniform(0, n - 1));
       out.faults.push_back(std::move(fault));
+    }
+    // Failing disks, about one every 15 s, from a stream of their own too.
+    if (options.store_faults) {
+      std::mt19937_64 disks(options.seed ^ 0x6469736b73ULL);
+      auto disk_uniform = [&](int64_t lo, int64_t hi) {
+        return std::uniform_int_distribution<int64_t>(lo, hi)(disks);
+      };
+      for (int64_t at = out.warmup.count() + disk_uniform(5000, 25000); at < end;
+           at += disk_uniform(5000, 25000)) {
+        Fault fault;
+        fault.at = Duration(at);
+        fault.kind = Fault::Kind::kStoreFault;
+        fault.agent = static_cast<uint32_t>(disk_uniform(0, n - 1));
+        fault.at_commit = disk_uniform(0, 1) == 1;
+        fault.length = std::min(Duration(disk_uniform(500, 6'000)), Duration(end - at));
+        out.faults.push_back(std::move(fault));
+      }
     }
     std::stable_sort(out.faults.begin(), out.faults.end(),
                      [](const Fault& a, const Fault& b) { return a.at < b.at; });

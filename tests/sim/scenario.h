@@ -46,6 +46,8 @@ struct ScenarioOptions {
   // Faults (crashes, pauses, partitions, one-way cuts, lossy links) over
   // the arrival window; everything heals at its end.
   bool faults = false;
+  // With faults: disks that fail for a while too (Fault::kStoreFault).
+  bool store_faults = true;
   Duration max_clock_skew{0};
   // Lifecycle timers in seconds instead of minutes (lease 2 s, worker lost
   // 6 s...), so that faults run their course within a short simulation.
@@ -63,7 +65,9 @@ struct TraceJob {
 struct Fault {
   // kEvict: the agent's operator deletes one copy it runs for another
   // agent (DeletedAtTarget), an end the job did not cause.
-  enum class Kind { kCrash, kCrashInStep, kFreeze, kPartition, kCut, kLossyLinks, kEvict };
+  // kStoreFault: the agent's disk refuses every write (or, with
+  // `at_commit`, every commit) for `length`; the agent turns read-only.
+  enum class Kind { kCrash, kCrashInStep, kFreeze, kPartition, kCut, kLossyLinks, kEvict, kStoreFault };
   Duration at;
   Kind kind;
   uint32_t agent = 0;          // crash, freeze, evict; cut: from
@@ -71,6 +75,7 @@ struct Fault {
   Duration length{0};          // down, frozen, cut, partitioned or lossy this long
   std::vector<uint32_t> side;  // partition: one side
   LinkFaults link;             // lossy links
+  bool at_commit = false;      // store fault: the commit fails, not the writes
 };
 std::string describe(const Fault& fault);
 

@@ -66,6 +66,7 @@ std::string replay_command(const ScenarioOptions& o, const RunOptions& r, bool r
       << format_duration(o.arrivals) << " --load " << o.load << " --sigma " << o.duration_sigma;
   if (o.mean_duration.count() > 0) out << " --mean-duration " << format_duration(o.mean_duration);
   if (o.faults) out << " --faults";
+  if (o.faults && !o.store_faults) out << " --no-store-faults";
   if (o.fast_timers) out << " --fast-timers";
   if (o.max_clock_skew.count() > 0) out << " --skew " << format_duration(o.max_clock_skew);
   if (o.dispatcher)
@@ -127,7 +128,10 @@ int main(int argc, char** argv) {
   app.add_option("--sigma", o.duration_sigma, "lognormal shape of run times")
       ->capture_default_str();
   app.add_flag("--faults", o.faults,
-               "crashes, pauses, partitions, cuts, lossy links, evictions during arrivals");
+               "crashes, pauses, partitions, cuts, lossy links, evictions and failing disks during "
+               "arrivals");
+  bool no_store_faults = false;
+  app.add_flag("--no-store-faults", no_store_faults, "with --faults: no failing disks");
   app.add_flag("--fast-timers", o.fast_timers,
                "lifecycle timers in seconds (lease 2s, worker lost 6s)");
   app.add_option("--skew", skew, "clocks differ by up to this")->capture_default_str();
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
     std::cerr << "shoal-sim: " << message << "\n";
     return 2;
   };
+  o.store_faults = !no_store_faults;
   auto parsed_graph = graph_from_name(graph);
   if (!parsed_graph) return fail("--graph: expected full, random or orgs, got '" + graph + "'");
   o.graph = *parsed_graph;
@@ -274,6 +279,7 @@ int main(int argc, char** argv) {
         {"steps", result.engine.steps},
         {"deliveries", result.engine.deliveries},
         {"crashes", result.engine.crashes},
+        {"readOnly", result.engine.read_only},
         {"evictions", result.evictions},
         {"messagesLost", result.network.dropped + result.network.dropped_by_cut},
         {"faults", scenario.faults.size()},
@@ -299,11 +305,12 @@ int main(int argc, char** argv) {
       std::printf(
           "seed %llu: %s, %d/%d succeeded (%d failed), %.0f s simulated in %.1f s, %llu "
           "deliveries, "
-          "%zu faults, peak RSS %.0f MiB, digest %016llx\n",
+          "%zu faults (%llu read-only), peak RSS %.0f MiB, digest %016llx\n",
           static_cast<unsigned long long>(o.seed), ok ? "ok" : "FAILED", result.succeeded,
           result.submitted, result.failed, static_cast<double>(result.simulated.count()) / 1000.0,
           result.wall_seconds, static_cast<unsigned long long>(result.engine.deliveries),
-          scenario.faults.size(), peak_rss_mib(), static_cast<unsigned long long>(result.digest));
+          scenario.faults.size(), static_cast<unsigned long long>(result.engine.read_only),
+          peak_rss_mib(), static_cast<unsigned long long>(result.digest));
       if (compare_ideal) {
         for (const char* who : {"shoal", "ideal"}) {
           const auto& q = run[who];

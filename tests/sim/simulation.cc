@@ -182,6 +182,12 @@ void Run::schedule_faults() {
             [this, evicted](bool) { result_.evictions += *evicted ? 1 : 0; });
         break;
       }
+      case Fault::Kind::kStoreFault: {
+        auto failure = fault.at_commit ? MemoryStore::Failure::kCommit : MemoryStore::Failure::kWrites;
+        federation_.at(at, [this, agent, failure] { federation_.fail_store(*agent, failure); });
+        federation_.at(until, [this, agent] { federation_.fail_store(*agent, MemoryStore::Failure::kNone); });
+        break;
+      }
       case Fault::Kind::kLossyLinks:
         federation_.at(at, [this, link = fault.link] { federation_.network().set_faults(link); });
         federation_.at(until, [this, link = fault.link] {
@@ -198,11 +204,11 @@ void Run::check_now() {
   Duration expiry_slack = timers.heartbeat_interval + 1s;
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> holders;
   for (auto& agent : federation_.agents()) {
-    // A frozen agent's records are as old as its pause, and a restarted
+    // A frozen or read-only agent's records are as old as its pause, and a restarted
     // one's as old as its crash until its first tick: it stops what its
     // lapsed leases covered when it wakes, dated at the lease's end
     // (docs/lifecycle.md), and the run records judge that at the end.
-    if (!agent->up() || agent->frozen || !agent->ticked_since_boot) continue;
+    if (!agent->up() || agent->paused() || !agent->ticked_since_boot) continue;
     if (options_.check_agents) {
       if (std::string broken = agent->agent->broken_invariant(); !broken.empty()) {
         report("agent invariants",

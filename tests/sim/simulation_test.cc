@@ -185,6 +185,59 @@ TEST_F(SimulationTest, AScheduledControlStepTellsWhetherItRan) {
   }
 }
 
+// A disk that refuses writes (or commits) turns the agent read-only, as the
+// runtime does: the batch that failed is rolled back whole (the request in
+// it never happened), the agent is rebuilt from what was committed and
+// takes no request; once a probe write succeeds it starts again as a new
+// boot, with everything committed before the fault.
+TEST_F(SimulationTest, AnAgentWhoseDiskFailsTurnsReadOnlyLosesNothingAndServesAgain) {
+  for (auto failure : {MemoryStore::Failure::kWrites, MemoryStore::Failure::kCommit}) {
+    Federation federation({});
+    model::ClusterSpec spec;
+    spec.name = "c0";
+    spec.queues = {{"default", 1}};
+    spec.nodes = {{"n0", {8000, 16LL << 30, 0}, {}}};
+    SimAgent& agent = federation.add_agent(spec, 0, Duration(0));
+    auto job = [](const std::string& name) {
+      model::WorkloadSpec w;
+      w.name = name;
+      w.namespace_name = "default";
+      w.resources = {1000, 1LL << 30, 0};
+      w.sim.duration = 20s;
+      return w;
+    };
+    ASSERT_TRUE(federation.control(agent, [&](core::Agent& a) { ASSERT_TRUE(a.submit({job("kept")}).is_ok()); }));
+    federation.run_until(federation.now() + 1s);
+    uint32_t boots = agent.boots;
+
+    federation.fail_store(agent, failure);
+    bool ran = federation.control(agent, [&](core::Agent& a) { (void)a.submit({job("lost")}); });
+    EXPECT_TRUE(ran) << "the step ran; its batch did not commit";
+    EXPECT_TRUE(agent.read_only);
+    EXPECT_EQ(agent.boots, boots + 1) << "rebuilt from the store";
+    EXPECT_EQ(federation.stats().read_only, 1u);
+    EXPECT_TRUE(agent.agent->find_workload("default", "kept").has_value()) << "committed: kept";
+    EXPECT_FALSE(agent.agent->find_workload("default", "lost").has_value()) << "rolled back";
+    EXPECT_FALSE(federation.control(agent, [](core::Agent&) {})) << "read-only takes no request";
+    federation.run_until(federation.now() + 5s);
+    EXPECT_TRUE(agent.read_only) << "the probe keeps failing";
+
+    federation.fail_store(agent, MemoryStore::Failure::kNone);
+    federation.run_until(federation.now() + 3s);
+    EXPECT_FALSE(agent.read_only);
+    EXPECT_EQ(agent.boots, boots + 2) << "started again as a new boot";
+    EXPECT_TRUE(federation.control(agent, [&](core::Agent& a) { EXPECT_TRUE(a.submit({job("after")}).is_ok()); }));
+    federation.run_until(federation.now() + 30s);
+    for (const char* name : {"kept", "after"}) {
+      auto record = agent.agent->find_workload("default", name);
+      ASSERT_TRUE(record.has_value()) << name;
+      EXPECT_EQ(record->phase, model::Phase::kSucceeded) << name << ": " << record->reason;
+    }
+    EXPECT_TRUE(agent.agent->check_invariants());
+    EXPECT_TRUE(federation.take_engine_findings().empty());
+  }
+}
+
 // The stand-in signature changes the bytes, never a decision: with real
 // Ed25519 signatures the same trace is placed on the same clusters at the
 // same times.
