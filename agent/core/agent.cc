@@ -20,9 +20,8 @@ Agent::Agent(AgentConfig config, crypto::Identity identity, const Clock& clock,
       context_(std::move(config), std::move(identity), clock, transport, store, cluster, rng,
                std::move(logger), peers_, signatures),
       target_(context_, peers_, invitations_),
-      source_(context_, peers_, invitations_) {
-  source_.set_local_facts([this](const std::string& ns) { return target_.own_counts(ns); });
-}
+      source_(context_, peers_, invitations_,
+              [this](const std::string& ns) { return target_.own_counts(ns); }) {}
 
 Agent::~Agent() = default;
 

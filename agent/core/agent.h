@@ -112,16 +112,16 @@ class Agent {
 
   // Top-level workloads (the copies of a multi-cluster workload are not listed).
   std::vector<store::WorkloadRecord> workloads() const;
-  // The same, a page at a time (SourceRole::workloads_page).
+  // The same, a page at a time (SourceBook::workloads_page).
   WorkloadPage workloads_page(const std::string& namespace_name, const std::string& after,
                               size_t limit) const {
-    return source_.workloads_page(namespace_name, after, limit);
+    return source_.book().workloads_page(namespace_name, after, limit);
   }
   // numberOfClusters > 1: the copies of group `uid`, by copy index.
   std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
-  // Watching (SourceRole::watch_changes): what changed since the last take.
-  void watch_workloads(bool on) { source_.watch_changes(on); }
-  std::vector<store::WorkloadRecord> take_workload_changes() { return source_.take_changes(); }
+  // Watching (SourceBook::watch_changes): what changed since the last take.
+  void watch_workloads(bool on) { source_.book().watch_changes(on); }
+  std::vector<store::WorkloadRecord> take_workload_changes() { return source_.book().take_changes(); }
   // Counts by phase, cheap at any size (status, benchmarks).
   WorkloadCounts workload_counts() const { return source_.workload_counts(); }
   // Every cluster this agent may place a workload of `namespace_name` and

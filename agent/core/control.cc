@@ -124,7 +124,7 @@ std::vector<InvitationView> Agent::invitations() const {
         state == InvitationState::kExpired) {
       // Replaced invitations hand their usage to the one that replaced them.
       view.usage =
-          issued ? target_.usage_of_source(view.peer_id) : source_.usage_at_target(view.peer_id);
+          issued ? target_.usage_of_source(view.peer_id) : source_.book().usage_at(view.peer_id);
     }
     view.not_before = owned.invitation.not_before;
     view.expires = owned.invitation.expires;
@@ -173,7 +173,7 @@ bool Agent::admits_connection(const std::string& peer_id) const {
   // until the token expires it could otherwise believe it Active forever.
   if (!invitations_.revocations_to_tell(peer_id, context_.now()).empty()) return true;
   // Work still in flight either way: its last statuses must get through.
-  return target_.holds_work_of(peer_id) || source_.usage_at_target(peer_id).workloads > 0;
+  return target_.holds_work_of(peer_id) || source_.book().usage_at(peer_id).workloads > 0;
 }
 
 std::vector<PeerView> Agent::peers() const {
@@ -234,7 +234,7 @@ std::vector<PeerView> Agent::peers() const {
       for (const auto& ns : invitation->namespaces) view.namespaces_accepted.push_back(ns);
     }
     view.capacity = source_.capacity_of(id);
-    view.workloads_placed = static_cast<int>(source_.usage_at_target(id).workloads);
+    view.workloads_placed = static_cast<int>(source_.book().usage_at(id).workloads);
     out.push_back(std::move(view));
   }
   return out;
@@ -348,15 +348,15 @@ Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_na
                                      offset, max_bytes);
 }
 
-std::vector<store::WorkloadRecord> Agent::workloads() const { return source_.workloads(); }
+std::vector<store::WorkloadRecord> Agent::workloads() const { return source_.book().workloads(); }
 
 std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) const {
-  return source_.copies_of(uid);
+  return source_.book().copies_of(uid);
 }
 
 std::optional<store::WorkloadRecord> Agent::find_workload(const std::string& namespace_name,
                                                           const std::string& name) const {
-  return source_.find_workload(namespace_name, name);
+  return source_.book().find_workload(namespace_name, name);
 }
 
 }  // namespace shoal::core

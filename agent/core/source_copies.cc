@@ -13,13 +13,13 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   if (local_room_freed) {
     // Room freed in our own cluster: pending work that fits tries again now.
     for (auto it = room_waiters_.begin(); it != room_waiters_.end();) {
-      auto found = workloads_.find(*it);
-      if (found == workloads_.end() || found->second.record.phase != model::Phase::kPending) {
+      SourceWorkload* found = book_.find(*it);
+      if (!found || found->record.phase != model::Phase::kPending) {
         it = room_waiters_.erase(it);
         continue;
       }
       ++it;
-      SourceWorkload& workload = found->second;
+      SourceWorkload& workload = *found;
       const auto& spec = workload.record.spec;
       if (is_group(workload)) continue;
       auto own = cluster_.capacity_for(spec.namespace_name, spec.queue);
@@ -98,8 +98,7 @@ TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bou
                                          : context_.resend_at(peer_id, last_sent, resends);
   };
   if (is_group(workload)) {
-    auto copies = copies_.find(record.uid);
-    bool last_copy_gone = copies == copies_.end() || copies->second.empty();
+    bool last_copy_gone = book_.copy_uids(record.uid).empty();
     return record.deleting && last_copy_gone ? now : TimePoint::max();
   }
   TimePoint due = TimePoint::max();
@@ -360,7 +359,7 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
   // A copy we count as bound or running there, which the target does not
   // hold — unless this snapshot was sealed before a STATUS we already took
   // from it (overtaken on the way: it may predate the copy's binding).
-  for (auto& [uid, workload] : workloads_) {
+  for (auto& [uid, workload] : book_.entries()) {
     const store::WorkloadRecord& record = workload.record;
     if (record.winner != from || held.count(uid) || record.deleting) continue;
     if (record.phase != model::Phase::kBound && record.phase != model::Phase::kRunning) continue;
@@ -394,7 +393,7 @@ void SourceRole::send_digests(TimePoint now) {
     }
     protocol::Digest digest;
     digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
-    for (const auto& [uid, workload] : workloads_) {
+    for (const auto& [uid, workload] : book_.entries()) {
       const store::WorkloadRecord& record = workload.record;
       if (record.winner == id && !model::is_finished(record.phase) && !record.deleting) {
         digest.copies.push_back({uid, record.epoch, record.spec.priority});
@@ -420,12 +419,12 @@ void SourceRole::drive_source_workloads(TimePoint now) {
   DueIndex::Visits visits = due_.due(now);
   std::vector<std::string> deleted;
   for (const std::string& uid : visits.uids) {
-    auto found = workloads_.find(uid);
-    if (found == workloads_.end()) {
+    SourceWorkload* found = book_.find(uid);
+    if (!found) {
       due_.sleep(uid);
       continue;
     }
-    SourceWorkload& workload = found->second;
+    SourceWorkload& workload = *found;
     size_t deleted_before = deleted.size();
     drive_source_workload(uid, workload, now, deleted);
     if (is_quiet(workload)) {
@@ -439,14 +438,14 @@ void SourceRole::drive_source_workloads(TimePoint now) {
 }
 
 std::optional<TimePoint> SourceRole::own_due(const std::string& uid, ResendBound bound) const {
-  auto found = workloads_.find(uid);
-  if (found == workloads_.end()) return std::nullopt;
-  return own_due_at(found->second, bound);
+  const SourceWorkload* found = book_.find(uid);
+  if (!found) return std::nullopt;
+  return own_due_at(*found, bound);
 }
 
 const std::string* SourceRole::watched(const std::string& uid) const {
-  auto found = workloads_.find(uid);
-  return found == workloads_.end() ? nullptr : watched_winner(found->second);
+  const SourceWorkload* found = book_.find(uid);
+  return found ? watched_winner(*found) : nullptr;
 }
 
 bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint now) {
@@ -488,7 +487,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
   store::WorkloadRecord& record = workload.record;
   if (is_group(workload)) {
     // Its copies do the work; it goes once the last of them has been deleted.
-    if (record.deleting && copies_[uid].empty()) deleted.push_back(uid);
+    if (record.deleting && book_.copy_uids(uid).empty()) deleted.push_back(uid);
     return;
   }
   if (record.deleting) {

@@ -9,20 +9,22 @@
 
 namespace shoal::core {
 
-SourceRole::SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations)
+SourceRole::SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations,
+                       LocalFacts local_facts)
     : context_(context),
       peers_(peers),
       invitations_(invitations),
       config_(context.config()),
       self_id_(context.self_id()),
       clock_(context.clock()),
-      cluster_(context.cluster()) {
+      cluster_(context.cluster()),
+      local_facts_(std::move(local_facts)) {
   // A copy's story is told in its group's history.
   context_.set_event_subject([this](std::string& subject, std::string& text) {
-    auto copy = workloads_.find(subject);
-    if (copy == workloads_.end() || copy->second.record.parent.empty()) return;
-    text = "copy " + std::to_string(copy->second.record.copy_index) + ": " + text;
-    subject = copy->second.record.parent;
+    const SourceWorkload* copy = book_.find(subject);
+    if (!copy || copy->record.parent.empty()) return;
+    text = "copy " + std::to_string(copy->record.copy_index) + ": " + text;
+    subject = copy->record.parent;
   });
 }
 
@@ -34,15 +36,9 @@ void SourceRole::load(std::vector<store::WorkloadRecord> records) {
     // Unfinished rounds restart with a new epoch; a persisted winner is
     // re-approved (APPROVE is idempotent at the target).
     workload.next_round_at = now;
-    if (workload.record.parent.empty()) {
-      uid_by_name_[workload.record.spec.key()] = workload.record.uid;
-    } else {
-      copies_[workload.record.parent].push_back(workload.record.uid);
-    }
     due_.wake(workload.record.uid);
     if (workload.record.phase == model::Phase::kPending) room_waiters_.insert(workload.record.uid);
-    auto& stored = workloads_.emplace(workload.record.uid, std::move(workload)).first->second;
-    count(stored);
+    SourceWorkload& stored = book_.add(std::move(workload));
     if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
   }
 }
@@ -55,14 +51,13 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   context_.note_store(written);
   due_.wake(record.uid);
   due_.touch(record.uid);
-  if (watched_changes_) watched_changes_->insert(record.parent.empty() ? record.uid : record.parent);
-  auto it = workloads_.find(record.uid);
-  if (it != workloads_.end()) {
-    unpark(it->second);
-    count(it->second);
-    follow_expectation(it->second);
+  SourceWorkload* found = book_.find(record.uid);
+  if (found) {
+    unpark(*found);
+    book_.changed(*found);
+    follow_expectation(*found);
   }
-  bool waits_for_slot = it != workloads_.end() && it->second.waiting_ticket != 0;
+  bool waits_for_slot = found && found->waiting_ticket != 0;
   if (record.phase == model::Phase::kPending && !record.deleting && !waits_for_slot) {
     room_waiters_.insert(record.uid);  // make_pending takes out what waits in queues
   } else {
@@ -76,23 +71,12 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   // Placed (a late READY won), deleted or otherwise moved on: it no longer
   // waits for a slot.
   if (record.phase != model::Phase::kPending || record.deleting) {
-    if (it != workloads_.end() && it->second.waiting_ticket) {
-      waiting_.erase({-int64_t{record.spec.priority}, it->second.waiting_ticket, record.uid});
-      it->second.waiting_ticket = 0;
+    if (found && found->waiting_ticket) {
+      waiting_.erase({-int64_t{record.spec.priority}, found->waiting_ticket, record.uid});
+      found->waiting_ticket = 0;
     }
   }
   if (!record.parent.empty()) update_group(record.parent);
-}
-
-InvitationUsage SourceRole::usage_at_target(const std::string& target) const {
-  InvitationUsage usage;
-  for (const auto& [uid, workload] : workloads_) {
-    const store::WorkloadRecord& record = workload.record;
-    if (record.winner != target || model::is_finished(record.phase)) continue;
-    usage.resources += record.spec.total();
-    usage.workloads += 1;
-  }
-  return usage;
 }
 
 std::vector<protocol::NamespaceCapacity> SourceRole::capacity_of(const std::string& target) const {
@@ -104,8 +88,10 @@ std::vector<protocol::NamespaceCapacity> SourceRole::capacity_of(const std::stri
 }
 
 std::string SourceRole::broken_invariant() {
-  for (const auto& [uid, workload] : workloads_) {
-    if (uid != workload.record.uid) return "a workload is filed under another uid";
+  if (std::string broken = book_.broken_invariant(); !broken.empty()) return broken;
+  size_t parked = 0;
+  for (const auto& [uid, workload] : book_.entries()) {
+    parked += workload.parked_until != TimePoint{};
     if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
       return "a Pending workload has a winner";
     }
@@ -147,48 +133,38 @@ std::string SourceRole::broken_invariant() {
     return "a batch ended with READYs undecided";
   }
   for (const auto& [priority, ticket, uid] : waiting_) {
-    auto it = workloads_.find(uid);
-    if (it == workloads_.end() || it->second.waiting_ticket != ticket) {
+    const SourceWorkload* found = book_.find(uid);
+    if (!found || found->waiting_ticket != ticket) {
       return "the line names a workload that is gone or holds another ticket";
     }
   }
   for (const auto& uid : placing_) {
-    if (!workloads_.count(uid)) return "placing_ names a workload that is gone";
+    if (!book_.find(uid)) return "placing_ names a workload that is gone";
   }
   // Room never wakes what waits for a slot (it would walk the whole line).
   for (const auto& uid : room_waiters_) {
-    auto it = workloads_.find(uid);
-    if (it != workloads_.end() && it->second.waiting_ticket != 0) {
+    const SourceWorkload* found = book_.find(uid);
+    if (found && found->waiting_ticket != 0) {
       return "a workload waiting for a slot also waits for room";
     }
   }
-  // The counts kept as workloads change are what a recount finds.
-  std::array<size_t, std::size(model::kPhaseNames)> by_phase{};
-  size_t started = 0, parked = 0;
-  for (const auto& [uid, workload] : workloads_) {
-    parked += workload.parked_until != TimePoint{};
-    if (!workload.record.parent.empty()) continue;
-    ++by_phase[static_cast<size_t>(workload.record.phase)];
-    started += workload.record.started_at_ms != 0;
-  }
-  if (by_phase != count_by_phase_ || started != count_started_ || parked != parked_.size()) {
-    return "the kept counts differ from a recount";
-  }
+  if (parked != parked_.size()) return "parked_ does not hold each parked workload once";
   // The due-time index keeps its contract against our due times
   // (due_index.h).
   TimePoint deadline = next_deadline();
   if (std::string broken = due_.broken_invariant(deadline); !broken.empty()) return broken;
   // The copies of a group, finished ones included, are placed on different
   // clusters.
-  for (const auto& [group_uid, copy_uids] : copies_) {
+  for (const auto& [group_uid, group] : book_.entries()) {
+    if (!is_group(group)) continue;
     std::set<std::string> winners;
-    for (const auto& copy_uid : copy_uids) {
-      auto copy = workloads_.find(copy_uid);
-      if (copy == workloads_.end() || copy->second.record.parent != group_uid) {
+    for (const auto& copy_uid : book_.copy_uids(group_uid)) {
+      const SourceWorkload* copy = book_.find(copy_uid);
+      if (!copy || copy->record.parent != group_uid) {
         return "a group's copy is gone or names another parent";
       }
-      if (copy->second.record.winner.empty()) continue;
-      if (!winners.insert(copy->second.record.winner).second) {
+      if (copy->record.winner.empty()) continue;
+      if (!winners.insert(copy->record.winner).second) {
         return "two copies of a group won the same cluster";
       }
     }
@@ -198,11 +174,9 @@ std::string SourceRole::broken_invariant() {
 
 Status SourceRole::nominate(const std::string& namespace_name, const std::string& name,
                             const std::vector<std::string>& clusters) {
-  auto uid = uid_by_name_.find(namespace_name + "/" + name);
-  if (uid == uid_by_name_.end()) {
-    return not_found("workload " + namespace_name + "/" + name + " not found");
-  }
-  SourceWorkload& workload = workloads_.at(uid->second);
+  SourceWorkload* named = book_.find_named(namespace_name + "/" + name);
+  if (!named) return not_found("workload " + namespace_name + "/" + name + " not found");
+  SourceWorkload& workload = *named;
   store::WorkloadRecord& record = workload.record;
   if (record.spec.placement.dispatcher.value_or(config_.default_dispatcher) !=
       model::Dispatcher::kExternal) {
@@ -227,9 +201,9 @@ Status SourceRole::nominate(const std::string& namespace_name, const std::string
   }
   std::vector<std::string> members = {record.uid};
   if (is_group(workload)) {
-    members = copies_[record.uid];
+    members = book_.copy_uids(record.uid);
     for (const auto& copy_uid : members) {
-      const store::WorkloadRecord& copy = workloads_.at(copy_uid).record;
+      const store::WorkloadRecord& copy = book_.find(copy_uid)->record;
       if (!copy.winner.empty() ||
           (copy.phase != model::Phase::kPending && copy.phase != model::Phase::kPlacing)) {
         return invalid_argument("workload " + record.spec.key() + " copy " +
@@ -246,7 +220,7 @@ Status SourceRole::nominate(const std::string& namespace_name, const std::string
   // A new round asks the nominees and cancels every candidate not nominated
   // any more.
   for (const auto& member_uid : members) {
-    SourceWorkload& member = workloads_.at(member_uid);
+    SourceWorkload& member = *book_.find(member_uid);
     member.record.nominations = clusters;
     persist(member.record);
     start_round(member);
@@ -256,11 +230,9 @@ Status SourceRole::nominate(const std::string& namespace_name, const std::string
 
 Status SourceRole::set_priority(const std::string& namespace_name, const std::string& name,
                                 int32_t priority) {
-  auto uid = uid_by_name_.find(namespace_name + "/" + name);
-  if (uid == uid_by_name_.end()) {
-    return not_found("workload " + namespace_name + "/" + name + " not found");
-  }
-  SourceWorkload& workload = workloads_.at(uid->second);
+  SourceWorkload* named = book_.find_named(namespace_name + "/" + name);
+  if (!named) return not_found("workload " + namespace_name + "/" + name + " not found");
+  SourceWorkload& workload = *named;
   const store::WorkloadRecord& group = workload.record;
   if (group.deleting) return invalid_argument("workload " + group.spec.key() + " is being deleted");
   if (model::is_finished(group.phase)) {
@@ -275,10 +247,10 @@ Status SourceRole::set_priority(const std::string& namespace_name, const std::st
   if (is_group(workload)) {
     workload.record.spec.priority = priority;
     persist(workload.record);
-    members = copies_[group.uid];
+    members = book_.copy_uids(group.uid);
   }
   for (const std::string& member_uid : members) {
-    SourceWorkload& member = workloads_.at(member_uid);
+    SourceWorkload& member = *book_.find(member_uid);
     store::WorkloadRecord& record = member.record;
     // Its place among ours waiting for a slot: behind those of its new
     // priority that waited before it, as a newcomer would be.
@@ -304,11 +276,9 @@ Status SourceRole::set_priority(const std::string& namespace_name, const std::st
 }
 
 Status SourceRole::delete_workload(const std::string& namespace_name, const std::string& name) {
-  auto uid = uid_by_name_.find(namespace_name + "/" + name);
-  if (uid == uid_by_name_.end()) {
-    return not_found("workload " + namespace_name + "/" + name + " not found");
-  }
-  SourceWorkload& workload = workloads_.at(uid->second);
+  SourceWorkload* named = book_.find_named(namespace_name + "/" + name);
+  if (!named) return not_found("workload " + namespace_name + "/" + name + " not found");
+  SourceWorkload& workload = *named;
   if (!workload.record.deleting) {
     std::string group_uid = workload.record.uid;
     workload.record.deleting = true;
@@ -318,17 +288,17 @@ Status SourceRole::delete_workload(const std::string& namespace_name, const std:
     record_event(group_uid, "delete requested");
     // A group goes once its last copy has gone (drive_source_workloads).
     std::vector<std::string> targets = {group_uid};
-    if (is_group(workload)) targets = copies_[group_uid];
+    if (is_group(workload)) targets = book_.copy_uids(group_uid);
     for (const auto& target_uid : targets) {
-      SourceWorkload& one = workloads_.at(target_uid);
+      SourceWorkload& one = *book_.find(target_uid);
       one.record.deleting = true;
       one.record.reason = "Deleting";
       persist(one.record);
       begin_delete(one);
       if (drive_delete(one, clock_.now())) forget_workload(target_uid);
     }
-    auto group = workloads_.find(group_uid);
-    if (group != workloads_.end() && is_group(group->second) && copies_[group_uid].empty()) {
+    SourceWorkload* group = book_.find(group_uid);
+    if (group && is_group(*group) && book_.copy_uids(group_uid).empty()) {
       forget_workload(group_uid);
     }
   }
@@ -378,124 +348,34 @@ bool SourceRole::drive_delete(SourceWorkload& workload, TimePoint now) {
 }
 
 void SourceRole::forget_workload(const std::string& uid) {
-  auto it = workloads_.find(uid);
-  if (it == workloads_.end()) return;
-  const std::string parent = it->second.record.parent;
-  record_event(uid, "deleted " + it->second.record.spec.key());
+  SourceWorkload* found = book_.find(uid);
+  if (!found) return;
+  SourceWorkload& workload = *found;
+  const std::string parent = workload.record.parent;
+  record_event(uid, "deleted " + workload.record.spec.key());
   context_.note_store(context_.store().delete_workload(uid));
-  if (parent.empty()) {
-    uid_by_name_.erase(it->second.record.spec.key());
-    copies_.erase(uid);
-  } else {
-    std::erase(copies_[parent], uid);
+  if (!parent.empty()) {
     // A deleting group goes once its last copy has: due now, so touched
     // (in a tick, the group may have been driven before this copy went).
     due_.wake(parent);
     due_.touch(parent);
   }
-  if (it->second.waiting_ticket) {
-    waiting_.erase({-int64_t{it->second.record.spec.priority}, it->second.waiting_ticket, uid});
+  if (workload.waiting_ticket) {
+    waiting_.erase({-int64_t{workload.record.spec.priority}, workload.waiting_ticket, uid});
   }
   placing_.erase(uid);
-  unpark(it->second);
-  uncount(it->second);
-  expect_at(it->second, "");
-  if (!it->second.counted_at.empty()) targets_[it->second.counted_at].ours -= 1;
-  workloads_.erase(it);
+  unpark(workload);
+  expect_at(workload, "");
+  if (!workload.counted_at.empty()) targets_[workload.counted_at].ours -= 1;
+  book_.erase(uid);
   due_.sleep(uid);
 }
 
-void SourceRole::count(SourceWorkload& workload) {
-  const store::WorkloadRecord& record = workload.record;
-  if (!record.parent.empty()) return;
-  uncount(workload);
-  ++count_by_phase_[static_cast<size_t>(record.phase)];
-  workload.counted_phase = record.phase;
-  workload.counted_started = record.started_at_ms != 0;
-  count_started_ += workload.counted_started;
-}
-
-void SourceRole::uncount(SourceWorkload& workload) {
-  if (!workload.counted_phase) return;
-  --count_by_phase_[static_cast<size_t>(*workload.counted_phase)];
-  count_started_ -= workload.counted_started;
-  workload.counted_phase.reset();
-  workload.counted_started = false;
-}
-
-void SourceRole::watch_changes(bool on) {
-  if (!on) watched_changes_.reset();
-  else if (!watched_changes_) watched_changes_.emplace();
-}
-
-std::vector<store::WorkloadRecord> SourceRole::take_changes() {
-  std::vector<store::WorkloadRecord> out;
-  if (!watched_changes_) return out;
-  for (const std::string& uid : *watched_changes_) {
-    auto it = workloads_.find(uid);
-    if (it != workloads_.end()) out.push_back(it->second.record);
-  }
-  watched_changes_->clear();
-  return out;
-}
-
-std::vector<store::WorkloadRecord> SourceRole::workloads() const {
-  std::vector<store::WorkloadRecord> out;
-  for (const auto& [uid, workload] : workloads_) {
-    if (workload.record.parent.empty()) out.push_back(workload.record);
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.spec.namespace_name, a.spec.name) <
-           std::tie(b.spec.namespace_name, b.spec.name);
-  });
-  return out;
-}
-
-WorkloadPage SourceRole::workloads_page(const std::string& namespace_name,
-                                        const std::string& after, size_t limit) const {
-  WorkloadPage page;
-  // uid_by_name_ is keyed "namespace/name" (WorkloadSpec::key): one
-  // namespace's workloads are one run of keys, and a key resumes a listing
-  // even if the workload it names is gone since.
-  std::string prefix = namespace_name.empty() ? "" : namespace_name + "/";
-  auto it = after.empty() ? uid_by_name_.lower_bound(prefix) : uid_by_name_.upper_bound(after);
-  if (!after.empty() && after < prefix) it = uid_by_name_.lower_bound(prefix);
-  for (; it != uid_by_name_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    if (page.items.size() == limit) {
-      page.next = page.items.empty() ? "" : page.items.back().spec.key();
-      break;
-    }
-    auto found = workloads_.find(it->second);
-    if (found != workloads_.end()) page.items.push_back(found->second.record);
-  }
-  return page;
-}
-
 WorkloadCounts SourceRole::workload_counts() const {
-  WorkloadCounts counts;
-  counts.by_phase = count_by_phase_;
-  for (size_t in_phase : count_by_phase_) counts.total += in_phase;
-  counts.started = count_started_;
+  WorkloadCounts counts = book_.counts();
   counts.awake = due_.awake_count();
   counts.parked = parked_.size();
   return counts;
-}
-
-std::optional<store::WorkloadRecord> SourceRole::find_workload(const std::string& namespace_name,
-                                                               const std::string& name) const {
-  auto uid = uid_by_name_.find(namespace_name + "/" + name);
-  if (uid == uid_by_name_.end()) return std::nullopt;
-  return workloads_.at(uid->second).record;
-}
-
-std::vector<store::WorkloadRecord> SourceRole::copies_of(const std::string& uid) const {
-  std::vector<store::WorkloadRecord> out;
-  auto copies = copies_.find(uid);
-  if (copies == copies_.end()) return out;
-  for (const auto& copy_uid : copies->second) out.push_back(workloads_.at(copy_uid).record);
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.copy_index < b.copy_index; });
-  return out;
 }
 
 bool SourceRole::may_place_at(const store::WorkloadRecord& record,
@@ -521,10 +401,8 @@ bool SourceRole::may_place_at(const store::WorkloadRecord& record,
 std::set<std::string> SourceRole::sibling_winners(const store::WorkloadRecord& record) const {
   std::set<std::string> taken;
   if (record.parent.empty()) return taken;
-  auto copies = copies_.find(record.parent);
-  if (copies == copies_.end()) return taken;
-  for (const auto& copy_uid : copies->second) {
-    const store::WorkloadRecord& sibling = workloads_.at(copy_uid).record;
+  for (const auto& copy_uid : book_.copy_uids(record.parent)) {
+    const store::WorkloadRecord& sibling = book_.find(copy_uid)->record;
     // A finished sibling keeps its cluster: the group promises N distinct
     // clusters for its whole life, not only among the copies still running.
     // (A copy that restarts elsewhere has cleared its winner.) So does an
@@ -537,10 +415,10 @@ std::set<std::string> SourceRole::sibling_winners(const store::WorkloadRecord& r
 }
 
 void SourceRole::update_group(const std::string& group_uid) {
-  auto it = workloads_.find(group_uid);
-  if (it == workloads_.end()) return;
-  store::WorkloadRecord& group = it->second.record;
-  std::vector<store::WorkloadRecord> copies = copies_of(group_uid);
+  SourceWorkload* found = book_.find(group_uid);
+  if (!found) return;
+  store::WorkloadRecord& group = found->record;
+  std::vector<store::WorkloadRecord> copies = book_.copies_of(group_uid);
   if (copies.empty()) return;
   auto count = [&](std::initializer_list<model::Phase> phases) {
     return static_cast<size_t>(std::count_if(copies.begin(), copies.end(), [&](const auto& copy) {

@@ -129,10 +129,8 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
 std::set<std::string> SourceRole::sibling_places(const store::WorkloadRecord& record) const {
   std::set<std::string> places = sibling_winners(record);
   if (record.parent.empty()) return places;
-  auto copies = copies_.find(record.parent);
-  if (copies == copies_.end()) return places;
-  for (const auto& copy_uid : copies->second) {
-    const SourceWorkload& sibling = workloads_.at(copy_uid);
+  for (const auto& copy_uid : book_.copy_uids(record.parent)) {
+    const SourceWorkload& sibling = *book_.find(copy_uid);
     if (copy_uid != record.uid && !sibling.preferred.empty() && sibling.record.winner.empty() &&
         sibling.record.phase == model::Phase::kPlacing) {
       places.insert(sibling.preferred);
@@ -178,16 +176,16 @@ SourceRole::RankedTargets SourceRole::rank_targets(const store::WorkloadRecord& 
   std::set<std::string> siblings = sibling_places(record);
   std::vector<model::ClusterCandidate> candidates;
   std::map<std::string, std::string> peer_by_name;
-  auto self = workloads_.find(record.uid);
+  const SourceWorkload* self = book_.find(record.uid);
   TimePoint now = clock_.now();
   for (LiveCluster& live : inventory) {
     if (!live.unavailable.empty()) {
       out.reason += " " + live.candidate.name + "=" + live.unavailable;
       continue;
     }
-    if (self != workloads_.end()) {
-      auto avoided = self->second.avoid_until.find(live.peer_id);
-      if (avoided != self->second.avoid_until.end() && now < avoided->second) {
+    if (self) {
+      auto avoided = self->avoid_until.find(live.peer_id);
+      if (avoided != self->avoid_until.end() && now < avoided->second) {
         out.reason += " " + live.candidate.name + "=DisruptedItRecently";
         continue;
       }

@@ -19,6 +19,7 @@ bool SourceRole::may_hold_something(const CandidateProgress& progress) {
 }
 
 Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::WorkloadSpec>& specs) {
+  std::set<std::string> named;
   for (const auto& spec : specs) {
     const model::PlacementSpec& p = spec.placement;
     if (p.ready_window >= config_.reservation_ttl) {
@@ -43,8 +44,11 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
                               " bytes on the wire, more than a message may carry (" +
                               std::to_string(protocol::kMaxBodyBytes) + "); shorten metadata.labels");
     }
-    if (uid_by_name_.count(spec.key())) {
+    if (book_.find_named(spec.key())) {
       return Status(ErrorCode::kAlreadyExists, "workload " + spec.key() + " already exists");
+    }
+    if (!named.insert(spec.key()).second) {
+      return invalid_argument("workload " + spec.key() + " metadata.name: appears twice in one submission");
     }
   }
   std::vector<std::string> uids;
@@ -60,10 +64,9 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
     record.phase = model::Phase::kPending;
     record.created_at = now;
     record.updated_at = now;
-    uid_by_name_[spec.key()] = record.uid;
     uids.push_back(record.uid);
     int32_t copies = spec.placement.number_of_clusters;
-    auto& stored = workloads_[record.uid] = std::move(workload);
+    SourceWorkload& stored = book_.add(std::move(workload));
     persist(stored.record);
     record_event(stored.record.uid,
                  "submitted " + spec.key() + " (" + std::to_string(spec.replicas) + " x " +
@@ -82,8 +85,7 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
       copy.record.uid = group_uid + "-" + std::to_string(index);
       copy.record.parent = group_uid;
       copy.record.copy_index = index;
-      copies_[group_uid].push_back(copy.record.uid);
-      auto& placed = workloads_[copy.record.uid] = std::move(copy);
+      SourceWorkload& placed = book_.add(std::move(copy));
       persist(placed.record);
       start_round(placed);
     }
@@ -123,7 +125,7 @@ bool SourceRole::admit_waiting() {
   while (!waiting_.empty() && static_cast<int64_t>(placing_.size()) < config_.placement_window) {
     std::string uid = std::get<2>(*waiting_.begin());
     waiting_.erase(waiting_.begin());
-    SourceWorkload& workload = workloads_.at(uid);
+    SourceWorkload& workload = *book_.find(uid);
     workload.waiting_ticket = 0;
     due_.wake(uid);
     due_.touch(uid);
@@ -312,9 +314,9 @@ void SourceRole::wake_parked(TimePoint now) {
   for (int woken = 0; woken < kMostWokenPerTick && !parked_.empty() && parked_.begin()->first <= now;) {
     auto [at, uid] = *parked_.begin();
     parked_.erase(parked_.begin());
-    auto found = workloads_.find(uid);
-    if (found == workloads_.end() || found->second.parked_until != at) continue;  // stale
-    found->second.parked_until = TimePoint{};
+    SourceWorkload* found = book_.find(uid);
+    if (!found || found->parked_until != at) continue;  // stale
+    found->parked_until = TimePoint{};
     due_.wake(uid);
     ++woken;
   }
@@ -336,11 +338,10 @@ Duration SourceRole::backoff(int doublings) const {
   return std::min(wait, config_.pending_retry_max);
 }
 
-SourceRole::SourceWorkload* SourceRole::find_source_workload(const std::string& uid) {
-  auto it = workloads_.find(uid);
-  if (it == workloads_.end()) return nullptr;
-  due_.touch(uid);  // a message for it may change when it is due
-  return &it->second;
+SourceWorkload* SourceRole::find_source_workload(const std::string& uid) {
+  SourceWorkload* found = book_.find(uid);
+  if (found) due_.touch(uid);  // a message for it may change when it is due
+  return found;
 }
 
 void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch) {
@@ -386,10 +387,10 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
   std::vector<std::string> acknowledged = std::move(peer.acknowledged);
   peer.acknowledged.clear();
   for (const std::string& uid : acknowledged) {
-    auto found = workloads_.find(uid);
-    if (found != workloads_.end() && found->second.expected_at == from && found->second.acknowledged) {
-      expect_at(found->second, "");
-      found->second.advertised_by = from;
+    SourceWorkload* found = book_.find(uid);
+    if (found && found->expected_at == from && found->acknowledged) {
+      expect_at(*found, "");
+      found->advertised_by = from;
     }
   }
   // Pending work that this peer now has room for is tried again at once
@@ -397,13 +398,13 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
   // for a slot of the window is not, and need not be.
   for (auto it = room_waiters_.begin(); it != room_waiters_.end();) {
     const std::string& uid = *it;
-    auto found = workloads_.find(uid);
-    if (found == workloads_.end() || found->second.record.phase != model::Phase::kPending) {
+    SourceWorkload* found = book_.find(uid);
+    if (!found || found->record.phase != model::Phase::kPending) {
       it = room_waiters_.erase(it);
       continue;
     }
     ++it;
-    SourceWorkload& workload = found->second;
+    SourceWorkload& workload = *found;
     const store::WorkloadRecord& record = workload.record;
     if (is_group(workload)) continue;
     auto advertised = peer.capacity.find(record.spec.namespace_name);
@@ -494,9 +495,9 @@ bool SourceRole::decide_readied() {
   std::set<std::string> readied = std::move(readied_);
   readied_.clear();
   for (const std::string& uid : readied) {
-    auto found = workloads_.find(uid);
-    if (found == workloads_.end()) continue;
-    SourceWorkload& workload = found->second;
+    SourceWorkload* found = book_.find(uid);
+    if (!found) continue;
+    SourceWorkload& workload = *found;
     const store::WorkloadRecord& record = workload.record;
     bool undecided =
         record.winner.empty() && !record.deleting &&

@@ -6,12 +6,14 @@
 // lost or fenced target no longer runs, reconcile with DIGEST/HOLDINGS
 // (which renew the targets' leases), and delete everywhere on request.
 //
-// Files: source_role.cc (submit, rounds, READY/REJECT), source_placement.cc
-// (the live inventory, ranking by the placement engine, what was sent but
-// not yet advertised, the wait for the first-ranked target),
-// source_copies.cc (the winner's copy: status, restarts, worker-lost,
-// reconciliation, timers), source_groups.cc (multi-cluster groups,
-// nominations, deletion).
+// Parts that own their state: SourceBook (the workloads, their names,
+// groups, counts and watches), DueIndex (which of them the timers visit,
+// and when). Files: source_role.cc (submit, rounds, READY/REJECT),
+// source_placement.cc (the live inventory, ranking by the placement
+// engine, what was sent but not yet advertised, the wait for the
+// first-ranked target), source_copies.cc (the winner's copy: status,
+// restarts, worker-lost, reconciliation, timers), source_groups.cc
+// (multi-cluster groups, nominations, deletion).
 #pragma once
 
 #include <functional>
@@ -25,6 +27,8 @@
 
 #include "agent/core/context.h"
 #include "agent/core/due_index.h"
+#include "agent/core/source_book.h"
+#include "agent/core/source_workload.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
 #include "agent/placement/engine.h"
@@ -33,7 +37,10 @@ namespace shoal::core {
 
 class SourceRole : private DueIndex::Times {
  public:
-  SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations);
+  // Our own cluster's counts (the target role keeps them).
+  using LocalFacts = std::function<protocol::Capacity(const std::string& namespace_name)>;
+  SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations,
+             LocalFacts local_facts);
 
   // Loading: every stored workload; unfinished rounds start again with a new
   // epoch, a persisted winner is approved again, interrupted deletes go on.
@@ -86,23 +93,11 @@ class SourceRole : private DueIndex::Times {
   // index up to date with what was touched since).
   TimePoint next_deadline();
 
-  // Views.
-  std::vector<store::WorkloadRecord> workloads() const;
-  // shoalctl get -w: while on, every top-level workload whose record
-  // changes is collected; take_changes() returns them as they are now (a
-  // group for a change of one of its copies) and starts collecting anew.
-  void watch_changes(bool on);
-  std::vector<store::WorkloadRecord> take_changes();
-  // At most `limit` (> 0) after key `after` ("" from the start), in
-  // `namespace_name` ("" for all): a page costs what it lists, not the total.
-  WorkloadPage workloads_page(const std::string& namespace_name, const std::string& after,
-                              size_t limit) const;
-  std::vector<store::WorkloadRecord> copies_of(const std::string& uid) const;
+  // The workloads and their views (listings, counts, watches).
+  const SourceBook& book() const { return book_; }
+  SourceBook& book() { return book_; }
+  // The book's counts, and what the timers walk.
   WorkloadCounts workload_counts() const;
-  std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
-                                                     const std::string& name) const;
-  // Our unfinished workloads placed at `target`: how many, and what they hold.
-  InvitationUsage usage_at_target(const std::string& target) const;
   std::vector<protocol::NamespaceCapacity> capacity_of(const std::string& target) const;
   // What this source knows of every cluster it may place on, for a
   // workload of `namespace_name` and `queue`: its own cluster and each
@@ -110,9 +105,6 @@ class SourceRole : private DueIndex::Times {
   // source sent there since the target last advertised, counts plus it).
   std::vector<LiveCluster> live_inventory(const std::string& namespace_name,
                                           const std::string& queue) const;
-  // Our own cluster's counts (the target role keeps them): set by the agent.
-  using LocalFacts = std::function<protocol::Capacity(const std::string& namespace_name)>;
-  void set_local_facts(LocalFacts facts) { local_facts_ = std::move(facts); }
 
   // A source workload with a winner is past Pending; every workload with
   // anything left to do is visited by the timers; a group's copies sit on
@@ -121,72 +113,6 @@ class SourceRole : private DueIndex::Times {
   std::string broken_invariant();
 
  private:
-  enum class CandidateState { kSent, kReady, kRejected };
-  struct CandidateProgress {
-    CandidateState state = CandidateState::kSent;
-    protocol::RejectCode code = protocol::RejectCode::kOther;  // when kRejected
-    std::string reason;                                        // for people
-    TimePoint last_sent{};
-    double score = 0;  // from the first READY of this epoch
-    int resends = 0;   // CANDIDATE re-sent this often so far (Context::resend_at)
-  };
-  struct PendingCancel {
-    uint64_t epoch = 0;
-    TimePoint last_sent{};
-    TimePoint give_up_at{};
-    int resends = 0;
-  };
-  struct PendingDelete {
-    uint64_t epoch = 0;
-    TimePoint last_sent{};
-    std::optional<TimePoint> give_up_at;  // none for a copy that may still run
-  };
-  struct SourceWorkload {
-    store::WorkloadRecord record;
-    int pending_attempts = 0;  // rounds in a row that ended Pending: the backoff exponent
-    // Waits in every target's queue (waits_in_every_queue): asleep, off the
-    // timers' walk, until its next round refreshes the queues' hold
-    // (parked_), or until a change (persist) wakes it. {} when not parked.
-    TimePoint parked_until{};
-    // What workload_counts() holds for it (top-level workloads only): the
-    // phase and start last persisted, so counts cost nothing to read.
-    std::optional<model::Phase> counted_phase;
-    bool counted_started = false;
-    std::string unasked;       // " cluster=Reason" for each target this round left out
-    std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
-    std::map<std::string, PendingCancel> cancels;         // by target peer id
-    std::map<std::string, PendingDelete> deletes;         // by target peer id, while deleting
-    TimePoint round_started{};
-    TimePoint wave_started{};  // Incremental: when the last batch of candidates went out
-    std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
-    TimePoint last_approve_sent{};
-    int approve_resends = 0;
-    TimePoint next_round_at{};
-    // Non-zero while it waits for a slot in the placement window: its place
-    // in line (waiting_), after priority.
-    uint64_t waiting_ticket = 0;
-    // The target this workload is counted at while its target's CAPACITY
-    // does not count it yet (expect_at): the round's first-ranked, then its
-    // winner. `acknowledged`: the winner said BOUND, so the next CAPACITY
-    // from it counts the workload. "" when not counted anywhere.
-    std::string expected_at;
-    bool acknowledged = false;
-    std::string advertised_by;  // the winner whose CAPACITY counts it now ("" none yet)
-    // Where it counts in Target::ours ("" nowhere): its winner until it
-    // finishes, or while placing, the round's first-ranked target.
-    std::string counted_at;
-    std::string preferred;  // this round's first-ranked target ("" none)
-    TimePoint first_ready_at{};  // of this round, not yet decided on; {} when none
-    std::map<std::string, double> engine_scores;  // this round's, by target peer id
-    // Targets that ended a copy of it for a reason not its job's own
-    // (on_copy_failed), and until when no round asks them (memory only).
-    std::map<std::string, TimePoint> avoid_until;
-    // The envelope of the newest STATUS taken from the winner (memory
-    // only): a HOLDINGS sealed before it is a snapshot older than what we
-    // know, and cannot show the copy lost (on_holdings).
-    std::string last_status_from;
-    Context::EnvelopeOrder last_status_order;
-  };
   // What we know of one target.
   struct Target {
     std::map<std::string, protocol::NamespaceCapacity> capacity;  // advertised, by namespace
@@ -219,10 +145,6 @@ class SourceRole : private DueIndex::Times {
   // re-sends the same epoch's candidates (the targets keep its place in
   // line) and parks it again. False if it needs a real round.
   bool renew_queued(SourceWorkload& workload);
-  // Brings count_by_phase_ / count_started_ up to `workload`'s record, or
-  // takes it out of them.
-  void count(SourceWorkload& workload);
-  void uncount(SourceWorkload& workload);
 
   void send(const std::string& to, protocol::Body body) { context_.send(to, std::move(body)); }
   void record_event(const std::string& subject, const std::string& text) {
@@ -298,10 +220,8 @@ class SourceRole : private DueIndex::Times {
   // name taking all of it.
   void choose_best_ready(SourceWorkload& workload, const std::string& why,
                          bool spread_ties = false);
+  // The workload a message names, touched for the timers (null: gone).
   SourceWorkload* find_source_workload(const std::string& uid);
-  // Top-level workloads changed since take_changes() last ran, while someone
-  // watches (nullopt: nobody does, and nothing is collected).
-  std::optional<std::set<std::string>> watched_changes_;
 
   // source_copies.cc: the winner's copy.
   // A copy at `target` still runs while we have no winner: take it back.
@@ -381,7 +301,7 @@ class SourceRole : private DueIndex::Times {
   cluster::Cluster& cluster_;
   LocalFacts local_facts_;
 
-  std::map<std::string, SourceWorkload> workloads_;  // by uid
+  SourceBook book_;
   // The workloads the timers visit: every one that is not quiet
   // (is_quiet). A change (persist) or an owed CANCEL wakes one; a tick
   // visits those whose time has come, not all of them.
@@ -400,12 +320,6 @@ class SourceRole : private DueIndex::Times {
   // Parked workloads by when they wake (SourceWorkload::parked_until); an
   // entry that no longer matches its workload is stale and skipped.
   std::set<std::pair<TimePoint, std::string>> parked_;
-  // workload_counts() kept as workloads change (count / uncount): a status
-  // request walked all 100,000 of a busy agent's workloads.
-  std::array<size_t, std::size(model::kPhaseNames)> count_by_phase_{};
-  size_t count_started_ = 0;
-  std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
-  std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   TextMap<Target> targets_;                                 // by peer id
   // The placement window: workloads whose round is in flight (holds_slot,
   // kept by persist), and those waiting for a slot, by (-priority, ticket).

@@ -1,0 +1,93 @@
+// One workload as the source role tracks it: its stored record and the
+// state of its placement round, its copy and its delete, none of which is
+// stored (a restart starts a new round from the record).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/core/context.h"
+#include "common/time.h"
+#include "protocol/messages.h"
+#include "store/records.h"
+
+namespace shoal::core {
+
+// Where one target stands with this round's CANDIDATE.
+enum class CandidateState { kSent, kReady, kRejected };
+struct CandidateProgress {
+  CandidateState state = CandidateState::kSent;
+  protocol::RejectCode code = protocol::RejectCode::kOther;  // when kRejected
+  std::string reason;                                        // for people
+  TimePoint last_sent{};
+  double score = 0;  // from the first READY of this epoch
+  int resends = 0;   // CANDIDATE re-sent this often so far (Context::resend_at)
+};
+
+// A CANCEL owed to one target, re-sent until RELEASED or its reservation
+// must have expired.
+struct PendingCancel {
+  uint64_t epoch = 0;
+  TimePoint last_sent{};
+  TimePoint give_up_at{};
+  int resends = 0;
+};
+
+// A DELETE owed to one target while the workload is being deleted.
+struct PendingDelete {
+  uint64_t epoch = 0;
+  TimePoint last_sent{};
+  std::optional<TimePoint> give_up_at;  // none for a copy that may still run
+};
+
+struct SourceWorkload {
+  store::WorkloadRecord record;
+  int pending_attempts = 0;  // rounds in a row that ended Pending: the backoff exponent
+  // Waits in every target's queue (waits_in_every_queue): asleep, off the
+  // timers' walk, until its next round refreshes the queues' hold
+  // (parked_), or until a change (persist) wakes it. {} when not parked.
+  TimePoint parked_until{};
+  // What SourceBook's counts hold for it (top-level workloads only): the
+  // phase and start last counted, so counts cost nothing to read.
+  std::optional<model::Phase> counted_phase;
+  bool counted_started = false;
+  std::string unasked;       // " cluster=Reason" for each target this round left out
+  std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
+  std::map<std::string, PendingCancel> cancels;         // by target peer id
+  std::map<std::string, PendingDelete> deletes;         // by target peer id, while deleting
+  TimePoint round_started{};
+  TimePoint wave_started{};  // Incremental: when the last batch of candidates went out
+  std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
+  TimePoint last_approve_sent{};
+  int approve_resends = 0;
+  TimePoint next_round_at{};
+  // Non-zero while it waits for a slot in the placement window: its place
+  // in line (waiting_), after priority.
+  uint64_t waiting_ticket = 0;
+  // The target this workload is counted at while its target's CAPACITY
+  // does not count it yet (expect_at): the round's first-ranked, then its
+  // winner. `acknowledged`: the winner said BOUND, so the next CAPACITY
+  // from it counts the workload. "" when not counted anywhere.
+  std::string expected_at;
+  bool acknowledged = false;
+  std::string advertised_by;  // the winner whose CAPACITY counts it now ("" none yet)
+  // Where it counts in Target::ours ("" nowhere): its winner until it
+  // finishes, or while placing, the round's first-ranked target.
+  std::string counted_at;
+  std::string preferred;  // this round's first-ranked target ("" none)
+  TimePoint first_ready_at{};  // of this round, not yet decided on; {} when none
+  std::map<std::string, double> engine_scores;  // this round's, by target peer id
+  // Targets that ended a copy of it for a reason not its job's own
+  // (on_copy_failed), and until when no round asks them (memory only).
+  std::map<std::string, TimePoint> avoid_until;
+  // The envelope of the newest STATUS taken from the winner (memory
+  // only): a HOLDINGS sealed before it is a snapshot older than what we
+  // know, and cannot show the copy lost (on_holdings).
+  std::string last_status_from;
+  Context::EnvelopeOrder last_status_order;
+};
+
+}  // namespace shoal::core
