@@ -342,7 +342,7 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
                         "invitation " + message.invitation_id + " revoked by " +
                             context_.cluster_name_of(from) +
                             (message.evict ? "; our work there is being stopped" : ""));
-  if (!is_target(from)) source_.forget_target_capacity(from);  // nothing to place there any more
+  if (!is_target(from)) source_.targets().forget_capacity(from);  // nothing to place there any more
 }
 
 void Agent::send_heartbeats(TimePoint silent_since) {

@@ -233,7 +233,7 @@ std::vector<PeerView> Agent::peers() const {
     for (const auto* invitation : invitations_.valid_accepted(id, now)) {
       for (const auto& ns : invitation->namespaces) view.namespaces_accepted.push_back(ns);
     }
-    view.capacity = source_.capacity_of(id);
+    view.capacity = source_.targets().capacity_of(id);
     view.workloads_placed = static_cast<int>(source_.book().usage_at(id).workloads);
     out.push_back(std::move(view));
   }

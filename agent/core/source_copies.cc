@@ -48,7 +48,7 @@ TimePoint SourceRole::next_deadline() {
 }
 
 void SourceRole::greet_target(const std::string& target) {
-  targets_[target].last_digest_sent = TimePoint{};
+  targets_.digest_sent(target, TimePoint{});
   // Its copies' leases count as unrenewed from now: worker-lost handling
   // of them may come due earlier (due_at).
   due_.touch_watching(target);
@@ -61,8 +61,7 @@ void SourceRole::heard_from(const std::string& peer, Duration silence) {
   // Renewable again: an APPROVE it is owed may be re-sent now (due_at).
   due_.touch_watching(peer);
   if (!invitations_.issuers().count(peer)) return;
-  auto target = targets_.find(peer);
-  TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
+  TimePoint last_sent = targets_.last_digest_sent(peer);
   next_digest_due_ = std::min(next_digest_due_, last_sent + digest_interval());
 }
 
@@ -81,8 +80,7 @@ TimePoint SourceRole::worker_lost_at(const std::string& winner) const {
   TimePoint silent_enough = clock_.now() - silent_for(winner) + config_.worker_lost_timeout;
   TimePoint fenced = TimePoint::min();
   if (config_.lease.count() > 0) {
-    auto target = targets_.find(winner);
-    TimePoint last_renewal = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
+    TimePoint last_renewal = targets_.last_digest_sent(winner);
     fenced = last_renewal + config_.lease + config_.max_clock_skew;
   }
   return std::max(silent_enough, fenced);
@@ -383,12 +381,12 @@ void SourceRole::send_digests(TimePoint now) {
   next_digest_due_ = TimePoint::max();
   digest_issuers_seen_ = invitations_.issuers().size();
   for (const auto& [id, invitations] : invitations_.issuers()) {
-    Target& peer = targets_[id];
     // Renewing a lease tells the target "I still see you". One that may
     // not be renewed waits until we hear from it (heard_from).
     if (!may_renew_lease(id)) continue;
-    if (now - peer.last_digest_sent < interval) {
-      next_digest_due_ = std::min(next_digest_due_, peer.last_digest_sent + interval);
+    TimePoint last_sent = targets_.last_digest_sent(id);
+    if (now - last_sent < interval) {
+      next_digest_due_ = std::min(next_digest_due_, last_sent + interval);
       continue;
     }
     protocol::Digest digest;
@@ -399,7 +397,7 @@ void SourceRole::send_digests(TimePoint now) {
         digest.copies.push_back({uid, record.epoch, record.spec.priority});
       }
     }
-    peer.last_digest_sent = now;
+    targets_.digest_sent(id, now);
     next_digest_due_ = std::min(next_digest_due_, now + interval);
     send(id, std::move(digest));
   }
@@ -519,9 +517,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
       lost(record.winner)) {
     // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
     // stopped at least lease + skew ago, so its copy has stopped by now.
-    auto winner = targets_.find(record.winner);
-    TimePoint last_renewal =
-        winner == targets_.end() ? TimePoint{} : winner->second.last_digest_sent;
+    TimePoint last_renewal = targets_.last_digest_sent(record.winner);
     if (config_.lease.count() == 0 ||
         now - last_renewal >= config_.lease + config_.max_clock_skew) {
       requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +

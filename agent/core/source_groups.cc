@@ -79,16 +79,9 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   if (!record.parent.empty()) update_group(record.parent);
 }
 
-std::vector<protocol::NamespaceCapacity> SourceRole::capacity_of(const std::string& target) const {
-  std::vector<protocol::NamespaceCapacity> out;
-  auto it = targets_.find(target);
-  if (it == targets_.end()) return out;
-  for (const auto& [ns, capacity] : it->second.capacity) out.push_back(capacity);
-  return out;
-}
-
 std::string SourceRole::broken_invariant() {
   if (std::string broken = book_.broken_invariant(); !broken.empty()) return broken;
+  if (std::string broken = targets_.broken_invariant(); !broken.empty()) return broken;
   size_t parked = 0;
   for (const auto& [uid, workload] : book_.entries()) {
     parked += workload.parked_until != TimePoint{};
@@ -121,8 +114,7 @@ std::string SourceRole::broken_invariant() {
   // The digests' plan is a lower bound (next_deadline).
   if (invitations_.issuers().size() == digest_issuers_seen_) {
     for (const auto& [id, invitations] : invitations_.issuers()) {
-      auto target = targets_.find(id);
-      TimePoint last_sent = target == targets_.end() ? TimePoint{} : target->second.last_digest_sent;
+      TimePoint last_sent = targets_.last_digest_sent(id);
       if (last_sent + digest_interval() < next_digest_due_ && may_renew_lease(id)) {
         return "a DIGEST is due before next_digest_due_";
       }
@@ -366,7 +358,7 @@ void SourceRole::forget_workload(const std::string& uid) {
   placing_.erase(uid);
   unpark(workload);
   expect_at(workload, "");
-  if (!workload.counted_at.empty()) targets_[workload.counted_at].ours -= 1;
+  if (!workload.counted_at.empty()) targets_.count_ours(workload.counted_at, -1);
   book_.erase(uid);
   due_.sleep(uid);
 }

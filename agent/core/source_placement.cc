@@ -57,8 +57,8 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
     }
     // What we just sent ourselves counts too until it binds (our room is
     // read live, so it needs no such correction).
-    if (auto us = targets_.find(self_id_); us != targets_.end()) {
-      const Target& own = us->second;
+    if (const TargetLedger::Target* us = targets_.find(self_id_)) {
+      const TargetLedger::Target& own = *us;
       c.source_workloads = own.ours;
       c.cluster_counts += own.unadvertised;
       for (const auto& [ns, counts] : own.unadvertised_by_namespace) c.namespace_counts[ns] += counts;
@@ -69,7 +69,7 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
     out.push_back(std::move(self));
   }
   TimePoint now = clock_.now();
-  static const Target kNothingHeard;
+  static const TargetLedger::Target kNothingHeard;
   for (const auto& [id, peer] : peers_.all()) {
     auto accepted = invitations_.valid_accepted(id, now);
     if (accepted.empty()) continue;  // not a target of ours
@@ -85,8 +85,8 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
     }
     bool invited = std::find(namespaces.begin(), namespaces.end(), namespace_name) != namespaces.end();
     c.namespaces = std::move(namespaces);
-    auto found = targets_.find(id);
-    const Target& target = found == targets_.end() ? kNothingHeard : found->second;
+    const TargetLedger::Target* found = targets_.find(id);
+    const TargetLedger::Target& target = found ? *found : kNothingHeard;
     c.labels = target.facts.labels.value_or(model::Labels{});
     c.claims = target.facts.claims.value_or(model::Labels{});
     c.allocatable = target.facts.allocatable;
@@ -240,20 +240,10 @@ SourceRole::RankedTargets SourceRole::rank_targets(const store::WorkloadRecord& 
 void SourceRole::expect_at(SourceWorkload& workload, const std::string& peer_id) {
   if (workload.expected_at == peer_id) return;
   const model::WorkloadSpec& spec = workload.record.spec;
-  model::Resources total = spec.total();
-  auto apply = [&](const std::string& at, int64_t sign) {
-    Target& target = targets_[at];
-    model::UsageCounts delta{sign, sign * total.cpu_milli, sign * total.memory_bytes, 0};
-    target.unadvertised += delta;
-    target.unadvertised_by_namespace[spec.namespace_name] += delta;
-    target.unadvertised_by_queue[{spec.namespace_name, spec.queue}] += sign;
-    if (sign > 0) target.unadvertised_room += total;
-    else target.unadvertised_room -= total;
-  };
-  if (!workload.expected_at.empty()) apply(workload.expected_at, -1);
+  if (!workload.expected_at.empty()) targets_.expect(workload.expected_at, spec, -1);
   workload.expected_at = peer_id;
   workload.acknowledged = false;
-  if (!peer_id.empty()) apply(peer_id, 1);
+  if (!peer_id.empty()) targets_.expect(peer_id, spec, 1);
 }
 
 void SourceRole::follow_expectation(SourceWorkload& workload) {
@@ -273,8 +263,8 @@ void SourceRole::follow_expectation(SourceWorkload& workload) {
   if (!over && !record.winner.empty()) counted = record.winner;
   else if (!over && placing) counted = workload.preferred;
   if (counted != workload.counted_at) {
-    if (!workload.counted_at.empty()) targets_[workload.counted_at].ours -= 1;
-    if (!counted.empty()) targets_[counted].ours += 1;
+    if (!workload.counted_at.empty()) targets_.count_ours(workload.counted_at, -1);
+    if (!counted.empty()) targets_.count_ours(counted, 1);
     workload.counted_at = counted;
   }
 }

@@ -358,34 +358,9 @@ void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id,
 }
 
 void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& message) {
-  Target& peer = targets_[from];
-  // In place when it names the namespaces it named last time, in the same
-  // order (every CAPACITY but the first): no map rebuilt, and each entry's
-  // queues keep their room. Otherwise (the first, or a change) afresh.
-  bool same_namespaces = peer.capacity.size() == message.namespaces.size() &&
-                         std::equal(message.namespaces.begin(), message.namespaces.end(),
-                                    peer.capacity.begin(), [](const auto& ns, const auto& entry) {
-                                      return ns.namespace_name == entry.first;
-                                    });
-  if (same_namespaces) {
-    auto entry = peer.capacity.begin();
-    for (const auto& ns : message.namespaces) (entry++)->second = ns;
-  } else {
-    peer.capacity.clear();
-    for (const auto& ns : message.namespaces) peer.capacity[ns.namespace_name] = ns;
-  }
-  if (message.cluster) {
-    // Labels and claims left out mean "as last sent".
-    std::optional<model::Labels> labels = message.cluster->labels ? message.cluster->labels : peer.facts.labels;
-    std::optional<model::Labels> claims = message.cluster->claims ? message.cluster->claims : peer.facts.claims;
-    peer.facts = *message.cluster;
-    peer.facts.labels = std::move(labels);
-    peer.facts.claims = std::move(claims);
-    peer.heard_facts = true;
-  }
   // What it said BOUND to before this CAPACITY, it now counts itself.
-  std::vector<std::string> acknowledged = std::move(peer.acknowledged);
-  peer.acknowledged.clear();
+  std::vector<std::string> acknowledged = targets_.advertised(from, message);
+  const TargetLedger::Target& peer = *targets_.find(from);
   for (const std::string& uid : acknowledged) {
     SourceWorkload* found = book_.find(uid);
     if (found && found->expected_at == from && found->acknowledged) {
@@ -739,7 +714,7 @@ void SourceRole::on_bound(const std::string& from, const protocol::Bound& messag
       workload->advertised_by = from;
     } else {
       workload->acknowledged = true;
-      targets_[from].acknowledged.push_back(record.uid);
+      targets_.acknowledge(from, record.uid);
     }
   }
 }

@@ -7,8 +7,9 @@
 // (which renew the targets' leases), and delete everywhere on request.
 //
 // Parts that own their state: SourceBook (the workloads, their names,
-// groups, counts and watches), DueIndex (which of them the timers visit,
-// and when). Files: source_role.cc (submit, rounds, READY/REJECT),
+// groups, counts and watches), TargetLedger (what each target advertised,
+// our lease renewals, our work it does not count yet), DueIndex (which
+// workloads the timers visit, and when). Files: source_role.cc (submit, rounds, READY/REJECT),
 // source_placement.cc (the live inventory, ranking by the placement
 // engine, what was sent but not yet advertised, the wait for the
 // first-ranked target), source_copies.cc (the winner's copy: status,
@@ -29,6 +30,7 @@
 #include "agent/core/due_index.h"
 #include "agent/core/source_book.h"
 #include "agent/core/source_workload.h"
+#include "agent/core/target_ledger.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
 #include "agent/placement/engine.h"
@@ -63,8 +65,6 @@ class SourceRole : private DueIndex::Times {
   void on_bound(const std::string& from, const protocol::Bound& message);
   void on_status(const std::string& from, const protocol::WorkloadStatus& message);
   void on_holdings(const std::string& from, const protocol::Holdings& message);
-  // `target` revoked what we could place there: forget its capacity.
-  void forget_target_capacity(const std::string& target) { targets_[target].capacity.clear(); }
   // A target's first HELLO of a boot: reconcile with it at the next tick.
   void greet_target(const std::string& target);
   // An authentic envelope from `peer` ended a silence of `silence`: a
@@ -96,9 +96,11 @@ class SourceRole : private DueIndex::Times {
   // The workloads and their views (listings, counts, watches).
   const SourceBook& book() const { return book_; }
   SourceBook& book() { return book_; }
+  // What we know of each target (its advertised room, our lease renewals).
+  const TargetLedger& targets() const { return targets_; }
+  TargetLedger& targets() { return targets_; }
   // The book's counts, and what the timers walk.
   WorkloadCounts workload_counts() const;
-  std::vector<protocol::NamespaceCapacity> capacity_of(const std::string& target) const;
   // What this source knows of every cluster it may place on, for a
   // workload of `namespace_name` and `queue`: its own cluster and each
   // target, as the placement engine reads them (free room less what this
@@ -113,24 +115,6 @@ class SourceRole : private DueIndex::Times {
   std::string broken_invariant();
 
  private:
-  // What we know of one target.
-  struct Target {
-    std::map<std::string, protocol::NamespaceCapacity> capacity;  // advertised, by namespace
-    protocol::ClusterFacts facts;  // advertised; labels and claims as last sent
-    bool heard_facts = false;      // from an agent that sends them at all
-    TimePoint last_digest_sent{};  // our last DIGEST (lease renewal) to it
-    // Our own workloads headed or bound there that its last CAPACITY does
-    // not count yet (SourceWorkload::expected_at): what they hold, counted
-    // cluster-wide, per namespace and per (namespace, queue).
-    model::UsageCounts unadvertised;
-    std::map<std::string, model::UsageCounts> unadvertised_by_namespace;
-    std::map<std::pair<std::string, std::string>, int64_t> unadvertised_by_queue;
-    model::Resources unadvertised_room;  // taken from its advertised free room
-    std::vector<std::string> acknowledged;  // uids BOUND since its last CAPACITY
-    // Our unfinished workloads there or headed there (Balance): their
-    // winner, or, still placing, their first-ranked target.
-    int64_t ours = 0;
-  };
   struct RankedTargets {
     std::vector<std::pair<std::string, std::string>> ranked;  // (peer id, cluster), best first
     std::map<std::string, double> engine_score;               // by peer id
@@ -320,7 +304,7 @@ class SourceRole : private DueIndex::Times {
   // Parked workloads by when they wake (SourceWorkload::parked_until); an
   // entry that no longer matches its workload is stale and skipped.
   std::set<std::pair<TimePoint, std::string>> parked_;
-  TextMap<Target> targets_;                                 // by peer id
+  TargetLedger targets_;
   // The placement window: workloads whose round is in flight (holds_slot,
   // kept by persist), and those waiting for a slot, by (-priority, ticket).
   std::set<std::string> placing_;
