@@ -161,11 +161,11 @@ class Agent {
   const AgentStats& stats() const { return context_.stats(); }
   // As a target: what weighted routing reads, and the local queue's depth.
   const std::map<std::string, model::UsageCounts>& namespace_counts() const {
-    return target_.counts_by_namespace();
+    return target_.counts().by_namespace();
   }
-  const model::UsageCounts& cluster_counts() const { return target_.cluster_counts(); }
+  const model::UsageCounts& cluster_counts() const { return target_.counts().cluster(); }
   std::map<std::pair<std::string, std::string>, int64_t> queue_depths() const {
-    return target_.queue_depths();
+    return target_.counts().queue_depths();
   }
   const std::string& self_id() const { return context_.self_id(); }
 

@@ -493,12 +493,11 @@ std::vector<protocol::NamespaceCapacity> TargetRole::compute_offer(const OfferKe
     protocol::NamespaceCapacity entry{ns, cap(summary.free), cap(summary.largest_free_node), {}, {}};
     for (const auto& queue : cluster_.queue_names()) {
       if (auto per_queue = cluster_.capacity_for(ns, queue)) {
-        auto workloads = queue_workloads_.find({ns, queue});
         entry.queues.push_back({queue, cap(per_queue->free), cap(per_queue->largest_free_node),
-                                (workloads == queue_workloads_.end() ? 0 : workloads->second) + backlog});
+                                counts_.in_queue(ns, queue) + backlog});
       }
     }
-    if (auto counts = counts_by_namespace_.find(ns); counts != counts_by_namespace_.end()) {
+    if (auto counts = counts_.by_namespace().find(ns); counts != counts_.by_namespace().end()) {
       entry.counts = counts->second;
     }
     out.push_back(std::move(entry));
@@ -510,21 +509,17 @@ protocol::Capacity TargetRole::own_counts(const std::string& namespace_name) con
   protocol::Capacity out;
   protocol::NamespaceCapacity entry;
   entry.namespace_name = namespace_name;
-  if (auto counts = counts_by_namespace_.find(namespace_name); counts != counts_by_namespace_.end()) {
+  if (auto counts = counts_.by_namespace().find(namespace_name); counts != counts_.by_namespace().end()) {
     entry.counts = counts->second;
   }
-  std::map<std::string, int64_t> queues;
-  for (auto it = queue_workloads_.lower_bound({namespace_name, ""});
-       it != queue_workloads_.end() && it->first.first == namespace_name; ++it) {
-    queues[it->first.second] = it->second;
-  }
+  std::map<std::string, int64_t> queues = counts_.queues_of(namespace_name);
   if (int64_t backlog = cluster_.backlog(); backlog > 0) {
     for (const std::string& queue : cluster_.queue_names()) queues[queue] += backlog;
   }
   for (const auto& [queue, workloads] : queues) entry.queues.push_back({queue, {}, {}, workloads});
   out.namespaces.push_back(std::move(entry));
   out.cluster = protocol::ClusterFacts{};
-  out.cluster->counts = cluster_counts_;
+  out.cluster->counts = counts_.cluster();
   return out;
 }
 
@@ -541,7 +536,7 @@ protocol::ClusterFacts TargetRole::cluster_facts() const {
   facts.labels = disclosed(cluster_.spec().labels, disclose.labels);
   facts.claims = disclosed(cluster_.spec().claims, disclose.claims);
   for (const auto& node : cluster_.nodes()) facts.allocatable += node.capacity;
-  if (disclose.cluster_counts) facts.counts = cluster_counts_;
+  if (disclose.cluster_counts) facts.counts = counts_.cluster();
   return facts;
 }
 
@@ -563,7 +558,7 @@ void TargetRole::advertise_capacity(Advertise to, TimePoint due_before) {
   // compute_offer reads the cluster, the counts and the backlog besides
   // its key: unchanged since the last pass, so is every offer of a key
   // that pass had.
-  const OffersBasis basis{cluster_.capacity_version(), counts_version_, cluster_.backlog()};
+  const OffersBasis basis{cluster_.capacity_version(), counts_.version(), cluster_.backlog()};
   const bool same_basis = last_offers_basis_ == basis;
   // Only an agent we invited can be a source: walk those (in id order, as
   // the peer table would be), each with its peer row and our row, found
@@ -755,6 +750,7 @@ std::vector<store::ReservationRecord> TargetRole::reservations() const {
 }
 
 std::string TargetRole::broken_invariant() const {
+  if (std::string broken = counts_.broken_invariant(); !broken.empty()) return broken;
   // Each source's held is the sum it replaces (zero for one that holds nothing).
   std::map<std::string, InvitationUsage> held;
   for (const auto& [key, reservation] : reservations_) {

@@ -204,14 +204,18 @@ void TargetRole::queue_candidate(const ReservationKey& key, QueuedCandidate cand
   cluster_.enqueue(cluster_name, candidate.spec);
   queued_by_cluster_key_[cluster_name] = key;
   auto [it, inserted] = queued_.insert_or_assign(key, std::move(candidate));
-  if (inserted) count_usage({it->second.spec.namespace_name, it->second.spec.queue, {}}, 1, /*queued=*/true);
+  if (inserted) {
+    counts_.queued(it->second.spec.namespace_name, it->second.spec.queue, 1);
+    counts_changed_ = true;
+  }
 }
 
 void TargetRole::unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it) {
   std::string cluster_name = cluster_key(it->first.first, it->first.second);
   cluster_.withdraw(cluster_name);
   queued_by_cluster_key_.erase(cluster_name);
-  count_usage({it->second.spec.namespace_name, it->second.spec.queue, {}}, -1, /*queued=*/true);
+  counts_.queued(it->second.spec.namespace_name, it->second.spec.queue, -1);
+  counts_changed_ = true;
   queued_.erase(it);
 }
 
@@ -256,7 +260,8 @@ void TargetRole::serve_queue() {
     auto it = queued_.find(key);
     QueuedCandidate entry = std::move(it->second);
     queued_by_cluster_key_.erase(named);
-    count_usage({entry.spec.namespace_name, entry.spec.queue, {}}, -1, /*queued=*/true);
+    counts_.queued(entry.spec.namespace_name, entry.spec.queue, -1);
+    counts_changed_ = true;
     queued_.erase(it);
     // The invitation may have expired while it waited, and several
     // candidates of one source admitted together could overrun its limits:
@@ -471,35 +476,10 @@ InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
   return row == sources_.end() ? InvitationUsage{} : row->second.held;
 }
 
-void TargetRole::count_usage(const Usage& usage, int sign, bool queued) {
-  model::UsageCounts delta;
-  if (queued) {
-    delta.queued = sign;
-  } else {
-    delta.workloads = sign;
-    delta.cpu_milli = sign * usage.total.cpu_milli;
-    delta.memory_bytes = sign * usage.total.memory_bytes;
-  }
-  counts_by_namespace_[usage.namespace_name] += delta;
-  cluster_counts_ += delta;
-  queue_workloads_[{usage.namespace_name, usage.queue}] += sign;
-  ++counts_version_;
-  counts_changed_ = true;  // sources hear of it; no room freed, nothing to serve
-}
-
 void TargetRole::account(const store::ReservationRecord& record) {
   ReservationKey key{record.source, record.uid};
-  bool in_use = record.phase == store::ReservationPhase::kBound ||
-                record.phase == store::ReservationPhase::kRunning;
-  auto counted_in_use = in_use_.find(key);
-  if (in_use && counted_in_use == in_use_.end()) {
-    Usage usage{record.spec.namespace_name, record.spec.queue, record.spec.total()};
-    count_usage(usage, 1, /*queued=*/false);
-    in_use_.emplace(key, std::move(usage));
-  } else if (!in_use && counted_in_use != in_use_.end()) {
-    count_usage(counted_in_use->second, -1, /*queued=*/false);
-    in_use_.erase(counted_in_use);
-  }
+  // Sources hear of moved counts; no room freed, nothing to serve.
+  if (counts_.follow(record)) counts_changed_ = true;
   bool counted = counted_.count(key) > 0;
   if (store::holds_resources(record.phase) == counted) return;
   if (counted) return unaccount(key);
@@ -511,10 +491,7 @@ void TargetRole::account(const store::ReservationRecord& record) {
 }
 
 void TargetRole::unaccount(const ReservationKey& key) {
-  if (auto counted_in_use = in_use_.find(key); counted_in_use != in_use_.end()) {
-    count_usage(counted_in_use->second, -1, /*queued=*/false);
-    in_use_.erase(counted_in_use);
-  }
+  if (counts_.forget(key)) counts_changed_ = true;
   auto it = counted_.find(key);
   if (it == counted_.end()) return;
   InvitationUsage& held = sources_[key.first].held;

@@ -5,6 +5,9 @@
 // report every status change until the source acknowledges it; advertise
 // free room to each invited source.
 //
+// Parts that own their state: RoutingCounts (what weighted routing reads,
+// kept as work binds, ends and queues).
+//
 // Launches are effects: a copy bound in a step is started on the cluster
 // only after the batch that made it Bound commits (launch_bound), so no
 // work runs that the store does not know of.
@@ -24,6 +27,7 @@
 #include "agent/core/context.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
+#include "agent/core/routing_counts.h"
 
 namespace shoal::core {
 
@@ -81,17 +85,8 @@ class TargetRole {
   // Our own work's counts, as a source of ours would read them: the
   // namespace's (with its queues' workloads) and the whole cluster's.
   protocol::Capacity own_counts(const std::string& namespace_name) const;
-  // The counts weighted routing reads, per namespace and cluster-wide
-  // (/v1/metrics); candidates waiting in the local queue, per (namespace, queue).
-  const std::map<std::string, model::UsageCounts>& counts_by_namespace() const {
-    return counts_by_namespace_;
-  }
-  const model::UsageCounts& cluster_counts() const { return cluster_counts_; }
-  std::map<std::pair<std::string, std::string>, int64_t> queue_depths() const {
-    std::map<std::pair<std::string, std::string>, int64_t> depths;
-    for (const auto& [key, queued] : queued_) ++depths[{queued.spec.namespace_name, queued.spec.queue}];
-    return depths;
-  }
+  // The counts weighted routing reads (/v1/metrics too).
+  const RoutingCounts& counts() const { return counts_; }
   // Every source hears our capacity at the next tick (an invitation changed).
   void note_capacity_changed() { capacity_changed_ = true; }
   // Starts on the cluster every copy bound (or restored) since the last
@@ -252,22 +247,7 @@ class TargetRole {
   std::optional<OffersBasis> last_offers_basis_;
   Facts last_facts_;  // of the last advertise_capacity that computed them
   std::map<ReservationKey, model::Resources> counted_;  // what the rows' held counts, by key
-  // The counts weighted routing reads (CAPACITY), kept as work binds, ends
-  // and queues: bound or running copies and what they hold, and queued
-  // candidates, per namespace and cluster-wide; workloads per (namespace, queue).
-  std::map<std::string, model::UsageCounts> counts_by_namespace_;
-  model::UsageCounts cluster_counts_;
-  std::map<std::pair<std::string, std::string>, int64_t> queue_workloads_;
-  uint64_t counts_version_ = 0;  // bumped at every change of the three above
-  struct Usage {
-    std::string namespace_name;
-    std::string queue;
-    model::Resources total;
-  };
-  std::map<ReservationKey, Usage> in_use_;  // what the counts count as bound or running
-  // Adds (sign 1) or takes away (-1) one workload: bound or running and
-  // holding `total`, or (`queued`) waiting in line.
-  void count_usage(const Usage& usage, int sign, bool queued);
+  RoutingCounts counts_;
   // Labels, claims (under config_.disclose), allocatable and, if disclosed,
   // cluster-wide counts.
   protocol::ClusterFacts cluster_facts() const;
@@ -376,7 +356,7 @@ class TargetRole {
   TimePoint next_lease_end_ = TimePoint::min();
   TimePoint last_gc_{};
   bool capacity_changed_ = false;  // room freed (or the invitations changed): tick now
-  // Room taken by a reservation, or the routing counts moved (count_usage):
+  // Room taken by a reservation, or the routing counts moved (counts_):
   // advertised at the next tick, not at once. Most reservations of an
   // AllAtOnce round are released within a round trip, before that tick, and
   // then no source needs to hear of either; a source's own reservations it
