@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "agent/core/source_role.h"
+#include "common/check.h"
 
 namespace shoal::core {
 
@@ -513,6 +514,8 @@ bool SourceRole::decide_readied() {
 void SourceRole::choose_winner(SourceWorkload& workload, const std::string& target,
                                const std::string& why) {
   store::WorkloadRecord& record = workload.record;
+  // Exactly once: one winner per epoch, and a new epoch for another.
+  SHOAL_CHECK(record.winner.empty() || record.winner == target, "a second winner chosen in one epoch");
   // The winner is in this batch, which commits before the APPROVE below
   // leaves the agent: a restarted source approves the same one.
   record.winner = target;

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "agent/core/target_role.h"
+#include "common/check.h"
 
 namespace shoal::core {
 namespace {
@@ -194,6 +195,9 @@ void TargetRole::enforce_leases() {
     for (auto it = reservations_.lower_bound({source_id, ""});
          it != reservations_.end() && it->first.first == source_id; ++it) {
       fence_copy(it->first, it->second, *ends);
+      SHOAL_CHECK(it->second.record.phase != store::ReservationPhase::kBound &&
+                      it->second.record.phase != store::ReservationPhase::kRunning,
+                  "a copy still runs after its source's lease ended");
     }
   }
 }

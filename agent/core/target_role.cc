@@ -7,6 +7,7 @@
 #include <set>
 
 #include "agent/core/target_role.h"
+#include "common/check.h"
 
 namespace shoal::core {
 
@@ -354,6 +355,7 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
                                 protocol::RejectCode::kReservationExpired});
     return;
   }
+  SHOAL_CHECK(record.epoch == message.epoch, "a reservation bound under an epoch its APPROVE did not name");
   renew_lease(from);  // before binding: a lapse stops only what ran before it
   // Launched once this batch, and with it the Bound row, is committed.
   to_launch_.emplace_back(key, record.epoch);
