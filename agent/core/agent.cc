@@ -8,8 +8,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/check.h"
-
 namespace shoal::core {
 
 using protocol::DropReason;
@@ -408,12 +406,7 @@ Status Agent::finish_batch() {
   return context_.store_health();
 }
 
-void Agent::batch_committed() {
-  // run_batch commits only a batch whose every write succeeded: what it
-  // bound is on disk before anything of it starts.
-  SHOAL_CHECK(context_.store_health().is_ok(), "launching what a batch with a failed write bound");
-  target_.launch_bound();
-}
+void Agent::batch_committed() { target_.launch_bound(); }
 
 TimePoint Agent::next_deadline() {
   Duration heartbeat = context_.config().heartbeat_interval;

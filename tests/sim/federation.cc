@@ -115,13 +115,11 @@ bool Federation::build(SimAgent& agent) {
 
 void Federation::boot(SimAgent& agent) {
   if (!build(agent)) return;
-  step(agent, [&] {
-    Status started = agent.agent->start();
-    // A failing disk is the store's fault to model (run_step), not a finding.
-    if (!started.is_ok() && started.code() != ErrorCode::kStorage) {
-      engine_findings_.push_back(agent.name + ": start failed: " + started.message());
-    }
-  });
+  // As the runtime starts one: a start that fails fails its batch (on a
+  // failing disk, the agent turns read-only).
+  StepEffects effects;
+  run_batch_step(agent, [&] { return agent.agent->start(); }, effects);
+  apply(agent, effects);
 }
 
 void Federation::enter_read_only(SimAgent& agent) {
@@ -264,14 +262,20 @@ void Federation::step(SimAgent& agent, const std::function<void()>& work) {
 
 void Federation::run_step(SimAgent& agent, const std::function<void()>& work,
                           StepEffects& effects) {
-  effects.stepped = true;
-  core::BatchOutcome batch = core::run_batch(
-      *agent.agent, *agent.store, *agent.transport,
+  run_batch_step(
+      agent,
       [&] {
         work();
         return Status::ok();
       },
-      [&] { return agent.crash_in_next_step; });
+      effects);
+}
+
+void Federation::run_batch_step(SimAgent& agent, const std::function<Status()>& work,
+                                StepEffects& effects) {
+  effects.stepped = true;
+  core::BatchOutcome batch = core::run_batch(*agent.agent, *agent.store, *agent.transport, work,
+                                             [&] { return agent.crash_in_next_step; });
   if (batch.end == core::BatchEnd::kAbandoned) {
     // Dies before its batch commits: nothing it sent leaves, nothing it
     // wrote stays. Never on a helper thread (run_instant keeps such an

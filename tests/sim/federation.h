@@ -259,6 +259,8 @@ class Federation {
   void step(SimAgent& agent, const std::function<void()>& work);
   // The step on the agent alone; its effects on the world go to `effects`.
   void run_step(SimAgent& agent, const std::function<void()>& work, StepEffects& effects);
+  // The same for work whose Status decides the batch (a failed one rolls it back).
+  void run_batch_step(SimAgent& agent, const std::function<Status()>& work, StepEffects& effects);
   void apply(const SimAgent& agent, StepEffects& effects);
   void tick_until_idle(SimAgent& agent, StepEffects& effects);
   // Its next timer's world time, if not queued yet (else max); notes it in wake_at.
