@@ -9,9 +9,10 @@
 // Parts that own their state: SourceBook (the workloads, their names,
 // groups, counts and watches), TargetLedger (what each target advertised,
 // our lease renewals, our work it does not count yet), DueIndex (which
-// workloads the timers visit, and when). Files: source_role.cc (submit, rounds, READY/REJECT),
-// source_placement.cc (the live inventory, ranking by the placement
-// engine, what was sent but not yet advertised, the wait for the
+// workloads the timers visit, and when).
+//
+// Files: source_role.cc (submit, rounds, READY/REJECT), source_placement.cc
+// (the live inventory, ranking by the placement engine, the wait for the
 // first-ranked target), source_copies.cc (the winner's copy: status,
 // restarts, worker-lost, reconciliation, timers), source_groups.cc
 // (multi-cluster groups, nominations, deletion).
@@ -28,11 +29,11 @@
 
 #include "agent/core/context.h"
 #include "agent/core/due_index.h"
+#include "agent/core/invitation_book.h"
+#include "agent/core/peer_table.h"
 #include "agent/core/source_book.h"
 #include "agent/core/source_workload.h"
 #include "agent/core/target_ledger.h"
-#include "agent/core/invitation_book.h"
-#include "agent/core/peer_table.h"
 #include "agent/placement/engine.h"
 
 namespace shoal::core {
@@ -257,6 +258,10 @@ class SourceRole : private DueIndex::Times {
   // (persist), a CANCEL is owed (cancel_at) or a slot is its turn
   // (admit_waiting), each of which wakes it.
   static bool is_quiet(const SourceWorkload& workload);
+  // DueIndex::Times, by uid: the due times the index files by.
+  std::optional<TimePoint> own_due(const std::string& uid, ResendBound bound) const override;
+  const std::string* watched(const std::string& uid) const override;
+  TimePoint lost_at(const std::string& winner) const override { return worker_lost_at(winner); }
 
   // source_groups.cc: groups, nominations, deletion.
   // A multi-cluster workload's own row: it runs no rounds, its copies do.
@@ -286,14 +291,11 @@ class SourceRole : private DueIndex::Times {
   LocalFacts local_facts_;
 
   SourceBook book_;
+  TargetLedger targets_;
   // The workloads the timers visit: every one that is not quiet
   // (is_quiet). A change (persist) or an owed CANCEL wakes one; a tick
   // visits those whose time has come, not all of them.
   DueIndex due_{*this};
-  // DueIndex::Times: the due times it files by.
-  std::optional<TimePoint> own_due(const std::string& uid, ResendBound bound) const override;
-  const std::string* watched(const std::string& uid) const override;
-  TimePoint lost_at(const std::string& winner) const override { return worker_lost_at(winner); }
   // Pending workloads that room somewhere may help now: woken at once when
   // room frees at home or a target advertises it. Not those whose every
   // candidate waits in its target's queue ("NoCapacity:", waits_in_every_queue):
@@ -304,7 +306,6 @@ class SourceRole : private DueIndex::Times {
   // Parked workloads by when they wake (SourceWorkload::parked_until); an
   // entry that no longer matches its workload is stale and skipped.
   std::set<std::pair<TimePoint, std::string>> parked_;
-  TargetLedger targets_;
   // The placement window: workloads whose round is in flight (holds_slot,
   // kept by persist), and those waiting for a slot, by (-priority, ticket).
   std::set<std::string> placing_;

@@ -360,7 +360,7 @@ class TargetRole {
   // advertised at the next tick, not at once. Most reservations of an
   // AllAtOnce round are released within a round trip, before that tick, and
   // then no source needs to hear of either; a source's own reservations it
-  // counts itself until our CAPACITY does (SourceRole::Target::unadvertised).
+  // counts itself until our CAPACITY does (TargetLedger::Target::unadvertised).
   bool counts_changed_ = false;
 };
 
