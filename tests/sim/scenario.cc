@@ -83,6 +83,30 @@ std::string describe(const Fault& fault) {
   return out;
 }
 
+namespace {
+
+// Faults of one kind from a seeded stream of their own, so that adding a
+// kind leaves the others of a seed as they were: the first `lo`–`hi` ms
+// after the warm-up, then every `lo`–`hi` ms until `end`; `fill` sets the
+// kind and what it needs, drawing from the same stream.
+template <typename Fill>
+void add_fault_stream(Scenario& out, uint64_t stream_seed, int64_t lo, int64_t hi, int64_t end,
+                      Fill fill) {
+  std::mt19937_64 stream(stream_seed);
+  auto uniform_in_stream = [&](int64_t from, int64_t to) {
+    return std::uniform_int_distribution<int64_t>(from, to)(stream);
+  };
+  for (int64_t at = out.warmup.count() + uniform_in_stream(lo, hi); at < end;
+       at += uniform_in_stream(lo, hi)) {
+    Fault fault;
+    fault.at = Duration(at);
+    fill(fault, uniform_in_stream);
+    out.faults.push_back(std::move(fault));
+  }
+}
+
+}  // namespace
+
 Scenario make_scenario(const ScenarioOptions& options) {
   Scenario out;
   out.options = options;
@@ -231,34 +255,21 @@ Scenario make_scenario(const ScenarioOptions& options) {
     }
     // Evictions, about one every 8 s, from a stream of their own so that
     // the faults above are the same as without them.
-    std::mt19937_64 evictions(options.seed ^ 0x65766963746564ULL);
-    auto evict_uniform = [&](int64_t lo, int64_t hi) {
-      return std::uniform_int_distribution<int64_t>(lo, hi)(evictions);
-    };
-    for (int64_t at = out.warmup.count() + evict_uniform(2000, 14000); at < end;
-         at += evict_uniform(2000, 14000)) {
-      Fault fault;
-      fault.at = Duration(at);
-      fault.kind = Fault::Kind::kEvict;
-      fault.agent = static_cast<uint32_t>(evict_uniform(0, n - 1));
-      out.faults.push_back(std::move(fault));
-    }
+    add_fault_stream(out, options.seed ^ 0x65766963746564ULL, 2000, 14000, end,
+                     [&](Fault& fault, auto& uniform_in_stream) {
+                       fault.kind = Fault::Kind::kEvict;
+                       fault.agent = static_cast<uint32_t>(uniform_in_stream(0, n - 1));
+                     });
     // Failing disks, about one every 15 s, from a stream of their own too.
     if (options.store_faults) {
-      std::mt19937_64 disks(options.seed ^ 0x6469736b73ULL);
-      auto disk_uniform = [&](int64_t lo, int64_t hi) {
-        return std::uniform_int_distribution<int64_t>(lo, hi)(disks);
-      };
-      for (int64_t at = out.warmup.count() + disk_uniform(5000, 25000); at < end;
-           at += disk_uniform(5000, 25000)) {
-        Fault fault;
-        fault.at = Duration(at);
-        fault.kind = Fault::Kind::kStoreFault;
-        fault.agent = static_cast<uint32_t>(disk_uniform(0, n - 1));
-        fault.at_commit = disk_uniform(0, 1) == 1;
-        fault.length = std::min(Duration(disk_uniform(500, 6'000)), Duration(end - at));
-        out.faults.push_back(std::move(fault));
-      }
+      add_fault_stream(out, options.seed ^ 0x6469736b73ULL, 5000, 25000, end,
+                       [&](Fault& fault, auto& uniform_in_stream) {
+                         fault.kind = Fault::Kind::kStoreFault;
+                         fault.agent = static_cast<uint32_t>(uniform_in_stream(0, n - 1));
+                         fault.at_commit = uniform_in_stream(0, 1) == 1;
+                         fault.length = std::min(Duration(uniform_in_stream(500, 6'000)),
+                                                 Duration(end - fault.at.count()));
+                       });
     }
     std::stable_sort(out.faults.begin(), out.faults.end(),
                      [](const Fault& a, const Fault& b) { return a.at < b.at; });
