@@ -4,7 +4,9 @@
 #include <climits>
 #include <deque>
 #include <queue>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace shoal::cluster {
@@ -230,57 +232,39 @@ ScheduleResult FairShareScheduler::allocate(const std::vector<ScheduleRequest>& 
   return result;
 }
 
-std::vector<FairShareScheduler::Served> FairShareScheduler::serve(ScheduleQueue& queue,
-                                                                  bool whole) {
-  int64_t total_weight = 0;
-  std::map<std::string, size_t> queue_index;
-  for (const auto& q : spec_.queues) {
-    queue_index[q.name] = queue_index.size();
-    total_weight += q.weight;
-  }
-  std::vector<Resources> deserved;
-  for (const auto& q : spec_.queues) deserved.push_back(share_of(capacity_, q.weight, total_weight));
-
-  // Nodes ordered by allocation: LeastAllocated takes from the front,
-  // MostAllocated from the back. Re-keyed after every placement.
-  std::set<std::pair<double, size_t>> node_order;
-  std::vector<double> node_key(spec_.nodes.size());
-  for (size_t n = 0; n < spec_.nodes.size(); ++n) {
-    node_key[n] = allocation_fraction(allocated_[n], spec_.nodes[n].capacity);
-    node_order.insert({node_key[n], n});
-  }
-  auto place_task = [&](const model::WorkloadSpec& spec, std::vector<size_t>* chosen) -> bool {
-    auto fits = [&](size_t n) {
-      return (spec_.nodes[n].capacity - allocated_[n] - taken_[n]).fits(spec.resources) &&
-             node_matches(spec_.nodes[n], spec.node_selector);
-    };
-    std::optional<size_t> pick;
-    if (spec_.node_order == model::NodeOrder::kLeastAllocated) {
-      for (auto it = node_order.begin(); it != node_order.end() && !pick; ++it) if (fits(it->second)) pick = it->second;
-    } else {
-      for (auto it = node_order.rbegin(); it != node_order.rend() && !pick; ++it) if (fits(it->second)) pick = it->second;
+// The state of one serve(): the nodes ordered by allocation (re-keyed after
+// every placement), each group's cursor over its members, and what was
+// admitted so far. A pass walks each group with a cursor; the queue itself
+// changes only when a workload is done (admitted whole, or partly and the
+// pass moved on), in finish().
+class FairShareScheduler::ServePass {
+ public:
+  ServePass(FairShareScheduler& scheduler, ScheduleQueue& queue, bool whole)
+      : s_(scheduler), queue_(queue), whole_(whole), node_key_(s_.spec_.nodes.size()) {
+    int64_t total_weight = 0;
+    for (const auto& q : s_.spec_.queues) {
+      queue_index_[q.name] = queue_index_.size();
+      total_weight += q.weight;
     }
-    if (!pick) return false;
-    node_order.erase({node_key[*pick], *pick});
-    allocated_[*pick] += spec.resources;
-    node_key[*pick] = allocation_fraction(allocated_[*pick], spec_.nodes[*pick].capacity);
-    node_order.insert({node_key[*pick], *pick});
-    chosen->push_back(*pick);
-    return true;
-  };
-  auto unplace = [&](const model::WorkloadSpec& spec, const std::vector<size_t>& nodes) {
-    for (size_t n : nodes) {
-      node_order.erase({node_key[n], n});
-      allocated_[n] -= spec.resources;
-      node_key[n] = allocation_fraction(allocated_[n], spec_.nodes[n].capacity);
-      node_order.insert({node_key[n], n});
+    for (const auto& q : s_.spec_.queues) {
+      deserved_.push_back(share_of(s_.capacity_, q.weight, total_weight));
     }
-  };
+    for (size_t n = 0; n < s_.spec_.nodes.size(); ++n) {
+      node_key_[n] = allocation_fraction(s_.allocated_[n], s_.spec_.nodes[n].capacity);
+      node_order_.insert({node_key_[n], n});
+    }
+  }
 
+  // One pass over the queue in fair-share order: the queue furthest below
+  // its weight goes next, and within it the namespace furthest below its
+  // weight. `capped`: no queue goes past its deserved share.
+  void run(bool capped);
+  // Takes what was admitted out of the queue, in the order admitted.
+  std::vector<Served> finish();
+
+ private:
   using Group = ScheduleQueue::Group;
   using Rank = ScheduleQueue::Rank;
-  // A pass walks each group with a cursor; the queue itself changes only
-  // when a workload is done (admitted whole, or partly and the pass moved on).
   struct Cursor {
     Group* group;
     ScheduleQueue::Members::iterator at;
@@ -294,154 +278,237 @@ std::vector<FairShareScheduler::Served> FairShareScheduler::serve(ScheduleQueue&
     std::vector<std::string> nodes;
     std::string reason;  // the refusal that left it partly placed
   };
-  std::unordered_map<std::string, Progress> progress;  // admitted at least its gang
-  std::vector<std::string> done;                       // admitted; leaves the queue after the passes
-  std::set<Group*> touched;                            // members left: refiled after the passes
+  using Entry = std::tuple<double, std::string, size_t>;  // (weighted share, name, pass index)
+  using Heap = std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>;
 
+  // One task of `spec` on the first node that fits in node order
+  // (LeastAllocated from the front, MostAllocated from the back).
+  bool place_task(const model::WorkloadSpec& spec, std::vector<size_t>* chosen);
+  void unplace(const model::WorkloadSpec& spec, const std::vector<size_t>& nodes);
+  void rekey(size_t node, const Resources& delta, int sign);
   // Past what an earlier pass placed whole (one partly placed goes on).
-  auto skip_placed = [&](Cursor& cursor) {
-    for (; cursor.at != cursor.group->members.end(); ++cursor.at) {
-      auto found = progress.find(cursor.at->second);
-      if (found == progress.end() || found->second.placed < cursor.group->shape.replicas) return;
-    }
-  };
-  auto run_pass = [&](bool capped) {
-    std::deque<Cursor> cursors;
-    std::vector<NamespacePass> passes;
-    std::vector<std::vector<size_t>> by_queue(spec_.queues.size());  // indexes into passes
-    passes.reserve(queue.namespaces_.size());
-    for (auto& [id, ns] : queue.namespaces_) {
-      auto q = queue_index.find(ns.queue);
-      if (q == queue_index.end()) {
-        for (const auto& [rank, group] : ns.heads) group->reason = "NoSuchQueue:" + ns.queue;
-        continue;
-      }
-      NamespacePass pass{&ns, {}};
-      for (const auto& [rank, group] : ns.heads) {
-        Cursor& cursor = cursors.emplace_back(Cursor{group, group->members.begin()});
-        skip_placed(cursor);
-        if (cursor.at != group->members.end()) pass.open.emplace(cursor.at->first, &cursor);
-      }
-      if (pass.open.empty()) continue;
-      by_queue[q->second].push_back(passes.size());
-      passes.push_back(std::move(pass));
-    }
-    using Entry = std::tuple<double, std::string, size_t>;  // (weighted share, name, pass index)
-    std::vector<std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>>> heaps(
-        spec_.queues.size());
-    auto ns_share = [&](size_t q, const std::string& ns) {
-      auto it = queue_namespace_allocated_.find({spec_.queues[q].name, ns});
-      Resources used = it == queue_namespace_allocated_.end() ? Resources{} : it->second;
-      return dominant_share(used, capacity_) / static_cast<double>(namespace_weight(ns));
-    };
-    for (size_t q = 0; q < by_queue.size(); ++q) {
-      for (size_t p : by_queue[q]) heaps[q].push({ns_share(q, passes[p].ns->name), passes[p].ns->name, p});
-    }
-    while (true) {
-      // The queue furthest below its weight goes next.
-      std::optional<size_t> best_queue;
-      double best_share = 0;
-      for (size_t q = 0; q < heaps.size(); ++q) {
-        if (heaps[q].empty()) continue;
-        double share = dominant_share(queue_allocated_[spec_.queues[q].name], capacity_) /
-                       static_cast<double>(spec_.queues[q].weight);
-        if (!best_queue || share < best_share) {
-          best_queue = q;
-          best_share = share;
-        }
-      }
-      if (!best_queue) return;
-      size_t q = *best_queue;
-      const std::string& queue_name = spec_.queues[q].name;
-      size_t p = std::get<2>(heaps[q].top());
-      heaps[q].pop();
-      NamespacePass& pass = passes[p];
-      const std::string& ns_name = pass.ns->name;
-      Cursor* cursor = pass.open.begin()->second;
-      pass.open.erase(pass.open.begin());
-      Group* group = cursor->group;
-      const std::string& key = cursor->at->second;
-      queue.tries_ += 1;
-      model::WorkloadSpec& spec = group->shape;
-      Progress* started = nullptr;
-      if (auto found = progress.find(key); found != progress.end()) started = &found->second;
-      bool first = started == nullptr;
-      int32_t gang = whole ? spec.replicas : spec.gang_size();
-      int32_t tasks = first ? gang : 1;
-      Resources amount = spec.resources * tasks;
-      std::string refusal;
-      if (capped && !deserved[q].fits(queue_allocated_[queue_name] + amount)) {
-        refusal = "QueueDeservedShareReached:" + queue_name;
-      } else if (first) {
-        const NamespaceQuota& quota = quotas_[spec.namespace_name];
-        Resources used = namespace_used_[spec.namespace_name] + spec.total();
-        if (quota.cpu_milli && used.cpu_milli > *quota.cpu_milli) refusal = "QuotaExceeded:cpu";
-        else if (quota.memory_bytes && used.memory_bytes > *quota.memory_bytes) refusal = "QuotaExceeded:memory";
-        else if (quota.gpu && used.gpu > *quota.gpu) refusal = "QuotaExceeded:gpu";
-        else if (quota.workloads && namespace_workloads_[spec.namespace_name] + 1 > *quota.workloads) {
-          refusal = "QuotaExceeded:count/workloads";
-        }
-      }
-      std::vector<size_t> chosen;
-      if (refusal.empty()) {
-        for (int32_t t = 0; t < tasks; ++t) {
-          if (!place_task(spec, &chosen)) {
-            unplace(spec, chosen);  // a gang binds all of its minimum or nothing
-            chosen.clear();
-            refusal = first && tasks > 1 ? "GangDoesNotFit" : "NoNodeFits";
-            break;
-          }
-        }
-      }
-      if (!refusal.empty() && first) {
-        // Every later member of the group would be refused the same way:
-        // the group is closed for the rest of this pass.
-        group->reason = refusal;
-      } else {
-        bool moves_on = true;
-        if (!refusal.empty()) {
-          started->reason = refusal;  // partly placed; the namespace goes on
-        } else {
-          if (first) {
-            started = &progress[key];
-            namespace_used_[spec.namespace_name] += spec.total();
-            namespace_workloads_[spec.namespace_name] += 1;
-          }
-          started->reason.clear();
-          for (size_t node : chosen) started->nodes.push_back(spec_.nodes[node].name);
-          started->placed += tasks;
-          queue_allocated_[queue_name] += amount;
-          queue_namespace_allocated_[{queue_name, ns_name}] += amount;
-          moves_on = started->placed >= spec.replicas;  // else its next task, when its turn comes
-        }
-        if (moves_on) {
-          done.push_back(key);
-          ++cursor->at;
-          skip_placed(*cursor);
-        }
-        if (cursor->at != group->members.end()) pass.open.emplace(cursor->at->first, cursor);
-      }
-      if (!pass.open.empty()) heaps[q].push({ns_share(q, ns_name), ns_name, p});
-    }
-  };
-  run_pass(/*capped=*/true);
-  // Idle capacity goes to queues with pending work, still in fair-share order.
-  if (spec_.borrowing) run_pass(/*capped=*/false);
+  void skip_placed(Cursor& cursor);
+  double namespace_share(size_t q, const std::string& ns) const;
+  // Why the first tasks of `spec` may not be admitted in its namespace ("" if they may).
+  std::string quota_refusal(const model::WorkloadSpec& spec) const;
+  // The next member of `pass` tries its turn; the pass stays open while it
+  // has members that may still be admitted.
+  void take_turn(size_t q, NamespacePass& pass, bool capped);
 
+  FairShareScheduler& s_;
+  ScheduleQueue& queue_;
+  const bool whole_;
+  std::map<std::string, size_t> queue_index_;
+  std::vector<Resources> deserved_;
+  std::set<std::pair<double, size_t>> node_order_;
+  std::vector<double> node_key_;
+  std::unordered_map<std::string, Progress> progress_;  // admitted at least its gang
+  std::vector<std::string> done_;                       // admitted; leaves the queue in finish()
+};
+
+void FairShareScheduler::ServePass::rekey(size_t node, const Resources& delta, int sign) {
+  node_order_.erase({node_key_[node], node});
+  if (sign > 0) {
+    s_.allocated_[node] += delta;
+  } else {
+    s_.allocated_[node] -= delta;
+  }
+  node_key_[node] = allocation_fraction(s_.allocated_[node], s_.spec_.nodes[node].capacity);
+  node_order_.insert({node_key_[node], node});
+}
+
+bool FairShareScheduler::ServePass::place_task(const model::WorkloadSpec& spec,
+                                               std::vector<size_t>* chosen) {
+  auto fits = [&](size_t n) {
+    return (s_.spec_.nodes[n].capacity - s_.allocated_[n] - s_.taken_[n]).fits(spec.resources) &&
+           node_matches(s_.spec_.nodes[n], spec.node_selector);
+  };
+  std::optional<size_t> pick;
+  if (s_.spec_.node_order == model::NodeOrder::kLeastAllocated) {
+    for (auto it = node_order_.begin(); it != node_order_.end() && !pick; ++it) {
+      if (fits(it->second)) pick = it->second;
+    }
+  } else {
+    for (auto it = node_order_.rbegin(); it != node_order_.rend() && !pick; ++it) {
+      if (fits(it->second)) pick = it->second;
+    }
+  }
+  if (!pick) return false;
+  rekey(*pick, spec.resources, 1);
+  chosen->push_back(*pick);
+  return true;
+}
+
+void FairShareScheduler::ServePass::unplace(const model::WorkloadSpec& spec,
+                                            const std::vector<size_t>& nodes) {
+  for (size_t n : nodes) rekey(n, spec.resources, -1);
+}
+
+void FairShareScheduler::ServePass::skip_placed(Cursor& cursor) {
+  for (; cursor.at != cursor.group->members.end(); ++cursor.at) {
+    auto found = progress_.find(cursor.at->second);
+    if (found == progress_.end() || found->second.placed < cursor.group->shape.replicas) return;
+  }
+}
+
+double FairShareScheduler::ServePass::namespace_share(size_t q, const std::string& ns) const {
+  auto it = s_.queue_namespace_allocated_.find({s_.spec_.queues[q].name, ns});
+  Resources used = it == s_.queue_namespace_allocated_.end() ? Resources{} : it->second;
+  return dominant_share(used, s_.capacity_) / static_cast<double>(s_.namespace_weight(ns));
+}
+
+std::string FairShareScheduler::ServePass::quota_refusal(const model::WorkloadSpec& spec) const {
+  auto quota_of = s_.quotas_.find(spec.namespace_name);
+  if (quota_of == s_.quotas_.end()) return "";
+  const NamespaceQuota& quota = quota_of->second;
+  auto used_of = s_.namespace_used_.find(spec.namespace_name);
+  Resources used = (used_of == s_.namespace_used_.end() ? Resources{} : used_of->second) + spec.total();
+  if (quota.cpu_milli && used.cpu_milli > *quota.cpu_milli) return "QuotaExceeded:cpu";
+  if (quota.memory_bytes && used.memory_bytes > *quota.memory_bytes) return "QuotaExceeded:memory";
+  if (quota.gpu && used.gpu > *quota.gpu) return "QuotaExceeded:gpu";
+  auto workloads = s_.namespace_workloads_.find(spec.namespace_name);
+  int64_t counted = workloads == s_.namespace_workloads_.end() ? 0 : workloads->second;
+  if (quota.workloads && counted + 1 > *quota.workloads) return "QuotaExceeded:count/workloads";
+  return "";
+}
+
+void FairShareScheduler::ServePass::run(bool capped) {
+  std::deque<Cursor> cursors;
+  std::vector<NamespacePass> passes;
+  std::vector<std::vector<size_t>> by_queue(s_.spec_.queues.size());  // indexes into passes
+  passes.reserve(queue_.namespaces_.size());
+  for (auto& [id, ns] : queue_.namespaces_) {
+    auto q = queue_index_.find(ns.queue);
+    if (q == queue_index_.end()) {
+      for (const auto& [rank, group] : ns.heads) group->reason = "NoSuchQueue:" + ns.queue;
+      continue;
+    }
+    NamespacePass pass{&ns, {}};
+    for (const auto& [rank, group] : ns.heads) {
+      Cursor& cursor = cursors.emplace_back(Cursor{group, group->members.begin()});
+      skip_placed(cursor);
+      if (cursor.at != group->members.end()) pass.open.emplace(cursor.at->first, &cursor);
+    }
+    if (pass.open.empty()) continue;
+    by_queue[q->second].push_back(passes.size());
+    passes.push_back(std::move(pass));
+  }
+  std::vector<Heap> heaps(s_.spec_.queues.size());
+  for (size_t q = 0; q < by_queue.size(); ++q) {
+    for (size_t p : by_queue[q]) {
+      heaps[q].push({namespace_share(q, passes[p].ns->name), passes[p].ns->name, p});
+    }
+  }
+  while (true) {
+    // The queue furthest below its weight goes next.
+    std::optional<size_t> best_queue;
+    double best_share = 0;
+    for (size_t q = 0; q < heaps.size(); ++q) {
+      if (heaps[q].empty()) continue;
+      double share = dominant_share(s_.queue_allocated_[s_.spec_.queues[q].name], s_.capacity_) /
+                     static_cast<double>(s_.spec_.queues[q].weight);
+      if (!best_queue || share < best_share) {
+        best_queue = q;
+        best_share = share;
+      }
+    }
+    if (!best_queue) return;
+    size_t q = *best_queue;
+    size_t p = std::get<2>(heaps[q].top());
+    heaps[q].pop();
+    NamespacePass& pass = passes[p];
+    take_turn(q, pass, capped);
+    if (!pass.open.empty()) heaps[q].push({namespace_share(q, pass.ns->name), pass.ns->name, p});
+  }
+}
+
+void FairShareScheduler::ServePass::take_turn(size_t q, NamespacePass& pass, bool capped) {
+  const std::string& queue_name = s_.spec_.queues[q].name;
+  const std::string& ns_name = pass.ns->name;
+  Cursor* cursor = pass.open.begin()->second;
+  pass.open.erase(pass.open.begin());
+  Group* group = cursor->group;
+  const std::string& key = cursor->at->second;
+  queue_.tries_ += 1;
+  model::WorkloadSpec& spec = group->shape;
+  Progress* started = nullptr;
+  if (auto found = progress_.find(key); found != progress_.end()) started = &found->second;
+  bool first = started == nullptr;
+  int32_t gang = whole_ ? spec.replicas : spec.gang_size();
+  int32_t tasks = first ? gang : 1;
+  Resources amount = spec.resources * tasks;
+  std::string refusal;
+  if (capped && !deserved_[q].fits(s_.queue_allocated_[queue_name] + amount)) {
+    refusal = "QueueDeservedShareReached:" + queue_name;
+  } else if (first) {
+    refusal = quota_refusal(spec);
+  }
+  std::vector<size_t> chosen;
+  if (refusal.empty()) {
+    for (int32_t t = 0; t < tasks; ++t) {
+      if (!place_task(spec, &chosen)) {
+        unplace(spec, chosen);  // a gang binds all of its minimum or nothing
+        chosen.clear();
+        refusal = first && tasks > 1 ? "GangDoesNotFit" : "NoNodeFits";
+        break;
+      }
+    }
+  }
+  if (!refusal.empty() && first) {
+    // Every later member of the group would be refused the same way:
+    // the group is closed for the rest of this pass.
+    group->reason = refusal;
+    return;
+  }
+  bool moves_on = true;
+  if (!refusal.empty()) {
+    started->reason = refusal;  // partly placed; the namespace goes on
+  } else {
+    if (first) {
+      started = &progress_[key];
+      s_.namespace_used_[spec.namespace_name] += spec.total();
+      s_.namespace_workloads_[spec.namespace_name] += 1;
+    }
+    started->reason.clear();
+    for (size_t node : chosen) started->nodes.push_back(s_.spec_.nodes[node].name);
+    started->placed += tasks;
+    s_.queue_allocated_[queue_name] += amount;
+    s_.queue_namespace_allocated_[{queue_name, ns_name}] += amount;
+    moves_on = started->placed >= spec.replicas;  // else its next task, when its turn comes
+  }
+  if (moves_on) {
+    done_.push_back(key);
+    ++cursor->at;
+    skip_placed(*cursor);
+  }
+  if (cursor->at != group->members.end()) pass.open.emplace(cursor->at->first, cursor);
+}
+
+std::vector<FairShareScheduler::Served> FairShareScheduler::ServePass::finish() {
   std::vector<Served> served;
-  served.reserve(done.size());
-  for (const std::string& key : done) {
-    auto found = queue.index_.find(key);
-    if (found == queue.index_.end()) continue;  // done in both passes: listed once
+  served.reserve(done_.size());
+  std::set<Group*> touched;  // members left: refiled after the passes
+  for (const std::string& key : done_) {
+    auto found = queue_.index_.find(key);
+    if (found == queue_.index_.end()) continue;  // done in both passes: listed once
     Group* group = found->second.group;
-    Progress& result = progress[key];
+    Progress& result = progress_[key];
     served.push_back({key, group->shape, std::move(result.nodes), std::move(result.reason)});
     group->members.erase({found->second.rank, key});
-    queue.index_.erase(found);
+    queue_.index_.erase(found);
     touched.insert(group);
   }
-  for (Group* group : touched) queue.refile(group);
+  for (Group* group : touched) queue_.refile(group);
   return served;
+}
+
+std::vector<FairShareScheduler::Served> FairShareScheduler::serve(ScheduleQueue& queue,
+                                                                  bool whole) {
+  ServePass pass(*this, queue, whole);
+  pass.run(/*capped=*/true);
+  // Idle capacity goes to queues with pending work, still in fair-share order.
+  if (spec_.borrowing) pass.run(/*capped=*/false);
+  return pass.finish();
 }
 
 }  // namespace shoal::cluster

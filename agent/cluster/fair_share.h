@@ -107,6 +107,9 @@ class FairShareScheduler {
 
  private:
   explicit FairShareScheduler(const model::ClusterSpec& spec) : spec_(spec) {}
+  // One serve(): its node order, where each group's walk stands, and what
+  // it admitted so far (fair_share.cc).
+  class ServePass;
 
   model::ClusterSpec spec_;
   model::Resources capacity_;
