@@ -50,7 +50,7 @@ TimePoint SourceRole::next_deadline() {
 void SourceRole::greet_target(const std::string& target) {
   targets_.digest_sent(target, TimePoint{});
   // Its copies' leases count as unrenewed from now: worker-lost handling
-  // of them may come due earlier (due_at).
+  // of them may come due earlier (worker_lost_at).
   due_.touch_watching(target);
   if (invitations_.issuers().count(target)) next_digest_due_ = TimePoint::min();
 }
@@ -58,7 +58,7 @@ void SourceRole::greet_target(const std::string& target) {
 void SourceRole::heard_from(const std::string& peer, Duration silence) {
   // Silent for less, it was renewable all along, so in the plan already.
   if (may_renew_after(silence)) return;
-  // Renewable again: an APPROVE it is owed may be re-sent now (due_at).
+  // Renewable again: an APPROVE it is owed may be re-sent now (own_due_at).
   due_.touch_watching(peer);
   if (!invitations_.issuers().count(peer)) return;
   TimePoint last_sent = targets_.last_digest_sent(peer);
