@@ -145,11 +145,19 @@ void Federation::probe_store(SimAgent& agent, uint32_t boots) {
   agent.read_only = false;
   boot(agent);
   if (!agent.up() || agent.read_only) return;
-  // What waited in its socket is read now, then its timers run.
+  read_what_waited(agent);
+}
+
+void Federation::read_what_waited(SimAgent& agent) {
   auto held = std::move(held_[agent.index]);
   held_.erase(agent.index);
-  for (const auto& bytes : held) {
-    if (agent.up() && !agent.read_only) deliver(agent, *bytes);
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (agent.up() && agent.read_only) {
+      // A step turned it read-only: the rest wait in its socket again.
+      held_[agent.index].assign(held.begin() + static_cast<std::ptrdiff_t>(i), held.end());
+      return;
+    }
+    if (agent.up()) deliver(agent, *held[i]);
   }
   if (agent.up() && !agent.read_only) {
     agent.ticked_since_boot = true;
@@ -405,17 +413,7 @@ void Federation::thaw(SimAgent& agent) {
   if (!agent.frozen) return;
   agent.frozen = false;
   if (!agent.up() || agent.read_only) return;  // read-only: its probe starts it again
-  auto held = std::move(held_[agent.index]);
-  held_.erase(agent.index);
-  for (const auto& bytes : held) {
-    if (agent.up()) deliver(agent, *bytes);
-  }
-  if (agent.up()) {
-    agent.ticked_since_boot = true;
-    StepEffects effects;
-    run_step(agent, [&] { tick_until_idle(agent, effects); }, effects);
-    apply(agent, effects);
-  }
+  read_what_waited(agent);
 }
 
 bool Federation::run_until(TimePoint end, const std::function<bool()>& stop) {

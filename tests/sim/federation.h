@@ -255,6 +255,10 @@ class Federation {
   // kStorageProbeInterval.
   void enter_read_only(SimAgent& agent);
   void probe_store(SimAgent& agent, uint32_t boots);
+  // After a pause or a read-only spell: what waited for the agent is read,
+  // in order, then its timers run; a step that turns it read-only leaves
+  // the rest waiting.
+  void read_what_waited(SimAgent& agent);
   static constexpr Duration kStorageProbeInterval = std::chrono::seconds(2);
   void step(SimAgent& agent, const std::function<void()>& work);
   // The step on the agent alone; its effects on the world go to `effects`.

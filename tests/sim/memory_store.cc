@@ -34,14 +34,18 @@ Status MemoryStore::begin() {
   return Status::ok();
 }
 
+namespace {
+
+Status disk_full() { return Status(ErrorCode::kStorage, "simulated disk failure: database or disk is full"); }
+
+}  // namespace
+
 Status MemoryStore::refuse_write() const {
-  if (failure_ != Failure::kWrites) return Status::ok();
-  return Status(ErrorCode::kStorage, "simulated disk failure: database or disk is full");
+  return failure_ == Failure::kWrites ? disk_full() : Status::ok();
 }
 
 Status MemoryStore::probe_write() const {
-  if (failure_ == Failure::kNone) return Status::ok();
-  return Status(ErrorCode::kStorage, "simulated disk failure: database or disk is full");
+  return failure_ == Failure::kNone ? Status::ok() : disk_full();
 }
 
 Status MemoryStore::commit() {
