@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "agent/runtime/event_loop.h"
+#include "agent/runtime/daemon.h"
 
 namespace {
 

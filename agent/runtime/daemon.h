@@ -1,7 +1,7 @@
-// `shoald run`: the one thread that owns the agent. Each iteration waits on
-// the peer socket, the control socket and a signalfd; hands every event to
-// the core; commits the store batch; and only then sends what the batch
-// produced (write-ahead: nobody hears of a state the disk has not got).
+// shoald as a process: `shoald init` creates a data directory; `shoald run`
+// takes its lock, reads its configuration, opens the state database, the
+// peer and control sockets and a signalfd, and hands them to the loop
+// (loop.h), which owns the agent until a signal stops it.
 #pragma once
 
 #include <string>

@@ -1,0 +1,260 @@
+// The loop by itself: a real state database, real ZeroMQ sockets and a
+// real agent (the default one-node sim cluster), driven one iteration at a
+// time through the control socket the way shoalctl drives it.
+#include "agent/runtime/loop.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <sqlite3.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+
+#include <spdlog/sinks/null_sink.h>
+#include <zmq_addon.hpp>
+
+#include "agent/control/data_dir.h"
+#include "crypto/identity.h"
+
+namespace shoal::runtime {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string workload_manifest(const std::string& name) {
+  return "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata:\n  name: " + name +
+         "\n  namespace: default\nspec:\n  resources:\n    cpu: \"1\"\n  duration: 30s\n";
+}
+
+// How many workloads named `name` the database file holds, read over a
+// connection of its own: what a restarted agent would find.
+int committed_workloads(const std::string& path, const std::string& name) {
+  sqlite3* db = nullptr;
+  int count = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM workloads WHERE name = ?", -1, &statement,
+                           nullptr) == SQLITE_OK) {
+      sqlite3_bind_text(statement, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(statement) == SQLITE_ROW) count = sqlite3_column_int(statement, 0);
+    }
+    sqlite3_finalize(statement);
+  }
+  sqlite3_close(db);
+  return count;
+}
+
+// FS_IOC_SETFLAGS: an immutable file cannot be written, even by root.
+bool set_immutable(const std::string& path, bool on) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  int flags = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (ok) {
+    flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+    ok = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  }
+  ::close(fd);
+  return ok;
+}
+
+// A shoalctl-like client: a REQ socket on the control socket, or a DEALER
+// for a watch (which hears many replies to one request).
+class Client {
+ public:
+  Client(zmq::context_t& context, const std::string& endpoint, zmq::socket_type type)
+      : socket_(context, type), type_(type) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+  }
+  void send(const json& request) {
+    zmq::multipart_t message;
+    if (type_ == zmq::socket_type::dealer) message.addstr("");
+    message.addstr(request.dump());
+    message.send(socket_);
+  }
+  // The next reply, if one has arrived.
+  std::optional<json> poll() {
+    zmq::multipart_t message;
+    if (!message.recv(socket_, static_cast<int>(zmq::recv_flags::dontwait))) return std::nullopt;
+    return json::parse(message[message.size() - 1].to_string());
+  }
+
+ private:
+  zmq::socket_t socket_;
+  zmq::socket_type type_;
+};
+
+class LoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(crypto::initialize().is_ok());
+    char pattern[] = "/tmp/shoal-loop.XXXXXX";
+    dir_ = mkdtemp(pattern);
+    auto opened = store::SqliteStore::open(database_path());
+    ASSERT_TRUE(opened.is_ok()) << opened.status().message();
+    store_ = std::move(opened).value();
+    peers_.set(zmq::sockopt::linger, 0);
+    peers_.bind("tcp://127.0.0.1:*");
+    guard_.emplace(context_, peers_, peers_.get(zmq::sockopt::last_endpoint), 64, *logger_);
+    control_.set(zmq::sockopt::linger, 0);
+    control_.set(zmq::sockopt::router_mandatory, true);
+    control_.bind(control::control_endpoint(dir_));
+    ASSERT_EQ(::pipe(stop_pipe_), 0);
+    factory_.emplace(dir_, core::AgentConfig{}, crypto::Identity::generate(),
+                     model::default_cluster_spec("east"),
+                     cluster::ExecOptions{}, clock_, transport_, *store_, rng_, logger_);
+    loop_.emplace(*factory_, *store_, transport_,
+                  LoopSockets{peers_, control_, nullptr, stop_pipe_[0]}, *guard_,
+                  PeerRateLimiter(1000, 1000), *logger_);
+  }
+  void TearDown() override {
+    loop_.reset();
+    ::close(stop_pipe_[0]);
+    ::close(stop_pipe_[1]);
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string database_path() const { return dir_ + "/state.db"; }
+  std::unique_ptr<Client> client(zmq::socket_type type = zmq::socket_type::req) {
+    return std::make_unique<Client>(context_, control::control_endpoint(dir_), type);
+  }
+
+  // Iterates the loop until `done` holds; false after `limit`.
+  bool iterate_until(const std::function<bool()>& done, std::chrono::seconds limit = 20s) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      auto next = loop_->run_once(20ms);
+      EXPECT_TRUE(next.is_ok()) << next.status().message();
+      if (!next.is_ok() || *next == Loop::Next::kStop) return false;
+    }
+    return true;
+  }
+
+  // Sends `request` and iterates until its reply comes.
+  json call(const json& request) {
+    auto ctl = client();
+    ctl->send(request);
+    std::optional<json> reply;
+    EXPECT_TRUE(iterate_until([&] { return (reply = ctl->poll()).has_value(); }));
+    return reply.value_or(json());
+  }
+
+  std::string dir_;
+  std::shared_ptr<spdlog::logger> logger_ =
+      std::make_shared<spdlog::logger>("loop-test", std::make_shared<spdlog::sinks::null_sink_mt>());
+  std::unique_ptr<store::SqliteStore> store_;
+  zmq::context_t context_{1};
+  zmq::socket_t peers_{context_, zmq::socket_type::router};
+  zmq::socket_t control_{context_, zmq::socket_type::router};
+  std::optional<ConnectionGuard> guard_;
+  int stop_pipe_[2] = {-1, -1};
+  SystemClock clock_;
+  SodiumRng rng_;
+  ZmqTransport transport_{context_, std::nullopt};
+  std::optional<AgentFactory> factory_;
+  std::optional<Loop> loop_;
+};
+
+TEST_F(LoopTest, ASubmitIsOnDiskWhenItsReplyArrives) {
+  ASSERT_TRUE(loop_->boot().is_ok());
+  auto ctl = client();
+  ctl->send({{"command", "submit"}, {"manifest", workload_manifest("first")}});
+  std::optional<json> reply;
+  ASSERT_TRUE(iterate_until([&] { return (reply = ctl->poll()).has_value(); }));
+  ASSERT_TRUE(reply->value("ok", false)) << reply->dump();
+  // The reply came: whatever reads the file now finds the workload.
+  EXPECT_EQ(committed_workloads(database_path(), "first"), 1);
+  EXPECT_TRUE(loop_->agent().find_workload("default", "first").has_value());
+}
+
+TEST_F(LoopTest, ARequestThatIsNotJsonIsAnsweredAndTheLoopGoesOn) {
+  ASSERT_TRUE(loop_->boot().is_ok());
+  auto ctl = client();
+  zmq::socket_t raw(context_, zmq::socket_type::req);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.connect(control::control_endpoint(dir_));
+  raw.send(zmq::str_buffer("{not json"), zmq::send_flags::none);
+  zmq::message_t answer;
+  ASSERT_TRUE(iterate_until([&] { return raw.recv(answer, zmq::recv_flags::dontwait).has_value(); }));
+  json refused = json::parse(answer.to_string());
+  EXPECT_FALSE(refused.value("ok", true));
+  EXPECT_EQ(refused.value("code", ""), "InvalidArgument");
+  EXPECT_EQ(call({{"command", "status"}}).value("ok", false), true);
+}
+
+TEST_F(LoopTest, AWatcherHearsOfCommittedChangesAndOfTheStop) {
+  ASSERT_TRUE(loop_->boot().is_ok());
+  auto watcher = client(zmq::socket_type::dealer);
+  watcher->send({{"command", "watch-workloads"}, {"namespace", "default"}});
+  std::optional<json> started;
+  ASSERT_TRUE(iterate_until([&] { return (started = watcher->poll()).has_value(); }));
+  ASSERT_TRUE(started->value("ok", false)) << started->dump();
+  EXPECT_EQ(loop_->watchers(), 1u);
+
+  ASSERT_TRUE(call({{"command", "submit"}, {"manifest", workload_manifest("watched")}}).value("ok", false));
+  bool heard = false;
+  ASSERT_TRUE(iterate_until([&] {
+    while (auto update = watcher->poll()) {
+      for (const auto& item : (*update)["items"]) heard |= item["metadata"]["name"] == "watched";
+    }
+    return heard;
+  }));
+
+  // A byte on the stop descriptor: the loop stops, and tells its watcher why.
+  ASSERT_EQ(::write(stop_pipe_[1], "x", 1), 1);
+  auto next = loop_->run_once(1s);
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_EQ(*next, Loop::Next::kStop);
+  std::optional<json> ended;
+  for (int i = 0; i < 100 && !(ended = watcher->poll()); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_FALSE(ended->value("ok", true));
+  EXPECT_NE(ended->value("error", "").find("stopping"), std::string::npos);
+}
+
+// A database that cannot be written: the batch is rolled back, the request
+// refused with the reason, reads still answered; once the disk is back the
+// probe finds it and the agent serves again, with a new boot.
+TEST_F(LoopTest, ADatabaseThatCannotBeWrittenTurnsTheLoopReadOnlyUntilItCanAgain) {
+  ASSERT_TRUE(loop_->boot().is_ok());
+  uint64_t first_boot = loop_->agent().boot();
+  // The submit waits in the socket before the disk fails: whichever write
+  // of the next batch finds the disk failing, the submit is refused, never
+  // accepted and then lost.
+  auto submitter = client();
+  submitter->send({{"command", "submit"}, {"manifest", workload_manifest("refused")}});
+  zmq::pollitem_t waiting{control_.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&waiting, 1, 5s), 1);
+  std::vector<std::string> files = {database_path(), database_path() + "-wal"};
+  if (!set_immutable(files[0], true) || !set_immutable(files[1], true)) {
+    for (const auto& file : files) set_immutable(file, false);
+    GTEST_SKIP() << "cannot make files immutable here (needs CAP_LINUX_IMMUTABLE)";
+  }
+  std::optional<json> reply;
+  ASSERT_TRUE(iterate_until([&] { return (reply = submitter->poll()).has_value(); }));
+  json refused = *reply;
+  json status = call({{"command", "status"}});
+  for (const auto& file : files) set_immutable(file, false);
+
+  EXPECT_FALSE(refused.value("ok", true));
+  EXPECT_EQ(refused.value("code", ""), "Storage");
+  EXPECT_NE(refused.value("error", "").find("cannot write its state database"), std::string::npos)
+      << refused.dump();
+  EXPECT_TRUE(status.value("ok", false));
+  EXPECT_FALSE(status["storage"]["writable"].get<bool>());
+  EXPECT_EQ(committed_workloads(database_path(), "refused"), 0);
+
+  ASSERT_TRUE(iterate_until([&] { return !loop_->read_only(); }));
+  EXPECT_GT(loop_->agent().boot(), first_boot);
+  EXPECT_TRUE(call({{"command", "submit"}, {"manifest", workload_manifest("accepted")}}).value("ok", false));
+  EXPECT_EQ(committed_workloads(database_path(), "accepted"), 1);
+}
+
+}  // namespace
+}  // namespace shoal::runtime
