@@ -103,9 +103,9 @@ Result<std::vector<model::ClusterCandidate>> live_inventory(const std::string& d
                                                             const model::WorkloadSpec& workload,
                                                             std::vector<placement::FilteredCluster>* unavailable) {
   if (data_dir.empty()) return invalid_argument("--live: expected the agent's data directory (--data or SHOAL_DATA)");
-  SHOAL_ASSIGN_OR_RETURN(json reply, control::call_agent(data_dir, {{"command", "get-clusters"},
-                                                                    {"namespace", workload.namespace_name},
-                                                                    {"queue", workload.queue}}));
+  SHOAL_ASSIGN_OR_RETURN(json reply, control::call(data_dir, control::GetClustersRequest{
+                                                               .namespace_name = workload.namespace_name,
+                                                               .queue = workload.queue}));
   std::vector<model::ClusterCandidate> out;
   for (const auto& item : reply["items"]) {
     SHOAL_ASSIGN_OR_RETURN(model::ClusterCandidate candidate, control::candidate_from_json(item));

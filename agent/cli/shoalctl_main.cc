@@ -12,8 +12,6 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <zmq.hpp>
-#include <zmq_addon.hpp>
 
 #include "agent/control/client.h"
 #include "agent/control/commands.h"
@@ -30,7 +28,7 @@
 namespace shoal::cli {
 namespace {
 
-using control::call_agent;
+using control::call;
 
 using nlohmann::json;
 
@@ -83,15 +81,14 @@ struct InviteCreateArguments {
 };
 
 int cmd_invite_create(const Options& o, const InviteCreateArguments& a) {
-  auto reply = call_agent(o.data_dir, {{"command", "invite-create"},
-                                       {"to", a.to},
-                                       {"namespaces", a.namespaces},
-                                       {"cpu", a.cpu},
-                                       {"memory", a.memory},
-                                       {"gpu", a.gpu},
-                                       {"workloads", a.workloads},
-                                       {"expires", a.expires},
-                                       {"notBefore", a.not_before}});
+  auto reply = call(o.data_dir, control::InviteCreateRequest{.to = a.to,
+                                                              .namespaces = a.namespaces,
+                                                              .cpu = a.cpu,
+                                                              .memory = a.memory,
+                                                              .gpu = a.gpu,
+                                                              .workloads = a.workloads,
+                                                              .expires = a.expires,
+                                                              .not_before = a.not_before});
   const std::string& out_file = a.out_file;
   if (!reply.is_ok()) return fail(reply.status());
   std::string token = (*reply)["token"];
@@ -112,14 +109,14 @@ int cmd_invite_accept(const Options& o, const std::string& token_or_file) {
     if (!text.is_ok()) return fail(text.status());
     token = *text;
   }
-  auto reply = call_agent(o.data_dir, {{"command", "invite-accept"}, {"token", token}});
+  auto reply = call(o.data_dir, control::InviteAcceptRequest{.token = token});
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "accepted invitation from " << (*reply)["cluster"].get<std::string>() << "\n";
   return 0;
 }
 
 int cmd_invite_list(const Options& o) {
-  auto reply = call_agent(o.data_dir, {{"command", "invite-list"}});
+  auto reply = call(o.data_dir, control::InviteListRequest{});
   if (!reply.is_ok()) return fail(reply.status());
   if (print_structured(o.output, json{{"items", (*reply)["items"]}},
                        [](const json& item) { return "invitation/" + item["id"].get<std::string>(); })) {
@@ -152,7 +149,7 @@ int cmd_invite_list(const Options& o) {
 }
 
 int cmd_invite_revoke(const Options& o, const std::string& id, bool evict) {
-  auto reply = call_agent(o.data_dir, {{"command", "invite-revoke"}, {"id", id}, {"evict", evict}});
+  auto reply = call(o.data_dir, control::InviteRevokeRequest{.id = id, .evict = evict});
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "invitation " << id << " revoked" << (evict ? "; its workloads here are being stopped" : "")
             << "\n";
@@ -160,7 +157,7 @@ int cmd_invite_revoke(const Options& o, const std::string& id, bool evict) {
 }
 
 int cmd_describe_peer(const Options& o, const std::string& name) {
-  auto reply = call_agent(o.data_dir, {{"command", "describe-peer"}, {"name", name}});
+  auto reply = call(o.data_dir, control::DescribePeerRequest{.name = name});
   if (!reply.is_ok()) return fail(reply.status());
   json peer = *reply;
   peer.erase("ok");
@@ -194,7 +191,7 @@ int cmd_describe_peer(const Options& o, const std::string& name) {
 }
 
 int cmd_peers(const Options& o) {
-  auto reply = call_agent(o.data_dir, {{"command", "peers"}});
+  auto reply = call(o.data_dir, control::PeersRequest{});
   if (!reply.is_ok()) return fail(reply.status());
   if (print_structured(o.output, json{{"items", (*reply)["items"]}},
                        [](const json& peer) { return "peer/" + peer["cluster"].get<std::string>(); })) {
@@ -244,7 +241,7 @@ int cmd_submit(const Options& o, const std::string& file) {
   auto parts = model::split_manifest(*text, control::kMaxWorkloadsPerSubmit, control::kMaxSubmitBytes);
   if (!parts.is_ok()) return fail(invalid_argument("-f " + file + ": " + parts.status().message()));
   for (const std::string& part : *parts) {
-    auto reply = call_agent(o.data_dir, {{"command", "submit"}, {"manifest", part}});
+    auto reply = call(o.data_dir, control::SubmitRequest{.manifest = part});
     if (!reply.is_ok()) return fail(reply.status());
     for (const auto& item : (*reply)["items"]) {
       std::cout << "workload " << item["namespace"].get<std::string>() << "/"
@@ -270,10 +267,8 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
   do {
     int64_t want = paging.chunk_size;
     if (paging.limit > 0) want = std::min<int64_t>(want, paging.limit - std::ssize(items));
-    json request{{"command", "get-workloads"}, {"limit", want}};
-    if (!all) request["namespace"] = namespace_name;
-    if (!next.empty()) request["continue"] = next;
-    auto reply = call_agent(o.data_dir, request);
+    auto reply = call(o.data_dir, control::GetWorkloadsRequest{
+                                      .namespace_name = all ? "" : namespace_name, .after = next, .limit = want});
     if (!reply.is_ok()) return fail(reply.status());
     for (auto& item : (*reply)["items"]) items.push_back(std::move(item));
     next = reply->value("continue", "");
@@ -313,37 +308,12 @@ int cmd_get_workloads(const Options& o, const std::string& namespace_name, bool 
 }
 
 // get workloads -w: the current list, then every change as the agent
-// pushes it (a DEALER socket the agent's ROUTER keeps writing to), until
+// pushes it (control::WorkloadWatch), until
 // the agent stops or goes silent. -o json prints one workload per line.
 int cmd_watch_workloads(const Options& o, const std::string& namespace_name, bool all) {
-  std::string socket_path = control::control_socket_path(o.data_dir);
-  if (!std::filesystem::exists(socket_path)) {
-    return fail(Status(ErrorCode::kUnavailable, "no agent is running on " + o.data_dir));
-  }
-  zmq::context_t context(1);
-  zmq::socket_t socket(context, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.connect(control::control_endpoint(o.data_dir));
-  json request{{"command", "watch-workloads"}, {"namespace", all ? "" : namespace_name}};
-  socket.send(zmq::message_t(), zmq::send_flags::sndmore);
-  socket.send(zmq::buffer(request.dump()), zmq::send_flags::none);
-  // Each message from the agent: an empty delimiter, then one JSON object.
-  auto receive = [&](std::chrono::milliseconds timeout) -> Result<json> {
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, timeout);
-    if (!(item.revents & ZMQ_POLLIN)) {
-      return Status(ErrorCode::kUnavailable, "the agent stopped answering the watch");
-    }
-    zmq::multipart_t message(socket);
-    json body = json::parse(message.empty() ? "" : message.back().to_string(), nullptr, false);
-    if (!body.is_object()) return internal_error("agent message is not JSON");
-    if (!body.value("ok", false)) {
-      return Status(error_code_from_name(body.value("code", "Internal")), body.value("error", "watch ended"));
-    }
-    return body;
-  };
-  auto started = receive(std::chrono::seconds(15));
-  if (!started.is_ok()) return fail(started.status());
+  auto watch = control::WorkloadWatch::open(
+      o.data_dir, control::WatchWorkloadsRequest{.namespace_name = all ? "" : namespace_name});
+  if (!watch.is_ok()) return fail(watch.status());
   bool as_json = o.output == "json";
   auto print = [&](const json& item) {
     if (as_json) {
@@ -364,23 +334,23 @@ int cmd_watch_workloads(const Options& o, const std::string& namespace_name, boo
                        {"status", {{"phase", "PHASE"}, {"cluster", "CLUSTER"}}}});
   std::string next;
   do {
-    json page{{"command", "get-workloads"}, {"limit", 500}};
-    if (!all) page["namespace"] = namespace_name;
-    if (!next.empty()) page["continue"] = next;
-    auto reply = call_agent(o.data_dir, page);
+    auto reply = call(o.data_dir, control::GetWorkloadsRequest{
+                                      .namespace_name = all ? "" : namespace_name, .after = next});
     if (!reply.is_ok()) return fail(reply.status());
     for (const auto& item : (*reply)["items"]) print(item);
     next = reply->value("continue", "");
   } while (!next.empty());
+  // The agent sends at least a keepalive every 10 s: three missed, it is gone.
   for (;;) {
-    auto changes = receive(3 * std::chrono::seconds(10));
+    auto changes = watch->next(3 * std::chrono::seconds(10));
     if (!changes.is_ok()) return fail(changes.status());
-    for (const auto& item : (*changes)["items"]) print(item);
+    if (!*changes) return fail(Status(ErrorCode::kUnavailable, "the agent stopped answering the watch"));
+    for (const auto& item : **changes) print(item);
   }
 }
 
 int cmd_get_reservations(const Options& o) {
-  auto reply = call_agent(o.data_dir, {{"command", "get-reservations"}});
+  auto reply = call(o.data_dir, control::GetReservationsRequest{});
   if (!reply.is_ok()) return fail(reply.status());
   if (print_structured(o.output, json{{"items", (*reply)["items"]}}, [](const json& r) {
         return "reservation/" + r["namespace"].get<std::string>() + "/" + r["name"].get<std::string>();
@@ -413,7 +383,7 @@ std::string labels_text(const json& labels) {
 }
 
 int cmd_get_clusters(const Options& o, const std::string& namespace_name, const std::string& queue) {
-  auto reply = call_agent(o.data_dir, {{"command", "get-clusters"}, {"namespace", namespace_name}, {"queue", queue}});
+  auto reply = call(o.data_dir, control::GetClustersRequest{.namespace_name = namespace_name, .queue = queue});
   if (!reply.is_ok()) return fail(reply.status());
   if (print_structured(o.output,
                        json{{"namespace", (*reply)["namespace"]}, {"queue", (*reply)["queue"]},
@@ -451,22 +421,25 @@ int cmd_get_clusters(const Options& o, const std::string& namespace_name, const 
   return 0;
 }
 
-// {"namespace", "name"} from NS/NAME, or the one-line usage error.
-Result<json> workload_request(const std::string& target) {
+struct WorkloadName {
+  std::string namespace_name, name;
+};
+
+// NS/NAME split, or the one-line usage error.
+Result<WorkloadName> workload_name(const std::string& target) {
   size_t slash = target.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
     return invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\"");
   }
-  return json{{"namespace", target.substr(0, slash)}, {"name", target.substr(slash + 1)}};
+  return WorkloadName{target.substr(0, slash), target.substr(slash + 1)};
 }
 
 int cmd_nominate(const Options& o, const std::string& target, const std::vector<std::string>& clusters) {
-  auto request = workload_request(target);
-  if (!request.is_ok()) return fail(request.status());
-  json body = *request;
-  body["command"] = "nominate";
-  body["clusters"] = clusters;
-  auto reply = call_agent(o.data_dir, body);
+  auto workload = workload_name(target);
+  if (!workload.is_ok()) return fail(workload.status());
+  auto reply = call(o.data_dir, control::NominateRequest{.namespace_name = workload->namespace_name,
+                                                         .name = workload->name,
+                                                         .clusters = clusters});
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "workload " << target << " nominated to " << clusters.size() << " cluster(s)\n";
   return 0;
@@ -481,8 +454,8 @@ struct PatchArguments {
 // The one field that may change after submit is spec.priority; the agent
 // refuses any other, naming it.
 int cmd_patch_workload(const Options& o, const PatchArguments& a) {
-  auto request = workload_request(a.target);
-  if (!request.is_ok()) return fail(request.status());
+  auto workload = workload_name(a.target);
+  if (!workload.is_ok()) return fail(workload.status());
   json patch = json::object();
   if (!a.patch.empty()) {
     patch = json::parse(a.patch, nullptr, /*allow_exceptions=*/false);
@@ -492,10 +465,9 @@ int cmd_patch_workload(const Options& o, const PatchArguments& a) {
   }
   if (a.priority) patch["spec"]["priority"] = *a.priority;
   if (patch.empty()) return fail(shoal::invalid_argument("patch: give --priority N or -p JSON"));
-  json body = *request;
-  body["command"] = "patch-workload";
-  body["patch"] = patch;
-  auto reply = call_agent(o.data_dir, body);
+  auto reply = call(o.data_dir, control::PatchWorkloadRequest{.namespace_name = workload->namespace_name,
+                                                              .name = workload->name,
+                                                              .patch = patch});
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "workload " << a.target << " patched: priority " << (*reply).value("priority", 0)
             << " (its targets reorder what they queue)\n";
@@ -503,12 +475,10 @@ int cmd_patch_workload(const Options& o, const PatchArguments& a) {
 }
 
 int cmd_delete_workload(const Options& o, const std::string& target, const std::string& from) {
-  auto request = workload_request(target);
-  if (!request.is_ok()) return fail(request.status());
-  json body = *request;
-  body["command"] = "delete-workload";
-  if (!from.empty()) body["from"] = from;
-  auto reply = call_agent(o.data_dir, body);
+  auto workload = workload_name(target);
+  if (!workload.is_ok()) return fail(workload.status());
+  auto reply = call(o.data_dir, control::DeleteWorkloadRequest{
+                                    .namespace_name = workload->namespace_name, .name = workload->name, .from = from});
   if (!reply.is_ok()) return fail(reply.status());
   if ((*reply).value("hosted", false)) {
     std::cout << "workload " << target << " stopped here; its source sees it Failed (DeletedAtTarget)\n";
@@ -529,12 +499,12 @@ struct LogsArguments {
 // Prints a replica's output in chunks the agent bounds; with -f, goes on
 // reading as the replica writes until it ends (the agent says when).
 int cmd_logs(const Options& o, const LogsArguments& a) {
-  auto request = workload_request(a.target);
-  if (!request.is_ok()) return fail(request.status());
-  json body = *request;
-  body["command"] = "logs";
-  body["copy"] = a.copy;
-  body["replica"] = a.replica;
+  auto workload = workload_name(a.target);
+  if (!workload.is_ok()) return fail(workload.status());
+  control::LogsRequest request{.namespace_name = workload->namespace_name,
+                               .name = workload->name,
+                               .copy = a.copy,
+                               .replica = a.replica};
   // Everything kept, or the last --tail lines out of the last 64 KiB: one
   // chunk, whether read here or over the peer link.
   constexpr int64_t kTailWindow = 64 << 10;
@@ -545,9 +515,9 @@ int cmd_logs(const Options& o, const LogsArguments& a) {
   auto pending_since = std::chrono::steady_clock::time_point::max();
   bool first = true;
   for (;;) {
-    body["offset"] = offset;
-    body["limit"] = kTailWindow;
-    auto reply = call_agent(o.data_dir, body);
+    request.offset = offset;
+    request.limit = kTailWindow;
+    auto reply = call(o.data_dir, request);
     if (!reply.is_ok()) return fail(reply.status());
     if (reply->value("pending", false)) {
       auto now = std::chrono::steady_clock::now();
@@ -584,11 +554,10 @@ int cmd_logs(const Options& o, const LogsArguments& a) {
 }
 
 int cmd_describe_workload(const Options& o, const std::string& target) {
-  auto request = workload_request(target);
-  if (!request.is_ok()) return fail(request.status());
-  json body = *request;
-  body["command"] = "describe-workload";
-  auto reply = call_agent(o.data_dir, body);
+  auto workload = workload_name(target);
+  if (!workload.is_ok()) return fail(workload.status());
+  auto reply = call(o.data_dir, control::DescribeWorkloadRequest{.namespace_name = workload->namespace_name,
+                                                                 .name = workload->name});
   if (!reply.is_ok()) return fail(reply.status());
   const json& w = *reply;
   if (o.output == "json" || o.output == "yaml") {
@@ -649,15 +618,15 @@ int cmd_backup(const Options& o, const std::string& file) {
   std::error_code error;
   std::filesystem::path path = std::filesystem::absolute(file, error);
   if (error) return fail(invalid_argument("FILE: " + error.message()));
-  auto reply = call_agent(o.data_dir, {{"command", "backup"}, {"path", path.lexically_normal().string()}},
-                          std::chrono::minutes(5));
+  auto reply = call(o.data_dir, control::BackupRequest{.path = path.lexically_normal().string()},
+                    std::chrono::minutes(5));
   if (!reply.is_ok()) return fail(reply.status());
   std::cout << "state database copied to " << (*reply)["path"].get<std::string>() << "\n";
   return 0;
 }
 
 int cmd_status(const Options& o) {
-  auto reply = call_agent(o.data_dir, {{"command", "status"}});
+  auto reply = call(o.data_dir, control::StatusRequest{});
   if (!reply.is_ok()) return fail(reply.status());
   json copy = *reply;
   copy.erase("ok");

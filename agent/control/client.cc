@@ -3,19 +3,37 @@
 #include <filesystem>
 
 #include <zmq.hpp>
+#include <zmq_addon.hpp>
 
 #include "agent/control/data_dir.h"
 #include "common/text.h"
 
 namespace shoal::control {
+namespace {
+
+Status no_agent(const std::string& data_dir) {
+  std::string socket_path = control_socket_path(data_dir);
+  return Status(ErrorCode::kUnavailable,
+                "no agent is running on " + data_dir + " (no control socket at " + socket_path +
+                    "); start it with `shoald run --data " + data_dir + "`");
+}
+
+// An {"ok": false} reply as the Status it carries.
+Result<nlohmann::json> reply_status(const std::string& text) {
+  auto json = nlohmann::json::parse(text, nullptr, false);
+  if (json.is_discarded() || !json.is_object()) return internal_error("agent reply is not JSON");
+  if (!json.value("ok", false)) {
+    return Status(error_code_from_name(json.value("code", "Internal")), json.value("error", "failed"));
+  }
+  return json;
+}
+
+}  // namespace
+
 Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::json& request,
                                   std::chrono::milliseconds timeout) {
   std::string socket_path = control_socket_path(data_dir);
-  if (!std::filesystem::exists(socket_path)) {
-    return Status(ErrorCode::kUnavailable,
-                  "no agent is running on " + data_dir + " (no control socket at " + socket_path +
-                      "); start it with `shoald run --data " + data_dir + "`");
-  }
+  if (!std::filesystem::exists(socket_path)) return no_agent(data_dir);
   // JSON carries only UTF-8: a flag that is not is refused here, naming it,
   // rather than aborting in the encoder.
   for (const auto& [key, value] : request.items()) {
@@ -42,12 +60,58 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
     if (!socket.recv(reply, zmq::recv_flags::none)) {
       return Status(ErrorCode::kUnavailable, "no reply from the agent");
     }
-    auto json = nlohmann::json::parse(reply.to_string(), nullptr, false);
-    if (json.is_discarded() || !json.is_object()) return internal_error("agent reply is not JSON");
-    if (!json.value("ok", false)) {
-      return Status(error_code_from_name(json.value("code", "Internal")), json.value("error", "failed"));
+    return reply_status(reply.to_string());
+  } catch (const zmq::error_t& e) {
+    return Status(ErrorCode::kUnavailable, std::string("control socket: ") + e.what());
+  }
+}
+
+struct WorkloadWatch::Socket {
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::dealer};
+};
+
+WorkloadWatch::WorkloadWatch(std::unique_ptr<Socket> socket) : socket_(std::move(socket)) {}
+WorkloadWatch::WorkloadWatch(WorkloadWatch&&) noexcept = default;
+WorkloadWatch& WorkloadWatch::operator=(WorkloadWatch&&) noexcept = default;
+WorkloadWatch::~WorkloadWatch() = default;
+
+Result<WorkloadWatch> WorkloadWatch::open(const std::string& data_dir,
+                                          const WatchWorkloadsRequest& request,
+                                          std::chrono::milliseconds timeout) {
+  if (!std::filesystem::exists(control_socket_path(data_dir))) return no_agent(data_dir);
+  try {
+    auto socket = std::make_unique<Socket>();
+    socket->socket.set(zmq::sockopt::linger, 0);
+    socket->socket.connect(control_endpoint(data_dir));
+    // A DEALER speaks to the agent's ROUTER as a REQ would: an empty
+    // delimiter, then the request.
+    zmq::multipart_t message;
+    message.addstr("");
+    message.addstr(encode(request).dump());
+    message.send(socket->socket);
+    WorkloadWatch watch(std::move(socket));
+    SHOAL_ASSIGN_OR_RETURN(std::optional<nlohmann::json> started, watch.next(timeout));
+    if (!started) {
+      return Status(ErrorCode::kUnavailable, "the agent on " + data_dir + " did not answer within " +
+                                                 std::to_string(timeout.count()) + " ms");
     }
-    return json;
+    return watch;
+  } catch (const zmq::error_t& e) {
+    return Status(ErrorCode::kUnavailable, std::string("control socket: ") + e.what());
+  }
+}
+
+Result<std::optional<nlohmann::json>> WorkloadWatch::next(std::chrono::milliseconds timeout) {
+  try {
+    zmq::pollitem_t item{socket_->socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, timeout);
+    if (!(item.revents & ZMQ_POLLIN)) return std::optional<nlohmann::json>();
+    zmq::multipart_t message(socket_->socket);
+    SHOAL_ASSIGN_OR_RETURN(nlohmann::json body,
+                           reply_status(message.empty() ? "" : message.back().to_string()));
+    nlohmann::json items = body.value("items", nlohmann::json::array());
+    return std::optional<nlohmann::json>(std::move(items));
   } catch (const zmq::error_t& e) {
     return Status(ErrorCode::kUnavailable, std::string("control socket: ") + e.what());
   }

@@ -1,7 +1,7 @@
 // The router: start-up, the wire (decode, trust, replay, permission),
 // dispatch to the parts, heartbeats, the tick's order and the step's
 // effects. The parts live in peer_table, invitation_book, source_*,
-// target_*; control requests in control.cc.
+// target_*; operators' requests in operations.cc.
 #include "agent/core/agent.h"
 
 #include <algorithm>

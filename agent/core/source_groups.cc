@@ -176,10 +176,10 @@ Status SourceRole::nominate(const std::string& namespace_name, const std::string
         "workload " + record.spec.key() +
         " does not use spec.placement.dispatcher: External; nothing to nominate");
   }
-  if (clusters.empty()) return invalid_argument("--clusters: expected at least one cluster name");
+  if (clusters.empty()) return invalid_argument("clusters: expected at least one cluster name");
   size_t copies = static_cast<size_t>(record.spec.placement.number_of_clusters);
   if (clusters.size() < copies) {
-    return invalid_argument("--clusters: expected at least " + std::to_string(copies) +
+    return invalid_argument("clusters: expected at least " + std::to_string(copies) +
                             " cluster names (numberOfClusters " + std::to_string(copies) +
                             ", one copy per cluster)");
   }

@@ -62,7 +62,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::start(const std::string& lis
     response.set_content("ok\n", "text/plain");
   });
   server.Get("/readyz", [data_dir](const httplib::Request&, httplib::Response& response) {
-    auto status = control::call_agent(data_dir, {{"command", "status"}}, kControlTimeout);
+    auto status = control::call(data_dir, control::StatusRequest{}, kControlTimeout);
     if (!status.is_ok()) return reply_error(response, status.status());
     const nlohmann::json& storage = (*status)["storage"];
     if (storage.is_object() && !storage.value("writable", true)) {
@@ -72,14 +72,15 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::start(const std::string& lis
     response.set_content("ready\n", "text/plain");
   });
   server.Get("/metrics", [data_dir](const httplib::Request&, httplib::Response& response) {
-    auto metrics = control::call_agent(data_dir, {{"command", "metrics"}}, kControlTimeout);
+    auto metrics = control::call(data_dir, control::MetricsRequest{}, kControlTimeout);
     if (!metrics.is_ok()) return reply_error(response, metrics.status());
     response.set_content((*metrics)["text"].get<std::string>(), "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Get(R"(/v1/metrics/([^/]+)/([^/]+))", [data_dir](const httplib::Request& request,
                                                            httplib::Response& response) {
-    auto answer = control::call_agent(
-        data_dir, {{"command", "routing-metrics"}, {"domain", request.matches[1].str()}, {"metric", request.matches[2].str()}},
+    auto answer = control::call(
+        data_dir,
+        control::RoutingMetricsRequest{.domain = request.matches[1].str(), .metric = request.matches[2].str()},
         kControlTimeout);
     if (!answer.is_ok()) return reply_error(response, answer.status());
     nlohmann::json body = *answer;

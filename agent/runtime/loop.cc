@@ -8,7 +8,7 @@
 
 #include "agent/control/commands.h"
 #include "agent/core/batch.h"
-#include "agent/runtime/control.h"
+#include "agent/runtime/control_handlers.h"
 
 namespace shoal::runtime {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/runtime/control.h"
+#include "agent/runtime/control_views.h"
 
 namespace shoal::runtime {
 

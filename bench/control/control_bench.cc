@@ -4,7 +4,7 @@
 // of the same build, never absolute times.
 #include <benchmark/benchmark.h>
 
-#include "agent/runtime/control.h"
+#include "agent/runtime/control_views.h"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include "agent/cluster/kubernetes/kube_api.h"
 #include "agent/cluster/slurm/slurm_rest.h"
 #include "agent/cluster/slurm/slurm_runner.h"
+#include "agent/control/commands.h"
 #include "agent/control/inventory_json.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
@@ -81,6 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (auto json = nlohmann::json::parse(as_text(bytes.data(), bytes.size()), nullptr, false);
           !json.is_discarded()) {
         (void)shoal::control::candidate_from_json(json);
+        // A request on the control socket (any local process may write one).
+        (void)shoal::control::check_request(json);
         if (json.is_object() && json.contains("items") && json["items"].is_array()) {
           for (const auto& item : json["items"]) (void)shoal::control::candidate_from_json(item);
         }

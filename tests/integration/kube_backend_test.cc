@@ -162,7 +162,7 @@ TEST_F(KubeBackend, LogsAtTheSourceReadThePodsLogThroughItsApiServer) {
   // A replica it does not have is refused by name.
   CommandResult wrong = source_.ctl({"logs", "default/talk", "--replica", "3"});
   EXPECT_NE(wrong.exit_code, 0);
-  EXPECT_NE(wrong.err.find("--replica"), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("replica: expected"), std::string::npos) << wrong.err;
 }
 
 // The source's own cluster (sim) runs no images: the workload goes to east,

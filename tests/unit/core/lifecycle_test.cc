@@ -569,7 +569,7 @@ TEST(CopiesTest, MoreCopiesThanAllowedOrNominatedClustersIsAClearError) {
   spec.placement.dispatcher = model::Dispatcher::kExternal;
   ASSERT_TRUE(t.source->agent->submit({spec}).is_ok());
   Status short_list = t.source->agent->nominate("default", "job", {"east", "west"});
-  EXPECT_NE(short_list.message().find("--clusters: expected at least 3"), std::string::npos)
+  EXPECT_NE(short_list.message().find("clusters: expected at least 3"), std::string::npos)
       << short_list.message();
   ASSERT_TRUE(t.source->agent->nominate("default", "job", {"east", "north", "west"}).is_ok());
   t.world.run_for(1s);

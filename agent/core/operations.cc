@@ -1,5 +1,7 @@
-// The agent's control requests (from shoalctl, through the runtime):
-// invitations, and read-only views of peers, workloads and reservations.
+// What an operator asks of the agent (shoalctl, through the runtime's
+// control handlers): invitations, submits and deletes, and the views of
+// peers, workloads and reservations. Errors name the request's field
+// (agent/control/commands.h), never a command-line flag.
 #include <algorithm>
 
 #include "agent/core/agent.h"
@@ -19,18 +21,18 @@ Result<std::string> Agent::create_invitation(std::string_view to_card,
   const AgentConfig& config_ = context_.config();
   const crypto::Identity& identity_ = context_.identity();
   if (card.public_key == identity_.public_key()) {
-    return invalid_argument("--to: that is this agent's own id card; invite another agent");
+    return invalid_argument("to: that is this agent's own id card; invite another agent");
   }
   if (options.namespaces.empty()) {
-    return invalid_argument("--namespace: expected at least one namespace");
+    return invalid_argument("namespaces: expected at least one namespace");
   }
   for (const auto& ns : options.namespaces) {
-    SHOAL_RETURN_IF_ERROR(model::validate_name(ns, "--namespace"));
+    SHOAL_RETURN_IF_ERROR(model::validate_name(ns, "namespaces"));
   }
   const crypto::InvitationLimits& limits = options.limits;
-  for (auto [value, flag] : {std::pair{limits.cpu_milli, "--cpu"}, {limits.memory_bytes, "--memory"},
-                             {limits.gpu, "--gpu"}, {limits.workloads, "--workloads"}}) {
-    if (value && *value < 0) return invalid_argument(std::string(flag) + ": expected a quantity >= 0");
+  for (auto [value, field] : {std::pair{limits.cpu_milli, "cpu"}, {limits.memory_bytes, "memory"},
+                             {limits.gpu, "gpu"}, {limits.workloads, "workloads"}}) {
+    if (value && *value < 0) return invalid_argument(std::string(field) + ": expected a quantity >= 0");
   }
   TimePoint now = context_.now();
   crypto::Invitation invitation;
@@ -43,7 +45,7 @@ Result<std::string> Agent::create_invitation(std::string_view to_card,
   invitation.not_before = options.not_before.value_or(now);
   if (!options.never_expires) {
     Duration lifetime = options.lifetime.value_or(config_.invitation_lifetime);
-    if (lifetime <= Duration::zero()) return invalid_argument("--expires: expected a duration > 0 or never");
+    if (lifetime <= Duration::zero()) return invalid_argument("expires: expected a duration > 0 or never");
     invitation.expires = invitation.not_before + lifetime;
   }
   std::string token = crypto::issue_token(invitation, identity_, context_.signatures());
@@ -285,7 +287,7 @@ Result<Agent::LogRead> Agent::read_log(const store::WorkloadRecord& record, int 
     return Status(ErrorCode::kUnavailable, record.spec.key() + " is not placed on any cluster now");
   }
   if (replica < 0 || replica >= record.spec.replicas) {
-    return invalid_argument("--replica: expected 0.." + std::to_string(record.spec.replicas - 1));
+    return invalid_argument("replica: expected 0.." + std::to_string(record.spec.replicas - 1));
   }
   LogRead read;
   if (record.winner == context_.self_id()) {
@@ -342,7 +344,7 @@ Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_na
   }
   if (!copy) return not_found("workload " + key + " not found");
   if (replica < 0 || replica >= replicas) {
-    return invalid_argument("--replica: expected 0.." + std::to_string(replicas - 1));
+    return invalid_argument("replica: expected 0.." + std::to_string(replicas - 1));
   }
   return context_.cluster().read_log(TargetRole::cluster_key(copy->first, copy->second), replica,
                                      offset, max_bytes);
