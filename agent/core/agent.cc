@@ -21,7 +21,7 @@ Agent::Agent(AgentConfig config, crypto::Identity identity, const Clock& clock,
                std::move(logger), peers_, signatures),
       target_(context_, peers_, invitations_),
       source_(context_, peers_, invitations_,
-              [this](const std::string& ns) { return target_.own_counts(ns); }) {}
+              [this](const std::string& ns) { return target_.advertiser().own_counts(ns); }) {}
 
 Agent::~Agent() = default;
 
@@ -32,7 +32,7 @@ Status Agent::start() {
   context_.record_event("agent", "started, boot " + std::to_string(boot));
   last_heartbeat_ = context_.now();
   send_heartbeats(/*silent_since=*/TimePoint::max());  // every peer
-  target_.advertise_capacity(TargetRole::Advertise::kEverySource);
+  target_.advertiser().advertise(Advertiser::To::kEverySource);
   drain_local();
   return finish_batch();
 }
@@ -328,7 +328,7 @@ void Agent::on_hello(const std::string& from, const Sender& sender, const protoc
   }
   // A (re)started source gets our capacity at once rather than at the next
   // heartbeat; only once per boot, so HELLOs cannot make us sign at will.
-  if (first_contact && from_source) target_.greet_source(from);
+  if (first_contact && from_source) target_.advertiser().greet(from);
 }
 
 void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) {

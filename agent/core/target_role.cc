@@ -12,7 +12,9 @@
 namespace shoal::core {
 
 TargetRole::TargetRole(Context& context, PeerTable& peers, const InvitationBook& invitations)
-    : context_(context),
+    : advertiser_(context, peers, invitations, counts_,
+                  [this](const std::string& source) -> const InvitationUsage& { return held_[source]; }),
+      context_(context),
       peers_(peers),
       invitations_(invitations),
       config_(context.config()),
@@ -63,7 +65,7 @@ void TargetRole::reject_candidate(const std::string& from, const protocol::Candi
   // resource or queue, which is what an operator needs to see.
   ++context_.stats().rejected[refusal.reason];
   if (from != self_id_) {
-    sources_[from].advertised.refused = true;  // it hears of the next room freed
+    advertiser_.note_refused(from);  // it hears of the next room freed
     record_event("peer/" + from,
                  "rejected candidate " + message.spec.key() + ": " + refusal.reason);
   }
@@ -474,8 +476,8 @@ void TargetRole::release_reservation(const ReservationKey& key, const std::strin
 }
 
 InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
-  auto row = sources_.find(source);
-  return row == sources_.end() ? InvitationUsage{} : row->second.held;
+  auto row = held_.find(source);
+  return row == held_.end() ? InvitationUsage{} : row->second;
 }
 
 void TargetRole::account(const store::ReservationRecord& record) {
@@ -487,7 +489,7 @@ void TargetRole::account(const store::ReservationRecord& record) {
   if (counted) return unaccount(key);
   model::Resources total = record.spec.total();
   counted_[key] = total;
-  InvitationUsage& held = sources_[record.source].held;
+  InvitationUsage& held = held_[record.source];
   held.resources += total;
   held.workloads += 1;
 }
@@ -496,7 +498,7 @@ void TargetRole::unaccount(const ReservationKey& key) {
   if (counts_.forget(key)) counts_changed_ = true;
   auto it = counted_.find(key);
   if (it == counted_.end()) return;
-  InvitationUsage& held = sources_[key.first].held;
+  InvitationUsage& held = held_[key.first];
   held.resources -= it->second;
   held.workloads -= 1;
   counted_.erase(it);

@@ -6,7 +6,8 @@
 // free room to each invited source.
 //
 // Parts that own their state: RoutingCounts (what weighted routing reads,
-// kept as work binds, ends and queues).
+// kept as work binds, ends and queues) and Advertiser (what each source is
+// told of our room, and when).
 //
 // Launches are effects: a copy bound in a step is started on the cluster
 // only after the batch that made it Bound commits (launch_bound), so no
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/core/advertiser.h"
 #include "agent/core/context.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
@@ -61,10 +63,6 @@ class TargetRole {
   // of them still waiting. False when nothing was asked. The router calls
   // it at the end of every step (Agent::drain_local).
   bool serve_asked();
-  // A source's first HELLO of a boot: it hears our capacity now rather than
-  // at the next heartbeat.
-  void greet_source(const std::string& source_id);
-
   // The role's timers, in order: cluster events, leases, start timeouts,
   // expiry, the queue, STATUS retries, advertisements, garbage.
   // `previous_pass`: set when this tick is a heartbeat pass (Agent::tick,
@@ -73,18 +71,8 @@ class TargetRole {
   // (and a HELLO in between, when nothing else goes to it). Returns whether
   // room was freed in this step.
   bool tick(TimePoint now, std::optional<TimePoint> previous_pass);
-  // Who hears our CAPACITY now (sources read it only from a CAPACITY,
-  // however many other envelopes they get):
-  enum class Advertise {
-    kEverySource,  // all of them (at start)
-    kRoomFreed,    // changed numbers, or refused a CANDIDATE since: it may fit now
-    kChanged,      // numbers (or labels) changed since its last CAPACITY
-  };
-  // And, at a heartbeat pass, every source that had none since `due_before`.
-  void advertise_capacity(Advertise to, TimePoint due_before = {});
-  // Our own work's counts, as a source of ours would read them: the
-  // namespace's (with its queues' workloads) and the whole cluster's.
-  protocol::Capacity own_counts(const std::string& namespace_name) const;
+  // What each invited source is told of our room (CAPACITY).
+  Advertiser& advertiser() { return advertiser_; }
   // The counts weighted routing reads (/v1/metrics too).
   const RoutingCounts& counts() const { return counts_; }
   // Every source hears our capacity at the next tick (an invitation changed).
@@ -133,35 +121,6 @@ class TargetRole {
     model::WorkloadSpec spec;
     TimePoint hold_until{};
   };
-  // What one source is told of our namespaces: aggregates per namespace it
-  // is invited into, capped by its invitation's allowance. Sources with the
-  // same namespaces and allowance share one (OfferKey), computed once per
-  // advertisement (TargetRole::advertise_capacity).
-  using Offer = std::shared_ptr<const std::vector<protocol::NamespaceCapacity>>;
-  // (sorted namespaces, allowance cpu, memory, gpu). The namespaces are
-  // an interned list (namespace_lists_), so keys compare by pointer.
-  using NamespaceList = std::vector<std::string>;
-  using OfferKey = std::tuple<const NamespaceList*, int64_t, int64_t, int64_t>;
-  // The cluster's facts as one advertisement computed them, shared by
-  // every source told them (compared by pointer while they stay the same).
-  using Facts = std::shared_ptr<const protocol::ClusterFacts>;
-  // What we last advertised to one source.
-  struct Advertised {
-    std::optional<TimePoint> at;
-    Offer capacity;
-    Facts facts;  // as last sent (labels and claims too); null before the first
-    // When these labels and claims first went out unread (then the last
-    // time they were re-sent after being read); sent again until the source
-    // acknowledges an envelope at or after it.
-    std::optional<TimePoint> labels_at;
-    // We refused it a CANDIDATE since (reject_candidate): its view said the
-    // work fits, so it hears of the next room freed even when our numbers
-    // are back where they were (a reservation it never heard of, released).
-    bool refused = false;
-  };
-  // Labels and claims go out again this often even unchanged, in case the
-  // CAPACITY that carried them was lost with a connection.
-  static constexpr Duration kLabelRefresh = std::chrono::minutes(1);
   struct FailedLaunch {
     ReservationKey key;
     uint64_t epoch = 0;
@@ -201,57 +160,14 @@ class TargetRole {
     return false;
   }
 
-  // Each source's row here: what it holds and what we last told it. One
-  // row, found once per source when advertising (held and advertised were
-  // two maps, each walked per source on every heartbeat pass).
-  struct PerSource {
-    // What it holds here (reservations that hold resources), kept as they
-    // change rather than summed per CANDIDATE: that sum over every
-    // reservation of the source was half a busy target's CPU.
-    // Zero when it holds nothing.
-    InvitationUsage held;
-    Advertised advertised;
-    // What its valid invitations let it see, kept while they stay the
-    // same ones (an invitation's terms never change; rows are never
-    // erased, so the pointers are stable): the union of their namespaces,
-    // interned, and the limits of the last.
-    std::vector<const crypto::Invitation*> invited_under;
-    const NamespaceList* namespaces = nullptr;
-    const crypto::InvitationLimits* limits = nullptr;
-  };
-  TextMap<PerSource> sources_;  // by source id; rows are never erased
-  // Every distinct list of namespaces some source was offered, so that
-  // equal lists are one object (never erased: there are a handful).
-  std::set<NamespaceList> namespace_lists_;
-  // advertise_capacity's scratch: one source's valid invitations.
-  std::vector<const crypto::Invitation*> valid_scratch_;
-  // Every agent we invited, in the book's order, with what the CAPACITY
-  // pass looked up for it once found: its peer row and its row here. All
-  // three live as long as the agent (no index entry, peer row or source row
-  // is ever erased), so the pass walks this list instead of two trees per
-  // source per pass. Rebuilt when the book's index grows.
-  struct SourceSlot {
-    const TextKey* id = nullptr;
-    const std::vector<const InvitationBook::Owned*>* issued = nullptr;
-    const PeerTable::Peer* peer = nullptr;
-    PerSource* row = nullptr;
-  };
-  std::vector<SourceSlot> source_slots_;
-  uint64_t source_slots_generation_ = 0;  // the book's index generation they list
-  // The offers of the last advertise_capacity, by key (see there), and
-  // what they were computed from besides the key: the cluster's capacity
-  // version, counts_version_ and the backlog. While all three stay the
-  // same, an offer of a key it had is that offer again (not recomputed).
-  std::map<OfferKey, Offer> last_offers_;
-  using OffersBasis = std::tuple<uint64_t, uint64_t, int64_t>;
-  std::optional<OffersBasis> last_offers_basis_;
-  Facts last_facts_;  // of the last advertise_capacity that computed them
+  // What each source holds here (reservations that hold resources), kept
+  // as they change rather than summed per CANDIDATE: that sum over every
+  // reservation of the source was half a busy target's CPU. Zero when it
+  // holds nothing; rows are never erased (the advertiser keeps references).
+  TextMap<InvitationUsage> held_;
   std::map<ReservationKey, model::Resources> counted_;  // what the rows' held counts, by key
   RoutingCounts counts_;
-  // Labels, claims (under config_.disclose), allocatable and, if disclosed,
-  // cluster-wide counts.
-  protocol::ClusterFacts cluster_facts() const;
-
+  Advertiser advertiser_;
   // target_role.cc: admission and binding.
   Refusal reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
   // None when `spec` fits the limits of `from`'s invitation on top of what
@@ -317,11 +233,6 @@ class TargetRole {
   void give_up_unstarted();
   // Forgets finished copies of our own cluster's work once acknowledged.
   void collect_local_garbage();
-  // The key of what `row`'s valid invitations (`invitations`) let it be
-  // told; notes them in the row.
-  OfferKey offer_key(PerSource& row, const std::vector<const crypto::Invitation*>& invitations);
-  std::vector<protocol::NamespaceCapacity> compute_offer(const OfferKey& key) const;
-
   Context& context_;
   PeerTable& peers_;
   const InvitationBook& invitations_;
@@ -333,9 +244,6 @@ class TargetRole {
   std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
-  // The last three heartbeat passes, oldest first: a source that had no
-  // CAPACITY since the oldest gets one at this pass (every other interval).
-  std::array<TimePoint, 3> recent_passes_{};
   std::set<ReservationKey> asked_;  // queued or asked again, not yet served (serve_asked)
   // Bound (or restored) since the last launch_bound(), by key and epoch.
   std::vector<std::pair<ReservationKey, uint64_t>> to_launch_;
