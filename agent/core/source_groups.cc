@@ -64,17 +64,14 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
     room_waiters_.erase(record.uid);
   }
   if (holds_slot(record)) {
-    placing_.insert(record.uid);
+    window_.hold(record.uid);
   } else {
-    placing_.erase(record.uid);
+    window_.release(record.uid);
   }
   // Placed (a late READY won), deleted or otherwise moved on: it no longer
   // waits for a slot.
   if (record.phase != model::Phase::kPending || record.deleting) {
-    if (found && found->waiting_ticket) {
-      waiting_.erase({-int64_t{record.spec.priority}, found->waiting_ticket, record.uid});
-      found->waiting_ticket = 0;
-    }
+    if (found) window_.leave(*found);
   }
   if (!record.parent.empty()) update_group(record.parent);
 }
@@ -98,19 +95,14 @@ std::string SourceRole::broken_invariant() {
     }
     // The window: a slot is held only by a round in flight; whoever waits
     // is Pending and in line exactly once.
-    if (placing_.count(uid) && !holds_slot(workload.record)) {
+    if (window_.holds(uid) && !holds_slot(workload.record)) {
       return "a workload holds a window slot without a round in flight";
     }
-    if (workload.waiting_ticket &&
-        (workload.record.phase != model::Phase::kPending || placing_.count(uid) ||
-         !waiting_.count(
-             {-int64_t{workload.record.spec.priority}, workload.waiting_ticket, uid}))) {
-      return "a waiting workload is not Pending and in line exactly once";
+    if (workload.waiting_ticket && workload.record.phase != model::Phase::kPending) {
+      return "a workload in line for a slot is not Pending";
     }
   }
-  if (static_cast<int64_t>(placing_.size()) > config_.placement_window) {
-    return "more rounds in flight than placementWindow";
-  }
+  if (std::string broken = window_.broken_invariant(book_); !broken.empty()) return broken;
   // The digests' plan is a lower bound (next_deadline).
   if (invitations_.issuers().size() == digest_issuers_seen_) {
     for (const auto& [id, invitations] : invitations_.issuers()) {
@@ -123,15 +115,6 @@ std::string SourceRole::broken_invariant() {
   // every batch decides what it read (decide_readied)
   if (!readied_.empty()) {
     return "a batch ended with READYs undecided";
-  }
-  for (const auto& [priority, ticket, uid] : waiting_) {
-    const SourceWorkload* found = book_.find(uid);
-    if (!found || found->waiting_ticket != ticket) {
-      return "the line names a workload that is gone or holds another ticket";
-    }
-  }
-  for (const auto& uid : placing_) {
-    if (!book_.find(uid)) return "placing_ names a workload that is gone";
   }
   // Room never wakes what waits for a slot (it would walk the whole line).
   for (const auto& uid : room_waiters_) {
@@ -246,11 +229,7 @@ Status SourceRole::set_priority(const std::string& namespace_name, const std::st
     store::WorkloadRecord& record = member.record;
     // Its place among ours waiting for a slot: behind those of its new
     // priority that waited before it, as a newcomer would be.
-    if (member.waiting_ticket != 0) {
-      waiting_.erase({-int64_t{record.spec.priority}, member.waiting_ticket, record.uid});
-      member.waiting_ticket = next_ticket_++;
-      waiting_.insert({-int64_t{priority}, member.waiting_ticket, record.uid});
-    }
+    window_.reprioritize(member, priority);
     record.spec.priority = priority;
     persist(record);
     // Every target that may queue, hold or run it; later CANDIDATEs and
@@ -352,10 +331,8 @@ void SourceRole::forget_workload(const std::string& uid) {
     due_.wake(parent);
     due_.touch(parent);
   }
-  if (workload.waiting_ticket) {
-    waiting_.erase({-int64_t{workload.record.spec.priority}, workload.waiting_ticket, uid});
-  }
-  placing_.erase(uid);
+  window_.leave(workload);
+  window_.release(uid);
   unpark(workload);
   expect_at(workload, "");
   if (!workload.counted_at.empty()) targets_.count_ours(workload.counted_at, -1);

@@ -112,8 +112,7 @@ void SourceRole::wait_for_slot(SourceWorkload& workload) {
     record.updated_at = clock_.now();
     persist(record);
   }
-  workload.waiting_ticket = next_ticket_++;
-  waiting_.insert({-int64_t{record.spec.priority}, workload.waiting_ticket, record.uid});
+  window_.join(workload);
   // Room cannot help what waits for a slot; its round, once admitted, can
   // make it a room waiter (make_pending).
   room_waiters_.erase(record.uid);
@@ -123,11 +122,9 @@ bool SourceRole::admit_waiting() {
   if (admitting_) return false;
   admitting_ = true;
   bool started = false;
-  while (!waiting_.empty() && static_cast<int64_t>(placing_.size()) < config_.placement_window) {
-    std::string uid = std::get<2>(*waiting_.begin());
-    waiting_.erase(waiting_.begin());
-    SourceWorkload& workload = *book_.find(uid);
-    workload.waiting_ticket = 0;
+  while (SourceWorkload* admitted = window_.admit_next(book_)) {
+    SourceWorkload& workload = *admitted;
+    const std::string& uid = workload.record.uid;
     due_.wake(uid);
     due_.touch(uid);
     start_round(workload);  // takes a slot, or ends Pending (no target can take it)
@@ -142,9 +139,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
   TimePoint now = clock_.now();
   // A round restarted keeps its slot; a new one needs a free slot, and
   // whoever waits already goes first.
-  if (!placing_.count(record.uid) &&
-      (static_cast<int64_t>(placing_.size()) >= config_.placement_window ||
-       (!waiting_.empty() && workload.waiting_ticket == 0 && !admitting_))) {
+  if (!window_.holds(record.uid) && window_.must_wait(workload, admitting_)) {
     wait_for_slot(workload);
     return;
   }

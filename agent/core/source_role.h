@@ -31,6 +31,7 @@
 #include "agent/core/due_index.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
+#include "agent/core/placement_window.h"
 #include "agent/core/source_book.h"
 #include "agent/core/source_workload.h"
 #include "agent/core/target_ledger.h"
@@ -306,11 +307,9 @@ class SourceRole : private DueIndex::Times {
   // Parked workloads by when they wake (SourceWorkload::parked_until); an
   // entry that no longer matches its workload is stale and skipped.
   std::set<std::pair<TimePoint, std::string>> parked_;
-  // The placement window: workloads whose round is in flight (holds_slot,
-  // kept by persist), and those waiting for a slot, by (-priority, ticket).
-  std::set<std::string> placing_;
-  std::set<std::tuple<int64_t, uint64_t, std::string>> waiting_;
-  uint64_t next_ticket_ = 1;
+  // Whose round is in flight (holds_slot, kept by persist), and who waits
+  // for a slot.
+  PlacementWindow window_{config_.placement_window};
   bool admitting_ = false;  // admit_waiting() is on the stack
   // Workloads without a winner that got a READY in this batch (decide_readied).
   std::set<std::string> readied_;

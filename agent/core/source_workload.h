@@ -65,7 +65,7 @@ struct SourceWorkload {
   int approve_resends = 0;
   TimePoint next_round_at{};
   // Non-zero while it waits for a slot in the placement window: its place
-  // in line (waiting_), after priority.
+  // in line (PlacementWindow), after priority.
   uint64_t waiting_ticket = 0;
   // The target this workload is counted at while its target's CAPACITY
   // does not count it yet (expect_at): the round's first-ranked, then its
