@@ -96,7 +96,7 @@ void TargetRole::on_digest(const std::string& from, const protocol::Digest& mess
   }
   std::vector<ReservationKey> collected;
   protocol::Holdings holdings;
-  for (const auto& [key, reservation] : reservations_) {
+  for (const auto& [key, reservation] : table_.entries()) {
     if (key.first != from) continue;
     const store::ReservationRecord& record = reservation.record;
     if (record.phase == store::ReservationPhase::kReserved) continue;
@@ -120,8 +120,8 @@ void TargetRole::on_log_request(const std::string& from, const protocol::LogRequ
     answer.error = why.message();
     send(from, std::move(answer));
   };
-  auto it = reservations_.find({from, message.uid});
-  if (it != reservations_.end()) {
+  auto it = table_.entries().find({from, message.uid});
+  if (it != table_.entries().end()) {
     const store::ReservationRecord& record = it->second.record;
     if (record.epoch != message.epoch) {
       return fail(not_found("copy " + message.uid + " runs here at epoch " +
@@ -188,12 +188,12 @@ void TargetRole::enforce_leases() {
   // (broken_invariant checks it), so until then there is nothing to stop.
   if (now < next_lease_end_) return;
   // Leases are per source, and sources are few: find the lapsed ones, then
-  // visit only their reservations (reservations_ is ordered by source).
+  // visit only their reservations (the table is ordered by source).
   for (const auto& [source_id, peer] : peers_.all()) {
     std::optional<TimePoint> ends = peers_.lease_end_of(source_id, peer);
     if (!ends || *ends > now) continue;
-    for (auto it = reservations_.lower_bound({source_id, ""});
-         it != reservations_.end() && it->first.first == source_id; ++it) {
+    for (auto it = table_.entries().lower_bound({source_id, ""});
+         it != table_.entries().end() && it->first.first == source_id; ++it) {
       fence_copy(it->first, it->second, *ends);
       SHOAL_CHECK(it->second.record.phase != store::ReservationPhase::kBound &&
                       it->second.record.phase != store::ReservationPhase::kRunning,
@@ -230,7 +230,7 @@ void TargetRole::give_up_unstarted() {
   // No bound copy's deadline is before next_start_deadline_ (broken_invariant).
   if (now < next_start_deadline_) return;
   next_start_deadline_ = TimePoint::max();
-  for (auto& [key, reservation] : reservations_) {
+  for (auto& [key, reservation] : table_.entries()) {
     const store::ReservationRecord& record = reservation.record;
     TimePoint deadline = start_deadline(record);
     if (deadline > now) {
@@ -252,7 +252,7 @@ void TargetRole::collect_local_garbage() {
   // Copies of other sources are collected through their digests; our own
   // cluster's copies are acknowledged in the batch they finish in.
   std::vector<ReservationKey> collected;
-  for (const auto& [key, reservation] : reservations_) {
+  for (const auto& [key, reservation] : table_.entries()) {
     const store::ReservationRecord& record = reservation.record;
     if (key.first == self_id_ && !store::holds_resources(record.phase) &&
         record.acked_generation >= record.generation) {
@@ -263,8 +263,8 @@ void TargetRole::collect_local_garbage() {
 }
 
 void TargetRole::on_status_ack(const std::string& from, const protocol::StatusAck& message) {
-  auto it = reservations_.find({from, message.uid});
-  if (it == reservations_.end()) return;
+  auto it = table_.entries().find({from, message.uid});
+  if (it == table_.entries().end()) return;
   store::ReservationRecord& record = it->second.record;
   if (record.epoch != message.epoch || message.generation <= record.acked_generation) return;
   record.acked_generation = std::min(message.generation, record.generation);
@@ -310,8 +310,8 @@ void TargetRole::apply_cluster_events() {
     size_t slash = event.key.find('/');
     if (slash == std::string::npos) continue;
     ReservationKey key{event.key.substr(0, slash), event.key.substr(slash + 1)};
-    auto it = reservations_.find(key);
-    if (it == reservations_.end()) continue;
+    auto it = table_.entries().find(key);
+    if (it == table_.entries().end()) continue;
     store::ReservationRecord& record = it->second.record;
     // A copy whose source's lease ended before this event had stopped by
     // then: a target frozen (or down) past the lease learns of its jobs'
@@ -362,7 +362,7 @@ void TargetRole::apply_cluster_events() {
                      std::string(store::kReservationPhaseNames[static_cast<int>(record.phase)]));
     changed.insert(key);
   }
-  for (const auto& key : changed) send_status(reservations_.at(key));
+  for (const auto& key : changed) send_status(table_.entries().at(key));
 }
 
 void TargetRole::expire_reservations() {
@@ -370,7 +370,7 @@ void TargetRole::expire_reservations() {
   if (now >= next_reservation_expiry_) {
     std::vector<ReservationKey> expired;
     next_reservation_expiry_ = TimePoint::max();
-    for (const auto& [key, reservation] : reservations_) {
+    for (const auto& [key, reservation] : table_.entries()) {
       if (reservation.record.phase != store::ReservationPhase::kReserved) continue;
       if (reservation.record.expires_at <= now) {
         expired.push_back(key);
@@ -401,7 +401,7 @@ void TargetRole::retry_status_reports() {
   TimePoint now = clock_.now();
   if (now < next_status_retry_) return;
   next_status_retry_ = TimePoint::max();
-  for (auto& [key, reservation] : reservations_) {
+  for (auto& [key, reservation] : table_.entries()) {
     const auto& record = reservation.record;
     if (record.generation <= record.acked_generation) continue;
     if (now >= context_.resend_at(record.source, reservation.last_status_sent,
@@ -441,8 +441,7 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
         persist(record);
       }
     }
-    account(record);
-    reservations_[key] = {std::move(record), TimePoint{}};
+    table_.file(key, {std::move(record), TimePoint{}});
   }
 }
 
@@ -465,9 +464,10 @@ bool TargetRole::tick(TimePoint now, std::optional<TimePoint> previous_pass) {
     // link is otherwise silent) keeps it hearing from us every interval.
     due_before = advertiser_.note_pass(*previous_pass);
   }
+  const bool counts_moved = table_.take_counts_moved();
   if (capacity_changed_) {
     advertiser_.advertise(Advertiser::To::kRoomFreed, due_before);
-  } else if (counts_changed_ || previous_pass) {
+  } else if (counts_changed_ || counts_moved || previous_pass) {
     advertiser_.advertise(Advertiser::To::kChanged, due_before);
   }
   counts_changed_ = false;
@@ -484,9 +484,9 @@ void TargetRole::launch_bound() {
   std::vector<std::pair<ReservationKey, uint64_t>> due = std::move(to_launch_);
   to_launch_.clear();
   for (const auto& [key, epoch] : due) {
-    auto it = reservations_.find(key);
+    auto it = table_.entries().find(key);
     // Released, fenced or superseded since it bound: nothing to launch.
-    if (it == reservations_.end() || it->second.record.epoch != epoch) continue;
+    if (it == table_.entries().end() || it->second.record.epoch != epoch) continue;
     const store::ReservationRecord& record = it->second.record;
     if (record.phase != store::ReservationPhase::kBound &&
         record.phase != store::ReservationPhase::kRunning) {
@@ -509,8 +509,8 @@ void TargetRole::fail_launches() {
   std::vector<FailedLaunch> failed = std::move(failed_launches_);
   failed_launches_.clear();
   for (const FailedLaunch& launch : failed) {
-    auto it = reservations_.find(launch.key);
-    if (it == reservations_.end() || it->second.record.epoch != launch.epoch ||
+    auto it = table_.entries().find(launch.key);
+    if (it == table_.entries().end() || it->second.record.epoch != launch.epoch ||
         !store::holds_resources(it->second.record.phase)) {
       continue;
     }
@@ -528,40 +528,29 @@ TimePoint TargetRole::next_deadline() const {
 }
 
 bool TargetRole::runs_work_of(const std::string& source) const {
-  return any_reservation_of(source, [](const store::ReservationRecord& record) {
+  return table_.any_of(source, [](const store::ReservationRecord& record) {
     return record.phase == store::ReservationPhase::kBound ||
            record.phase == store::ReservationPhase::kRunning;
   });
 }
 
 bool TargetRole::holds_work_of(const std::string& source) const {
-  return any_reservation_of(source, [](const store::ReservationRecord& record) {
+  return table_.any_of(source, [](const store::ReservationRecord& record) {
     return store::holds_resources(record.phase);
   });
 }
 
 std::vector<store::ReservationRecord> TargetRole::reservations() const {
   std::vector<store::ReservationRecord> out;
-  out.reserve(reservations_.size());
-  for (const auto& [key, reservation] : reservations_) out.push_back(reservation.record);
+  out.reserve(table_.entries().size());
+  for (const auto& [key, reservation] : table_.entries()) out.push_back(reservation.record);
   return out;
 }
 
 std::string TargetRole::broken_invariant() const {
   if (std::string broken = counts_.broken_invariant(); !broken.empty()) return broken;
+  if (std::string broken = table_.broken_invariant(); !broken.empty()) return broken;
   if (std::string broken = advertiser_.broken_invariant(); !broken.empty()) return broken;
-  // Each source's held is the sum it replaces (zero for one that holds nothing).
-  std::map<std::string, InvitationUsage> held;
-  for (const auto& [key, reservation] : reservations_) {
-    if (!store::holds_resources(reservation.record.phase)) continue;
-    held[key.first].resources += reservation.record.spec.total();
-    held[key.first].workloads += 1;
-  }
-  for (const auto& [source, row] : held_) {
-    if (!held.contains(source) && (row.workloads != 0 || !(row.resources == model::Resources{}))) {
-      return "a source's held counts work that the reservations do not hold";
-    }
-  }
   // The cluster's queue holds what queued_ holds, under the cluster's key.
   if (queued_by_cluster_key_.size() != queued_.size()) {
     return "the cluster's queue and queued_ differ in size";
@@ -571,18 +560,8 @@ std::string TargetRole::broken_invariant() const {
       return "a queued key is not under its cluster key";
     }
   }
-  for (const auto& [source, usage] : held) {
-    auto cached = held_.find(source);
-    if (cached == held_.end() || !(cached->second.resources == usage.resources) ||
-        cached->second.workloads != usage.workloads) {
-      return "a source's held differs from the reservations' sum";
-    }
-  }
-  for (const auto& [key, reservation] : reservations_) {
+  for (const auto& [key, reservation] : table_.entries()) {
     const auto& record = reservation.record;
-    if (key.first != record.source || key.second != record.uid) {
-      return "a reservation is filed under another key";
-    }
     // Whatever holds resources holds one node per replica.
     if (store::holds_resources(record.phase) &&
         record.nodes.size() != static_cast<size_t>(record.spec.replicas)) {

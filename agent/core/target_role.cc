@@ -13,7 +13,7 @@ namespace shoal::core {
 
 TargetRole::TargetRole(Context& context, PeerTable& peers, const InvitationBook& invitations)
     : advertiser_(context, peers, invitations, counts_,
-                  [this](const std::string& source) -> const InvitationUsage& { return held_[source]; }),
+                  [this](const std::string& source) -> const InvitationUsage& { return table_.held_by(source); }),
       context_(context),
       peers_(peers),
       invitations_(invitations),
@@ -85,7 +85,7 @@ void TargetRole::withdraw_from_source(const std::string& source, const std::stri
     unqueue(it++);
   }
   std::vector<ReservationKey> unapproved;
-  for (auto& [key, reservation] : reservations_) {
+  for (auto& [key, reservation] : table_.entries()) {
     if (key.first != source) continue;
     store::ReservationRecord& record = reservation.record;
     if (record.phase == store::ReservationPhase::kReserved) {
@@ -100,8 +100,8 @@ void TargetRole::withdraw_from_source(const std::string& source, const std::stri
 
 void TargetRole::on_candidate(const std::string& from, const protocol::Candidate& message) {
   ReservationKey key{from, message.uid};
-  auto it = reservations_.find(key);
-  if (it != reservations_.end()) {
+  auto it = table_.entries().find(key);
+  if (it != table_.entries().end()) {
     store::ReservationRecord& existing = it->second.record;
     if (message.epoch < existing.epoch) {
       send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
@@ -234,8 +234,8 @@ void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_
     unqueue(queued);
     queue_candidate(key, std::move(entry));
   }
-  auto it = reservations_.find(key);
-  if (it == reservations_.end()) return;
+  auto it = table_.entries().find(key);
+  if (it == table_.entries().end()) return;
   store::ReservationRecord& record = it->second.record;
   if (record.epoch > epoch || !store::holds_resources(record.phase) ||
       record.spec.priority == priority) {
@@ -294,7 +294,7 @@ void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
   counts_changed_ = true;  // room taken: sources hear of it at the next tick
   reservation.ready_score = free_cpu_score();
   double score = reservation.ready_score;
-  reservations_[key] = std::move(reservation);
+  table_.file(key, std::move(reservation));
   send(key.first, protocol::Ready{key.second, epoch, score});
 }
 
@@ -309,13 +309,13 @@ double TargetRole::free_cpu_score() const {
 
 void TargetRole::on_approve(const std::string& from, const protocol::Approve& message) {
   ReservationKey key{from, message.uid};
-  auto it = reservations_.find(key);
+  auto it = table_.entries().find(key);
   // A copy that finished since the source decided to adopt it is adopted
   // all the same: its outcome is the workload's (only a reservation that
   // never bound cannot be).
-  bool adoptable = it != reservations_.end() && from != self_id_ &&
+  bool adoptable = it != table_.entries().end() && from != self_id_ &&
                    it->second.record.phase != store::ReservationPhase::kReserved;
-  if (it == reservations_.end() || (it->second.record.epoch < message.epoch && !adoptable)) {
+  if (it == table_.entries().end() || (it->second.record.epoch < message.epoch && !adoptable)) {
     send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
                                 protocol::RejectCode::kReservationExpired});
     return;
@@ -385,8 +385,8 @@ bool TargetRole::withdraw(const ReservationKey& key, uint64_t epoch, bool stop_b
     apply_cluster_events();
     enforce_leases();
   }
-  auto it = reservations_.find(key);
-  if (it == reservations_.end() || it->second.record.epoch > epoch) return true;
+  auto it = table_.entries().find(key);
+  if (it == table_.entries().end() || it->second.record.epoch > epoch) return true;
   bool bound = it->second.record.phase == store::ReservationPhase::kBound ||
                it->second.record.phase == store::ReservationPhase::kRunning;
   if (bound && !stop_bound) return false;
@@ -411,8 +411,7 @@ void TargetRole::on_delete(const std::string& from, const protocol::Delete& mess
 void TargetRole::forget_reservation(const ReservationKey& key) {
   context_.note_store(context_.store().delete_reservation(key.first, key.second));
   cluster_.forget(cluster_key(key.first, key.second));
-  reservations_.erase(key);
-  unaccount(key);
+  table_.erase(key);
 }
 
 Status TargetRole::stop_hosted(const std::string& namespace_name, const std::string& name,
@@ -420,7 +419,7 @@ Status TargetRole::stop_hosted(const std::string& namespace_name, const std::str
   std::string key = namespace_name + "/" + name;
   std::vector<TargetReservation*> matches;
   std::string sources;
-  for (auto& [rkey, reservation] : reservations_) {
+  for (auto& [rkey, reservation] : table_.entries()) {
     const store::ReservationRecord& record = reservation.record;
     if (rkey.first == self_id_ || record.spec.key() != key) continue;
     if (!from_cluster.empty() && context_.cluster_name_of(rkey.first) != from_cluster) continue;
@@ -453,8 +452,8 @@ Status TargetRole::stop_hosted(const std::string& namespace_name, const std::str
 }
 
 void TargetRole::release_reservation(const ReservationKey& key, const std::string& why) {
-  auto it = reservations_.find(key);
-  if (it == reservations_.end()) return;
+  auto it = table_.entries().find(key);
+  if (it == table_.entries().end()) return;
   cluster_.release(cluster_key(key.first, key.second));
   store::ReservationRecord& record = it->second.record;
   if (store::holds_resources(record.phase)) {
@@ -476,32 +475,7 @@ void TargetRole::release_reservation(const ReservationKey& key, const std::strin
 }
 
 InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
-  auto row = held_.find(source);
-  return row == held_.end() ? InvitationUsage{} : row->second;
-}
-
-void TargetRole::account(const store::ReservationRecord& record) {
-  ReservationKey key{record.source, record.uid};
-  // Sources hear of moved counts; no room freed, nothing to serve.
-  if (counts_.follow(record)) counts_changed_ = true;
-  bool counted = counted_.count(key) > 0;
-  if (store::holds_resources(record.phase) == counted) return;
-  if (counted) return unaccount(key);
-  model::Resources total = record.spec.total();
-  counted_[key] = total;
-  InvitationUsage& held = held_[record.source];
-  held.resources += total;
-  held.workloads += 1;
-}
-
-void TargetRole::unaccount(const ReservationKey& key) {
-  if (counts_.forget(key)) counts_changed_ = true;
-  auto it = counted_.find(key);
-  if (it == counted_.end()) return;
-  InvitationUsage& held = held_[key.first];
-  held.resources -= it->second;
-  held.workloads -= 1;
-  counted_.erase(it);
+  return table_.usage_of(source);
 }
 
 }  // namespace shoal::core

@@ -5,7 +5,8 @@
 // report every status change until the source acknowledges it; advertise
 // free room to each invited source.
 //
-// Parts that own their state: RoutingCounts (what weighted routing reads,
+// Parts that own their state: ReservationTable (the reservations, and what
+// each source holds here), RoutingCounts (what weighted routing reads,
 // kept as work binds, ends and queues) and Advertiser (what each source is
 // told of our room, and when).
 //
@@ -29,6 +30,7 @@
 #include "agent/core/context.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
+#include "agent/core/reservation_table.h"
 #include "agent/core/routing_counts.h"
 
 namespace shoal::core {
@@ -104,13 +106,7 @@ class TargetRole {
   std::string broken_invariant() const;
 
  private:
-  struct TargetReservation {
-    store::ReservationRecord record;
-    TimePoint last_status_sent{};
-    uint64_t generation_sent = 0;  // of the last STATUS sent
-    int status_resends = 0;        // of that generation (Context::resend_at)
-    double ready_score = -1;       // what our READY said; repeated as it was (-1: not known)
-  };
+  using TargetReservation = ReservationTable::Entry;
   // A candidate that fits this cluster but not its free room now. It waits
   // in memory (a restart forgets it; the source's retry re-queues it) and is
   // reserved, in fair-share order, when room frees.
@@ -138,35 +134,15 @@ class TargetRole {
   void record_event(const std::string& subject, const std::string& text) {
     context_.record_event(subject, text);
   }
-  // Every change of a reservation's phase goes through here, which keeps
-  // held_ (what each source holds) in step with it.
+  // Every change of a reservation's record goes through here: written,
+  // and followed by the table (what its source holds, the counts).
   void persist(const store::ReservationRecord& record) {
     context_.note_store(context_.store().put_reservation(record));
-    account(record);
-  }
-  // The source's held follows `record`: counted while it holds resources.
-  void account(const store::ReservationRecord& record);
-  // The reservation `key` is gone: no longer counted.
-  void unaccount(const ReservationKey& key);
-  // Calls `visit` on each reservation of `source` (reservations_ is ordered
-  // by source, so only those are walked) until it returns true; returns
-  // whether one did.
-  template <typename Visit>
-  bool any_reservation_of(const std::string& source, Visit visit) const {
-    for (auto it = reservations_.lower_bound({source, ""});
-         it != reservations_.end() && it->first.first == source; ++it) {
-      if (visit(it->second.record)) return true;
-    }
-    return false;
+    table_.follow(record);
   }
 
-  // What each source holds here (reservations that hold resources), kept
-  // as they change rather than summed per CANDIDATE: that sum over every
-  // reservation of the source was half a busy target's CPU. Zero when it
-  // holds nothing; rows are never erased (the advertiser keeps references).
-  TextMap<InvitationUsage> held_;
-  std::map<ReservationKey, model::Resources> counted_;  // what the rows' held counts, by key
   RoutingCounts counts_;
+  ReservationTable table_{counts_};
   Advertiser advertiser_;
   // target_role.cc: admission and binding.
   Refusal reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
@@ -241,7 +217,6 @@ class TargetRole {
   const Clock& clock_;
   cluster::Cluster& cluster_;
 
-  std::map<ReservationKey, TargetReservation> reservations_;
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
   std::set<ReservationKey> asked_;  // queued or asked again, not yet served (serve_asked)
