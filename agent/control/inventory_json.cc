@@ -8,11 +8,6 @@ using nlohmann::json;
 
 namespace {
 
-json resources_json(const model::Resources& r) {
-  return {{"cpu", model::format_cpu(r.cpu_milli)},
-          {"memory", model::format_memory(r.memory_bytes)},
-          {"gpu", r.gpu}};
-}
 
 json counts_json(const model::UsageCounts& c) {
   return {{"workloads", c.workloads},
@@ -80,6 +75,12 @@ Result<model::Labels> read_labels(const json& item, const std::string& field) {
 
 }  // namespace
 
+json resources_to_json(const model::Resources& r) {
+  return {{"cpu", model::format_cpu(r.cpu_milli)},
+          {"memory", model::format_memory(r.memory_bytes)},
+          {"gpu", r.gpu}};
+}
+
 json candidate_to_json(const model::ClusterCandidate& c, const std::string& namespace_name) {
   json namespaces = json::object();
   for (const auto& [ns, counts] : c.namespace_counts) namespaces[ns] = counts_json(counts);
@@ -89,9 +90,9 @@ json candidate_to_json(const model::ClusterCandidate& c, const std::string& name
   json out = {{"cluster", c.name},
               {"labels", c.labels},
               {"claims", c.claims},
-              {"allocatable", resources_json(c.allocatable)},
-              {"free", resources_json(c.free)},
-              {"largestFreeNode", resources_json(c.largest_free_node)},
+              {"allocatable", resources_to_json(c.allocatable)},
+              {"free", resources_to_json(c.free)},
+              {"largestFreeNode", resources_to_json(c.largest_free_node)},
               {"counts",
                {{"namespace", counts_json(in_namespace == c.namespace_counts.end() ? model::UsageCounts{}
                                                                                      : in_namespace->second)},

@@ -12,6 +12,10 @@
 
 namespace shoal::control {
 
+// {"cpu": "500m", "memory": "1Gi", "gpu": 0}: resources as every reply
+// shows them.
+nlohmann::json resources_to_json(const model::Resources& resources);
+
 // `namespace_name`: the namespace whose counts the item shows as
 // counts.namespace (the one `free` was computed for).
 nlohmann::json candidate_to_json(const model::ClusterCandidate& candidate,

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "agent/control/inventory_json.h"
 #include "common/text.h"
 #include "model/manifest.h"
 
@@ -11,11 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-json resources_json(const model::Resources& r) {
-  return {{"cpu", model::format_cpu(r.cpu_milli)},
-          {"memory", model::format_memory(r.memory_bytes)},
-          {"gpu", r.gpu}};
-}
 
 std::string optional_time(int64_t ms) { return ms ? format_time(from_millis(ms)) : ""; }
 
@@ -56,8 +52,8 @@ json peers_json(const core::Agent& agent) {
   for (const auto& peer : agent.peers()) {
     json capacity = json::object();
     for (const auto& ns : peer.capacity) {
-      capacity[ns.namespace_name] = {{"free", resources_json(ns.free)},
-                                     {"largestFreeNode", resources_json(ns.largest_free_node)}};
+      capacity[ns.namespace_name] = {{"free", control::resources_to_json(ns.free)},
+                                     {"largestFreeNode", control::resources_to_json(ns.largest_free_node)}};
     }
     items.push_back({{"id", peer.id},
                      {"cluster", peer.cluster},
@@ -108,10 +104,10 @@ json status_json(const ControlContext& context) {
   json nodes = json::array();
   for (const auto& node : context.cluster.nodes()) {
     nodes.push_back({{"name", node.name},
-                     {"capacity", resources_json(node.capacity)},
-                     {"allocated", resources_json(node.allocated)},
-                     {"peakAllocated", resources_json(node.peak_allocated)},
-                     {"takenByOthers", resources_json(node.taken_by_others)},
+                     {"capacity", control::resources_to_json(node.capacity)},
+                     {"allocated", control::resources_to_json(node.allocated)},
+                     {"peakAllocated", control::resources_to_json(node.peak_allocated)},
+                     {"takenByOthers", control::resources_to_json(node.taken_by_others)},
                      {"overCommitted", !node.capacity.fits(node.peak_allocated)}});
   }
   Status backend_health = context.cluster.health();
