@@ -30,12 +30,8 @@ inline constexpr std::chrono::seconds kPeerLogTimeout{5};
 inline constexpr const char* kPendingBackup = "pendingBackup";
 
 // "watch-workloads": {"ok": true, kStartWatch: namespace ("" for all)};
-// the loop then keeps the client and, after every batch that changed its
-// workloads, sends it {"ok": true, "items": [workload, ...]} (and an empty
-// one every kWatchKeepalive, by which it notices a client gone);
-// {"ok": false, ...} ends the watch (the agent stops).
+// the loop then keeps the client among its WorkloadWatches
+// (workload_watches.h).
 inline constexpr const char* kStartWatch = "startWatch";
-inline constexpr std::chrono::seconds kWatchKeepalive{10};
-inline constexpr size_t kMaxWatchers = 64;
 
 }  // namespace shoal::runtime

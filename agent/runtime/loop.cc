@@ -59,7 +59,10 @@ Loop::Loop(const AgentFactory& factory, store::SqliteStore& store, ZmqTransport&
       sockets_(sockets),
       guard_(guard),
       limiter_(std::move(limiter)),
-      logger_(logger) {
+      logger_(logger),
+      watches_([this](const std::string& routing_id, const nlohmann::json& message) {
+        return send_reply(routing_id, dump(message));
+      }) {
   if (sockets_.zap) gate_.emplace(*sockets_.zap, logger_);
 }
 
@@ -91,7 +94,7 @@ Result<Loop::Next> Loop::run_once(std::chrono::milliseconds max_wait) {
   }
   if (items[1].revents & ZMQ_POLLIN) {
     logger_.info("asked to stop; stopping");
-    end_watches("the agent is stopping");
+    watches_.end_all("the agent is stopping");
     return Next::kStop;
   }
   SHOAL_RETURN_IF_ERROR(guard_.on_events());
@@ -108,7 +111,7 @@ std::chrono::milliseconds Loop::poll_wait() const {
   std::chrono::milliseconds floor{ticked_ ? 1 : 0};
   TimePoint next = instance_.agent->next_deadline();
   for (const AwaitedLog& awaited : awaiting_logs_) next = std::min(next, awaited.deadline);
-  if (!watchers_.empty()) next = std::min(next, next_keepalive_);
+  next = std::min(next, watches_.next_keepalive());
   TimePoint now = clock_.now();
   if (next <= now) return floor;  // (TimePoint::min() must not be subtracted from)
   auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now);
@@ -153,7 +156,10 @@ Status Loop::serving_iteration() {
     }
     // A backup copies what is committed, so it waits for the commit.
     if (replies[i].contains(kPendingBackup)) replies[i] = backup(replies[i][kPendingBackup]);
-    if (replies[i].contains(kStartWatch)) replies[i] = start_watch(requests[i].routing_id, replies[i][kStartWatch]);
+    if (replies[i].contains(kStartWatch)) {
+      replies[i] = watches_.start(requests[i].routing_id, replies[i][kStartWatch], clock_.now());
+      if (!watches_.empty()) instance_.agent->watch_workloads(true);
+    }
     std::string reply = dump(replies[i]);
     send_reply(requests[i].routing_id, reply);
     reply_bytes += requests[i].text.size() + reply.size();
@@ -208,7 +214,7 @@ void Loop::serve(core::Agent& agent, std::vector<ControlRequest>& requests,
 
 Status Loop::enter_read_only(const Status& fault) {
   fail_awaited_logs("the agent cannot write its state database; try again once it can");
-  end_watches("the agent cannot write its state database; watch again once it can");
+  watches_.end_all("the agent cannot write its state database; watch again once it can");
   if (!storage_fault_) {
     logger_.error(
         "state database cannot be written ({}); refusing new work and answering reads "
@@ -307,52 +313,11 @@ void Loop::fail_awaited_logs(const std::string& why) {
   awaiting_logs_.clear();
 }
 
-// shoalctl get workloads -w: from now on `routing_id` hears of every
-// change to the workloads of `namespace_name` ("" for all).
-nlohmann::json Loop::start_watch(const std::string& routing_id, const std::string& namespace_name) {
-  if (watchers_.size() >= kMaxWatchers) {
-    return {{"ok", false}, {"code", "Unavailable"},
-            {"error", std::to_string(kMaxWatchers) + " watches are open already; try again later"}};
-  }
-  watchers_.push_back({routing_id, namespace_name});
-  instance_.agent->watch_workloads(true);
-  next_keepalive_ = clock_.now() + kWatchKeepalive;
-  return {{"ok", true}, {"watching", namespace_name.empty() ? "all namespaces" : namespace_name}};
-}
-
-// After a committed batch: each watcher hears of its workloads that
-// changed; every kWatchKeepalive an empty message tells who is gone
-// (ROUTER_MANDATORY: a send to a departed client fails).
+// After a committed batch: each watcher hears of its workloads that changed.
 void Loop::tell_watchers() {
-  if (watchers_.empty()) return;
-  std::vector<store::WorkloadRecord> changed = instance_.agent->take_workload_changes();
-  bool keepalive = clock_.now() >= next_keepalive_;
-  if (changed.empty() && !keepalive) return;
-  if (keepalive) next_keepalive_ = clock_.now() + kWatchKeepalive;
-  std::map<std::string, nlohmann::json> by_namespace;
-  nlohmann::json all = nlohmann::json::array();
-  for (const auto& record : changed) {
-    nlohmann::json item = workload_to_json(record);
-    by_namespace[record.spec.namespace_name].push_back(item);
-    all.push_back(std::move(item));
-  }
-  std::erase_if(watchers_, [&](const Watcher& watcher) {
-    nlohmann::json items = all;
-    if (!watcher.namespace_name.empty()) {
-      auto it = by_namespace.find(watcher.namespace_name);
-      items = it == by_namespace.end() ? nlohmann::json::array() : it->second;
-    }
-    if (items.empty() && !keepalive) return false;
-    return !send_reply(watcher.routing_id, dump({{"ok", true}, {"items", items}}));
-  });
-  if (watchers_.empty()) instance_.agent->watch_workloads(false);
-}
-
-void Loop::end_watches(const std::string& why) {
-  for (const Watcher& watcher : watchers_) {
-    send_reply(watcher.routing_id, dump({{"ok", false}, {"code", "Unavailable"}, {"error", why}}));
-  }
-  watchers_.clear();
+  if (watches_.empty()) return;
+  watches_.tell(instance_.agent->take_workload_changes(), clock_.now());
+  if (watches_.empty()) instance_.agent->watch_workloads(false);
 }
 
 // `shoalctl backup`: an online copy of the state database at `path`.
@@ -383,7 +348,7 @@ nlohmann::json Loop::answer_control_json(const std::string& text) {
                            limiter_.limited(),
                            storage_fault_ ? storage_fault_->message() : std::string(),
                            store_.commit_stats(),
-                           watchers_.size()};
+                           watches_.size()};
     nlohmann::json response = request.is_discarded()
                                   ? nlohmann::json{{"ok", false},
                                                    {"code", "InvalidArgument"},

@@ -37,6 +37,7 @@
 #include "agent/runtime/handshake_gate.h"
 #include "agent/runtime/process.h"
 #include "agent/runtime/rate_limiter.h"
+#include "agent/runtime/workload_watches.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/status.h"
 #include "store/sqlite_store.h"
@@ -78,7 +79,7 @@ class Loop {
 
   const core::Agent& agent() const { return *instance_.agent; }
   bool read_only() const { return storage_fault_.has_value(); }
-  size_t watchers() const { return watchers_.size(); }
+  size_t watchers() const { return watches_.size(); }
 
  private:
   struct ControlRequest {
@@ -90,10 +91,6 @@ class Loop {
     std::string routing_id;
     uint64_t request_id = 0;
     TimePoint deadline;
-  };
-  struct Watcher {
-    std::string routing_id;
-    std::string namespace_name;  // "": all
   };
 
   std::chrono::milliseconds poll_wait() const;
@@ -111,9 +108,7 @@ class Loop {
   nlohmann::json answer_control_json(const std::string& text);
   void answer_awaited_logs();
   void fail_awaited_logs(const std::string& why);
-  nlohmann::json start_watch(const std::string& routing_id, const std::string& namespace_name);
   void tell_watchers();
-  void end_watches(const std::string& why);
   nlohmann::json backup(const std::string& path);
 
   const AgentFactory& factory_;
@@ -132,8 +127,7 @@ class Loop {
   std::chrono::steady_clock::time_point last_tick_{};
   bool ticked_ = false;  // in the last iteration
   std::vector<AwaitedLog> awaiting_logs_;
-  std::vector<Watcher> watchers_;
-  TimePoint next_keepalive_{};
+  WorkloadWatches watches_;  // after logger_: it sends through send_reply
   std::chrono::steady_clock::time_point last_rate_limit_log_{};
 };
 
