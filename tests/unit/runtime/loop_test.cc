@@ -77,8 +77,10 @@ class Client {
     message.addstr(request.dump());
     message.send(socket_);
   }
-  // The next reply, if one has arrived.
-  std::optional<json> poll() {
+  // The next reply, if one arrives within `wait`.
+  std::optional<json> poll(std::chrono::milliseconds wait = std::chrono::milliseconds(0)) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, wait) == 0) return std::nullopt;
     zmq::multipart_t message;
     if (!message.recv(socket_, static_cast<int>(zmq::recv_flags::dontwait))) return std::nullopt;
     return json::parse(message[message.size() - 1].to_string());
@@ -211,8 +213,7 @@ TEST_F(LoopTest, AWatcherHearsOfCommittedChangesAndOfTheStop) {
   auto next = loop_->run_once(1s);
   ASSERT_TRUE(next.is_ok());
   EXPECT_EQ(*next, Loop::Next::kStop);
-  std::optional<json> ended;
-  for (int i = 0; i < 100 && !(ended = watcher->poll()); ++i) std::this_thread::sleep_for(10ms);
+  std::optional<json> ended = watcher->poll(5s);
   ASSERT_TRUE(ended.has_value());
   EXPECT_FALSE(ended->value("ok", true));
   EXPECT_NE(ended->value("error", "").find("stopping"), std::string::npos);
