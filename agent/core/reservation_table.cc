@@ -2,6 +2,22 @@
 
 namespace shoal::core {
 
+model::Phase ReservationTable::source_phase(store::ReservationPhase phase) {
+  switch (phase) {
+    case store::ReservationPhase::kReserved:
+      return model::Phase::kPlacing;
+    case store::ReservationPhase::kBound:
+      return model::Phase::kBound;
+    case store::ReservationPhase::kRunning:
+      return model::Phase::kRunning;
+    case store::ReservationPhase::kSucceeded:
+      return model::Phase::kSucceeded;
+    case store::ReservationPhase::kFailed:
+      return model::Phase::kFailed;
+  }
+  return model::Phase::kFailed;
+}
+
 ReservationTable::Entry* ReservationTable::find(const Key& key) {
   auto it = entries_.find(key);
   return it == entries_.end() ? nullptr : &it->second;

@@ -40,6 +40,9 @@ class ReservationTable {
 
   explicit ReservationTable(RoutingCounts& counts) : counts_(counts) {}
 
+  // The phase a source reads (STATUS, HOLDINGS) for a reservation's.
+  static model::Phase source_phase(store::ReservationPhase phase);
+
   Entries& entries() { return entries_; }
   const Entries& entries() const { return entries_; }
   Entry* find(const Key& key);
