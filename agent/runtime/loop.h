@@ -17,8 +17,8 @@
 //    after a restart (a new boot).
 //
 // Beside the batches the loop owns what lives between them: control
-// requests held for a peer's answer ("logs" of a remote copy), watchers of
-// workload changes (shoalctl get -w), the per-peer rate limit, online
+// requests held for a peer's answer ("logs" of a remote copy), the watches
+// of workload changes (workload_watches.h), the per-peer rate limit, online
 // backups (taken between batches), and the gate CURVE handshakes pass
 // (handshake_gate.h).
 #pragma once
