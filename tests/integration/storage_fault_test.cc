@@ -5,10 +5,7 @@
 // work with the reason while it answers reads, and resume by itself when
 // writes succeed again; its peers go on working. A damaged or missing
 // database is refused at start and left exactly as it was.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -17,6 +14,7 @@
 #include <iterator>
 
 #include "harness.h"
+#include "tests/support/immutable_file.h"
 
 namespace shoal::testing {
 namespace {
@@ -95,22 +93,6 @@ TEST_F(StorageFault, AnAgentThatCannotWriteRefusesNewWorkAnswersReadsAndResumes)
       << source_.log();
   EXPECT_EQ(phase_of(source_, "before-0"), "Succeeded");
   EXPECT_NE(source_.log().find("state database writable again"), std::string::npos);
-}
-
-// Sets or clears the immutable attribute (chattr +i): the file then refuses
-// every write, even on descriptors opened before, even root's. False where
-// the file system or the test's privileges do not allow it.
-bool set_immutable(const std::string& path, bool immutable) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  int flags = 0;
-  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
-  if (ok) {
-    flags = immutable ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
-    ok = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
-  }
-  ::close(fd);
-  return ok;
 }
 
 // A database whose files turn read-only under the running agent (here:

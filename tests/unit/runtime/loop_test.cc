@@ -3,11 +3,8 @@
 // time through the control socket the way shoalctl drives it.
 #include "agent/runtime/loop.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/fs.h>
 #include <sqlite3.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,9 +15,12 @@
 
 #include "agent/control/data_dir.h"
 #include "crypto/identity.h"
+#include "tests/support/immutable_file.h"
 
 namespace shoal::runtime {
 namespace {
+
+using shoal::testing::set_immutable;
 
 using nlohmann::json;
 using namespace std::chrono_literals;
@@ -46,20 +46,6 @@ int committed_workloads(const std::string& path, const std::string& name) {
   }
   sqlite3_close(db);
   return count;
-}
-
-// FS_IOC_SETFLAGS: an immutable file cannot be written, even by root.
-bool set_immutable(const std::string& path, bool on) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return false;
-  int flags = 0;
-  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
-  if (ok) {
-    flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
-    ok = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
-  }
-  ::close(fd);
-  return ok;
 }
 
 // A shoalctl-like client: a REQ socket on the control socket, or a DEALER
