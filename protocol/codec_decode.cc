@@ -95,6 +95,13 @@ std::vector<T> read_list(ArrayReader& r, const char* list_field, const char* ite
   return out;
 }
 
+// APPROVE, CANCEL, RELEASED and DELETE: a uid and the epoch it is about.
+template <typename UidEpoch>
+void read_uid_epoch(ArrayReader& r, UidEpoch& m) {
+  m.uid = r.string("uid");
+  m.epoch = r.integer<uint64_t>("epoch");
+}
+
 void read(ArrayReader& r, Hello& m) {
   m.cluster = r.string("cluster");
   m.org = r.string("org");
@@ -162,20 +169,11 @@ void read(ArrayReader& r, Reject& m) {
   }
 }
 
-void read(ArrayReader& r, Approve& m) {
-  m.uid = r.string("uid");
-  m.epoch = r.integer<uint64_t>("epoch");
-}
+void read(ArrayReader& r, Approve& m) { read_uid_epoch(r, m); }
 
-void read(ArrayReader& r, Cancel& m) {
-  m.uid = r.string("uid");
-  m.epoch = r.integer<uint64_t>("epoch");
-}
+void read(ArrayReader& r, Cancel& m) { read_uid_epoch(r, m); }
 
-void read(ArrayReader& r, Released& m) {
-  m.uid = r.string("uid");
-  m.epoch = r.integer<uint64_t>("epoch");
-}
+void read(ArrayReader& r, Released& m) { read_uid_epoch(r, m); }
 
 void read(ArrayReader& r, Bound& m) {
   m.uid = r.string("uid");
@@ -211,10 +209,7 @@ void read(ArrayReader& r, StatusAck& m) {
   m.generation = r.integer<uint64_t>("generation");
 }
 
-void read(ArrayReader& r, Delete& m) {
-  m.uid = r.string("uid");
-  m.epoch = r.integer<uint64_t>("epoch");
-}
+void read(ArrayReader& r, Delete& m) { read_uid_epoch(r, m); }
 
 void read(ArrayReader& r, Revoke& m) {
   m.invitation_id = r.string("invitationId");
