@@ -39,7 +39,7 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
       body, "spec",
       {"queue", "priority", "replicas", "resources", "duration", "exitCode", "sim", "command",
        "args", "env", "workingDir", "image", "terminationGracePeriod", "startTimeout", "placement", "nodeSelector",
-       "minAvailable", "restartPolicy"}));
+       "minAvailable", "restartPolicy", "preemptionPolicy"}));
   if (body["queue"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
     SHOAL_RETURN_IF_ERROR(
@@ -139,6 +139,15 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
     SHOAL_ASSIGN_OR_RETURN(int64_t min_available,
                            f.integer(body["minAvailable"], "spec.minAvailable", 1, spec.replicas));
     spec.min_available = static_cast<int32_t>(min_available);
+  }
+  if (body["preemptionPolicy"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string policy,
+                           f.scalar(body["preemptionPolicy"], "spec.preemptionPolicy"));
+    if (policy == "Never") spec.preemption_policy = PreemptionPolicy::kNever;
+    else if (policy != "PreemptLowerPriority") {
+      return f.fail("spec.preemptionPolicy",
+                    "expected PreemptLowerPriority or Never, got \"" + policy + "\"");
+    }
   }
   if (body["restartPolicy"]) {
     SHOAL_ASSIGN_OR_RETURN(std::string policy, f.scalar(body["restartPolicy"], "spec.restartPolicy"));
@@ -381,7 +390,7 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
   if (!body) return f.fail("spec", "expected a mapping with nodes");
   SHOAL_RETURN_IF_ERROR(f.only_known(
       body, "spec",
-      {"claims", "backend", "nodes", "queues", "resourceQuotas", "fairShare", "nodeOrder", "slurm",
+      {"claims", "backend", "nodes", "queues", "resourceQuotas", "fairShare", "nodeOrder", "preemption", "slurm",
        "kubernetes"}));
   SHOAL_ASSIGN_OR_RETURN(spec.claims, f.labels(body["claims"], "spec.claims"));
   if (body["backend"]) {
@@ -479,6 +488,25 @@ Result<ClusterSpec> parse_cluster_document(const YAML::Node& doc) {
     if (order == "LeastAllocated") spec.node_order = NodeOrder::kLeastAllocated;
     else if (order == "MostAllocated") spec.node_order = NodeOrder::kMostAllocated;
     else return f.fail("spec.nodeOrder", "expected LeastAllocated or MostAllocated, got \"" + order + "\"");
+  }
+  if (const YAML::Node preemption = body["preemption"]) {
+    SHOAL_RETURN_IF_ERROR(f.only_known(preemption, "spec.preemption", {"withinQueue", "reclaim"}));
+    if (preemption["withinQueue"]) {
+      SHOAL_ASSIGN_OR_RETURN(std::string text,
+                             f.scalar(preemption["withinQueue"], "spec.preemption.withinQueue"));
+      if (text == "LowerPriority") spec.preemption.within_queue = PreemptionSpec::WithinQueue::kLowerPriority;
+      else if (text != "Never") {
+        return f.fail("spec.preemption.withinQueue", "expected Never or LowerPriority, got \"" + text + "\"");
+      }
+    }
+    if (preemption["reclaim"]) {
+      SHOAL_ASSIGN_OR_RETURN(std::string text, f.scalar(preemption["reclaim"], "spec.preemption.reclaim"));
+      if (text == "LowerPriority") spec.preemption.reclaim = PreemptionSpec::Reclaim::kLowerPriority;
+      else if (text == "Any") spec.preemption.reclaim = PreemptionSpec::Reclaim::kAny;
+      else if (text != "Never") {
+        return f.fail("spec.preemption.reclaim", "expected Never, LowerPriority or Any, got \"" + text + "\"");
+      }
+    }
   }
   return spec;
 }

@@ -47,6 +47,21 @@ struct ResourceQuotaSpec {
 
 enum class NodeOrder { kLeastAllocated, kMostAllocated };
 
+// `spec.preemption` of a cluster: when the local scheduler may stop running
+// work to make room for waiting work (docs/scheduling.md). Off unless said.
+struct PreemptionSpec {
+  // withinQueue: LowerPriority lets waiting work stop work of lower
+  // priority in its own queue (Kueue's withinClusterQueue).
+  enum class WithinQueue : uint8_t { kNever = 0, kLowerPriority };
+  // reclaim: a queue below its deserved share takes back room from queues
+  // borrowing above theirs: their work of lower priority, or any of it
+  // (Volcano's reclaim, Kueue's reclaimWithinCohort).
+  enum class Reclaim : uint8_t { kNever = 0, kLowerPriority, kAny };
+  WithinQueue within_queue = WithinQueue::kNever;
+  Reclaim reclaim = Reclaim::kNever;
+  bool enabled() const { return within_queue != WithinQueue::kNever || reclaim != Reclaim::kNever; }
+};
+
 // `spec.slurm` of a cluster whose work a Slurm cluster runs (backend: slurm,
 // docs/backends.md). Its nodes come from Slurm, not from spec.nodes.
 struct SlurmSpec {
@@ -90,6 +105,7 @@ struct ClusterSpec {
   std::vector<ResourceQuotaSpec> resource_quotas;
   bool borrowing = false;  // fairShare.borrowing
   NodeOrder node_order = NodeOrder::kLeastAllocated;
+  PreemptionSpec preemption;
   std::optional<SlurmSpec> slurm;  // backend: slurm only
   std::optional<KubernetesSpec> kubernetes;  // backend: kubernetes only
 };

@@ -18,6 +18,8 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
       {"labels", spec.labels},
       {"queue", spec.queue},
       {"priority", spec.priority},
+      {"preemptionPolicy",
+       std::string(kPreemptionPolicyNames[static_cast<int>(spec.preemption_policy)])},
       {"replicas", spec.replicas},
       {"resources",
        {{"cpu", format_cpu(spec.resources.cpu_milli)},
@@ -108,6 +110,9 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
       spec.placement.number_of_clusters = placement.value("numberOfClusters", 1);
       spec.placement.ready_window = Duration(placement.value("readyWindowMs", int64_t{0}));
       spec.placement.min_ready = placement.value("minReady", 0);
+    }
+    if (json.value("preemptionPolicy", std::string()) == "Never") {
+      spec.preemption_policy = PreemptionPolicy::kNever;
     }
     if (json.value("restartPolicy", std::string("Never")) == "OnFailure") {
       spec.restart_policy = RestartPolicy::kOnFailure;

@@ -37,6 +37,12 @@ struct SimSpec {
 // equivalent) and SIGKILL, unless the workload says otherwise.
 inline constexpr Duration kDefaultTerminationGrace = std::chrono::seconds(30);
 
+// Whether a workload may take room from running work of lower priority
+// when its cluster's spec.preemption allows it (Kubernetes' PriorityClass
+// preemptionPolicy): PreemptLowerPriority by default, Never to only wait.
+enum class PreemptionPolicy : uint8_t { kPreemptLowerPriority = 0, kNever };
+constexpr std::string_view kPreemptionPolicyNames[] = {"PreemptLowerPriority", "Never"};
+
 // A workload's priority lies in [-kMaxPriority, kMaxPriority]; higher runs first.
 inline constexpr int32_t kMaxPriority = 1000000;
 
@@ -46,6 +52,7 @@ struct WorkloadSpec {
   Labels labels;
   std::string queue = "default";
   int32_t priority = 0;
+  PreemptionPolicy preemption_policy = PreemptionPolicy::kPreemptLowerPriority;
   int32_t replicas = 1;           // pods, all placed in the same cluster
   Resources resources;            // per replica
   SimSpec sim;                    // sim backend only

@@ -16,7 +16,10 @@ void pack_resources(Packer& p, const model::Resources& r) {
 }
 
 void pack_spec(Packer& p, const model::WorkloadSpec& s) {
-  p.pack_array(s.image.empty() ? 18 : 19);
+  // Trailing fields appended later are left out while they hold their
+  // defaults: the image, then the preemption policy.
+  bool with_policy = s.preemption_policy != model::PreemptionPolicy::kPreemptLowerPriority;
+  p.pack_array(with_policy ? 20 : s.image.empty() ? 18 : 19);
   p.pack(s.namespace_name);
   p.pack(s.name);
   p.pack(s.labels);
@@ -36,7 +39,8 @@ void pack_spec(Packer& p, const model::WorkloadSpec& s) {
   p.pack(s.working_dir);
   p.pack(static_cast<int64_t>(s.termination_grace.count()));
   p.pack(static_cast<int64_t>(s.start_timeout.count()));  // appended: 0 from older senders
-  if (!s.image.empty()) p.pack(s.image);  // appended: absent means the cluster's image
+  if (!s.image.empty() || with_policy) p.pack(s.image);  // appended: "" or absent: the cluster's image
+  if (with_policy) p.pack(static_cast<uint8_t>(s.preemption_policy));  // appended
 }
 
 void pack_counts(Packer& p, const model::UsageCounts& c) {
@@ -93,10 +97,13 @@ struct Encoder {
     pack_spec(p, m.spec);
   }
   void operator()(const Ready& m) {
-    p.pack_array(3);
+    p.pack_array(m.victims > 0 ? 5 : 3);
     p.pack(m.uid);
     p.pack(m.epoch);
     p.pack(m.score);
+    if (m.victims == 0) return;
+    p.pack(m.victims);
+    p.pack(m.victim_priority);
   }
   void operator()(const Reject& m) {
     p.pack_array(4);

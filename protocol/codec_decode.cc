@@ -49,6 +49,13 @@ model::WorkloadSpec read_spec(ArrayReader& outer) {
   }
   if (r.has_more()) s.start_timeout = Duration(r.integer<int64_t>("startTimeout"));
   if (r.has_more()) s.image = r.string("image");
+  if (r.has_more()) {
+    uint8_t policy = r.integer<uint8_t>("preemptionPolicy");
+    if (r.ok() && policy >= std::size(model::kPreemptionPolicyNames)) {
+      r.fail("preemptionPolicy", "expected 0 (PreemptLowerPriority) or 1 (Never)");
+    }
+    s.preemption_policy = static_cast<model::PreemptionPolicy>(policy);
+  }
   if (r.ok()) {
     if (s.replicas < 1) r.fail("replicas", "expected at least 1");
     else if (s.min_available < 0 || s.min_available > s.replicas) r.fail("minAvailable", "expected 0..replicas");
@@ -154,6 +161,10 @@ void read(ArrayReader& r, Ready& m) {
   m.uid = r.string("uid");
   m.epoch = r.integer<uint64_t>("epoch");
   m.score = r.real("score");
+  if (r.has_more()) {
+    m.victims = r.integer<uint32_t>("victims");
+    m.victim_priority = r.integer<int32_t>("victimPriority");
+  }
 }
 
 void read(ArrayReader& r, Reject& m) {

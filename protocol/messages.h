@@ -109,6 +109,11 @@ struct Ready {
   std::string uid;
   uint64_t epoch = 0;
   double score = 0;  // the target's fit, 0..100
+  // An offer that costs preemption (fields 4 and 5, absent when 0): the
+  // target holds no room yet, and would stop `victims` running workloads
+  // of priority at most `victim_priority` once (and only if) APPROVEd.
+  uint32_t victims = 0;
+  int32_t victim_priority = 0;
 };
 
 // Why a target refused a CANDIDATE: what the source decides by (REJECT

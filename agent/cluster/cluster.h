@@ -5,6 +5,7 @@
 // Kubernetes and Slurm.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +84,18 @@ struct LogChunk {
   bool pending = false;
 };
 
+// What admitting a workload by preemption costs (Cluster::preemption_cost).
+struct PreemptionCost {
+  int32_t victims = 0;           // whole workloads to stop
+  int32_t highest_priority = 0;  // the highest priority among them
+};
+
+// A preemption carried out (Cluster::preempt).
+struct Preemption {
+  std::vector<std::string> nodes;    // the preemptor's, one per replica
+  std::vector<std::string> victims;  // keys of the work stopped for it
+};
+
 class Cluster {
  public:
   virtual ~Cluster() = default;
@@ -117,6 +130,21 @@ class Cluster {
   // ok, or the reason it never can (NoNodeFits, QuotaExceeded:cpu, ...).
   // Work that fails only for want of free room now is worth queuing.
   virtual Status fits_when_idle(const model::WorkloadSpec& spec) const = 0;
+  // Preemption, under the cluster's spec.preemption (docs/scheduling.md).
+  // `may_stop(key)` says whether the work reserved under `key` may be
+  // stopped for this workload (whose it is matters: invitations decide).
+  // What reserving `spec` by stopping running work would cost now; nullopt
+  // when preemption is off here or no such victims would make room.
+  // Changes nothing.
+  virtual std::optional<PreemptionCost> preemption_cost(
+      const model::WorkloadSpec& spec, const std::function<bool(const std::string&)>& may_stop) const = 0;
+  // Reserves room for `key` as a fresh plan decides: its victims are
+  // stopped with their own terminationGracePeriod and their room passes to
+  // `key` at once (nothing else can take it), while `key`'s launch waits
+  // until every victim is gone. Each victim is reported kFailed, cause
+  // kPreempted, once it is gone. Unavailable when no plan makes room now.
+  virtual Result<Preemption> preempt(const std::string& key, const model::WorkloadSpec& spec,
+                                     const std::function<bool(const std::string&)>& may_stop) = 0;
   // Re-establishes a reservation on the given nodes (after a restart).
   virtual Status restore(const std::string& key, const model::WorkloadSpec& spec,
                          const std::vector<std::string>& nodes) = 0;

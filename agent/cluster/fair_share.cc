@@ -188,6 +188,90 @@ std::optional<Resources> FairShareScheduler::queue_headroom(const std::string& q
                    std::max<int64_t>(0, deserved.gpu - used.gpu)};
 }
 
+Resources FairShareScheduler::deserved_share(const std::string& queue) const {
+  int64_t total_weight = 0, weight = 0;
+  for (const auto& q : spec_.queues) {
+    total_weight += q.weight;
+    if (q.name == queue) weight = q.weight;
+  }
+  return total_weight > 0 ? share_of(capacity_, weight, total_weight) : Resources{};
+}
+
+Resources FairShareScheduler::queue_allocated(const std::string& queue) const {
+  auto it = queue_allocated_.find(queue);
+  return it == queue_allocated_.end() ? Resources{} : it->second;
+}
+
+std::optional<PreemptionPlan> FairShareScheduler::plan_preemption(
+    const model::WorkloadSpec& spec, const std::vector<RunningWork>& running,
+    const std::function<bool(const RunningWork&)>& may_stop) const {
+  using model::PreemptionSpec;
+  const PreemptionSpec& rules = spec_.preemption;
+  if (!rules.enabled() || spec.preemption_policy == model::PreemptionPolicy::kNever) return std::nullopt;
+  // Reclaim takes back only what `spec`'s queue deserves.
+  bool may_reclaim = rules.reclaim != PreemptionSpec::Reclaim::kNever &&
+                     deserved_share(spec.queue).fits(queue_allocated(spec.queue) + spec.total());
+  std::vector<const RunningWork*> eligible;
+  for (const RunningWork& work : running) {
+    const model::WorkloadSpec& held = *work.spec;
+    bool lower = held.priority < spec.priority;
+    bool allowed = held.queue == spec.queue
+                       ? rules.within_queue == PreemptionSpec::WithinQueue::kLowerPriority && lower
+                       : may_reclaim && (rules.reclaim == PreemptionSpec::Reclaim::kAny || lower) &&
+                             !deserved_share(held.queue).fits(queue_allocated(held.queue));
+    if (allowed && may_stop(work)) eligible.push_back(&work);
+  }
+  if (eligible.empty()) return std::nullopt;
+  std::sort(eligible.begin(), eligible.end(), [](const RunningWork* a, const RunningWork* b) {
+    return std::tuple(a->spec->priority, ~a->started, a->key) <
+           std::tuple(b->spec->priority, ~b->started, b->key);
+  });
+  // Fits `spec` with everything in `stopped` gone: its nodes, or nullopt.
+  auto fits_without = [&](const std::vector<const RunningWork*>& stopped)
+      -> std::optional<std::vector<std::string>> {
+    FairShareScheduler trial = *this;
+    for (const RunningWork* work : stopped) trial.release(*work->spec, work->nodes);
+    Result<std::vector<std::string>> nodes = trial.admit("preemptor", spec);
+    if (!nodes.is_ok()) return std::nullopt;
+    return std::move(*nodes);
+  };
+  std::vector<const RunningWork*> chosen;
+  std::optional<std::vector<std::string>> nodes;
+  FairShareScheduler after = *this;  // with the chosen victims gone
+  for (const RunningWork* work : eligible) {
+    const model::WorkloadSpec& held = *work->spec;
+    // A borrowing queue gives back only down to its deserved share.
+    if (held.queue != spec.queue && after.deserved_share(held.queue).fits(after.queue_allocated(held.queue))) {
+      continue;
+    }
+    after.release(held, work->nodes);
+    chosen.push_back(work);
+    FairShareScheduler probe = after;
+    if (Result<std::vector<std::string>> fit = probe.admit("preemptor", spec); fit.is_ok()) {
+      nodes = std::move(*fit);
+      break;
+    }
+  }
+  if (!nodes) return std::nullopt;
+  // Spare what is not needed after all, the highest priority first.
+  for (size_t i = chosen.size(); i-- > 0;) {
+    std::vector<const RunningWork*> without = chosen;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+    if (auto spared = fits_without(without)) {
+      chosen = std::move(without);
+      nodes = std::move(spared);
+    }
+  }
+  PreemptionPlan plan;
+  plan.nodes = std::move(*nodes);
+  plan.highest_priority = chosen.front()->spec->priority;
+  for (const RunningWork* work : chosen) {
+    plan.victims.push_back(work->key);
+    plan.highest_priority = std::max(plan.highest_priority, work->spec->priority);
+  }
+  return plan;
+}
+
 int64_t FairShareScheduler::namespace_weight(const std::string& namespace_name) const {
   auto it = namespace_weights_.find(namespace_name);
   return it == namespace_weights_.end() || it->second < 1 ? 1 : it->second;

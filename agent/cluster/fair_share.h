@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,6 +54,21 @@ struct NamespaceQuota {
   std::optional<int64_t> cpu_milli, memory_bytes, gpu, workloads;
 };
 
+// A workload that holds room now, which preemption might stop.
+struct RunningWork {
+  std::string key;
+  const model::WorkloadSpec* spec = nullptr;
+  std::vector<std::string> nodes;  // one per replica, as held
+  uint64_t started = 0;            // larger: started later
+};
+
+// What admitting one workload by preemption takes.
+struct PreemptionPlan {
+  std::vector<std::string> victims;  // keys of whole workloads, lowest priority first
+  std::vector<std::string> nodes;    // where the workload goes once they are gone
+  int32_t highest_priority = 0;      // the highest priority among the victims
+};
+
 class FairShareScheduler {
  public:
   // Refuses unknown quota keys and bad quantities, naming the field.
@@ -85,6 +101,20 @@ class FairShareScheduler {
   // unknown nodes and anything that would over-commit one.
   Status restore(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
 
+  // The victims whose room would admit `spec` (every replica) now, under the
+  // cluster's spec.preemption and the workload's preemptionPolicy, among
+  // `running` that `may_stop` allows: within its queue, work of lower
+  // priority; with reclaim, work of queues borrowing above their deserved
+  // share while `spec`'s queue stays within its own. The set is minimal:
+  // victims are added lowest priority first, the most recently started
+  // first among equals, until `spec` fits; then each is spared again,
+  // highest priority first, if `spec` fits without it. A victim is a whole
+  // workload (a gang goes whole). nullopt when nothing would make room.
+  // Changes nothing.
+  std::optional<PreemptionPlan> plan_preemption(
+      const model::WorkloadSpec& spec, const std::vector<RunningWork>& running,
+      const std::function<bool(const RunningWork&)>& may_stop) const;
+
   // What namespace `namespace_name` may still use under its quotas.
   model::Resources quota_headroom(const std::string& namespace_name) const;
   // What queue `queue` may still take: its deserved share minus what it
@@ -107,6 +137,9 @@ class FairShareScheduler {
 
  private:
   explicit FairShareScheduler(const model::ClusterSpec& spec) : spec_(spec) {}
+  // Queue `queue`'s deserved share: capacity x its weight / all weights.
+  model::Resources deserved_share(const std::string& queue) const;
+  model::Resources queue_allocated(const std::string& queue) const;
   // One serve(): its node order, where each group's walk stands, and what
   // it admitted so far (fair_share.cc).
   class ServePass;

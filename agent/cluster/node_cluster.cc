@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/check.h"
+
 namespace shoal::cluster {
 
 Status SimRunner::launch(const LaunchRequest& request) {
@@ -125,7 +127,9 @@ void NodeCluster::hold(const std::string& key, const model::WorkloadSpec& spec,
                       const std::vector<std::string>& nodes) {
   // The scheduler chose (or re-checked) `nodes`; mirror them for usage and peaks.
   ++capacity_version_;
-  Holding holding{spec, {}};
+  Holding holding;
+  holding.spec = spec;
+  holding.held_seq = ++held_seq_;
   for (const auto& name : nodes) {
     auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
     size_t index = static_cast<size_t>(it - usage_.begin());
@@ -157,6 +161,13 @@ void NodeCluster::stop(const std::string& key, Duration grace) {
   Holding holding = std::move(it->second);
   holdings_.erase(it);
   unreported_starts_.erase(key);
+  if (!holding.waits_for.empty()) {
+    // Never launched: its victims still stop, and the room it took stays
+    // held until they are gone.
+    holding.deferred.reset();
+    orphans_.emplace_back(key, std::move(holding));
+    return;
+  }
   // Also when this agent never launched it: a copy restored after a
   // restart may still run from before, and its room is free only once that
   // is gone.
@@ -171,7 +182,14 @@ Status NodeCluster::launch(const LaunchRequest& request) {
   auto it = holdings_.find(request.key);
   if (it == holdings_.end()) return not_found("no reservation for " + request.key);
   SHOAL_RETURN_IF_ERROR(runner_->supports(request.spec));
+  if (!it->second.waits_for.empty()) {
+    // A preemptor: it starts once the work it displaced is gone.
+    it->second.launched = true;
+    it->second.deferred = request;
+    return Status::ok();
+  }
   SHOAL_RETURN_IF_ERROR(runner_->launch(request));
+  it->second.launched = true;
   if (!runner_->reports_starts()) unreported_starts_.insert(request.key);
   return Status::ok();
 }
@@ -180,7 +198,9 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   // Every launch is reported Started once, before how it ended (a re-attach
   // after a restart again: the core takes the first); here at launch,
   // unless the runner reports starts itself.
-  std::vector<WorkloadEvent> events;
+  std::vector<WorkloadEvent> events = std::move(preempted_);
+  preempted_.clear();
+  for (WorkloadEvent& event : events) event.at = now;
   for (const std::string& key : unreported_starts_) {
     events.push_back({key, WorkloadEventKind::kStarted, now, 0, runner_->describe(key)});
   }
@@ -192,13 +212,20 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   if (refresh_room_taken() || grew) {
     events.push_back({"", WorkloadEventKind::kStopped, now, 0, "room freed by work not ours"});
   }
+  std::vector<WorkloadEvent> followers;  // what victims' ends set off
   for (const WorkloadEvent& event : events) {
     if (event.kind == WorkloadEventKind::kStopped) {
       auto it = stopping_.find(event.key);
       if (it == stopping_.end()) continue;
-      free_room(it->second.front());
+      Holding gone = std::move(it->second.front());
       it->second.pop_front();
       if (it->second.empty()) stopping_.erase(it);
+      if (gone.preempted_for.empty()) {
+        free_room(gone);
+      } else {
+        followers.push_back(preempted_event(event.key, event.at));
+        victim_gone(event.key, gone.preempted_for, now, &followers);
+      }
     } else if (event.kind != WorkloadEventKind::kStarted) {
       // Work that ended on its own frees its room at once; the core's later
       // release() of the finished key is a no-op.
@@ -208,6 +235,8 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
       holdings_.erase(it);
     }
   }
+  events.insert(events.end(), std::make_move_iterator(followers.begin()),
+                std::make_move_iterator(followers.end()));
   return events;
 }
 
@@ -248,7 +277,8 @@ bool NodeCluster::refresh_room_taken() {
 }
 
 TimePoint NodeCluster::next_event_at() const {
-  return unreported_starts_.empty() ? runner_->next_event_at() : TimePoint::min();
+  return unreported_starts_.empty() && preempted_.empty() ? runner_->next_event_at()
+                                                          : TimePoint::min();
 }
 
 CapacitySummary NodeCluster::capacity() const {
@@ -284,16 +314,124 @@ std::optional<CapacitySummary> NodeCluster::capacity_for(const std::string& name
   return CapacitySummary{cap(summary.free), cap(summary.largest_free_node)};
 }
 
+std::vector<RunningWork> NodeCluster::running_work() const {
+  std::vector<RunningWork> running;
+  for (const auto& [key, holding] : holdings_) {
+    if (!holding.launched || !holding.waits_for.empty()) continue;
+    std::vector<std::string> names;
+    for (size_t index : holding.node_indexes) names.push_back(usage_[index].name);
+    running.push_back({key, &holding.spec, std::move(names), holding.held_seq});
+  }
+  return running;
+}
+
+std::optional<PreemptionCost> NodeCluster::preemption_cost(
+    const model::WorkloadSpec& spec, const std::function<bool(const std::string&)>& may_stop) const {
+  if (!spec_.preemption.enabled() || !runner_->health().is_ok()) return std::nullopt;
+  std::vector<RunningWork> running = running_work();
+  std::optional<PreemptionPlan> plan = scheduler_.plan_preemption(
+      spec, running, [&](const RunningWork& work) { return may_stop(work.key); });
+  if (!plan) return std::nullopt;
+  return PreemptionCost{static_cast<int32_t>(plan->victims.size()), plan->highest_priority};
+}
+
+Result<Preemption> NodeCluster::preempt(const std::string& key, const model::WorkloadSpec& spec,
+                                        const std::function<bool(const std::string&)>& may_stop) {
+  if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  if (Status health = runner_->health(); !health.is_ok()) {
+    return Status(ErrorCode::kUnavailable, "BackendUnavailable: " + health.message());
+  }
+  std::optional<PreemptionPlan> plan;
+  {
+    std::vector<RunningWork> running = running_work();
+    plan = scheduler_.plan_preemption(spec, running,
+                                      [&](const RunningWork& work) { return may_stop(work.key); });
+  }
+  if (!plan) return Status(ErrorCode::kUnavailable, "NoPreemptionMakesRoom");
+  std::set<std::string> still_stopping;
+  for (const std::string& victim : plan->victims) {
+    auto it = holdings_.find(victim);
+    Holding holding = std::move(it->second);
+    holdings_.erase(it);
+    unreported_starts_.erase(victim);
+    free_room(holding);  // passes to `key` below, in this same call
+    if (runner_->stop(victim, holding.spec.termination_grace)) {
+      preempted_.push_back(preempted_event(victim, TimePoint{}));  // dated by observe()
+      continue;
+    }
+    holding.preempted_for = key;
+    stopping_[victim].push_back(std::move(holding));
+    still_stopping.insert(victim);
+  }
+  Status restored = scheduler_.restore(spec, plan->nodes);
+  SHOAL_CHECK(restored.is_ok(), "a preemption plan's nodes did not fit once its victims were gone");
+  hold(key, spec, plan->nodes);
+  holdings_.at(key).waits_for = std::move(still_stopping);
+  return Preemption{std::move(plan->nodes), std::move(plan->victims)};
+}
+
+WorkloadEvent NodeCluster::preempted_event(const std::string& victim, TimePoint at) {
+  return WorkloadEvent{victim, WorkloadEventKind::kFailed, at, -1,
+                       "stopped to make room for work of higher priority", EndCause::kPreempted};
+}
+
+void NodeCluster::victim_gone(const std::string& victim, const std::string& preemptor, TimePoint now,
+                              std::vector<WorkloadEvent>* events) {
+  if (auto it = holdings_.find(preemptor); it != holdings_.end() && it->second.waits_for.erase(victim)) {
+    Holding& holding = it->second;
+    if (!holding.waits_for.empty() || !holding.deferred) return;
+    LaunchRequest request = std::move(*holding.deferred);
+    holding.deferred.reset();
+    if (Status launched = runner_->launch(request); !launched.is_ok()) {
+      events->push_back({preemptor, WorkloadEventKind::kFailed, now, -1,
+                         "StartFailed: " + launched.message(), EndCause::kEvicted});
+      return;
+    }
+    if (!runner_->reports_starts()) {
+      events->push_back({preemptor, WorkloadEventKind::kStarted, now, 0, runner_->describe(preemptor)});
+    }
+    return;
+  }
+  for (auto it = orphans_.begin(); it != orphans_.end(); ++it) {
+    if (it->first != preemptor || !it->second.waits_for.erase(victim)) continue;
+    if (it->second.waits_for.empty()) {
+      free_room(it->second);
+      orphans_.erase(it);
+      events->push_back({"", WorkloadEventKind::kStopped, now, 0, "room freed by a preemption given up"});
+    }
+    return;
+  }
+}
+
 bool NodeCluster::check_invariants() const {
   std::vector<model::Resources> expected(usage_.size());
   for (const auto& [key, holding] : holdings_) {
     for (size_t index : holding.node_indexes) expected[index] += holding.spec.resources;
     if (queue_.contains(key)) return false;  // reserved work has left the queue
   }
+  std::map<std::string, size_t> waited;  // victim -> preemptors (and orphans) waiting for it
+  auto count_waits = [&](const Holding& holding) {
+    for (const std::string& victim : holding.waits_for) waited[victim] += 1;
+  };
+  for (const auto& [key, holding] : holdings_) count_waits(holding);
+  for (const auto& [key, holding] : orphans_) {
+    for (size_t index : holding.node_indexes) expected[index] += holding.spec.resources;
+    if (holding.waits_for.empty()) return false;  // freed when its last victim went
+    count_waits(holding);
+  }
   for (const auto& [key, holdings] : stopping_) {
     for (const Holding& holding : holdings) {
+      // A victim's room is counted once: in the holding that took it.
+      if (!holding.preempted_for.empty()) {
+        if (waited[key] == 0) return false;
+        waited[key] -= 1;
+        continue;
+      }
       for (size_t index : holding.node_indexes) expected[index] += holding.spec.resources;
     }
+  }
+  for (const auto& [victim, count] : waited) {
+    if (count != 0) return false;  // waits for a victim that is not stopping
   }
   if (!queue_.check_invariants()) return false;
   for (size_t i = 0; i < usage_.size(); ++i) {

@@ -104,6 +104,11 @@ class NodeCluster final : public Cluster {
   std::vector<Reserved> serve_queue() override;
   std::string queued_reason(const std::string& key) const override;
   Status fits_when_idle(const model::WorkloadSpec& spec) const override;
+  std::optional<PreemptionCost> preemption_cost(
+      const model::WorkloadSpec& spec,
+      const std::function<bool(const std::string&)>& may_stop) const override;
+  Result<Preemption> preempt(const std::string& key, const model::WorkloadSpec& spec,
+                             const std::function<bool(const std::string&)>& may_stop) override;
   Status restore(const std::string& key, const model::WorkloadSpec& spec,
                  const std::vector<std::string>& nodes) override;
   void release(const std::string& key) override;
@@ -138,7 +143,24 @@ class NodeCluster final : public Cluster {
   struct Holding {
     model::WorkloadSpec spec;
     std::vector<size_t> node_indexes;
+    uint64_t held_seq = 0;   // when it was held: larger is later
+    bool launched = false;   // launch() was called (deferred or not)
+    // A preemptor: the victims whose room it took that still stop. Its
+    // launch waits (`deferred`) until none is left.
+    std::set<std::string> waits_for;
+    std::optional<LaunchRequest> deferred;
+    // A victim still stopping (in stopping_): the key its room went to. Its
+    // room is no longer counted here; the preemptor's holding counts it.
+    std::string preempted_for;
   };
+  // How a preempted victim is reported once it is gone.
+  static WorkloadEvent preempted_event(const std::string& victim, TimePoint at);
+  // What the planner may stop: launched work that waits for nothing.
+  std::vector<RunningWork> running_work() const;
+  // Victim `victim` is gone: the preemptor (or orphan) that waits for it
+  // waits no more for it, and launches (or frees its room) when it was the last.
+  void victim_gone(const std::string& victim, const std::string& preemptor, TimePoint now,
+                   std::vector<WorkloadEvent>* events);
   void allocate(size_t node, const model::Resources& amount);
   void hold(const std::string& key, const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
   void free_room(const Holding& holding);
@@ -162,6 +184,12 @@ class NodeCluster final : public Cluster {
   // Work released while it ran, still stopping: its room stays held until
   // the runner reports it gone (oldest first per key).
   std::map<std::string, std::deque<Holding>> stopping_;
+  // Preemptors released while their victims still stopped: the room they
+  // took stays held until the last victim is gone.
+  std::vector<std::pair<std::string, Holding>> orphans_;
+  // Victims whose stop was immediate: reported by the next observe().
+  std::vector<WorkloadEvent> preempted_;
+  uint64_t held_seq_ = 0;
   ScheduleQueue queue_;
   std::unique_ptr<Runner> runner_;
 };

@@ -177,6 +177,38 @@ spec:
   EXPECT_EQ(result->labels.at("region"), "us-east");
 }
 
+TEST(ManifestTest, PreemptionIsOffUnlessTheClusterSaysAndPoliciesAreNamed) {
+  const std::string head =
+      "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: c}\nspec:\n"
+      "  nodes: [{name: n, capacity: {cpu: \"4\", memory: 4Gi}}]\n";
+  auto plain = parse_cluster(head);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  EXPECT_FALSE(plain->preemption.enabled());
+  auto on = parse_cluster(head + "  preemption: {withinQueue: LowerPriority, reclaim: Any}\n");
+  ASSERT_TRUE(on.is_ok()) << on.status().message();
+  EXPECT_EQ(on->preemption.within_queue, PreemptionSpec::WithinQueue::kLowerPriority);
+  EXPECT_EQ(on->preemption.reclaim, PreemptionSpec::Reclaim::kAny);
+  auto bad = parse_cluster(head + "  preemption: {withinQueue: Always}\n");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("spec.preemption.withinQueue"), std::string::npos)
+      << bad.status().message();
+  auto unknown = parse_cluster(head + "  preemption: {borrow: yes}\n");
+  EXPECT_FALSE(unknown.is_ok());
+
+  const std::string workload =
+      "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: w}\n"
+      "spec: {resources: {cpu: \"1\"}, preemptionPolicy: ";
+  auto never = parse_workloads(workload + "Never}\n");
+  ASSERT_TRUE(never.is_ok()) << never.status().message();
+  EXPECT_EQ(never->front().preemption_policy, PreemptionPolicy::kNever);
+  auto json_back = workload_spec_from_json(to_json(never->front()));
+  ASSERT_TRUE(json_back.is_ok());
+  EXPECT_EQ(json_back->preemption_policy, PreemptionPolicy::kNever);
+  auto wrong = parse_workloads(workload + "Sometimes}\n");
+  ASSERT_FALSE(wrong.is_ok());
+  EXPECT_NE(wrong.status().message().find("spec.preemptionPolicy"), std::string::npos);
+}
+
 TEST(ManifestTest, DefaultClusterIsFourNodesOfEightCpu) {
   ClusterSpec spec = default_cluster_spec("x");
   ASSERT_EQ(spec.nodes.size(), 4u);

@@ -44,6 +44,7 @@ std::vector<Body> every_message() {
       Capacity{{}, ClusterFacts{std::nullopt, std::nullopt, {32000, 1 << 30, 0}, std::nullopt}},
       Candidate{"uid-1", 3, sample_spec()},
       Ready{"uid-1", 3, 87.5},
+      Ready{"uid-1", 3, 12.5, 2, -7},  // an offer that costs preemption
       Reject{"uid-1", 3, "NoCapacity:NoNodeFits", RejectCode::kNoCapacity},
       Approve{"uid-1", 3},
       Cancel{"uid-1", 3},
@@ -211,6 +212,14 @@ TEST(CodecTest, CandidateKeepsTheWholeSpec) {
   auto decoded = decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, sample_spec()}));
   ASSERT_TRUE(decoded.is_ok());
   EXPECT_EQ(std::get<Candidate>(*decoded).spec, sample_spec());
+  // The preemption policy follows the image, which is then sent even when
+  // empty; a workload that keeps the defaults sends neither.
+  model::WorkloadSpec polite = sample_spec();
+  polite.image.clear();
+  polite.preemption_policy = model::PreemptionPolicy::kNever;
+  decoded = decode_body(MessageType::kCandidate, encode_body(Candidate{"u", 1, polite}));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().message();
+  EXPECT_EQ(std::get<Candidate>(*decoded).spec, polite);
 }
 
 // A sender from before the code fields (REJECT field 4, STATUS field 10)
