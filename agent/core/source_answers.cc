@@ -85,6 +85,10 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
   // A repeated READY (answering a re-sent CANDIDATE) says nothing new: the
   // score is the one the reservation was made with.
   if (progress.state != CandidateState::kReady) progress.score = message.score;
+  // The newest word on what it costs: an offer to preempt may turn into
+  // room held once room frees there.
+  progress.victims = message.victims;
+  progress.victim_priority = message.victim_priority;
   progress.state = CandidateState::kReady;
   const model::PlacementSpec& placement = record.spec.placement;
   if (placement.ready_window.count() > 0 && !served_from_queue) {
@@ -217,14 +221,24 @@ void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& 
   // the live decision is the one `place --live` shows. The rest compete by
   // score only when it is not.
   bool window = workload.record.spec.placement.ready_window.count() > 0;
+  // Only the cheapest READYs compete: room held now before any offer to
+  // preempt, then the fewest victims of the lowest priority.
+  std::optional<Cost> cheapest;
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (progress.state != CandidateState::kReady || taken.count(peer_id)) continue;
+    if (!cheapest || cost_of(progress) < *cheapest) cheapest = cost_of(progress);
+  }
+  if (!cheapest) return;
   auto first_ranked = workload.candidates.find(workload.preferred);
   if (!window && first_ranked != workload.candidates.end() &&
-      first_ranked->second.state == CandidateState::kReady && !taken.count(workload.preferred)) {
+      first_ranked->second.state == CandidateState::kReady && !taken.count(workload.preferred) &&
+      cost_of(first_ranked->second) == *cheapest) {
     choose_winner(workload, workload.preferred, "first-ranked; " + why);
     return;
   }
   for (const auto& [peer_id, progress] : workload.candidates) {
     if (progress.state != CandidateState::kReady || taken.count(peer_id)) continue;
+    if (cost_of(progress) != *cheapest) continue;
     std::string name = cluster_name_of(peer_id);
     // The engine's score of the target (its rank by the workload's policy)
     // plus the target's own fit from its READY.
@@ -250,7 +264,12 @@ void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& 
   if (!best) return;
   char score[96];
   std::snprintf(score, sizeof score, "%.1f (rank %.1f + READY %.1f)", best_score, best_rank, best_fit);
-  choose_winner(workload, *best, "best score " + std::string(score) + " of the READYs; " + why);
+  std::string cost = cheapest->victims == 0
+                         ? ""
+                         : "; preempts " + std::to_string(cheapest->victims) +
+                               " workload(s) of priority up to " + std::to_string(cheapest->priority) +
+                               ", the cheapest offer";
+  choose_winner(workload, *best, "best score " + std::string(score) + " of the READYs" + cost + "; " + why);
 }
 
 void SourceRole::on_reject(const std::string& from, const protocol::Reject& message) {

@@ -270,17 +270,21 @@ void SourceRole::follow_expectation(SourceWorkload& workload) {
 }
 
 bool SourceRole::waits_for_preferred(const SourceWorkload& workload, TimePoint now) const {
-  if (config_.preferred_wait.count() <= 0 || workload.preferred.empty() ||
-      workload.first_ready_at == TimePoint{}) {
-    return false;
-  }
+  if (config_.preferred_wait.count() <= 0 || workload.first_ready_at == TimePoint{}) return false;
+  if (now >= hold_until(workload)) return false;
+  auto may_answer = [](const CandidateProgress& progress) {
+    return progress.state == CandidateState::kSent ||
+           (progress.state == CandidateState::kRejected &&
+            progress.code == protocol::RejectCode::kNoCapacity);
+  };
   auto preferred = workload.candidates.find(workload.preferred);
-  if (preferred == workload.candidates.end()) return false;
-  const CandidateProgress& progress = preferred->second;
-  bool may_answer = progress.state == CandidateState::kSent ||
-                    (progress.state == CandidateState::kRejected &&
-                     progress.code == protocol::RejectCode::kNoCapacity);
-  return may_answer && now < hold_until(workload);
+  if (preferred != workload.candidates.end() && may_answer(preferred->second)) return true;
+  bool offers = false, room_held = false, another_may_answer = false;
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (progress.state == CandidateState::kReady) (progress.victims > 0 ? offers : room_held) = true;
+    if (progress.state == CandidateState::kSent) another_may_answer = true;
+  }
+  return offers && !room_held && another_may_answer;
 }
 
 TimePoint SourceRole::hold_until(const SourceWorkload& workload) const {

@@ -169,10 +169,11 @@ class SourceRole : private DueIndex::Times {
   void expect_at(SourceWorkload& workload, const std::string& peer_id);
   // Keeps expected_at and Target::ours in step with the record (persist).
   void follow_expectation(SourceWorkload& workload);
-  // Whether READYs of this round still wait for its first-ranked target
-  // (AgentConfig::preferred_wait): it has not answered READY but still may
-  // (not asked back yet, or queued), and the first READY came less than
-  // preferredWait ago.
+  // Whether READYs of this round still wait, for less than preferredWait
+  // since the first READY (AgentConfig::preferred_wait): for the round's
+  // first-ranked target, which has not answered READY but still may (not
+  // asked back yet, or queued); or, while every READY offers only to
+  // preempt, for a target that has not answered and may hold room.
   bool waits_for_preferred(const SourceWorkload& workload, TimePoint now) const;
   // When that wait ends (unless the first-ranked answers first).
   TimePoint hold_until(const SourceWorkload& workload) const;
@@ -206,6 +207,16 @@ class SourceRole : private DueIndex::Times {
   // name taking all of it.
   void choose_best_ready(SourceWorkload& workload, const std::string& why,
                          bool spread_ties = false);
+  // What a READY costs in preemption, cheapest first: room held now, then
+  // the fewest victims, then the lowest priority among them.
+  struct Cost {
+    uint32_t victims = 0;
+    int32_t priority = 0;
+    auto operator<=>(const Cost&) const = default;
+  };
+  static Cost cost_of(const CandidateProgress& progress) {
+    return progress.victims == 0 ? Cost{} : Cost{progress.victims, progress.victim_priority};
+  }
   // The workload a message names, touched for the timers (null: gone).
   SourceWorkload* find_source_workload(const std::string& uid);
 

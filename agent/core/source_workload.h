@@ -24,6 +24,9 @@ struct CandidateProgress {
   std::string reason;                                        // for people
   TimePoint last_sent{};
   double score = 0;  // from the first READY of this epoch
+  // What its READY would cost in preemption (0: its room is held now).
+  uint32_t victims = 0;
+  int32_t victim_priority = 0;
   int resends = 0;   // CANDIDATE re-sent this often so far (Context::resend_at)
 };
 

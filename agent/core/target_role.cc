@@ -193,6 +193,7 @@ bool TargetRole::serve_asked() {
   for (const ReservationKey& key : asked) {
     auto entry = queued_.find(key);
     if (entry == queued_.end()) continue;  // reserved or refused
+    if (offer_preemption(key, entry->second)) continue;
     std::string why = cluster_.queued_reason(cluster_key(key.first, key.second));
     // "NoCapacity:" tells the source the candidate waits here: a READY for
     // this epoch may follow when room frees (protocol/README.md).
@@ -278,8 +279,71 @@ void TargetRole::serve_queue() {
   }
 }
 
+std::function<bool(const std::string&)> TargetRole::may_preempt_for(const std::string& source) {
+  std::string prefix = cluster_key(source, "");
+  return [prefix](const std::string& victim) { return victim.starts_with(prefix); };
+}
+
+bool TargetRole::offer_preemption(const ReservationKey& key, QueuedCandidate& entry) {
+  if (!cluster_.spec().preemption.enabled()) return false;
+  std::optional<cluster::PreemptionCost> cost =
+      cluster_.preemption_cost(entry.spec, may_preempt_for(key.first));
+  if (!cost) return false;
+  entry.offered_preemption = true;
+  send(key.first, protocol::Ready{key.second, entry.epoch, free_cpu_score(),
+                                  static_cast<uint32_t>(cost->victims), cost->highest_priority});
+  return true;
+}
+
+bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol::Approve& message) {
+  auto queued = queued_.find(key);
+  QueuedCandidate entry = queued->second;  // unqueue reads its spec
+  unqueue(queued);
+  auto refuse = [&](const std::string& why) {
+    record_event(key.second, "approval at " + config_.cluster + " refused: " + why);
+    send(key.first, protocol::Reject{message.uid, message.epoch, "ReservationExpired: " + why,
+                                     protocol::RejectCode::kReservationExpired});
+  };
+  if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
+    refuse(refusal.reason);
+    return false;
+  }
+  std::string ckey = cluster_key(key.first, key.second);
+  // Room may have freed since the offer: then nothing need be stopped.
+  Result<std::vector<std::string>> free = cluster_.reserve(ckey, entry.spec);
+  if (free.is_ok()) {
+    file_reservation(key, entry.epoch, entry.spec, std::move(*free));
+    return true;
+  }
+  Result<cluster::Preemption> done = cluster_.preempt(ckey, entry.spec, may_preempt_for(key.first));
+  if (!done.is_ok()) {
+    refuse(done.status().message());
+    return false;
+  }
+  ++context_.stats().preemptions;
+  context_.stats().preempted_victims += done->victims.size();
+  for (const std::string& victim : done->victims) {
+    size_t slash = victim.find('/');
+    if (slash == std::string::npos) continue;
+    record_event(victim.substr(slash + 1),
+                 "preempted at " + config_.cluster + " for work of priority " +
+                     std::to_string(entry.spec.priority) + ": stopping");
+  }
+  record_event(key.second, "stopping " + std::to_string(done->victims.size()) +
+                               " workload(s) of lower priority at " + config_.cluster +
+                               " to make room; it starts once they are gone");
+  file_reservation(key, entry.epoch, entry.spec, std::move(done->nodes));
+  return true;
+}
+
 void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
                              const model::WorkloadSpec& spec, std::vector<std::string> nodes) {
+  double score = file_reservation(key, epoch, spec, std::move(nodes));
+  send(key.first, protocol::Ready{key.second, epoch, score});
+}
+
+double TargetRole::file_reservation(const ReservationKey& key, uint64_t epoch,
+                                    const model::WorkloadSpec& spec, std::vector<std::string> nodes) {
   TargetReservation reservation;
   store::ReservationRecord& record = reservation.record;
   record.source = key.first;
@@ -295,7 +359,7 @@ void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
   reservation.ready_score = free_cpu_score();
   double score = reservation.ready_score;
   table_.file(key, std::move(reservation));
-  send(key.first, protocol::Ready{key.second, epoch, score});
+  return score;
 }
 
 double TargetRole::free_cpu_score() const {
@@ -310,6 +374,12 @@ double TargetRole::free_cpu_score() const {
 void TargetRole::on_approve(const std::string& from, const protocol::Approve& message) {
   ReservationKey key{from, message.uid};
   auto it = table_.entries().find(key);
+  if (auto queued = queued_.find(key); it == table_.entries().end() && queued != queued_.end() &&
+                                        queued->second.offered_preemption &&
+                                        queued->second.epoch == message.epoch) {
+    if (!approve_by_preemption(key, message)) return;  // refused, and told so
+    it = table_.entries().find(key);
+  }
   // A copy that finished since the source decided to adopt it is adopted
   // all the same: its outcome is the workload's (only a reservation that
   // never bound cannot be).

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -116,6 +117,9 @@ class TargetRole {
     uint64_t epoch = 0;
     model::WorkloadSpec spec;
     TimePoint hold_until{};
+    // A READY that costs preemption went out for this epoch: its APPROVE
+    // preempts (approve_by_preemption). Nothing is stopped before.
+    bool offered_preemption = false;
   };
   struct FailedLaunch {
     ReservationKey key;
@@ -164,6 +168,21 @@ class TargetRole {
   void take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority);
   void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
                    std::vector<std::string> nodes);
+  // Files the reservation of room the cluster now holds for `key`; its
+  // READY score.
+  double file_reservation(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
+                          std::vector<std::string> nodes);
+  // Whose running work the cluster may stop for `source`'s: its own only
+  // (another organization's work, or ours, is never stopped for a guest).
+  static std::function<bool(const std::string&)> may_preempt_for(const std::string& source);
+  // A queued candidate that fits only by preemption: READY with the cost,
+  // and nothing stopped yet. False when preemption would not make room.
+  bool offer_preemption(const ReservationKey& key, QueuedCandidate& entry);
+  // The APPROVE of an offer (queued under its epoch, offered_preemption):
+  // room taken now (free, or else by preempting what a fresh plan picks),
+  // filed as a reservation the approval then binds. False, with a REJECT
+  // sent, when neither makes room any more.
+  bool approve_by_preemption(const ReservationKey& key, const protocol::Approve& message);
   // A READY's score: how much cpu stays free here, 0..100; higher is a roomier fit.
   double free_cpu_score() const;
   // Forgets a queued candidate and releases what `key` holds at `epoch` or

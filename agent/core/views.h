@@ -129,6 +129,10 @@ struct AgentStats {
   Histogram placement_latency{latency_buckets_seconds()};
   // As a target: reservations released because no APPROVE came in time.
   uint64_t reservations_expired = 0;
+  // As a target: approved offers that stopped running work, and how many
+  // workloads they stopped in all.
+  uint64_t preemptions = 0;
+  uint64_t preempted_victims = 0;
 };
 
 }  // namespace shoal::core

@@ -148,6 +148,12 @@ std::string render_metrics(const ControlContext& context) {
   out.counter("shoal_reservations_expired_total",
               "As a target: reservations released because no APPROVE came within reservationTTL.",
               static_cast<double>(stats.reservations_expired));
+  out.counter("shoal_preemptions_total",
+              "As a target: approved offers that stopped running work of lower priority to make room.",
+              static_cast<double>(stats.preemptions));
+  out.counter("shoal_preempted_workloads_total",
+              "As a target: workloads stopped by those preemptions, reported Preempted to their sources.",
+              static_cast<double>(stats.preempted_victims));
   out.family("shoal_queue_depth", "gauge",
              "As a target: candidates waiting in the local scheduler's queue, by namespace and queue.");
   for (const auto& [key, depth] : agent.queue_depths()) {

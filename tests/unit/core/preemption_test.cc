@@ -1,0 +1,162 @@
+// Preemption across clusters: a target that could fit a candidate only by
+// stopping running work offers it (READY with the cost) and stops nothing
+// until the source APPROVEs; the source approves room held before any
+// offer, then the cheapest offer; the victims are reported Preempted and
+// placed again by their source.
+#include <gtest/gtest.h>
+
+#include "tests/unit/core/lifecycle_fixture.h"
+
+namespace shoal::core::testing {
+namespace {
+
+void preempt_within_queues(model::ClusterSpec& spec) {
+  spec.preemption.within_queue = model::PreemptionSpec::WithinQueue::kLowerPriority;
+}
+
+int count_phase(Node& node, store::ReservationPhase phase) {
+  int count = 0;
+  for (const auto& r : node.agent->reservations()) count += r.phase == phase;
+  return count;
+}
+
+int holding(Node& node) {
+  return count_phase(node, store::ReservationPhase::kBound) +
+         count_phase(node, store::ReservationPhase::kRunning);
+}
+
+// A source that runs nothing itself and three targets of one 4-cpu node
+// each, which stop lower-priority work within a queue.
+struct ThreeFullTargets {
+  ThreeFullTargets() : source(world.add("source", 1, 100)) {
+    world.configure = [](AgentConfig& config) { fast_lifecycle_timers(config); };
+    for (const char* name : {"t1", "t2", "t3"}) {
+      Node& target = world.add(name, 1, 4000, preempt_within_queues);
+      targets.push_back(&target);
+      world.invite(target, source);
+    }
+    world.run_for(3s);
+  }
+  // Fills all three with `count` low-priority 2-cpu jobs that run an hour.
+  void fill(int count) {
+    std::vector<model::WorkloadSpec> low;
+    for (int i = 0; i < count; ++i) low.push_back(workload("low-" + std::to_string(i), 2000, 1h));
+    ASSERT_TRUE(source.agent->submit(low).is_ok());
+    world.run_for(5s);
+  }
+  int victims() const {
+    uint64_t total = 0;
+    for (Node* target : targets) total += target->agent->stats().preempted_victims;
+    return static_cast<int>(total);
+  }
+  World world;
+  Node& source;
+  std::vector<Node*> targets;
+};
+
+TEST(PreemptionTest, OnlyTheApprovedTargetPreemptsAndOnlyTheVictimsItNeeded) {
+  ThreeFullTargets f;
+  f.fill(6);
+  for (Node* target : f.targets) ASSERT_EQ(holding(*target), 2) << target->name << " is full";
+
+  model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
+  urgent.priority = 100;
+  ASSERT_TRUE(f.source.agent->submit({urgent}).is_ok());
+  f.world.run_for(5s);
+
+  auto record = f.source.agent->find_workload("default", "urgent");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  int preempting_targets = 0;
+  for (Node* target : f.targets) preempting_targets += target->agent->stats().preemptions > 0;
+  EXPECT_EQ(preempting_targets, 1) << "one target preempts; the other offers are cancelled";
+  EXPECT_EQ(f.victims(), 1) << "one 2-cpu job makes room for one 2-cpu job";
+  for (Node* target : f.targets) EXPECT_LE(holding(*target), 2) << target->name;
+
+  // The victim is Preempted, not Failed by its own doing: its source places
+  // it again (it waits, as every cluster is full of work it may not stop).
+  int preempted = 0, pending = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto low = f.source.agent->find_workload("default", "low-" + std::to_string(i));
+    ASSERT_TRUE(low.has_value());
+    if (low->disruptions > 0) {
+      ++preempted;
+      EXPECT_TRUE(event_contains(f.source, low->uid, "Preempted")) << low->uid;
+      EXPECT_NE(low->phase, model::Phase::kFailed);
+      pending += low->phase == model::Phase::kPending;
+    }
+  }
+  EXPECT_EQ(preempted, 1);
+  EXPECT_EQ(pending, 1) << "equal priority never preempts equal priority";
+}
+
+TEST(PreemptionTest, RoomHeldWinsOverAnOfferAndNothingIsStopped) {
+  ThreeFullTargets f;
+  f.fill(5);  // one target keeps 2 cpu free
+  model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
+  urgent.priority = 100;
+  ASSERT_TRUE(f.source.agent->submit({urgent}).is_ok());
+  f.world.run_for(5s);
+  auto record = f.source.agent->find_workload("default", "urgent");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(f.victims(), 0) << "a target with room beats every offer to preempt";
+  for (Node* target : f.targets) EXPECT_EQ(holding(*target), 2) << target->name;
+}
+
+// Every target is full; the first-ranked would stop two workloads, the
+// others one: the cheapest offer wins, though it ranks lower.
+TEST(PreemptionTest, TheCheapestOfferWinsOverTheFirstRanked) {
+  World world;
+  world.configure = [](AgentConfig& config) { fast_lifecycle_timers(config); };
+  Node& source = world.add("source", 1, 100);
+  Node& big = world.add("big", 1, 8000, preempt_within_queues);
+  Node& small1 = world.add("small1", 1, 4000, preempt_within_queues);
+  Node& small2 = world.add("small2", 1, 4000, preempt_within_queues);
+  for (Node* target : {&big, &small1, &small2}) world.invite(*target, source);
+  world.run_for(3s);
+  // big holds eight 1-cpu jobs, each small one two 2-cpu jobs.
+  std::vector<model::WorkloadSpec> low;
+  for (int i = 0; i < 12; ++i) {
+    bool at_big = i < 8;
+    low.push_back(workload("low-" + std::to_string(i), at_big ? 1000 : 2000, 1h));
+    low.back().placement.clusters = at_big ? std::vector<std::string>{"big"}
+                                           : std::vector<std::string>{"small1", "small2"};
+  }
+  ASSERT_TRUE(source.agent->submit(low).is_ok());
+  world.run_for(5s);
+  ASSERT_EQ(holding(big), 8);
+  ASSERT_EQ(holding(small1) + holding(small2), 4);
+
+  model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
+  urgent.priority = 100;
+  // Ranked by allocatable cpu: big first.
+  urgent.placement.prioritizers = {{"ResourceAllocatableCPU", 1}};
+  urgent.placement.exact_mode = true;
+  ASSERT_TRUE(source.agent->submit({urgent}).is_ok());
+  world.run_for(5s);
+  auto record = source.agent->find_workload("default", "urgent");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  EXPECT_NE(record->cluster, "big") << "two victims there, one elsewhere";
+  EXPECT_EQ(big.agent->stats().preempted_victims, 0u);
+  EXPECT_EQ(small1.agent->stats().preempted_victims + small2.agent->stats().preempted_victims, 1u);
+  EXPECT_TRUE(event_contains(source, record->uid, "the cheapest offer"));
+}
+
+TEST(PreemptionTest, NoOfferWithoutPreemptionOnOrForAWorkloadThatSaysNever) {
+  ThreeFullTargets f;
+  f.fill(6);
+  model::WorkloadSpec polite = workload("polite", 2000, 1h);
+  polite.priority = 100;
+  polite.preemption_policy = model::PreemptionPolicy::kNever;
+  ASSERT_TRUE(f.source.agent->submit({polite}).is_ok());
+  f.world.run_for(5s);
+  auto record = f.source.agent->find_workload("default", "polite");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->phase, model::Phase::kPending) << "it waits for room";
+  EXPECT_EQ(f.victims(), 0);
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
