@@ -21,7 +21,10 @@ std::optional<int64_t> from_absent(int64_t value) {
 std::vector<uint8_t> encode_payload(const Invitation& invitation) {
   ByteWriter buffer;
   msgpack::packer<ByteWriter> packer(buffer);
-  packer.pack_array(11);
+  // Fields 12 and 13 (preemptible, maxPriority) were appended: a token
+  // that needs neither leaves them out, and older agents read it as before.
+  bool preemption_terms = invitation.limits.preemptible || invitation.limits.max_priority;
+  packer.pack_array(preemption_terms ? 13 : 11);
   packer.pack(invitation.id);
   packer.pack(invitation.issuer.to_string());
   pack_binary(packer, std::string_view(reinterpret_cast<const char*>(invitation.subject.data()),
@@ -34,6 +37,11 @@ std::vector<uint8_t> encode_payload(const Invitation& invitation) {
   packer.pack(to_millis(invitation.not_before));
   packer.pack(invitation.expires ? to_millis(*invitation.expires) : int64_t{0});
   packer.pack(to_millis(invitation.created));
+  if (preemption_terms) {
+    packer.pack(invitation.limits.preemptible);
+    if (invitation.limits.max_priority) packer.pack(*invitation.limits.max_priority);
+    else packer.pack_nil();
+  }
   return std::move(buffer.bytes);
 }
 
@@ -83,6 +91,12 @@ Result<Invitation> open_token(std::string_view token, const SignatureScheme& sig
   invitation.not_before = from_millis(reader.integer<int64_t>("notBefore"));
   int64_t expires = reader.integer<int64_t>("expires");
   invitation.created = from_millis(reader.integer<int64_t>("created"));
+  if (reader.has_more()) {
+    invitation.limits.preemptible = reader.boolean("limits.preemptible");
+    if (!reader.skip_nil()) {
+      invitation.limits.max_priority = reader.integer<int32_t>("limits.maxPriority");
+    }
+  }
   if (!reader.ok()) return invalid_argument(reader.status().message());
   SHOAL_RETURN_IF_ERROR(validate_name(invitation.id, "invitation token id"));
   for (const auto& ns : invitation.namespaces) {

@@ -20,6 +20,13 @@ struct InvitationLimits {
   std::optional<int64_t> memory_bytes;
   std::optional<int64_t> gpu;
   std::optional<int64_t> workloads;
+  // The invitee's work may be stopped for the issuer's own work, and for
+  // guests whose invitations are not preemptible, under the issuer's
+  // spec.preemption (docs/invitations.md).
+  bool preemptible = false;
+  // The highest priority the invitee's work holds at the issuer: a
+  // workload that claims more is held to it. nullopt: no ceiling.
+  std::optional<int32_t> max_priority;
   friend bool operator==(const InvitationLimits&, const InvitationLimits&) = default;
 };
 

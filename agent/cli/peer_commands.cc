@@ -22,8 +22,9 @@ using control::call;
 using nlohmann::json;
 
 struct InviteCreateArguments {
-  std::string to, out_file, cpu, memory, gpu, workloads, expires, not_before;
+  std::string to, out_file, cpu, memory, gpu, workloads, expires, not_before, max_priority;
   std::vector<std::string> namespaces;
+  bool preemptible = false;
 };
 
 int cmd_invite_create(const Options& o, const InviteCreateArguments& a) {
@@ -34,7 +35,9 @@ int cmd_invite_create(const Options& o, const InviteCreateArguments& a) {
                                                               .gpu = a.gpu,
                                                               .workloads = a.workloads,
                                                               .expires = a.expires,
-                                                              .not_before = a.not_before});
+                                                              .not_before = a.not_before,
+                                                              .preemptible = a.preemptible,
+                                                              .max_priority = a.max_priority});
   const std::string& out_file = a.out_file;
   if (!reply.is_ok()) return fail(reply.status());
   std::string token = (*reply)["token"];
@@ -189,6 +192,11 @@ void add_peer_commands(CommandTree& tree, Options& options, Runners& runners) {
   invite_create->add_option("--memory", create_arguments->memory, "Most memory (e.g. 64Gi)");
   invite_create->add_option("--gpu", create_arguments->gpu, "Most GPUs");
   invite_create->add_option("--workloads", create_arguments->workloads, "Most concurrent workloads");
+  invite_create->add_flag("--preemptible", create_arguments->preemptible,
+                          "The source's work here may be stopped for ours (and for guests "
+                          "that are not preemptible), as this cluster's spec.preemption allows");
+  invite_create->add_option("--max-priority", create_arguments->max_priority,
+                            "The highest priority the source's work holds here; more is held to it");
   invite_create->add_option("--expires", create_arguments->expires,
                             "Lifetime from --not-before (e.g. 720h, 30d; default 30d), or \"never\"");
   invite_create->add_option("--not-before", create_arguments->not_before,

@@ -104,6 +104,8 @@ struct InviteCreateRequest {
   std::string to{};  // the invitee's id card
   std::vector<std::string> namespaces{};
   std::string cpu{}, memory{}, gpu{}, workloads{}, expires{}, not_before{};
+  bool preemptible = false;   // the invitee's work may be stopped for ours
+  std::string max_priority{};  // the invitee's priority ceiling; "": none
   void fields(FieldVisitor& f) {
     f.text("to", to);
     f.texts("namespaces", namespaces);
@@ -113,6 +115,8 @@ struct InviteCreateRequest {
     f.optional_text("workloads", workloads);
     f.optional_text("expires", expires);
     f.optional_text("notBefore", not_before);
+    f.flag("preemptible", preemptible);
+    f.optional_text("maxPriority", max_priority);
   }
 };
 struct InviteAcceptRequest {

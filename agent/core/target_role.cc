@@ -144,6 +144,21 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
     reject_candidate(from, message, refusal);
     return;
   }
+  if (int32_t granted = granted_priority(from, message.spec.priority); granted != message.spec.priority) {
+    // Held to what the invitation grants, here only: the source keeps its own.
+    protocol::Candidate held = message;
+    held.spec.priority = granted;
+    record_event("peer/" + from, "candidate " + message.spec.key() + " claims priority " +
+                                     std::to_string(message.spec.priority) + "; held to its invitation's " +
+                                     std::to_string(granted));
+    on_admissible_candidate(from, held);
+    return;
+  }
+  on_admissible_candidate(from, message);
+}
+
+void TargetRole::on_admissible_candidate(const std::string& from, const protocol::Candidate& message) {
+  ReservationKey key{from, message.uid};
   // A cluster manager that does not answer cannot start anything: say so
   // now, so the source tries elsewhere or again later. What already waits
   // in our queue keeps its place.
@@ -224,6 +239,7 @@ void TargetRole::unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it)
 }
 
 void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority) {
+  priority = granted_priority(key.first, priority);
   auto queued = queued_.find(key);
   if (queued != queued_.end() && queued->second.epoch <= epoch &&
       queued->second.spec.priority != priority) {
@@ -279,9 +295,31 @@ void TargetRole::serve_queue() {
   }
 }
 
-std::function<bool(const std::string&)> TargetRole::may_preempt_for(const std::string& source) {
-  std::string prefix = cluster_key(source, "");
-  return [prefix](const std::string& victim) { return victim.starts_with(prefix); };
+const crypto::InvitationLimits* TargetRole::guest_limits(const std::string& source) const {
+  if (source == self_id_) return nullptr;
+  const crypto::InvitationLimits* limits = nullptr;
+  for (const auto* invitation : invitations_.valid_issued(source, clock_.now())) {
+    limits = &invitation->limits;  // the newest valid one decides, as limit_refusal reads it
+  }
+  return limits;
+}
+
+int32_t TargetRole::granted_priority(const std::string& source, int32_t priority) const {
+  const crypto::InvitationLimits* limits = guest_limits(source);
+  if (!limits || !limits->max_priority) return priority;
+  return std::min(priority, *limits->max_priority);
+}
+
+std::function<bool(const std::string&)> TargetRole::may_preempt_for(const std::string& source) const {
+  const crypto::InvitationLimits* own = guest_limits(source);
+  bool ranks_above_guests = source == self_id_ || (own && !own->preemptible);
+  return [this, source, ranks_above_guests](const std::string& victim) {
+    std::string victim_source = victim.substr(0, victim.find('/'));
+    if (victim_source == source) return true;
+    if (!ranks_above_guests || victim_source == self_id_) return false;
+    const crypto::InvitationLimits* limits = guest_limits(victim_source);
+    return limits && limits->preemptible;
+  };
 }
 
 bool TargetRole::offer_preemption(const ReservationKey& key, QueuedCandidate& entry) {

@@ -172,12 +172,22 @@ class TargetRole {
   // READY score.
   double file_reservation(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
                           std::vector<std::string> nodes);
-  // Whose running work the cluster may stop for `source`'s: its own only
-  // (another organization's work, or ours, is never stopped for a guest).
-  static std::function<bool(const std::string&)> may_preempt_for(const std::string& source);
+  // The limits of `source`'s current invitation here; null for our own
+  // cluster and for a source without a valid one.
+  const crypto::InvitationLimits* guest_limits(const std::string& source) const;
+  // `spec`'s priority held to `source`'s invitation's ceiling, if any.
+  int32_t granted_priority(const std::string& source, int32_t priority) const;
+  // Whose running work (by cluster key) the cluster may stop for
+  // `source`'s: its own; for our own work, also preemptible guests'; for
+  // a guest that is not preemptible, also preemptible guests'. Never our
+  // own work for a guest, nor a guest's for one that is itself preemptible.
+  std::function<bool(const std::string&)> may_preempt_for(const std::string& source) const;
   // A queued candidate that fits only by preemption: READY with the cost,
   // and nothing stopped yet. False when preemption would not make room.
   bool offer_preemption(const ReservationKey& key, QueuedCandidate& entry);
+  // A CANDIDATE its invitation admits, its priority as granted: queued,
+  // and served at the end of the step (serve_asked).
+  void on_admissible_candidate(const std::string& from, const protocol::Candidate& message);
   // The APPROVE of an offer (queued under its epoch, offered_preemption):
   // room taken now (free, or else by preempting what a fresh plan picks),
   // filed as a reservation the approval then binds. False, with a REJECT

@@ -31,6 +31,22 @@ Result<core::InvitationOptions> invitation_options(const InviteCreateRequest& re
   if (!request.workloads.empty()) {
     SHOAL_ASSIGN_OR_RETURN(options.limits.workloads, model::parse_count(request.workloads, "workloads"));
   }
+  options.limits.preemptible = request.preemptible;
+  if (!request.max_priority.empty()) {
+    int64_t ceiling = 0;
+    size_t used = 0;
+    try {
+      ceiling = std::stoll(request.max_priority, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != request.max_priority.size() || ceiling < -model::kMaxPriority ||
+        ceiling > model::kMaxPriority) {
+      return invalid_argument("maxPriority: expected an integer in -1000000..1000000, got \"" +
+                              request.max_priority + "\"");
+    }
+    options.limits.max_priority = static_cast<int32_t>(ceiling);
+  }
   if (request.expires == "never") {
     options.never_expires = true;
   } else if (!request.expires.empty()) {

@@ -21,6 +21,8 @@ json limits_json(const crypto::InvitationLimits& limits) {
   if (limits.memory_bytes) out["memory"] = model::format_memory(*limits.memory_bytes);
   if (limits.gpu) out["gpu"] = *limits.gpu;
   if (limits.workloads) out["workloads"] = *limits.workloads;
+  if (limits.preemptible) out["preemptible"] = true;
+  if (limits.max_priority) out["maxPriority"] = *limits.max_priority;
   return out;
 }
 

@@ -158,5 +158,80 @@ TEST(PreemptionTest, NoOfferWithoutPreemptionOnOrForAWorkloadThatSaysNever) {
   EXPECT_EQ(f.victims(), 0);
 }
 
+InvitationOptions guest_terms(bool preemptible, std::optional<int32_t> max_priority = std::nullopt) {
+  InvitationOptions options;
+  options.namespaces = {"default"};
+  options.limits.preemptible = preemptible;
+  options.limits.max_priority = max_priority;
+  return options;
+}
+
+// T lends its idle room to S as a preemptible guest and takes it back for
+// its own urgent work; S places what was stopped again elsewhere.
+TEST(PreemptionTest, APreemptibleGuestsWorkMakesRoomForTheTargetsOwn) {
+  World world;
+  world.configure = [](AgentConfig& config) { fast_lifecycle_timers(config); };
+  Node& source = world.add("source", 1, 100);
+  Node& lender = world.add("lender", 1, 4000, preempt_within_queues);
+  Node& other = world.add("other", 1, 4000);
+  world.invite(lender, source, guest_terms(/*preemptible=*/true, /*max_priority=*/10));
+  world.invite(other, source);
+  world.run_for(3s);
+  std::vector<model::WorkloadSpec> guests;
+  for (int i = 0; i < 4; ++i) {
+    guests.push_back(workload("guest-" + std::to_string(i), 2000, 20s));
+    guests.back().priority = 50;  // more than the lender grants
+  }
+  ASSERT_TRUE(source.agent->submit(guests).is_ok());
+  world.run_for(3s);
+  ASSERT_EQ(holding(lender), 2);
+  ASSERT_EQ(holding(other), 2);
+  for (const auto& r : lender.agent->reservations()) {
+    EXPECT_EQ(r.spec.priority, 10) << "held to the invitation's ceiling at the lender";
+  }
+
+  model::WorkloadSpec own = workload("own", 2000, 1h);
+  own.priority = 20;
+  ASSERT_TRUE(lender.agent->submit({own}).is_ok());
+  world.run_for(3s);
+  auto record = lender.agent->find_workload("default", "own");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  EXPECT_EQ(record->cluster, "lender");
+  EXPECT_EQ(lender.agent->stats().preempted_victims, 1u) << "the fewest guest copies that make room";
+
+  // The stopped copy is placed again once there is room and finishes.
+  world.run_for(60s);
+  int disrupted = 0;
+  for (int i = 0; i < 4; ++i) {
+    auto guest = source.agent->find_workload("default", "guest-" + std::to_string(i));
+    ASSERT_TRUE(guest.has_value());
+    EXPECT_EQ(guest->phase, model::Phase::kSucceeded) << guest->spec.name << ": " << guest->reason;
+    disrupted += guest->disruptions;
+    EXPECT_EQ(guest->restarts, 0) << "Preempted is not its own failure";
+  }
+  EXPECT_EQ(disrupted, 1);
+}
+
+TEST(PreemptionTest, AGuestNeverStopsTheTargetsOwnWork) {
+  World world;
+  world.configure = [](AgentConfig& config) { fast_lifecycle_timers(config); };
+  Node& source = world.add("source", 1, 100);
+  Node& host = world.add("host", 1, 4000, preempt_within_queues);
+  world.invite(host, source, guest_terms(/*preemptible=*/false));
+  world.run_for(3s);
+  ASSERT_TRUE(host.agent->submit({workload("mine", 4000, 1h)}).is_ok());
+  world.run_for(2s);
+  model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
+  urgent.priority = 1000;
+  ASSERT_TRUE(source.agent->submit({urgent}).is_ok());
+  world.run_for(5s);
+  auto record = source.agent->find_workload("default", "urgent");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->phase, model::Phase::kPending);
+  EXPECT_EQ(host.agent->stats().preempted_victims, 0u);
+  EXPECT_EQ(host.agent->find_workload("default", "mine")->phase, model::Phase::kRunning);
+}
+
 }  // namespace
 }  // namespace shoal::core::testing

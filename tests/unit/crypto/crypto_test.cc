@@ -117,6 +117,27 @@ TEST_F(InvitationTest, TokenRoundTripsAndIsAcceptableBySubject) {
   EXPECT_TRUE(check_acceptable(*opened, source_.public_key(), now_).is_ok());
 }
 
+TEST_F(InvitationTest, PreemptionTermsRoundTripAndAreSigned) {
+  Invitation invitation = make(now_);
+  std::string plain = issue_token(invitation, target_);
+  invitation.limits.preemptible = true;
+  invitation.limits.max_priority = -5;
+  std::string token = issue_token(invitation, target_);
+  EXPECT_GT(token.size(), plain.size()) << "the two fields are appended only when set";
+  auto opened = open_token(token);
+  ASSERT_TRUE(opened.is_ok()) << opened.status().message();
+  EXPECT_TRUE(opened->limits.preemptible);
+  EXPECT_EQ(opened->limits.max_priority, -5);
+  invitation.limits.max_priority.reset();  // preemptible alone
+  opened = open_token(issue_token(invitation, target_));
+  ASSERT_TRUE(opened.is_ok());
+  EXPECT_EQ(*opened, invitation);
+  // A guest cannot lift its own ceiling: the signature covers it.
+  std::string tampered = token;
+  tampered[tampered.size() - 90] = tampered[tampered.size() - 90] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(open_token(tampered).is_ok());
+}
+
 TEST_F(InvitationTest, EachRefusalHasItsOwnMessage) {
   std::string token = issue_token(make(now_), target_);
   // Another key.
