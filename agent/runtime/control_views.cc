@@ -83,6 +83,7 @@ json reservations_json(const core::Agent& agent) {
                      {"uid", r.uid},
                      {"namespace", r.spec.namespace_name},
                      {"name", r.spec.name},
+                     {"priority", r.spec.priority},  // as granted here (an invitation's ceiling)
                      {"epoch", r.epoch},
                      {"phase", store::kReservationPhaseNames[static_cast<int>(r.phase)]},
                      {"nodes", r.nodes},
@@ -140,6 +141,8 @@ json status_json(const ControlContext& context) {
         // pending jobs): counted in every queue of the CAPACITY advertised.
         {"backlog", context.cluster.backlog()}}},
       {"candidatesRejected", rejected},
+      // Approved offers that stopped running work here, and the workloads stopped.
+      {"preemptions", {{"offersCarriedOut", stats.preemptions}, {"workloadsStopped", stats.preempted_victims}}},
       {"id", context.agent.self_id()},
       {"messages",
        {{"received", stats.received},

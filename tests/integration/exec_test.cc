@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -26,31 +25,6 @@ std::string read_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// Whether `pid` names a live process (a zombie is not alive).
-bool alive(int pid) {
-  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (stat.empty()) return false;
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
-// Live processes whose command line or working directory mentions `dir`.
-std::vector<int> processes_under(const std::string& dir) {
-  std::vector<int> found;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    int pid = std::stoi(name);
-    std::string cmdline = read_file(entry.path().string() + "/cmdline");
-    std::error_code error;
-    std::string cwd = std::filesystem::read_symlink(entry.path() / "cwd", error).string();
-    if ((cmdline.find(dir) != std::string::npos || cwd.rfind(dir, 0) == 0) && alive(pid)) {
-      found.push_back(pid);
-    }
-  }
-  return found;
 }
 
 class Exec : public ::testing::Test {

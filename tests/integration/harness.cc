@@ -370,4 +370,28 @@ std::string ControlClient::ask(const std::string& body) {
   return reply.to_string();
 }
 
+bool alive(int pid) {
+  std::string stat = read_text_file("/proc/" + std::to_string(pid) + "/stat").value_or("");
+  if (stat.empty()) return false;
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+std::vector<int> processes_under(const std::string& dir) {
+  std::vector<int> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    int pid = std::stoi(name);
+    std::string cmdline = read_text_file(entry.path().string() + "/cmdline").value_or("");
+    std::error_code unreadable;
+    std::string cwd = std::filesystem::read_symlink(entry.path() / "cwd", unreadable).string();
+    if ((cmdline.find(dir) != std::string::npos || cwd.rfind(dir, 0) == 0) && alive(pid)) {
+      found.push_back(pid);
+    }
+  }
+  return found;
+}
+
 }  // namespace shoal::testing

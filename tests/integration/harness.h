@@ -48,6 +48,12 @@ class TempDir {
 // Polls `condition` every 50 ms until it holds or `timeout` passes.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
+// Whether `pid` names a live process (a zombie is not alive).
+bool alive(int pid);
+// Live processes whose command line or working directory mentions `dir`:
+// what the exec backend started under a test's directory.
+std::vector<int> processes_under(const std::string& dir);
+
 class AgentProcess {
  public:
   AgentProcess(std::string name, const std::string& parent_dir);

@@ -1,0 +1,202 @@
+// Preemption with real agents and the exec backend: a target lends its
+// room to a preemptible guest and takes it back for its own urgent work —
+// the fewest guest processes are stopped with their grace, the urgent one
+// starts once they are gone, and the guest's stopped copy is placed again
+// elsewhere and finishes; a guest's claim above its invitation's ceiling is
+// held to it there; with three targets full of a source's own low-priority
+// work, one high-priority workload stops exactly one process, at one target.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// A cluster manifest: the exec backend, one node of `cpu`, preemption within queues.
+std::string exec_cluster(const std::string& dir, const std::string& name, const std::string& cpu) {
+  std::string path = dir + "/" + name + ".yaml";
+  std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: " << name
+                      << "}\nspec:\n  backend: exec\n  preemption: {withinQueue: LowerPriority}\n"
+                      << "  nodes:\n  - {name: n, count: 1, capacity: {cpu: \"" << cpu
+                      << "\", memory: 8Gi}}\n";
+  return path;
+}
+
+std::string tiny_cluster(const std::string& dir) {
+  std::string path = dir + "/tiny.yaml";
+  std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
+                         "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
+  return path;
+}
+
+// Workloads of 1 cpu that run `seconds`, priority `priority`; a stopped
+// one ends within a second of its SIGTERM.
+std::string workloads(const std::string& dir, const std::string& file, const std::vector<std::string>& names,
+                      int priority, int seconds) {
+  std::string path = dir + "/" + file;
+  std::ofstream out(path);
+  for (const std::string& name : names) {
+    out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
+        << ", namespace: default}\nspec:\n  priority: " << priority
+        << "\n  resources: {cpu: \"1\", memory: 100Mi}\n  terminationGracePeriod: 5s\n"
+        << "  command: [sh, -c, 'trap \"exit 143\" TERM; sleep " << seconds << " & wait']\n";
+  }
+  return path;
+}
+
+void invite(AgentProcess& target, AgentProcess& source, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"invite", "create", "--to", source.identity(), "--namespace", "default"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  CommandResult token = target.ctl(args);
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  CommandResult accepted = source.ctl({"invite", "accept", token.out.substr(0, token.out.find('\n'))});
+  ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+}
+
+bool peers_active(AgentProcess& agent, size_t count) {
+  json peers = agent.ctl_json({"peers"});
+  if (peers.is_null()) return false;
+  size_t active = 0;
+  for (const auto& p : peers["items"]) active += p["state"] == "Active" && !p["capacity"].empty();
+  return active >= count;
+}
+
+json describe(AgentProcess& agent, const std::string& name) {
+  return agent.ctl_json({"describe", "workload", "default/" + name});
+}
+
+std::string phase(AgentProcess& agent, const std::string& name) {
+  json described = describe(agent, name);
+  return described.is_null() ? "" : described["status"]["phase"].get<std::string>();
+}
+
+int64_t stopped_at(AgentProcess& agent) {
+  json status = agent.ctl_json({"status"});
+  return status.is_null() ? -1 : status["preemptions"]["workloadsStopped"].get<int64_t>();
+}
+
+// Copies Running at `agent` right now, by name.
+std::map<std::string, int> running_copies(AgentProcess& agent) {
+  std::map<std::string, int> out;
+  json held = agent.ctl_json({"get", "reservations"});
+  if (held.is_null()) return out;
+  for (const auto& r : held["items"]) {
+    if (r["phase"] == "Running") out[r["name"].get<std::string>()] += 1;
+  }
+  return out;
+}
+
+class Preemption : public ::testing::Test {
+ protected:
+  void start(AgentProcess& agent, const std::string& cluster) {
+    agent.init({"--cluster-config", cluster});
+    agent.set_config("heartbeatInterval", "300ms");
+    agent.set_config("gcInterval", "1s");
+    ASSERT_TRUE(agent.start()) << agent.name();
+  }
+  void TearDown() override {
+    // The exec backend's processes outlive their agent (a restarted agent
+    // re-adopts them): the test's own go with it.
+    for (int pid : processes_under(dir_.path())) ::kill(pid, SIGKILL);
+  }
+  TempDir dir_;
+};
+
+TEST_F(Preemption, ATargetTakesBackWhatAPreemptibleGuestBorrowed) {
+  AgentProcess source("source", dir_.path()), lender("lender", dir_.path()), other("other", dir_.path());
+  start(source, tiny_cluster(dir_.path()));
+  start(lender, exec_cluster(dir_.path(), "lender", "2"));
+  start(other, exec_cluster(dir_.path(), "other", "2"));
+  invite(lender, source, {"--preemptible", "--max-priority", "10"});
+  invite(other, source);
+  ASSERT_TRUE(wait_until([&] { return peers_active(source, 2); }, 20s));
+  json invitations = lender.ctl_json({"invite", "list"});
+  ASSERT_FALSE(invitations.is_null());
+  EXPECT_EQ(invitations["items"][0]["limits"]["preemptible"], true);
+  EXPECT_EQ(invitations["items"][0]["limits"]["maxPriority"], 10);
+
+  // Four guests of priority 50 fill both clusters.
+  std::vector<std::string> guests = {"guest-0", "guest-1", "guest-2", "guest-3"};
+  ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), "guests.yaml", guests, 50, 6)}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return running_copies(lender).size() == 2 && running_copies(other).size() == 2; }, 30s));
+  json held = lender.ctl_json({"get", "reservations"});
+  for (const auto& r : held["items"]) EXPECT_EQ(r["priority"], 10) << "held to the lender's ceiling";
+
+  // The lender's own work of priority 20 needs one guest's cpu.
+  ASSERT_EQ(lender.ctl({"submit", "-f", workloads(dir_.path(), "own.yaml", {"own"}, 20, 30)}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return phase(lender, "own") == "Running"; }, 20s))
+      << describe(lender, "own").dump();
+  EXPECT_EQ(stopped_at(lender), 1) << "the fewest guest copies that make room";
+  std::map<std::string, int> at_lender = running_copies(lender);
+  EXPECT_EQ(at_lender["own"], 1);
+  int guests_there = 0;
+  for (const std::string& name : guests) guests_there += at_lender[name];
+  EXPECT_EQ(guests_there, 1);
+
+  // Every guest finishes, the stopped one placed again as a new epoch; no
+  // guest ever had two copies running.
+  bool all_done = wait_until(
+      [&] {
+        std::map<std::string, int> running = running_copies(lender);
+        for (const auto& [name, count] : running_copies(other)) running[name] += count;
+        for (const auto& [name, count] : running) EXPECT_LE(count, 1) << name;
+        for (const std::string& name : guests) {
+          if (phase(source, name) != "Succeeded") return false;
+        }
+        return true;
+      },
+      60s);
+  EXPECT_TRUE(all_done);
+  int disrupted = 0;
+  for (const std::string& name : guests) {
+    json described = describe(source, name);
+    ASSERT_FALSE(described.is_null());
+    disrupted += described["status"]["disruptions"].get<int>();
+    EXPECT_EQ(described["status"]["restarts"], 0) << name;
+  }
+  EXPECT_EQ(disrupted, 1);
+}
+
+TEST_F(Preemption, OneHighPriorityWorkloadStopsOneProcessAtOneOfThreeFullTargets) {
+  AgentProcess source("source", dir_.path());
+  std::vector<std::unique_ptr<AgentProcess>> targets;
+  start(source, tiny_cluster(dir_.path()));
+  for (const char* name : {"t1", "t2", "t3"}) {
+    targets.push_back(std::make_unique<AgentProcess>(name, dir_.path()));
+    start(*targets.back(), exec_cluster(dir_.path(), name, "2"));
+    invite(*targets.back(), source);
+  }
+  ASSERT_TRUE(wait_until([&] { return peers_active(source, 3); }, 20s));
+  std::vector<std::string> low;
+  for (int i = 0; i < 6; ++i) low.push_back("low-" + std::to_string(i));
+  ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), "low.yaml", low, 0, 120)}).exit_code, 0);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        size_t running = 0;
+        for (auto& target : targets) running += running_copies(*target).size();
+        return running == 6;
+      },
+      30s));
+  ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), "high.yaml", {"high"}, 100, 120)}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return phase(source, "high") == "Running"; }, 20s))
+      << describe(source, "high").dump();
+  int64_t stopped = 0;
+  int preempting = 0;
+  for (auto& target : targets) {
+    int64_t here = stopped_at(*target);
+    stopped += here;
+    preempting += here > 0;
+  }
+  EXPECT_EQ(preempting, 1) << "only the approved target preempts";
+  EXPECT_EQ(stopped, 1) << "and only the victim it needed";
+}
+
+}  // namespace
+}  // namespace shoal::testing
