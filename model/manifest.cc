@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "model/placement_parse.h"
+#include "model/quota.h"
 #include "model/yaml_document.h"
 #include "model/yaml_fields.h"
 
@@ -264,6 +265,64 @@ Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
     out.push_back(std::move(spec).value());
   }
   if (out.empty()) return invalid_argument("manifest: expected at least one Workload document");
+  return out;
+}
+
+namespace {
+
+Result<QuotaSpec> parse_quota_document(const YAML::Node& doc, int index) {
+  Fields f("quota document " + std::to_string(index) + " ");
+  SHOAL_RETURN_IF_ERROR(f.header(doc, "Quota"));
+  SHOAL_RETURN_IF_ERROR(f.only_known(doc, "", {"apiVersion", "kind", "metadata", "spec"}));
+  const YAML::Node metadata = doc["metadata"];
+  if (!metadata) return f.fail("metadata", "expected a mapping with namespace");
+  SHOAL_RETURN_IF_ERROR(f.only_known(metadata, "metadata", {"name", "namespace"}));
+  if (metadata["name"]) {
+    SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(metadata["name"], "metadata.name"));
+    SHOAL_RETURN_IF_ERROR(validate_name(name, f.prefix() + "metadata.name"));
+  }
+  std::string namespace_name = "default";
+  if (metadata["namespace"]) {
+    SHOAL_ASSIGN_OR_RETURN(namespace_name, f.scalar(metadata["namespace"], "metadata.namespace"));
+  }
+  const YAML::Node body = doc["spec"];
+  if (!body || !body["hard"]) return f.fail("spec.hard", "expected a mapping of cpu, memory, gpu, workloads");
+  SHOAL_RETURN_IF_ERROR(f.only_known(body, "spec", {"hard"}));
+  SHOAL_RETURN_IF_ERROR(f.only_known(body["hard"], "spec.hard", {"cpu", "memory", "gpu", "workloads"}));
+  SHOAL_ASSIGN_OR_RETURN(Labels hard, f.labels(body["hard"], "spec.hard"));
+  auto text = [&](const char* key) { return hard.count(key) ? hard.at(key) : std::string(); };
+  Result<QuotaSpec> quota =
+      quota_from_text(namespace_name, text("cpu"), text("memory"), text("gpu"), text("workloads"));
+  if (!quota.is_ok()) return invalid_argument(f.prefix() + quota.status().message());
+  return quota;
+}
+
+}  // namespace
+
+Result<std::vector<QuotaSpec>> parse_quotas(std::string_view yaml) {
+  if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "quota manifest").status();
+  std::vector<QuotaSpec> out;
+  std::set<std::string> seen;
+  int index = 0;
+  for (const Document& document : split_documents(yaml)) {
+    SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(document.text, "quota manifest", document.first_line));
+    if (doc.IsNull()) continue;
+    ++index;
+    Result<QuotaSpec> quota = [&]() -> Result<QuotaSpec> {
+      try {
+        return parse_quota_document(doc, index);
+      } catch (const YAML::Exception& e) {
+        return invalid_argument("quota document " + std::to_string(index) + ": " + e.msg);
+      }
+    }();
+    if (!quota.is_ok()) return quota.status();
+    if (!seen.insert(quota->namespace_name).second) {
+      return invalid_argument("quota document " + std::to_string(index) + " metadata.namespace: \"" +
+                              quota->namespace_name + "\" has a quota earlier in this file");
+    }
+    out.push_back(std::move(quota).value());
+  }
+  if (out.empty()) return invalid_argument("quota manifest: expected at least one Quota document");
   return out;
 }
 

@@ -94,6 +94,10 @@ const char* const kMigrations[] = {
     R"sql(
     ALTER TABLE workloads ADD COLUMN lost_copies TEXT NOT NULL DEFAULT '[]';
     )sql",
+    // 7 -> 8: the source's federation-wide quotas, one per namespace (JSON).
+    R"sql(
+    CREATE TABLE quotas (namespace TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    )sql",
 };
 
 // Stored JSON never throws on the way in: bytes that are not UTF-8 (which
@@ -540,6 +544,31 @@ Status SqliteStore::delete_reservation(const std::string& source, const std::str
   SHOAL_ASSIGN_OR_RETURN(Statement s,
                          db_->prepare("DELETE FROM reservations WHERE source = ?1 AND uid = ?2"));
   return s.bind(1, source).bind(2, uid).run();
+}
+
+Status SqliteStore::put_quota(const model::QuotaSpec& quota) {
+  SHOAL_ASSIGN_OR_RETURN(Statement s,
+                         db_->prepare("INSERT OR REPLACE INTO quotas (namespace, spec) VALUES (?1, ?2)"));
+  return s.bind(1, quota.namespace_name).bind(2, json_text(model::to_json(quota))).run();
+}
+
+Status SqliteStore::delete_quota(const std::string& namespace_name) {
+  SHOAL_ASSIGN_OR_RETURN(Statement s, db_->prepare("DELETE FROM quotas WHERE namespace = ?1"));
+  return s.bind(1, namespace_name).run();
+}
+
+Result<std::vector<model::QuotaSpec>> SqliteStore::load_quotas() {
+  SHOAL_ASSIGN_OR_RETURN(Statement s, db_->prepare("SELECT spec FROM quotas ORDER BY namespace"));
+  std::vector<model::QuotaSpec> out;
+  while (true) {
+    SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    auto json = nlohmann::json::parse(s.column_text(0), nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded()) return corrupt("stored quota is not JSON");
+    SHOAL_ASSIGN_OR_RETURN(model::QuotaSpec quota, model::quota_spec_from_json(json));
+    out.push_back(std::move(quota));
+  }
+  return out;
 }
 
 Result<std::vector<ReservationRecord>> SqliteStore::load_reservations() {

@@ -51,6 +51,9 @@ class SqliteStore final : public Store {
   Status put_reservation(const ReservationRecord& reservation) override;
   Status delete_reservation(const std::string& source, const std::string& uid) override;
   Result<std::vector<ReservationRecord>> load_reservations() override;
+  Status put_quota(const model::QuotaSpec& quota) override;
+  Status delete_quota(const std::string& namespace_name) override;
+  Result<std::vector<model::QuotaSpec>> load_quotas() override;
 
   Result<std::vector<RunRecord>> load_runs() override;
 

@@ -9,6 +9,7 @@
 
 #include "common/histogram.h"
 #include "common/status.h"
+#include "model/quota.h"
 #include "store/records.h"
 
 namespace shoal::store {
@@ -65,6 +66,11 @@ class Store {
   static constexpr int kEventsPerSubject = 200;
   virtual Status append_event(const EventRecord& event) = 0;
   virtual Result<std::vector<EventRecord>> load_events(const std::string& subject) = 0;
+
+  // The source's federation-wide quotas, one per namespace (model/quota.h).
+  virtual Status put_quota(const model::QuotaSpec& quota) = 0;
+  virtual Status delete_quota(const std::string& namespace_name) = 0;
+  virtual Result<std::vector<model::QuotaSpec>> load_quotas() = 0;
 };
 
 }  // namespace shoal::store

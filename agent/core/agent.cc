@@ -45,6 +45,8 @@ Status Agent::load() {
   SHOAL_RETURN_IF_ERROR(invitations_.load(invitation_records, context_.signatures()));
   // Peers not heard from since count as silent from here.
   peers_.start_listening(context_.now());
+  SHOAL_ASSIGN_OR_RETURN(auto quotas, store.load_quotas());
+  source_.load_quotas(std::move(quotas));
   SHOAL_ASSIGN_OR_RETURN(auto workload_records, store.load_workloads());
   source_.load(std::move(workload_records));
   SHOAL_ASSIGN_OR_RETURN(auto reservation_records, store.load_reservations());
@@ -275,7 +277,7 @@ void Agent::drain_local() {
       context_.set_sent_at(context_.now());
       context_.set_envelope_order({});
       dispatch(context_.self_id(), body, nullptr);
-    } else if (!target_.serve_asked() && !source_.admit_waiting()) {
+    } else if (!target_.serve_asked() && !source_.admit_waiting() && !source_.admit_within_quota()) {
       return;  // nothing left: the step is done
     }
   }

@@ -83,6 +83,11 @@ class Agent {
   // without, it runs to completion. Unapproved reservations go either way.
   Status revoke_invitation(const std::string& id, bool evict);
   std::vector<InvitationView> invitations() const;
+  // Federation-wide quotas of our namespaces (docs/scheduling.md): set
+  // replaces a namespace's, delete removes it (NotFound when none).
+  Status set_quota(const model::QuotaSpec& quota);
+  Status delete_quota(const std::string& namespace_name);
+  std::vector<QuotaView> quotas() const;
   // Whether the transport may complete a handshake with this key: it holds
   // a valid invitation in either direction, or work is still in flight
   // between us (so the last statuses of revoked or expired work get through).

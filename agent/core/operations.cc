@@ -361,4 +361,18 @@ std::optional<store::WorkloadRecord> Agent::find_workload(const std::string& nam
   return source_.book().find_workload(namespace_name, name);
 }
 
+Status Agent::set_quota(const model::QuotaSpec& quota) { return source_.set_quota(quota); }
+
+Status Agent::delete_quota(const std::string& namespace_name) {
+  return source_.delete_quota(namespace_name);
+}
+
+std::vector<QuotaView> Agent::quotas() const {
+  std::vector<QuotaView> out;
+  for (const auto& [name, quota] : source_.quotas()) {
+    out.push_back({quota, source_.book().held_in(name), source_.waiting_for_quota(name)});
+  }
+  return out;
+}
+
 }  // namespace shoal::core

@@ -1,17 +1,23 @@
-// The source's placement window (placementWindow in agent.yaml): at most
-// `size` workloads have a placement round in flight at once; the rest wait
-// in line, highest priority first, then in the order they joined. A
-// workload's place in line is its ticket (SourceWorkload::waiting_ticket,
-// 0 when it is not in line), which only this class sets.
+// The source's admission lines. The placement window (placementWindow in
+// agent.yaml): at most `size` workloads have a placement round in flight at
+// once; the rest wait in the slot line. And one line per namespace whose
+// federation-wide quota is used up: its work waits there, sent nowhere,
+// until what the namespace holds leaves room. In every line the highest
+// priority goes first, then the order they joined. A workload's place is
+// its ticket and line (SourceWorkload::waiting_ticket, 0 when in none, and
+// waiting_line), which only this class sets.
 //
-// Invariant: no more than `size` hold a slot; whoever is in line is in it
-// exactly once, under its current priority and ticket, and holds no slot.
+// Invariant: no more than `size` hold a slot; whoever waits is in exactly
+// one line once, under its current priority and ticket, and holds no slot.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "agent/core/source_book.h"
 
@@ -31,24 +37,41 @@ class PlacementWindow {
   void hold(const std::string& uid) { placing_.insert(uid); }
   void release(const std::string& uid) { placing_.erase(uid); }
 
-  // In line behind those of its priority that are in line already.
-  void join(SourceWorkload& workload);
+  static constexpr std::string_view kSlotLine = "";
+  static std::string quota_line(const std::string& namespace_name) { return "quota/" + namespace_name; }
+  // Whether the window has no free slot.
+  bool full() const { return static_cast<int64_t>(placing_.size()) >= size_; }
+  // Whether anyone waits in `line`.
+  bool waits_in(std::string_view line) const;
+  // The namespaces whose quota lines someone waits in.
+  std::vector<std::string> quota_lines() const;
+
+  // In `line` behind those of its priority that are in it already.
+  void join(SourceWorkload& workload, std::string_view line = kSlotLine);
   // Out of line, if it was in.
   void leave(SourceWorkload& workload);
   // Its priority becomes `priority`: in line again behind those already in
   // line at that priority, as a newcomer would be. Call before the record
   // takes the new priority.
   void reprioritize(SourceWorkload& workload, int32_t priority);
-  // While a slot is free, the first in line, taken out of it; else null.
+  // While a slot is free, the first in the slot line, taken out of it; else null.
   SourceWorkload* admit_next(SourceBook& book);
+  // While a slot is free, the first in `namespace_name`'s quota line if
+  // `fits` it, taken out of it; else null.
+  SourceWorkload* admit_within_quota(SourceBook& book, const std::string& namespace_name,
+                                     const std::function<bool(const SourceWorkload&)>& fits);
 
   std::string broken_invariant(const SourceBook& book) const;
 
  private:
-  using Place = std::tuple<int64_t, uint64_t, std::string>;  // (-priority, ticket, uid)
+  using Place = std::tuple<std::string, int64_t, uint64_t, std::string>;  // (line, -priority, ticket, uid)
   static Place place_of(const SourceWorkload& workload) {
-    return {-int64_t{workload.record.spec.priority}, workload.waiting_ticket, workload.record.uid};
+    return {workload.waiting_line, -int64_t{workload.record.spec.priority}, workload.waiting_ticket,
+            workload.record.uid};
   }
+  // The first place in `line`, or end.
+  std::set<Place>::const_iterator first_in(std::string_view line) const;
+  SourceWorkload* take(SourceBook& book, std::set<Place>::const_iterator place);
 
   int64_t size_;
   std::set<std::string> placing_;  // a round in flight (SourceRole::holds_slot)

@@ -60,10 +60,27 @@ const std::vector<std::string>& SourceBook::copy_uids(const std::string& group_u
   return copies == copies_.end() ? kNone : copies->second;
 }
 
+bool SourceBook::holds_quota(const store::WorkloadRecord& record) {
+  bool group = record.parent.empty() && record.spec.placement.number_of_clusters > 1;
+  return !group && (record.phase == model::Phase::kPlacing || record.phase == model::Phase::kBound ||
+                    record.phase == model::Phase::kRunning);
+}
+
+model::QuotaUsage SourceBook::held_in(const std::string& namespace_name) const {
+  auto it = held_.find(namespace_name);
+  return it == held_.end() ? model::QuotaUsage{} : it->second;
+}
+
 void SourceBook::count(SourceWorkload& workload) {
   const store::WorkloadRecord& record = workload.record;
-  if (!record.parent.empty()) return;
   uncount(workload);
+  if (holds_quota(record)) {
+    model::QuotaUsage& held = held_[record.spec.namespace_name];
+    held.resources += record.spec.total();
+    held.workloads += 1;
+    workload.counted_in_quota = true;
+  }
+  if (!record.parent.empty()) return;
   ++count_by_phase_[static_cast<size_t>(record.phase)];
   workload.counted_phase = record.phase;
   workload.counted_started = record.started_at_ms != 0;
@@ -71,6 +88,13 @@ void SourceBook::count(SourceWorkload& workload) {
 }
 
 void SourceBook::uncount(SourceWorkload& workload) {
+  if (workload.counted_in_quota) {
+    auto it = held_.find(workload.record.spec.namespace_name);
+    it->second.resources -= workload.record.spec.total();
+    it->second.workloads -= 1;
+    if (it->second.workloads == 0) held_.erase(it);
+    workload.counted_in_quota = false;
+  }
   if (!workload.counted_phase) return;
   --count_by_phase_[static_cast<size_t>(*workload.counted_phase)];
   count_started_ -= workload.counted_started;
@@ -161,9 +185,14 @@ std::vector<store::WorkloadRecord> SourceBook::take_changes() {
 std::string SourceBook::broken_invariant() const {
   std::array<size_t, std::size(model::kPhaseNames)> by_phase{};
   size_t started = 0, named = 0, copies = 0;
+  std::map<std::string, model::QuotaUsage> held;
   for (const auto& [uid, workload] : entries_) {
     const store::WorkloadRecord& record = workload.record;
     if (uid != record.uid) return "a workload is filed under another uid";
+    if (holds_quota(record)) {
+      held[record.spec.namespace_name].resources += record.spec.total();
+      held[record.spec.namespace_name].workloads += 1;
+    }
     if (record.parent.empty()) {
       ++named;
       auto name = uid_by_name_.find(record.spec.key());
@@ -182,6 +211,7 @@ std::string SourceBook::broken_invariant() const {
   size_t listed = 0;
   for (const auto& [group, uids] : copies_) listed += uids.size();
   if (copies != listed) return "a group lists a copy that is gone";
+  if (held != held_) return "what namespaces hold against their quotas differs from a recount";
   if (by_phase != count_by_phase_ || started != count_started_) {
     return "the kept counts differ from a recount";
   }

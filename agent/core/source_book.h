@@ -55,6 +55,11 @@ class SourceBook {
                                                      const std::string& name) const;
   // The counts by phase and started (awake and parked are the role's).
   WorkloadCounts counts() const;
+  // What `namespace_name`'s workloads hold against its federation-wide
+  // quota: each from the start of a round until it ends (Placing, Bound,
+  // Running), a group by its copies.
+  model::QuotaUsage held_in(const std::string& namespace_name) const;
+  static bool holds_quota(const store::WorkloadRecord& record);
   // Our unfinished workloads placed at `target`: how many, and what they hold.
   InvitationUsage usage_at(const std::string& target) const;
 
@@ -74,6 +79,7 @@ class SourceBook {
   std::map<std::string, std::string> uid_by_name_;          // "ns/name" -> uid (top-level only)
   std::map<std::string, std::vector<std::string>> copies_;  // group uid -> copy uids
   std::array<size_t, std::size(model::kPhaseNames)> count_by_phase_{};
+  std::map<std::string, model::QuotaUsage> held_;  // by namespace: what holds quota
   size_t count_started_ = 0;
   // Top-level workloads changed since take_changes() last ran, while someone
   // watches (nullopt: nobody does, and nothing is collected).

@@ -103,18 +103,22 @@ bool SourceRole::holds_slot(const store::WorkloadRecord& record) {
 }
 
 void SourceRole::wait_for_slot(SourceWorkload& workload) {
+  wait_in_line(workload, PlacementWindow::kSlotLine,
+               "WaitingForSlot: " + std::to_string(config_.placement_window) +
+                   " workloads are being placed (placementWindow)");
+}
+
+void SourceRole::wait_in_line(SourceWorkload& workload, std::string_view line, const std::string& reason) {
   store::WorkloadRecord& record = workload.record;
   if (workload.waiting_ticket != 0) return;
-  const std::string reason = "WaitingForSlot: " + std::to_string(config_.placement_window) +
-                             " workloads are being placed (placementWindow)";
   if (record.phase != model::Phase::kPending || record.reason != reason) {
     record.phase = model::Phase::kPending;
     record.reason = reason;
     record.updated_at = clock_.now();
     persist(record);
   }
-  window_.join(workload);
-  // Room cannot help what waits for a slot; its round, once admitted, can
+  window_.join(workload, line);
+  // Room cannot help what waits in a line; its round, once admitted, can
   // make it a room waiter (make_pending).
   room_waiters_.erase(record.uid);
 }
@@ -138,6 +142,8 @@ bool SourceRole::admit_waiting() {
 void SourceRole::start_round(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
+  // Beyond its namespace's quota it is sent nowhere.
+  if (held_by_quota(workload)) return;
   // A round restarted keeps its slot; a new one needs a free slot, and
   // whoever waits already goes first.
   if (!window_.holds(record.uid) && window_.must_wait(workload, admitting_)) {

@@ -86,6 +86,20 @@ class SourceRole : private DueIndex::Times {
   // room (AgentConfig::placement_window). Returns whether it started any;
   // the router calls it at the end of every step.
   bool admit_waiting();
+  // Starts the rounds of workloads that waited for their namespace's
+  // federation-wide quota while it now leaves room (and a slot is free),
+  // highest priority first. Returns whether it started any; the router
+  // calls it at the end of every step, as admit_waiting().
+  bool admit_within_quota();
+
+  // source_quota.cc: federation-wide quotas (model/quota.h). Set replaces
+  // the namespace's quota; both are written in this step's batch.
+  Status set_quota(const model::QuotaSpec& quota);
+  Status delete_quota(const std::string& namespace_name);
+  void load_quotas(std::vector<model::QuotaSpec> quotas);
+  const std::map<std::string, model::QuotaSpec>& quotas() const { return quotas_; }
+  // How many of `namespace_name`'s workloads wait for its quota now.
+  size_t waiting_for_quota(const std::string& namespace_name) const;
   // Takes a winner for each workload that got its first READYs in this
   // batch: the best score among them (ties by cluster name). Returns whether
   // there was any; the router calls it when the batch ends (finish_batch),
@@ -148,6 +162,12 @@ class SourceRole : private DueIndex::Times {
   // The window is full: `workload` waits (Pending, WaitingForSlot) until
   // admit_waiting() starts its round.
   void wait_for_slot(SourceWorkload& workload);
+  // `workload` waits Pending in `line` of the window, with `reason`.
+  void wait_in_line(SourceWorkload& workload, std::string_view line, const std::string& reason);
+  // Whether `workload` (not holding quota yet) must wait for its
+  // namespace's quota: then it waits, Pending with QuotaExceeded, or (more
+  // than the whole quota) is Pending until the quota changes.
+  bool held_by_quota(SourceWorkload& workload);
   // `target` answered READY, but a sibling copy runs there: cancel it and
   // count the answer as a HoldsAnotherCopy refusal.
   void refuse_for_sibling(SourceWorkload& workload, const std::string& target, uint64_t epoch);
@@ -322,6 +342,10 @@ class SourceRole : private DueIndex::Times {
   // for a slot.
   PlacementWindow window_{config_.placement_window};
   bool admitting_ = false;  // admit_waiting() is on the stack
+  std::map<std::string, model::QuotaSpec> quotas_;  // by namespace
+  // The namespace whose quota line admit_within_quota() serves ("" none):
+  // its head goes before the others in line, as admitting_ lets a slot's.
+  std::string serving_quota_;
   // Workloads without a winner that got a READY in this batch (decide_readied).
   std::set<std::string> readied_;
   // The earliest DIGEST due, as of the last tick (send_digests), so that

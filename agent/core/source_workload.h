@@ -12,6 +12,7 @@
 #include "agent/core/context.h"
 #include "common/time.h"
 #include "protocol/messages.h"
+#include "model/quota.h"
 #include "store/records.h"
 
 namespace shoal::core {
@@ -57,6 +58,8 @@ struct SourceWorkload {
   // phase and start last counted, so counts cost nothing to read.
   std::optional<model::Phase> counted_phase;
   bool counted_started = false;
+  // Counted in its namespace's federation-wide quota usage (SourceBook::held_in).
+  bool counted_in_quota = false;
   std::string unasked;       // " cluster=Reason" for each target this round left out
   std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
   std::map<std::string, PendingCancel> cancels;         // by target peer id
@@ -67,9 +70,11 @@ struct SourceWorkload {
   TimePoint last_approve_sent{};
   int approve_resends = 0;
   TimePoint next_round_at{};
-  // Non-zero while it waits for a slot in the placement window: its place
-  // in line (PlacementWindow), after priority.
+  // Non-zero while it waits in a line of the placement window (for a slot,
+  // or for its namespace's quota): its place there, after priority, and
+  // which line (PlacementWindow::kSlotLine or quota_line(namespace)).
   uint64_t waiting_ticket = 0;
+  std::string waiting_line;
   // The target this workload is counted at while its target's CAPACITY
   // does not count it yet (expect_at): the round's first-ranked, then its
   // winner. `acknowledged`: the winner said BOUND, so the next CAPACITY

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "model/quota.h"
 #include "common/time.h"
 #include "crypto/invitation.h"
 #include "model/placement_spec.h"
@@ -28,6 +29,14 @@ struct InvitationOptions {
   std::optional<Duration> lifetime;  // default: AgentConfig::invitation_lifetime
   bool never_expires = false;        // explicit `--expires never`
   std::optional<TimePoint> not_before;
+};
+
+// A federation-wide quota, what its namespace holds now, and how many of
+// its workloads wait for it.
+struct QuotaView {
+  model::QuotaSpec quota;
+  model::QuotaUsage held;
+  size_t waiting = 0;
 };
 
 // Where an invitation stands now. The names are also REJECT reason codes.

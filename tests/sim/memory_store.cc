@@ -186,6 +186,24 @@ Status MemoryStore::delete_reservation(const std::string& source, const std::str
   return Status::ok();
 }
 
+Status MemoryStore::put_quota(const model::QuotaSpec& quota) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
+  write(quotas_, quota.namespace_name, &quota);
+  return Status::ok();
+}
+
+Status MemoryStore::delete_quota(const std::string& namespace_name) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
+  write(quotas_, namespace_name, static_cast<const model::QuotaSpec*>(nullptr));
+  return Status::ok();
+}
+
+Result<std::vector<model::QuotaSpec>> MemoryStore::load_quotas() {
+  std::vector<model::QuotaSpec> out;
+  for (const auto& [name, quota] : quotas_) out.push_back(quota);
+  return out;
+}
+
 Result<std::vector<store::ReservationRecord>> MemoryStore::load_reservations() {
   std::vector<store::ReservationRecord> out;
   for (const auto& [key, reservation] : reservations_) out.push_back(reservation);

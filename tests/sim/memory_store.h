@@ -52,6 +52,9 @@ class MemoryStore final : public store::Store {
   Result<std::vector<store::RunRecord>> load_runs() override;
   Status append_event(const store::EventRecord& event) override;
   Result<std::vector<store::EventRecord>> load_events(const std::string& subject) override;
+  Status put_quota(const model::QuotaSpec& quota) override;
+  Status delete_quota(const std::string& namespace_name) override;
+  Result<std::vector<model::QuotaSpec>> load_quotas() override;
 
  private:
   // Sets `table[key]` to `value` (or erases it), remembering in the open
@@ -79,6 +82,7 @@ class MemoryStore final : public store::Store {
   std::map<std::tuple<int64_t, std::string, std::string>, store::RunRecord>
       runs_;  // (started, source, uid)
   std::map<std::string, std::deque<store::EventRecord>> events_;
+  std::map<std::string, model::QuotaSpec> quotas_;  // by namespace
   // kStorage while writes fail (failure_ == kWrites).
   Status refuse_write() const;
 

@@ -1,0 +1,122 @@
+// A federation-wide quota at the source: a namespace's workloads never
+// hold more than its quota across every cluster at once; the rest wait at
+// the source, Pending with QuotaExceeded, sent nowhere, highest priority
+// first; all of them finish; the quota survives a restart.
+#include <gtest/gtest.h>
+
+#include "tests/unit/core/lifecycle_fixture.h"
+
+namespace shoal::core::testing {
+namespace {
+
+model::QuotaSpec quota(const std::string& namespace_name, int64_t cpu_milli) {
+  model::QuotaSpec spec;
+  spec.namespace_name = namespace_name;
+  spec.cpu_milli = cpu_milli;
+  return spec;
+}
+
+// cpu of `namespace_name` that holds room anywhere (reserved, bound or running).
+int64_t cpu_held_everywhere(const std::vector<Node*>& targets, const std::string& namespace_name) {
+  int64_t held = 0;
+  for (Node* target : targets) {
+    for (const auto& r : target->agent->reservations()) {
+      if (r.spec.namespace_name == namespace_name && store::holds_resources(r.phase)) {
+        held += r.spec.total().cpu_milli;
+      }
+    }
+  }
+  return held;
+}
+
+struct QuotaFederation {
+  QuotaFederation() : source(world.add("source", 1, 100)) {
+    world.configure = [](AgentConfig& config) { fast_lifecycle_timers(config); };
+    for (const char* name : {"t1", "t2", "t3"}) {
+      Node& target = world.add(name, 4, 8000);  // 32 cpu each: room for far more than the quota
+      targets.push_back(&target);
+      world.invite(target, source, {"ml", "default"});
+    }
+    world.run_for(3s);
+  }
+  World world;
+  Node& source;
+  std::vector<Node*> targets;
+};
+
+TEST(QuotaTest, ANamespaceNeverHoldsMoreThanItsQuotaAndEverythingFinishes) {
+  QuotaFederation f;
+  ASSERT_TRUE(f.source.agent->set_quota(quota("ml", 16000)).is_ok());
+  std::vector<model::WorkloadSpec> work;
+  for (int i = 0; i < 40; ++i) work.push_back(workload("job-" + std::to_string(i), 2000, 3s, "ml"));
+  for (int i = 0; i < 5; ++i) work.push_back(workload("free-" + std::to_string(i), 2000, 3s, "default"));
+  ASSERT_TRUE(f.source.agent->submit(work).is_ok());
+  f.world.deliver();
+
+  auto views = f.source.agent->quotas();
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].held.resources.cpu_milli, 16000);
+  EXPECT_EQ(views[0].waiting, 32u);
+  auto waiting = f.source.agent->find_workload("ml", "job-39");
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->phase, model::Phase::kPending);
+  EXPECT_EQ(waiting->reason.rfind("QuotaExceeded:cpu", 0), 0u) << waiting->reason;
+  EXPECT_TRUE(waiting->winner.empty()) << "sent nowhere";
+  EXPECT_NE(f.source.agent->find_workload("default", "free-4")->phase, model::Phase::kPending)
+      << "other namespaces are not held";
+
+  int64_t most = 0;
+  for (int step = 0; step < 160; ++step) {
+    f.world.run_for(250ms);
+    most = std::max(most, cpu_held_everywhere(f.targets, "ml"));
+    EXPECT_LE(f.source.agent->quotas()[0].held.resources.cpu_milli, 16000);
+  }
+  EXPECT_EQ(most, 16000) << "the quota was used, and never passed";
+  for (int i = 0; i < 40; ++i) {
+    auto job = f.source.agent->find_workload("ml", "job-" + std::to_string(i));
+    ASSERT_TRUE(job.has_value());
+    EXPECT_EQ(job->phase, model::Phase::kSucceeded) << job->spec.name << ": " << job->reason;
+  }
+}
+
+TEST(QuotaTest, HigherPriorityGoesFirstWithinTheQuota) {
+  QuotaFederation f;
+  ASSERT_TRUE(f.source.agent->set_quota(quota("ml", 2000)).is_ok());  // one at a time
+  std::vector<model::WorkloadSpec> work;
+  for (int i = 0; i < 3; ++i) work.push_back(workload("low-" + std::to_string(i), 2000, 2s, "ml"));
+  model::WorkloadSpec urgent = workload("urgent", 2000, 2s, "ml");
+  urgent.priority = 10;
+  work.push_back(urgent);
+  ASSERT_TRUE(f.source.agent->submit(work).is_ok());
+  f.world.deliver();
+  EXPECT_NE(f.source.agent->find_workload("ml", "low-0")->phase, model::Phase::kPending);
+  // low-0 took the quota; urgent, though submitted last, goes next.
+  f.world.run_for(3s);
+  auto urgent_now = f.source.agent->find_workload("ml", "urgent");
+  EXPECT_EQ(urgent_now->phase, model::Phase::kRunning) << model::phase_name(urgent_now->phase);
+  for (const char* name : {"low-1", "low-2"}) {
+    EXPECT_EQ(f.source.agent->find_workload("ml", name)->phase, model::Phase::kPending) << name;
+  }
+}
+
+TEST(QuotaTest, AQuotaSurvivesARestartAndMoreThanTheWholeQuotaWaitsForAChange) {
+  QuotaFederation f;
+  ASSERT_TRUE(f.source.agent->set_quota(quota("ml", 4000)).is_ok());
+  f.world.run_for(250ms);
+  f.world.restart(f.source);
+  auto views = f.source.agent->quotas();
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].quota.cpu_milli, 4000);
+  ASSERT_TRUE(f.source.agent->submit({workload("huge", 6000, 1s, "ml")}).is_ok());
+  f.world.run_for(1s);
+  auto huge = f.source.agent->find_workload("ml", "huge");
+  EXPECT_EQ(huge->phase, model::Phase::kPending);
+  EXPECT_NE(huge->reason.find("more than the whole quota"), std::string::npos) << huge->reason;
+  ASSERT_TRUE(f.source.agent->delete_quota("ml").is_ok());
+  f.world.run_for(30s);
+  EXPECT_EQ(f.source.agent->find_workload("ml", "huge")->phase, model::Phase::kSucceeded);
+  EXPECT_EQ(f.source.agent->delete_quota("ml").code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
