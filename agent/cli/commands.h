@@ -49,6 +49,8 @@ void add_peer_commands(CommandTree& tree, Options& options, Runners& runners);
 void add_listing_commands(CommandTree& tree, Options& options, Runners& runners);
 // describe workload, logs, delete workload, nominate, patch workload.
 void add_workload_commands(CommandTree& tree, Options& options, Runners& runners);
+// quota set|delete, get quotas.
+void add_quota_commands(CommandTree& tree, Options& options, Runners& runners);
 
 // Prints "shoalctl: <message>" and returns the exit code for its kind: 2
 // for bad input (InvalidArgument, AlreadyExists, NotFound), else 1.

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   add_peer_commands(tree, options, agent_runners);
   add_listing_commands(tree, options, agent_runners);
   add_workload_commands(tree, options, agent_runners);
+  add_quota_commands(tree, options, agent_runners);
   add_offline_commands(app, options, offline_runners);
 
   try {

@@ -56,6 +56,9 @@ enum class Command : uint8_t {
   kBackup,
   kMetrics,
   kRoutingMetrics,
+  kQuotaSet,
+  kQuotaDelete,
+  kGetQuotas,
 };
 
 // kRead: answered while the agent cannot write its state database.
@@ -256,6 +259,28 @@ struct RoutingMetricsRequest {
   }
 };
 
+// A federation-wide quota (model/quota.h): set replaces the namespace's.
+struct QuotaSetRequest {
+  static constexpr Command kCommand = Command::kQuotaSet;
+  std::string namespace_name{};
+  std::string cpu{}, memory{}, gpu{}, workloads{};  // "": no limit on it; at least one
+  void fields(FieldVisitor& f) {
+    f.text("namespace", namespace_name);
+    f.optional_text("cpu", cpu);
+    f.optional_text("memory", memory);
+    f.optional_text("gpu", gpu);
+    f.optional_text("workloads", workloads);
+  }
+};
+struct QuotaDeleteRequest {
+  static constexpr Command kCommand = Command::kQuotaDelete;
+  std::string namespace_name{};
+  void fields(FieldVisitor& f) { f.text("namespace", namespace_name); }
+};
+struct GetQuotasRequest : NoFields {
+  static constexpr Command kCommand = Command::kGetQuotas;
+};
+
 // {"command": <name>, <fields>}.
 nlohmann::json encode_fields(Command command, const std::function<void(FieldVisitor&)>& visit);
 template <class Request>
@@ -281,7 +306,7 @@ using AllRequests =
                GetWorkloadsRequest, GetReservationsRequest, GetClustersRequest, NominateRequest,
                PatchWorkloadRequest, DeleteWorkloadRequest, LogsRequest, DescribeWorkloadRequest,
                StatusRequest, WatchWorkloadsRequest, BackupRequest, MetricsRequest,
-               RoutingMetricsRequest>;
+               RoutingMetricsRequest, QuotaSetRequest, QuotaDeleteRequest, GetQuotasRequest>;
 
 // `body` decoded as the request its "command" names: ok, or the first
 // field (or the command) that is wrong, named.

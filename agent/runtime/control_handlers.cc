@@ -274,6 +274,21 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
         out["ok"] = true;
         return out;
       });
+    case Command::kQuotaSet:
+      return with<QuotaSetRequest>(body, [&](const QuotaSetRequest& request) -> Result<json> {
+        SHOAL_ASSIGN_OR_RETURN(model::QuotaSpec quota,
+                               model::quota_from_text(request.namespace_name, request.cpu, request.memory,
+                                                      request.gpu, request.workloads));
+        SHOAL_RETURN_IF_ERROR(agent.set_quota(quota));
+        return ok;
+      });
+    case Command::kQuotaDelete:
+      return with<QuotaDeleteRequest>(body, [&](const QuotaDeleteRequest& request) -> Result<json> {
+        SHOAL_RETURN_IF_ERROR(agent.delete_quota(request.namespace_name));
+        return ok;
+      });
+    case Command::kGetQuotas:
+      return quotas_json(agent);
   }
   return internal_error("control command " + quoted_text(info(*command).name) + " has no handler");
 }

@@ -168,6 +168,21 @@ json status_json(const ControlContext& context) {
         {"commitSeconds", context.commits.written_seconds}}}};
 }
 
+json quotas_json(const core::Agent& agent) {
+  json items = json::array();
+  for (const core::QuotaView& view : agent.quotas()) {
+    json used = {{"cpu", model::format_cpu(view.held.resources.cpu_milli)},
+                 {"memory", model::format_memory(view.held.resources.memory_bytes)},
+                 {"gpu", std::to_string(view.held.resources.gpu)},
+                 {"workloads", std::to_string(view.held.workloads)}};
+    items.push_back({{"namespace", view.quota.namespace_name},
+                     {"hard", model::to_json(view.quota)["hard"]},
+                     {"used", used},
+                     {"waiting", view.waiting}});
+  }
+  return {{"ok", true}, {"items", items}};
+}
+
 json invitations_json(const core::Agent& agent) {
   json items = json::array();
   for (const auto& view : agent.invitations()) items.push_back(invitation_json(view));

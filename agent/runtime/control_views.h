@@ -32,6 +32,8 @@ nlohmann::json peers_json(const core::Agent& agent);
 // A peer by cluster name or id, with its invitations and events.
 Result<nlohmann::json> describe_peer_json(core::Agent& agent, const std::string& name);
 nlohmann::json invitations_json(const core::Agent& agent);
+// The federation-wide quotas: limits, what each namespace holds, who waits.
+nlohmann::json quotas_json(const core::Agent& agent);
 nlohmann::json reservations_json(const core::Agent& agent);
 nlohmann::json status_json(const ControlContext& context);
 
