@@ -19,6 +19,7 @@
 #include "crypto/invitation.h"
 #include "common/time.h"
 #include "model/manifest.h"
+#include "model/quota.h"
 #include "model/quantity.h"
 #include "model/placement_parse.h"
 #include "protocol/envelope.h"
@@ -78,6 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)shoal::model::parse_workloads(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_cluster(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_inventory(as_text(bytes.data(), bytes.size()));
+      (void)shoal::model::parse_quotas(as_text(bytes.data(), bytes.size()));
       // The live inventory `shoalctl place --live` reads from an agent.
       if (auto json = nlohmann::json::parse(as_text(bytes.data(), bytes.size()), nullptr, false);
           !json.is_discarded()) {

@@ -71,10 +71,15 @@ std::vector<std::vector<uint8_t>> seeds() {
   spec.resources = {1000, 1024, 0};
   model::WorkloadSpec imaged = spec;
   imaged.image = "busybox:1.36";
+  model::WorkloadSpec polite = spec;  // spec field 20: the preemption policy
+  polite.preemption_policy = model::PreemptionPolicy::kNever;
   std::vector<protocol::Body> bodies = {
       protocol::Hello{"c", "o", "tcp://h:1"},
       protocol::Candidate{"u", 1, spec},
       protocol::Candidate{"u", 1, imaged},
+      protocol::Candidate{"u", 1, polite},
+      protocol::Ready{"u", 1, 50.0},
+      protocol::Ready{"u", 1, 0.0, 2, 7},  // an offer to preempt
       protocol::WorkloadStatus{"u", 1, 2, model::Phase::kRunning, {"n"}, 1, 0, 0, ""},
       protocol::Capacity{{{"default", {1, 2, 3}, {1, 1, 1}, {{"q", {1, 2, 3}, {1, 1, 1}, 0}}, {}}}, std::nullopt},
       // With the fields appended since: queue and namespace counts, labels,
@@ -119,6 +124,9 @@ std::vector<std::vector<uint8_t>> seeds() {
   invitation.namespaces = {"default"};
   std::string token = crypto::issue_token(invitation, a);
   out.push_back(tagged(2, token));
+  invitation.limits.preemptible = true;  // with the preemption terms appended
+  invitation.limits.max_priority = 10;
+  out.push_back(tagged(2, crypto::issue_token(invitation, a)));
   out.push_back(tagged(3, invitation.issuer.to_string()));
   for (const char* flag : {"30d", "1h30m", "2026-11-22T10:00:00.250Z", "1500m", "64Gi", "never"}) {
     out.push_back(tagged(5, std::string(flag)));
@@ -127,6 +135,12 @@ std::vector<std::vector<uint8_t>> seeds() {
                                       "spec: {resources: {cpu: \"1\", memory: 1Gi}, duration: 1s}\n")));
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: a}\n"
                                       "spec: {nodes: [{name: n, count: 2, capacity: {cpu: 4}}]}\n")));
+  out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Quota\nmetadata: {namespace: ml}\n"
+                                      "spec: {hard: {cpu: \"16\", memory: 64Gi, gpu: \"2\", workloads: \"9\"}}\n")));
+  out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: a}\n"
+                                      "spec: {nodes: [{name: n, capacity: {cpu: 4}}], "
+                                      "preemption: {withinQueue: LowerPriority, reclaim: Any}}\n")));
+  out.push_back(tagged(4, std::string("{\"command\": \"quota-set\", \"namespace\": \"ml\", \"cpu\": \"16\"}")));
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Inventory\nclusters:\n- name: a\n"
                                       "  labels: {zone: z}\n  capacity: {free: {cpu: 4}}\n  scores: {x: 5}\n")));
   out.push_back(tagged(4, std::string("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a}\nspec:\n"
