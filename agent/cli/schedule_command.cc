@@ -1,6 +1,8 @@
 #include "agent/cli/schedule_command.h"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <sstream>
 
@@ -49,9 +51,55 @@ int run_schedule(const ScheduleArguments& arguments) {
     std::cerr << "shoalctl: " << scheduler.status().message() << "\n";
     return 2;
   }
+  // What already runs, admitted whole in file order (started in that order).
+  std::vector<model::WorkloadSpec> running_specs;
+  if (!arguments.running_path.empty()) {
+    auto text = read_input_file(arguments.running_path, "--running");
+    auto parsed = text.is_ok() ? model::parse_workloads(*text) : Result<std::vector<model::WorkloadSpec>>(text.status());
+    if (!parsed.is_ok()) {
+      std::cerr << "shoalctl: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    running_specs = std::move(*parsed);
+  }
+  std::vector<cluster::RunningWork> running;
+  for (size_t i = 0; i < running_specs.size(); ++i) {
+    auto nodes = scheduler->admit(running_specs[i].key(), running_specs[i]);
+    if (!nodes.is_ok()) {
+      std::cerr << "shoalctl: --running " << running_specs[i].key() << " does not fit the cluster: "
+                << nodes.status().message() << "\n";
+      return 2;
+    }
+    running.push_back({running_specs[i].key(), &running_specs[i], std::move(*nodes), i + 1});
+  }
   std::vector<cluster::ScheduleRequest> requests;
   for (const auto& spec : *workloads) requests.push_back({spec.key(), spec});
   cluster::ScheduleResult result = scheduler->allocate(requests);
+  // What waits may stop running work of lower priority, highest priority first.
+  std::map<size_t, std::vector<std::string>> preempts;  // by workload index
+  std::vector<size_t> waiting;
+  for (size_t i = 0; i < result.workloads.size(); ++i) {
+    if (!result.workloads[i].admitted) waiting.push_back(i);
+  }
+  std::stable_sort(waiting.begin(), waiting.end(), [&](size_t a, size_t b) {
+    return (*workloads)[a].priority > (*workloads)[b].priority;
+  });
+  for (size_t i : waiting) {
+    const model::WorkloadSpec& spec = (*workloads)[i];
+    auto plan = scheduler->plan_preemption(spec, running, [](const cluster::RunningWork&) { return true; });
+    if (!plan) continue;
+    for (const std::string& victim : plan->victims) {
+      auto it = std::find_if(running.begin(), running.end(),
+                             [&](const cluster::RunningWork& work) { return work.key == victim; });
+      scheduler->release(*it->spec, it->nodes);
+      running.erase(it);
+    }
+    if (!scheduler->restore(spec, plan->nodes).is_ok()) continue;  // cannot happen: the plan's own room
+    result.workloads[i].admitted = true;
+    result.workloads[i].nodes = plan->nodes;
+    result.workloads[i].reason.clear();
+    preempts[i] = plan->victims;
+  }
 
   if (arguments.output == "json") {
     json queues = json::array();
@@ -66,8 +114,10 @@ int run_schedule(const ScheduleArguments& arguments) {
     json items = json::array();
     for (size_t i = 0; i < result.workloads.size(); ++i) {
       const auto& d = result.workloads[i];
-      items.push_back({{"namespace", (*workloads)[i].namespace_name}, {"name", (*workloads)[i].name},
-                       {"admitted", d.admitted}, {"nodes", d.nodes}, {"reason", d.reason}});
+      json item = {{"namespace", (*workloads)[i].namespace_name}, {"name", (*workloads)[i].name},
+                   {"admitted", d.admitted}, {"nodes", d.nodes}, {"reason", d.reason}};
+      if (preempts.count(i)) item["preempts"] = preempts[i];
+      items.push_back(std::move(item));
     }
     std::cout << json{{"queues", queues}, {"workloads", items}}.dump(2) << "\n";
     return 0;
@@ -90,6 +140,11 @@ int run_schedule(const ScheduleArguments& arguments) {
   int admitted = 0;
   for (const auto& d : result.workloads) admitted += d.admitted;
   std::cout << "\n" << admitted << " of " << result.workloads.size() << " workloads admitted\n";
+  for (const auto& [i, victims] : preempts) {
+    std::cout << (*workloads)[i].key() << " (priority " << (*workloads)[i].priority << ") preempts";
+    for (const std::string& victim : victims) std::cout << " " << victim;
+    std::cout << "\n";
+  }
   return 0;
 }
 

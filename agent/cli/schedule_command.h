@@ -1,5 +1,7 @@
-// `shoalctl schedule`: one full allocation of pending workloads on an empty
-// cluster, offline (the local scheduler's dry-run).
+// `shoalctl schedule`: one full allocation of pending workloads, offline
+// (the local scheduler's dry-run): on an empty cluster, or on one already
+// running the workloads of --running, where the cluster's spec.preemption
+// may stop some of them for pending work of higher priority.
 #pragma once
 
 #include <string>
@@ -9,6 +11,7 @@ namespace shoal::cli {
 struct ScheduleArguments {
   std::string cluster_path;
   std::string workloads_path;
+  std::string running_path;  // "" : the cluster runs nothing
   std::string output;  // "" or "json"
 };
 

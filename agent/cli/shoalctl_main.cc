@@ -42,11 +42,14 @@ void add_offline_commands(CLI::App& app, Options& options, Runners& runners) {
 
   auto schedule_arguments = std::make_shared<ScheduleArguments>();
   auto* schedule = app.add_subcommand(
-      "schedule", "Offline dry-run of the local scheduler: allocate pending workloads on an empty cluster");
+      "schedule", "Offline dry-run of the local scheduler: allocate pending workloads on an empty cluster, or beside --running work");
   schedule->add_option("--cluster", schedule_arguments->cluster_path, "Cluster manifest (kind: Cluster)")
       ->required();
   schedule->add_option("-f,--filename", schedule_arguments->workloads_path, "Workloads (multi-document YAML)")
       ->required();
+  schedule->add_option("--running", schedule_arguments->running_path,
+                       "Workloads the cluster runs already (multi-document YAML); with the cluster's "
+                       "spec.preemption, pending work may stop some of them");
   schedule->add_option("-o,--output", schedule_arguments->output, "json")->check(CLI::IsMember({"json"}));
   runners.push_back({schedule, [schedule_arguments] { return run_schedule(*schedule_arguments); }});
 }

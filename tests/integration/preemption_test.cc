@@ -198,5 +198,36 @@ TEST_F(Preemption, OneHighPriorityWorkloadStopsOneProcessAtOneOfThreeFullTargets
   EXPECT_EQ(stopped, 1) << "and only the victim it needed";
 }
 
+// `shoalctl schedule --running`: the same plan offline.
+TEST(PreemptionOffline, ScheduleShowsWhichRunningWorkAPendingWorkloadStops) {
+  TempDir dir;
+  std::string cluster = exec_cluster(dir.path(), "c", "4");
+  std::string running = dir.path() + "/running.yaml";
+  {
+    std::ofstream out(running);
+    for (const char* name : {"old", "new"}) {  // "new" started last
+      out << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
+          << "}\nspec: {resources: {cpu: \"2\"}}\n";
+    }
+  }
+  std::string pending = dir.path() + "/pending.yaml";
+  std::ofstream(pending) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: urgent}\n"
+                            "spec: {priority: 5, resources: {cpu: \"2\"}}\n"
+                            "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: polite}\n"
+                            "spec: {priority: 5, preemptionPolicy: Never, resources: {cpu: \"2\"}}\n";
+  CommandResult result = run_command({bin_path("shoalctl"), "schedule", "--cluster", cluster,
+                                      "--running", running, "-f", pending, "-o", "json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  json plan = json::parse(result.out);
+  ASSERT_EQ(plan["workloads"].size(), 2u);
+  EXPECT_EQ(plan["workloads"][0]["admitted"], true);
+  EXPECT_EQ(plan["workloads"][0]["preempts"], json::array({"default/new"})) << result.out;
+  EXPECT_EQ(plan["workloads"][1]["admitted"], false) << "preemptionPolicy: Never waits";
+  EXPECT_FALSE(plan["workloads"][1].contains("preempts"));
+  CommandResult table = run_command({bin_path("shoalctl"), "schedule", "--cluster", cluster,
+                                     "--running", running, "-f", pending});
+  EXPECT_NE(table.out.find("default/urgent (priority 5) preempts default/new"), std::string::npos) << table.out;
+}
+
 }  // namespace
 }  // namespace shoal::testing
