@@ -142,9 +142,11 @@ class Cluster {
   // stopped with their own terminationGracePeriod and their room passes to
   // `key` at once (nothing else can take it), while `key`'s launch waits
   // until every victim is gone. Each victim is reported kFailed, cause
-  // kPreempted, once it is gone. Unavailable when no plan makes room now.
+  // kPreempted, once it is gone (one whose stop is immediate, as of `now`).
+  // Unavailable when no plan makes room now.
   virtual Result<Preemption> preempt(const std::string& key, const model::WorkloadSpec& spec,
-                                     const std::function<bool(const std::string&)>& may_stop) = 0;
+                                     const std::function<bool(const std::string&)>& may_stop,
+                                     TimePoint now) = 0;
   // Re-establishes a reservation on the given nodes (after a restart).
   virtual Status restore(const std::string& key, const model::WorkloadSpec& spec,
                          const std::vector<std::string>& nodes) = 0;

@@ -200,7 +200,6 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   // unless the runner reports starts itself.
   std::vector<WorkloadEvent> events = std::move(preempted_);
   preempted_.clear();
-  for (WorkloadEvent& event : events) event.at = now;
   for (const std::string& key : unreported_starts_) {
     events.push_back({key, WorkloadEventKind::kStarted, now, 0, runner_->describe(key)});
   }
@@ -336,7 +335,8 @@ std::optional<PreemptionCost> NodeCluster::preemption_cost(
 }
 
 Result<Preemption> NodeCluster::preempt(const std::string& key, const model::WorkloadSpec& spec,
-                                        const std::function<bool(const std::string&)>& may_stop) {
+                                        const std::function<bool(const std::string&)>& may_stop,
+                                        TimePoint now) {
   if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
   if (Status health = runner_->health(); !health.is_ok()) {
     return Status(ErrorCode::kUnavailable, "BackendUnavailable: " + health.message());
@@ -356,7 +356,7 @@ Result<Preemption> NodeCluster::preempt(const std::string& key, const model::Wor
     unreported_starts_.erase(victim);
     free_room(holding);  // passes to `key` below, in this same call
     if (runner_->stop(victim, holding.spec.termination_grace)) {
-      preempted_.push_back(preempted_event(victim, TimePoint{}));  // dated by observe()
+      preempted_.push_back(preempted_event(victim, now));
       continue;
     }
     holding.preempted_for = key;

@@ -108,7 +108,8 @@ class NodeCluster final : public Cluster {
       const model::WorkloadSpec& spec,
       const std::function<bool(const std::string&)>& may_stop) const override;
   Result<Preemption> preempt(const std::string& key, const model::WorkloadSpec& spec,
-                             const std::function<bool(const std::string&)>& may_stop) override;
+                             const std::function<bool(const std::string&)>& may_stop,
+                             TimePoint now) override;
   Status restore(const std::string& key, const model::WorkloadSpec& spec,
                  const std::vector<std::string>& nodes) override;
   void release(const std::string& key) override;

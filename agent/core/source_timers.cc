@@ -10,7 +10,6 @@
 namespace shoal::core {
 
 void SourceRole::tick(TimePoint now, bool local_room_freed) {
-  due_.start_tick();
   if (local_room_freed) {
     // Room freed in our own cluster: pending work that fits tries again now.
     for (auto it = room_waiters_.begin(); it != room_waiters_.end();) {
@@ -26,9 +25,12 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
       auto own = cluster_.capacity_for(spec.namespace_name, spec.queue);
       if (own && own->largest_free_node.fits(spec.resources) && own->free.fits(spec.total())) {
         workload.next_round_at = std::min(workload.next_round_at, now);
+        due_.wake(workload.record.uid);
+        due_.touch(workload.record.uid);  // due now: start_tick() files it so
       }
     }
   }
+  due_.start_tick();
   wake_parked(now);
   drive_source_workloads(now);
   // After the due times above: a DIGEST only moves them later, so they stay

@@ -353,7 +353,7 @@ bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol
     file_reservation(key, entry.epoch, entry.spec, std::move(*free));
     return true;
   }
-  Result<cluster::Preemption> done = cluster_.preempt(ckey, entry.spec, may_preempt_for(key.first));
+  Result<cluster::Preemption> done = cluster_.preempt(ckey, entry.spec, may_preempt_for(key.first), clock_.now());
   if (!done.is_ok()) {
     refuse(done.status().message());
     return false;

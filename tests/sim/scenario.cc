@@ -274,6 +274,25 @@ Scenario make_scenario(const ScenarioOptions& options) {
     std::stable_sort(out.faults.begin(), out.faults.end(),
                      [](const Fault& a, const Fault& b) { return a.at < b.at; });
   }
+  // Priorities, preemption and quotas, from a stream of their own: the
+  // rest of the scenario is the same with them as without.
+  if (options.preemption) {
+    std::mt19937_64 stream(options.seed ^ 0x707265656d707431ULL);
+    for (model::ClusterSpec& cluster : out.clusters) {
+      cluster.preemption.within_queue = model::PreemptionSpec::WithinQueue::kLowerPriority;
+    }
+    for (Invite& invite : out.invites) {
+      invite.limits.preemptible = stream() % 2 == 0;
+      invite.limits.max_priority = 50;
+    }
+    for (TraceJob& job : out.trace) job.spec.priority = stream() % 5 == 0 ? 100 : 0;
+  }
+  if (options.quota_cpu_milli > 0) {
+    model::QuotaSpec quota;
+    quota.namespace_name = ns(0);
+    quota.cpu_milli = options.quota_cpu_milli;
+    out.quotas.push_back(quota);
+  }
   return out;
 }
 

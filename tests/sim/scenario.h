@@ -13,6 +13,7 @@
 #include "common/time.h"
 #include "crypto/invitation.h"
 #include "model/manifest.h"
+#include "model/quota.h"
 #include "model/workload.h"
 #include "tests/sim/network.h"
 
@@ -54,6 +55,13 @@ struct ScenarioOptions {
   bool fast_timers = false;
   std::optional<model::Dispatcher> dispatcher;  // unset: the agents' default
   Duration ready_window{0};
+  // Priorities and preemption: every cluster stops lower-priority work
+  // within a queue; a fifth of the jobs have priority 100, the rest 0;
+  // each invitation is preemptible or not, with a priority ceiling of 50.
+  bool preemption = false;
+  // > 0: every agent holds namespace ns-0 to this much cpu across the
+  // federation (a federation-wide quota).
+  int64_t quota_cpu_milli = 0;
 };
 
 struct TraceJob {
@@ -93,6 +101,7 @@ struct Scenario {
   std::vector<Invite> invites;
   std::vector<TraceJob> trace;                 // by arrival
   std::vector<Fault> faults;                   // by time
+  std::vector<model::QuotaSpec> quotas;        // set at every agent, as a source
   Duration mean_duration{0};                   // as used
   Duration warmup = std::chrono::seconds(10);  // invitations settle before the first arrival
   int64_t total_cpu_milli() const;

@@ -72,6 +72,8 @@ std::string replay_command(const ScenarioOptions& o, const RunOptions& r, bool r
   if (o.dispatcher)
     out << " --dispatcher " << model::kDispatcherNames[static_cast<int>(*o.dispatcher)];
   if (o.ready_window.count() > 0) out << " --ready-window " << format_duration(o.ready_window);
+  if (o.preemption) out << " --preemption";
+  if (o.quota_cpu_milli > 0) out << " --quota-cpu " << o.quota_cpu_milli;
   out << " --check-every " << format_duration(r.check_every);
   if (!r.check_agents) out << " --no-agent-checks";
   if (real_signatures) out << " --real-signatures";
@@ -145,6 +147,11 @@ int main(int argc, char** argv) {
                "skip each agent's own invariants (large runs)");
   app.add_flag("--compare-ideal", compare_ideal,
                "also run the ideal central scheduler and compare");
+  app.add_flag("--preemption", o.preemption,
+               "clusters preempt lower priority within queues; a fifth of the jobs have priority 100; "
+               "invitations preemptible or not, ceiling 50");
+  app.add_option("--quota-cpu", o.quota_cpu_milli,
+                 "millicores: every agent's federation-wide quota for namespace ns-0 (0: none)");
   app.add_flag("--keep-going", keep_going, "with --seeds: run every seed even after one fails");
   app.add_flag("--real-signatures", real_signatures,
                "sign with Ed25519 as agents do (default: a keyed hash, hundreds of times cheaper; "
@@ -281,6 +288,7 @@ int main(int argc, char** argv) {
         {"crashes", result.engine.crashes},
         {"readOnly", result.engine.read_only},
         {"evictions", result.evictions},
+        {"preempted", result.preempted},
         {"messagesLost", result.network.dropped + result.network.dropped_by_cut},
         {"faults", scenario.faults.size()},
         {"findings", result.findings},

@@ -79,6 +79,7 @@ class Run {
   std::vector<std::string> uid_of_;                                // by trace index
   std::map<std::string, std::set<std::string>> accepted_;          // source id -> names
   std::map<std::pair<uint32_t, std::string>, int64_t> cpu_limit_;  // (target, source id)
+  std::map<std::pair<std::string, std::string>, int64_t> quota_cpu_;  // (source id, namespace)
   size_t submissions_done_ = 0;
 };
 
@@ -99,6 +100,15 @@ void Run::build() {
     if (!invited.is_ok()) report("setup", "invitation refused: " + invited.message());
     if (invite.limits.cpu_milli) {
       cpu_limit_[{invite.target, agents[invite.source]->id}] = *invite.limits.cpu_milli;
+    }
+  }
+  for (const auto& agent : agents) {
+    for (const model::QuotaSpec& quota : scenario_.quotas) {
+      bool set = federation_.control(*agent, [&](core::Agent& a) {
+        if (Status status = a.set_quota(quota); !status.is_ok()) report("setup", "quota refused: " + status.message());
+      });
+      if (!set) report("setup", "quota not set at " + agent->name);
+      quota_cpu_[{agent->id, quota.namespace_name}] = quota.cpu_milli.value_or(INT64_MAX);
     }
   }
 }
@@ -247,6 +257,26 @@ void Run::check_now() {
         report("node capacity", agent->name + "/" + node.name + " was allocated " +
                                     std::to_string(node.peak_allocated.cpu_milli) + "m cpu of " +
                                     std::to_string(node.capacity.cpu_milli) + "m");
+      }
+    }
+  }
+  // A source's federation-wide quota: what its namespace runs anywhere.
+  if (!quota_cpu_.empty()) {
+    std::map<std::pair<std::string, std::string>, int64_t> running;  // (source, namespace)
+    for (auto& agent : federation_.agents()) {
+      if (!agent->up() || agent->paused() || !agent->ticked_since_boot) continue;
+      for (const store::ReservationRecord& r : agent->agent->reservations()) {
+        if (r.phase == store::ReservationPhase::kBound || r.phase == store::ReservationPhase::kRunning) {
+          running[{r.source, r.spec.namespace_name}] += r.spec.total().cpu_milli;
+        }
+      }
+    }
+    for (const auto& [key, cpu] : running) {
+      auto limit = quota_cpu_.find(key);
+      if (limit != quota_cpu_.end() && cpu > limit->second) {
+        report("federation quota", key.first.substr(0, 8) + "'s namespace " + key.second + " runs " +
+                                       std::to_string(cpu) + "m cpu across the federation, over its quota of " +
+                                       std::to_string(limit->second) + "m");
       }
     }
   }
@@ -431,6 +461,9 @@ SimResult Run::go() {
   if (!stopped() && !result_.time_boxed) final_verdict();
   if (!options_.explain.empty()) explain(options_.explain);
   result_.digest = federation_.digest();
+  for (const auto& agent : federation_.agents()) {
+    if (agent->up()) result_.preempted += agent->agent->stats().preempted_victims;
+  }
   result_.engine = federation_.stats();
   result_.network = federation_.network().stats();
   result_.simulated = federation_.now() - start;

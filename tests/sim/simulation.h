@@ -72,6 +72,9 @@ struct SimResult {
   int failed = 0;
   int repeated_successes = 0;            // see chaos::check
   int evictions = 0;                     // copies the faults deleted at their targets
+  // Workloads stopped by preemption, as the agents up at the end count them
+  // (a restart forgets an agent's count).
+  uint64_t preempted = 0;
   bool time_boxed = false;               // stopped at RunOptions::stop_at
   size_t open_at_stop = 0;               // jobs not yet ended then; SIZE_MAX: unknown
   std::vector<std::string> explanation;  // RunOptions::explain

@@ -258,7 +258,7 @@ TEST(NodeClusterPreemptionTest, TheVictimsRoomPassesAtOnceAndThePreemptorStartsO
   EXPECT_TRUE(cluster->check_invariants());
   EXPECT_TRUE(runner->stopping.empty()) << "asking the cost stops nothing";
 
-  auto done = cluster->preempt("t/urgent", urgent, kAnyone);
+  auto done = cluster->preempt("t/urgent", urgent, kAnyone, from_millis(2));
   ASSERT_TRUE(done.is_ok()) << done.status().message();
   EXPECT_EQ(done->victims, std::vector<std::string>{"s/low-2"});
   EXPECT_EQ(runner->stopping.at("s/low-2"), std::chrono::seconds(7)) << "its own grace period";
@@ -290,7 +290,7 @@ TEST(NodeClusterPreemptionTest, TheVictimsRoomPassesAtOnceAndThePreemptorStartsO
 TEST(NodeClusterPreemptionTest, APreemptorGivenUpKeepsItsRoomUntilItsVictimsAreGone) {
   auto [runner, cluster] = slow_cluster(cluster_of(1, 4000, kWithinQueue));
   reserve_and_launch(*cluster, "s/low", work("low", 4000, 0));
-  auto done = cluster->preempt("t/urgent", work("urgent", 4000, 5), kAnyone);
+  auto done = cluster->preempt("t/urgent", work("urgent", 4000, 5), kAnyone, from_millis(2));
   ASSERT_TRUE(done.is_ok());
   cluster->release("t/urgent");  // its source cancelled it
   EXPECT_TRUE(cluster->check_invariants());
@@ -308,7 +308,7 @@ TEST(NodeClusterPreemptionTest, OnlyLaunchedWorkIsEverAVictim) {
   auto [runner, cluster] = slow_cluster(cluster_of(1, 4000, kWithinQueue));
   ASSERT_TRUE(cluster->reserve("s/held", work("held", 4000, 0)).is_ok());  // not launched yet
   EXPECT_FALSE(cluster->preemption_cost(work("urgent", 4000, 5), kAnyone));
-  EXPECT_FALSE(cluster->preempt("t/urgent", work("urgent", 4000, 5), kAnyone).is_ok());
+  EXPECT_FALSE(cluster->preempt("t/urgent", work("urgent", 4000, 5), kAnyone, from_millis(2)).is_ok());
   EXPECT_TRUE(runner->stopping.empty());
 }
 
@@ -320,7 +320,7 @@ TEST(NodeClusterPreemptionTest, OnTheSimBackendTheVictimEndsAtOnce) {
   low.sim.duration = std::chrono::hours(1);
   reserve_and_launch(sim, "s/low", low);
   sim.observe(from_millis(1));
-  auto done = sim.preempt("t/urgent", work("urgent", 4000, 5), kAnyone);
+  auto done = sim.preempt("t/urgent", work("urgent", 4000, 5), kAnyone, from_millis(2));
   ASSERT_TRUE(done.is_ok());
   EXPECT_EQ(sim.next_event_at(), TimePoint::min()) << "the victim's end is due now";
   model::WorkloadSpec urgent = work("urgent", 4000, 5);
