@@ -76,6 +76,12 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     cancel_at(*workload, from, message.epoch);
     return;
   }
+  if (served_from_queue && beyond_quota(*workload)) {
+    // Its round started within the quota; what holds the quota now did not
+    // wait for this target's queue. Its next round waits in line.
+    cancel_at(*workload, from, message.epoch);
+    return;
+  }
   if (sibling_winners(record).count(from)) {
     refuse_for_sibling(*workload, from, message.epoch);
     return;

@@ -42,6 +42,17 @@ size_t SourceRole::waiting_for_quota(const std::string& namespace_name) const {
   return waiting;
 }
 
+bool SourceRole::beyond_quota(const SourceWorkload& workload) const {
+  const store::WorkloadRecord& record = workload.record;
+  if (SourceBook::holds_quota(record)) return false;
+  auto quota = quotas_.find(record.spec.namespace_name);
+  if (quota == quotas_.end()) return false;
+  return !model::quota_refusal(quota->second, book_.held_in(record.spec.namespace_name),
+                               record.spec.total())
+              .empty() ||
+         window_.waits_in(PlacementWindow::quota_line(record.spec.namespace_name));
+}
+
 bool SourceRole::held_by_quota(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   if (SourceBook::holds_quota(record)) return false;  // a new round of work it holds room for

@@ -168,6 +168,10 @@ class SourceRole : private DueIndex::Times {
   // namespace's quota: then it waits, Pending with QuotaExceeded, or (more
   // than the whole quota) is Pending until the quota changes.
   bool held_by_quota(SourceWorkload& workload);
+  // Whether `workload`, Pending, may not take a READY now: its namespace's
+  // quota has no room for it, or others wait for that room first. A target
+  // may serve a candidate from its queue long after the round that sent it.
+  bool beyond_quota(const SourceWorkload& workload) const;
   // `target` answered READY, but a sibling copy runs there: cancel it and
   // count the answer as a HoldsAnotherCopy refusal.
   void refuse_for_sibling(SourceWorkload& workload, const std::string& target, uint64_t epoch);

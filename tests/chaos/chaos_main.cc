@@ -1,7 +1,9 @@
 // shoal-chaos: real shoald processes under a seeded schedule of faults.
 //
 // Five agents (two of them also submit work) invite each other in a full
-// mesh with a cpu limit and fencing timers of about a second. While sources
+// mesh with a cpu limit, as preemptible guests with a priority ceiling, and
+// fencing timers of about a second; clusters preempt lower priority within
+// a queue, and each source holds a federation-wide quota. While sources
 // submit workloads of 0.5-15 s (restart policies, exit codes, replicas,
 // groups of two clusters), the schedule SIGKILLs agents and restarts them,
 // and SIGSTOPs them for less than a lease, past the lease, and past
@@ -58,6 +60,9 @@ volatile sig_atomic_t g_stop_requested = 0;
 void request_stop(int) { g_stop_requested = 1; }
 
 constexpr int64_t kInvitationCpuMilli = 6000;
+// Every source's federation-wide quota of namespace default: well below
+// what the mesh could run for it, so the quota is what holds work back.
+constexpr int64_t kQuotaCpuMilli = 14000;
 const model::Resources kNodeCapacity{4000, int64_t{16} << 30, 0};
 
 // One agent and what the driver knows of it.
@@ -111,8 +116,8 @@ class ChaosRun {
       // Read again at every start: one file per agent.
       std::string cluster = dir_.path() + "/cluster-" + name + ".yaml";
       std::ofstream(cluster) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: " << name
-                             << "}\nspec:\n  nodes:\n  - {name: n, count: 2, capacity: {cpu: \"4\", "
-                                "memory: 16Gi}}\n";
+                             << "}\nspec:\n  preemption: {withinQueue: LowerPriority}\n"
+                                "  nodes:\n  - {name: n, count: 2, capacity: {cpu: \"4\", memory: 16Gi}}\n";
       Member m;
       m.process = std::make_unique<AgentProcess>(name, dir_.path());
       m.process->init({"--cluster-config", cluster});
@@ -130,6 +135,14 @@ class ChaosRun {
       }
       m.id = m.process->ctl_json({"status"}).value("id", "");
       m.source = i < options_.sources;
+      if (m.source) {
+        CommandResult quota = m.process->ctl(
+            {"quota", "set", "default", "--cpu", std::to_string(kQuotaCpuMilli) + "m"});
+        if (quota.exit_code != 0) {
+          std::fprintf(stderr, "shoal-chaos: quota at %s: %s\n", name.c_str(), quota.err.c_str());
+          return false;
+        }
+      }
       m.up_since = Clock::now();
       members_.push_back(std::move(m));
     }
@@ -137,7 +150,8 @@ class ChaosRun {
     for (auto& m : members_) processes.push_back(m.process.get());
     try {
       shoal::testing::invite_full_mesh(processes, "default",
-                                       {"--cpu", std::to_string(kInvitationCpuMilli) + "m"});
+                                       {"--cpu", std::to_string(kInvitationCpuMilli) + "m", "--preemptible",
+                                        "--max-priority", "50"});
     } catch (const std::exception& e) {
       std::fprintf(stderr, "shoal-chaos: %s\n", e.what());
       return false;
@@ -247,9 +261,10 @@ class ChaosRun {
       const char* cpu = kCpu[std::uniform_int_distribution<int>(0, 3)(work_)];
       int duration_ms = std::uniform_int_distribution<int>(500, 15000)(work_);
       int shape = std::uniform_int_distribution<int>(0, 99)(work_);
+      bool urgent = std::uniform_int_distribution<int>(0, 4)(work_) == 0;  // may preempt
       yaml << "---\napiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
            << ", namespace: default}\nspec:\n  resources: {cpu: \"" << cpu << "\", memory: 1Gi}\n"
-           << "  duration: " << duration_ms << "ms\n";
+           << "  duration: " << duration_ms << "ms\n  priority: " << (urgent ? 100 : 0) << "\n";
       if (shape < 10) {
         yaml << "  exitCode: 3\n  restartPolicy: Never\n";  // fails, and stays failed
       } else if (shape < 50) {
@@ -383,6 +398,7 @@ class ChaosRun {
     }
     Expectations expected;
     expected.submitted = submitted_;
+    expected.quota_cpu_milli = kQuotaCpuMilli;
     expected.node_capacity = kNodeCapacity;
     expected.invitation_cpu_milli = kInvitationCpuMilli;
     for (auto& f : check(records, expected, &repeated_successes_)) findings_.push_back(std::move(f));

@@ -186,6 +186,25 @@ std::vector<Finding> check(const std::vector<AgentRecords>& agents, const Expect
     if (succeeded > 1 && repeated_successes) *repeated_successes += succeeded - 1;
   }
 
+  // A source's federation-wide quota: its runs of the namespace on every cluster at once.
+  if (expected.quota_cpu_milli > 0) {
+    std::map<std::string, std::vector<Interval>> cpu_of_source;
+    for (const auto& agent : agents) {
+      for (const auto& run : agent.runs) {
+        if (run.namespace_name != "default") continue;
+        Placed placed{&run, agent.cluster};
+        cpu_of_source[run.source].push_back(
+            {placed.start(), placed.end(), run.per_replica.cpu_milli * static_cast<int64_t>(run.nodes.size()),
+             placed.describe()});
+      }
+    }
+    for (auto& [source, intervals] : cpu_of_source) {
+      if (auto excess = first_excess(intervals, expected.quota_cpu_milli)) {
+        report("federation quota", "source " + source.substr(0, 8) + ": cpu " + *excess);
+      }
+    }
+  }
+
   // Capacity: every node of every cluster, and every invitation's cpu limit.
   for (const auto& agent : agents) {
     std::map<std::string, std::vector<Interval>> cpu_on, memory_on;

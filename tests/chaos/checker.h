@@ -35,6 +35,7 @@ struct Expectations {
   std::map<std::string, std::set<std::string>> submitted;
   model::Resources node_capacity;  // every node of every cluster is this size
   int64_t invitation_cpu_milli = 0;  // every invitation's cpu limit; 0: none
+  int64_t quota_cpu_milli = 0;  // every source's federation-wide quota of namespace default; 0: none
 };
 
 struct Finding {
@@ -51,7 +52,8 @@ struct Finding {
 //   the end. Successes after a copy's first are counted in
 //   `repeated_successes` (a lost copy that had finished, placed again before
 //   its result arrived; docs/reliability.md), not reported;
-// - no node over-committed; no invitation's cpu limit exceeded;
+// - no node over-committed; no invitation's cpu limit exceeded; no source's
+//   runs of namespace default, on every cluster at once, above its quota;
 // - copies of one group never share a cluster (running, or finished);
 // - every database passes PRAGMA integrity_check.
 std::vector<Finding> check(const std::vector<AgentRecords>& agents, const Expectations& expected,

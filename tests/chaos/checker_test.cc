@@ -15,6 +15,7 @@ store::RunRecord run(const std::string& source, const std::string& uid, uint64_t
   r.uid = uid;
   r.epoch = epoch;
   r.name = uid;
+  r.namespace_name = "default";
   r.per_replica = {cpu, 1 << 30, 0};
   r.nodes = {std::move(node)};
   r.started_at_ms = start;
@@ -98,6 +99,16 @@ TEST_F(CheckerTest, ExceedingAnInvitationLimitIsCaught) {
   EXPECT_TRUE(has(findings(), "invitation limit"));
   target_b_.runs.back().started_at_ms = 12000;  // after w1 released its cpu: fine
   target_b_.runs.back().finished_at_ms = 13000;
+  EXPECT_FALSE(has(findings(), "invitation limit"));
+}
+
+TEST_F(CheckerTest, ASourceAboveItsFederationQuotaAcrossClustersIsCaught) {
+  expected_.quota_cpu_milli = 3000;
+  EXPECT_FALSE(has(findings(), "federation quota"));
+  // 3 cpu at c1 while w1 holds 1 at c2: 4 of a quota of 3, though each
+  // target is within its invitation's limit.
+  target_a_.runs.push_back(run("S", "w2", 1, 10000, 11000, "Succeeded", 3000, "n-1"));
+  EXPECT_TRUE(has(findings(), "federation quota"));
   EXPECT_FALSE(has(findings(), "invitation limit"));
 }
 

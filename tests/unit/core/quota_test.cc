@@ -118,5 +118,42 @@ TEST(QuotaTest, AQuotaSurvivesARestartAndMoreThanTheWholeQuotaWaitsForAChange) {
   EXPECT_EQ(f.source.agent->delete_quota("ml").code(), ErrorCode::kNotFound);
 }
 
+// A Pending workload still waits in targets' queues from its last round;
+// a target that serves it from there later must not take it past the
+// quota that other work took meanwhile.
+TEST(QuotaTest, AReadyFromATargetsQueueDoesNotPassTheQuota) {
+  World world;
+  world.configure = [](AgentConfig& config) { fast_lifecycle_timers(config); };
+  Node& source = world.add("source", 1, 100);
+  std::vector<Node*> targets;
+  for (const char* name : {"t", "u", "v"}) {
+    targets.push_back(&world.add(name, 1, 2000));
+    world.invite(*targets.back(), source, {"ml", "default"});
+  }
+  world.run_for(3s);
+  // Fillers of another namespace: v frees first.
+  std::vector<model::WorkloadSpec> fillers;
+  for (const char* at : {"t", "u", "v"}) {
+    fillers.push_back(workload(std::string("filler-") + at, 2000, std::string(at) == "v" ? 2s : 5s));
+    fillers.back().placement.clusters = {at};
+  }
+  ASSERT_TRUE(source.agent->submit(fillers).is_ok());
+  world.run_for(500ms);
+  ASSERT_TRUE(source.agent->set_quota(quota("ml", 2000)).is_ok());
+  ASSERT_TRUE(source.agent->submit({workload("first", 2000, 10s, "ml")}).is_ok());
+  world.run_for(250ms);
+  model::WorkloadSpec urgent = workload("urgent", 2000, 10s, "ml");
+  urgent.priority = 10;  // served first where both wait
+  ASSERT_TRUE(source.agent->submit({urgent}).is_ok());
+  world.run_for(250ms);
+  ASSERT_EQ(source.agent->find_workload("ml", "first")->phase, model::Phase::kPending);
+  ASSERT_EQ(source.agent->find_workload("ml", "urgent")->phase, model::Phase::kPending);
+  for (int step = 0; step < 40; ++step) {  // 10 s: every filler ends
+    world.run_for(250ms);
+    EXPECT_LE(cpu_held_everywhere(targets, "ml"), 2000) << "at step " << step;
+  }
+  EXPECT_NE(source.agent->find_workload("ml", "urgent")->phase, model::Phase::kPending);
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
