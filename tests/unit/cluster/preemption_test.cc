@@ -67,14 +67,20 @@ std::set<std::string> victims_of(const std::optional<PreemptionPlan>& plan) {
   return plan ? std::set<std::string>(plan->victims.begin(), plan->victims.end()) : std::set<std::string>{};
 }
 
-TEST(PreemptionPlanTest, StopsTheLowestPriorityMostRecentlyStartedFirst) {
-  auto scheduler = FairShareScheduler::create(cluster_of(2, 4000, kWithinQueue));
-  ASSERT_TRUE(scheduler.is_ok());
-  Holdings held(*scheduler);
+// Two 4-cpu nodes, full: a and b (priority 0) on n0, c (1) and d (0, the
+// last started) on n1.
+void fill_two_nodes(Holdings& held) {
   held.hold("a", work("a", 2000, 0), {"n0"});
   held.hold("b", work("b", 2000, 0), {"n0"});
   held.hold("c", work("c", 2000, 1), {"n1"});
   held.hold("d", work("d", 2000, 0), {"n1"});
+}
+
+TEST(PreemptionPlanTest, StopsTheLowestPriorityMostRecentlyStartedFirst) {
+  auto scheduler = FairShareScheduler::create(cluster_of(2, 4000, kWithinQueue));
+  ASSERT_TRUE(scheduler.is_ok());
+  Holdings held(*scheduler);
+  fill_two_nodes(held);
   auto plan = scheduler->plan_preemption(work("urgent", 2000, 5), held.running(), anyone);
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->victims, std::vector<std::string>{"d"}) << "priority 0, started last";
@@ -86,10 +92,7 @@ TEST(PreemptionPlanTest, SparesVictimsThatTurnOutNotToBeNeeded) {
   auto scheduler = FairShareScheduler::create(cluster_of(2, 4000, kWithinQueue));
   ASSERT_TRUE(scheduler.is_ok());
   Holdings held(*scheduler);
-  held.hold("a", work("a", 2000, 0), {"n0"});
-  held.hold("b", work("b", 2000, 0), {"n0"});
-  held.hold("c", work("c", 2000, 1), {"n1"});
-  held.hold("d", work("d", 2000, 0), {"n1"});
+  fill_two_nodes(held);
   // 4 cpu on one node: d, b and a are taken in turn until n0 is empty;
   // then d is spared, since n0 alone makes room.
   auto plan = scheduler->plan_preemption(work("big", 4000, 5), held.running(), anyone);

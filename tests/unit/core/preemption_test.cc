@@ -44,6 +44,16 @@ struct ThreeFullTargets {
     ASSERT_TRUE(source.agent->submit(low).is_ok());
     world.run_for(5s);
   }
+  // Submits a 2-cpu workload of priority 100 and lets it place; its record.
+  store::WorkloadRecord place_urgent() {
+    model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
+    urgent.priority = 100;
+    EXPECT_TRUE(source.agent->submit({urgent}).is_ok());
+    world.run_for(5s);
+    auto record = source.agent->find_workload("default", "urgent");
+    EXPECT_TRUE(record.has_value());
+    return record.value_or(store::WorkloadRecord{});
+  }
   int victims() const {
     uint64_t total = 0;
     for (Node* target : targets) total += target->agent->stats().preempted_victims;
@@ -59,14 +69,8 @@ TEST(PreemptionTest, OnlyTheApprovedTargetPreemptsAndOnlyTheVictimsItNeeded) {
   f.fill(6);
   for (Node* target : f.targets) ASSERT_EQ(holding(*target), 2) << target->name << " is full";
 
-  model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
-  urgent.priority = 100;
-  ASSERT_TRUE(f.source.agent->submit({urgent}).is_ok());
-  f.world.run_for(5s);
-
-  auto record = f.source.agent->find_workload("default", "urgent");
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  store::WorkloadRecord record = f.place_urgent();
+  EXPECT_EQ(record.phase, model::Phase::kRunning) << record.reason;
   int preempting_targets = 0;
   for (Node* target : f.targets) preempting_targets += target->agent->stats().preemptions > 0;
   EXPECT_EQ(preempting_targets, 1) << "one target preempts; the other offers are cancelled";
@@ -93,13 +97,7 @@ TEST(PreemptionTest, OnlyTheApprovedTargetPreemptsAndOnlyTheVictimsItNeeded) {
 TEST(PreemptionTest, RoomHeldWinsOverAnOfferAndNothingIsStopped) {
   ThreeFullTargets f;
   f.fill(5);  // one target keeps 2 cpu free
-  model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
-  urgent.priority = 100;
-  ASSERT_TRUE(f.source.agent->submit({urgent}).is_ok());
-  f.world.run_for(5s);
-  auto record = f.source.agent->find_workload("default", "urgent");
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(f.place_urgent().phase, model::Phase::kRunning);
   EXPECT_EQ(f.victims(), 0) << "a target with room beats every offer to preempt";
   for (Node* target : f.targets) EXPECT_EQ(holding(*target), 2) << target->name;
 }
