@@ -177,6 +177,8 @@ void TargetRole::on_admissible_candidate(const std::string& from, const protocol
     }
     // A retry or a new round of a waiting candidate: it keeps its place in
     // line, unless its priority changed since (a lost PRIORITY).
+    // An offer to preempt was for its epoch: a new round is served afresh.
+    if (queued->second.epoch != message.epoch) queued->second.offered_preemption = false;
     queued->second.epoch = message.epoch;
     take_priority(key, message.epoch, message.spec.priority);
     queued = queued_.find(key);

@@ -285,7 +285,7 @@ TEST_F(SimulationTest, FaultsAreInjectedAndEveryInvariantHolds) {
 // earlier than its filed time, when preemption freed our own cluster's room.
 TEST_F(SimulationTest, PreemptionAndQuotasUnderFaultsKeepEveryInvariant) {
   uint64_t preempted = 0;
-  for (uint64_t seed : {10, 26, 39}) {
+  for (uint64_t seed : {uint64_t{10}, uint64_t{26}, uint64_t{39}}) {
     ScenarioOptions o;
     o.seed = seed;
     o.agents = 12;
