@@ -1,56 +1,58 @@
 #include "agent/core/placement_window.h"
 
-#include <climits>
 
 namespace shoal::core {
 
 bool PlacementWindow::must_wait(const SourceWorkload& workload, bool serving_line) const {
-  return full() || (waits_in(kSlotLine) && workload.waiting_ticket == 0 && !serving_line);
+  return full() || (!line_.empty() && workload.waiting_ticket == 0 && !serving_line);
 }
 
-std::set<PlacementWindow::Place>::const_iterator PlacementWindow::first_in(std::string_view line) const {
-  auto it = line_.lower_bound(Place{std::string(line), INT64_MIN, 0, ""});
-  return it != line_.end() && std::get<0>(*it) == line ? it : line_.end();
+bool PlacementWindow::waits_in(std::string_view line) const {
+  return line.empty() ? !line_.empty() : quota_lines_.contains(std::string(line));
 }
-
-bool PlacementWindow::waits_in(std::string_view line) const { return first_in(line) != line_.end(); }
 
 std::vector<std::string> PlacementWindow::quota_lines() const {
   std::vector<std::string> out;
-  constexpr std::string_view kPrefix = "quota/";
-  for (auto it = line_.lower_bound(Place{std::string(kPrefix), INT64_MIN, 0, ""});
-       it != line_.end() && std::get<0>(*it).starts_with(kPrefix);) {
-    const std::string& line = std::get<0>(*it);
-    out.push_back(line.substr(kPrefix.size()));
-    it = line_.lower_bound(Place{line + '\0', INT64_MIN, 0, ""});  // past this line
-  }
+  out.reserve(quota_lines_.size());
+  for (const auto& [name, line] : quota_lines_) out.push_back(name);
   return out;
+}
+
+PlacementWindow::Line* PlacementWindow::line_of(const SourceWorkload& workload) {
+  if (workload.waiting_line.empty()) return &line_;
+  auto it = quota_lines_.find(workload.waiting_line);
+  return it == quota_lines_.end() ? nullptr : &it->second;
 }
 
 void PlacementWindow::join(SourceWorkload& workload, std::string_view line) {
   if (workload.waiting_ticket != 0) return;
   workload.waiting_ticket = next_ticket_++;
   workload.waiting_line = std::string(line);
-  line_.insert(place_of(workload));
+  (line.empty() ? line_ : quota_lines_[workload.waiting_line]).insert(place_of(workload));
 }
 
 void PlacementWindow::leave(SourceWorkload& workload) {
   if (workload.waiting_ticket == 0) return;
-  line_.erase(place_of(workload));
+  if (Line* line = line_of(workload)) {
+    line->erase(place_of(workload));
+    if (line->empty() && line != &line_) quota_lines_.erase(workload.waiting_line);
+  }
   workload.waiting_ticket = 0;
   workload.waiting_line.clear();
 }
 
 void PlacementWindow::reprioritize(SourceWorkload& workload, int32_t priority) {
   if (workload.waiting_ticket == 0) return;
-  line_.erase(place_of(workload));
+  Line* line = line_of(workload);
+  if (!line) return;
+  line->erase(place_of(workload));
   workload.waiting_ticket = next_ticket_++;
-  line_.insert({workload.waiting_line, -int64_t{priority}, workload.waiting_ticket, workload.record.uid});
+  line->insert({-int64_t{priority}, workload.waiting_ticket, workload.record.uid});
 }
 
-SourceWorkload* PlacementWindow::take(SourceBook& book, std::set<Place>::const_iterator place) {
-  std::string uid = std::get<3>(*place);
-  line_.erase(place);
+SourceWorkload* PlacementWindow::take(SourceBook& book, Line& line) {
+  std::string uid = std::get<2>(*line.begin());
+  line.erase(line.begin());
   SourceWorkload* workload = book.find(uid);
   if (workload) {
     workload->waiting_ticket = 0;
@@ -60,19 +62,20 @@ SourceWorkload* PlacementWindow::take(SourceBook& book, std::set<Place>::const_i
 }
 
 SourceWorkload* PlacementWindow::admit_next(SourceBook& book) {
-  auto first = first_in(kSlotLine);
-  if (first == line_.end() || full()) return nullptr;
-  return take(book, first);
+  if (line_.empty() || full()) return nullptr;
+  return take(book, line_);
 }
 
 SourceWorkload* PlacementWindow::admit_within_quota(
     SourceBook& book, const std::string& namespace_name,
     const std::function<bool(const SourceWorkload&)>& fits) {
-  auto first = first_in(quota_line(namespace_name));
-  if (first == line_.end() || full()) return nullptr;
-  const SourceWorkload* head = book.find(std::get<3>(*first));
+  auto it = quota_lines_.find(namespace_name);
+  if (it == quota_lines_.end() || full()) return nullptr;
+  const SourceWorkload* head = book.find(std::get<2>(*it->second.begin()));
   if (head && !fits(*head)) return nullptr;
-  return take(book, first);
+  SourceWorkload* taken = take(book, it->second);
+  if (it->second.empty()) quota_lines_.erase(it);
+  return taken;
 }
 
 std::string PlacementWindow::broken_invariant(const SourceBook& book) const {
@@ -80,18 +83,26 @@ std::string PlacementWindow::broken_invariant(const SourceBook& book) const {
   for (const auto& uid : placing_) {
     if (!book.find(uid)) return "the window's slot holder is a workload that is gone";
   }
-  for (const Place& place : line_) {
-    const SourceWorkload* found = book.find(std::get<3>(place));
-    if (!found || place_of(*found) != place) {
-      return "the line names a workload that is gone or holds another place";
+  size_t waiting = 0;
+  auto check_line = [&](const Line& line, const std::string& name) -> std::string {
+    if (line.empty() && !name.empty()) return "an empty quota line is kept";
+    for (const Place& place : line) {
+      const SourceWorkload* found = book.find(std::get<2>(place));
+      if (!found || place_of(*found) != place || found->waiting_line != name) {
+        return "a line names a workload that is gone or holds another place";
+      }
+      if (placing_.contains(found->record.uid)) return "a workload in line also holds a slot";
+      ++waiting;
     }
-    if (placing_.contains(found->record.uid)) return "a workload in line also holds a slot";
+    return "";
+  };
+  if (std::string broken = check_line(line_, ""); !broken.empty()) return broken;
+  for (const auto& [name, line] : quota_lines_) {
+    if (std::string broken = check_line(line, name); !broken.empty()) return broken;
   }
-  for (const auto& [uid, workload] : book.entries()) {
-    if (workload.waiting_ticket != 0 && !line_.contains(place_of(workload))) {
-      return "a workload with a ticket is not in line";
-    }
-  }
+  size_t tickets = 0;
+  for (const auto& [uid, workload] : book.entries()) tickets += workload.waiting_ticket != 0;
+  if (tickets != waiting) return "a workload with a ticket is not in its line";
   return "";
 }
 

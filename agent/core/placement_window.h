@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -37,8 +38,10 @@ class PlacementWindow {
   void hold(const std::string& uid) { placing_.insert(uid); }
   void release(const std::string& uid) { placing_.erase(uid); }
 
+  // Lines are named: kSlotLine for a slot, quota_line(namespace) for a
+  // namespace's quota.
   static constexpr std::string_view kSlotLine = "";
-  static std::string quota_line(const std::string& namespace_name) { return "quota/" + namespace_name; }
+  static const std::string& quota_line(const std::string& namespace_name) { return namespace_name; }
   // Whether the window has no free slot.
   bool full() const { return static_cast<int64_t>(placing_.size()) >= size_; }
   // Whether anyone waits in `line`.
@@ -64,18 +67,19 @@ class PlacementWindow {
   std::string broken_invariant(const SourceBook& book) const;
 
  private:
-  using Place = std::tuple<std::string, int64_t, uint64_t, std::string>;  // (line, -priority, ticket, uid)
+  using Place = std::tuple<int64_t, uint64_t, std::string>;  // (-priority, ticket, uid)
+  using Line = std::set<Place>;
   static Place place_of(const SourceWorkload& workload) {
-    return {workload.waiting_line, -int64_t{workload.record.spec.priority}, workload.waiting_ticket,
-            workload.record.uid};
+    return {-int64_t{workload.record.spec.priority}, workload.waiting_ticket, workload.record.uid};
   }
-  // The first place in `line`, or end.
-  std::set<Place>::const_iterator first_in(std::string_view line) const;
-  SourceWorkload* take(SourceBook& book, std::set<Place>::const_iterator place);
+  // The line `workload` waits in (it must wait in one), or null when it is gone.
+  Line* line_of(const SourceWorkload& workload);
+  SourceWorkload* take(SourceBook& book, Line& line);
 
   int64_t size_;
   std::set<std::string> placing_;  // a round in flight (SourceRole::holds_slot)
-  std::set<Place> line_;
+  Line line_;                      // for a slot
+  std::map<std::string, Line> quota_lines_;  // by namespace; none empty
   uint64_t next_ticket_ = 1;
 };
 
