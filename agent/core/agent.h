@@ -137,6 +137,9 @@ class Agent {
   }
   std::optional<store::WorkloadRecord> find_workload(const std::string& namespace_name,
                                                      const std::string& name) const;
+  // A workload or copy submitted here, by uid, as it stands now (null when
+  // none); valid until the agent next changes.
+  const store::WorkloadRecord* workload_by_uid(const std::string& uid) const;
   Result<std::vector<store::EventRecord>> events(const std::string& subject);
   // Output of one replica of `record` (a workload or one of its copies) as
   // its cluster keeps it: read at once from this agent's own cluster, or

@@ -356,6 +356,11 @@ std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) cons
   return source_.book().copies_of(uid);
 }
 
+const store::WorkloadRecord* Agent::workload_by_uid(const std::string& uid) const {
+  const SourceWorkload* workload = source_.book().find(uid);
+  return workload ? &workload->record : nullptr;
+}
+
 std::optional<store::WorkloadRecord> Agent::find_workload(const std::string& namespace_name,
                                                           const std::string& name) const {
   return source_.book().find_workload(namespace_name, name);

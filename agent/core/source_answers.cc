@@ -142,6 +142,19 @@ bool SourceRole::decide_readied() {
         record.winner.empty() && !record.deleting &&
         (record.phase == model::Phase::kPlacing || record.phase == model::Phase::kPending);
     if (!undecided) continue;
+    if (record.phase == model::Phase::kPending && beyond_quota(workload)) {
+      // Served from targets' queues, each READY within the quota when it
+      // was read; another workload of the namespace won in this same batch
+      // and took the room. The next round waits in line.
+      for (auto& [peer_id, progress] : workload.candidates) {
+        if (progress.state != CandidateState::kReady) continue;
+        cancel_at(workload, peer_id, record.epoch);
+        progress.state = CandidateState::kRejected;
+        progress.code = protocol::RejectCode::kOther;
+        progress.reason = "QuotaExceeded: cancelled at the source";
+      }
+      continue;
+    }
     // A sibling copy may have won at one of them in this same step.
     std::set<std::string> taken = sibling_winners(record);
     std::vector<std::string> refused;

@@ -113,6 +113,15 @@ void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyConditio
   record_event(record.uid, std::string(disrupted ? "disruption " : "restart ") + std::to_string(count) +
                                " in " + format_duration(wait) + why);
   record.reason = (disrupted ? "placing again after: " : "restarting after: ") + record.reason;
+  // Its round is over. What its targets answered in it must decide nothing
+  // now: a READY a target's queue serves late, or the first-ranked
+  // target's REJECT, would otherwise approve the failed winner again at
+  // this epoch, past the quota line the workload left when it failed. The
+  // next round asks afresh under a new epoch; a late answer of this one is
+  // cancelled as a stranger's.
+  workload.candidates.clear();
+  workload.untried.clear();
+  workload.first_ready_at = TimePoint{};
   record.phase = model::Phase::kPending;
   record.winner.clear();
   record.cluster.clear();

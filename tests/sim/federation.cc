@@ -5,6 +5,8 @@
 
 #include "agent/core/batch.h"
 #include "crypto/id_card.h"
+#include "protocol/envelope.h"
+#include "protocol/messages.h"
 #include "tests/sim/simulated_signatures.h"
 
 namespace shoal::sim {
@@ -94,6 +96,10 @@ bool Federation::build(SimAgent& agent) {
     return false;
   }
   agent.cluster = std::move(cluster).value();
+  agent.watched = std::make_unique<WatchedCluster>(
+      *agent.cluster, [this, &agent](const std::string& key, const std::vector<std::string>& victims) {
+        note_preemption(agent, key, victims);
+      });
   agent.rng = std::make_unique<SeededRng>(mix(mix(options_.seed, agent.index), agent.boots));
   agent.transport = std::make_unique<OutboxTransport>(index_by_id_);
   core::AgentConfig config;
@@ -101,12 +107,9 @@ bool Federation::build(SimAgent& agent) {
   config.org = "org" + std::to_string(agent.org);
   config.endpoint = "tcp://" + agent.name + ":1";
   if (options_.configure) options_.configure(config);
-  static const SimulatedSignatures simulated;
-  const crypto::SignatureScheme& signatures =
-      options_.real_signatures ? crypto::ed25519_signatures() : simulated;
   agent.agent =
       std::make_unique<core::Agent>(config, agent.identity, *agent.clock, *agent.transport,
-                                    *agent.store, *agent.cluster, *agent.rng, nullptr, signatures);
+                                    *agent.store, *agent.watched, *agent.rng, nullptr, signatures());
   ++agent.boots;
   agent.ticked_since_boot = false;
   agent.wake_at = TimePoint::max();
@@ -294,6 +297,7 @@ void Federation::run_batch_step(SimAgent& agent, const std::function<Status()>& 
     return;
   }
   if (batch.end == core::BatchEnd::kRolledBack) {
+    agent.step_preemptions.clear();  // undone with the batch
     // Only a failing disk may refuse a batch (never on a helper thread:
     // run_instant keeps an agent whose store fails on the caller's).
     if (batch.why.code() == ErrorCode::kStorage && agent.store->failing()) {
@@ -303,6 +307,8 @@ void Federation::run_batch_step(SimAgent& agent, const std::function<Status()>& 
     }
     return;
   }
+  effects.preemptions = std::move(agent.step_preemptions);
+  agent.step_preemptions.clear();
   for (auto& [to, wire] : agent.transport->sent) {
     effects.sent.push_back({to, std::make_shared<const std::vector<uint8_t>>(std::move(wire))});
   }
@@ -324,6 +330,7 @@ void Federation::apply(const SimAgent& agent, StepEffects& effects) {
   fold(agent.index);
   fold(static_cast<uint64_t>(to_millis(clock_.now())));
   for (std::string& finding : effects.findings) engine_findings_.push_back(std::move(finding));
+  for (PreemptionSeen& seen : effects.preemptions) preemptions_.push_back(std::move(seen));
   for (Outgoing& message : effects.sent) {
     for (TimePoint arrival : network_.route(agent.index, message.to, clock_.now())) {
       Event event;
@@ -370,6 +377,49 @@ TimePoint Federation::next_wake(SimAgent& agent) {
   return world;
 }
 
+const crypto::SignatureScheme& Federation::signatures() const {
+  static const SimulatedSignatures simulated;
+  return options_.real_signatures ? crypto::ed25519_signatures() : simulated;
+}
+
+void Federation::note_preemption(SimAgent& agent, const std::string& key,
+                                 const std::vector<std::string>& victims) {
+  PreemptionSeen seen;
+  seen.target = agent.index;
+  size_t slash = key.find('/');
+  seen.source = key.substr(0, slash);
+  seen.uid = slash == std::string::npos ? "" : key.substr(slash + 1);
+  seen.victims = victims;
+  seen.at = clock_.now();
+  protocol::DropReason reason{};
+  Result<protocol::Envelope> envelope =
+      agent.delivering ? protocol::open(*agent.delivering, &reason, signatures())
+                       : Result<protocol::Envelope>(not_found("no delivery"));
+  if (seen.source == agent.id) {
+    // Its own work: the source part of this same agent approved in-process,
+    // deciding (in memory, before any APPROVE) on this cluster at an epoch.
+    const store::WorkloadRecord* own = agent.agent->workload_by_uid(seen.uid);
+    if (own && own->winner == agent.id) seen.approved_epoch = own->epoch;
+  } else if (envelope.is_ok() && crypto::key_to_text(envelope->from) == seen.source) {
+    auto approves = [&](protocol::MessageType type, std::span<const uint8_t> body) {
+      if (type != protocol::MessageType::kApprove) return;
+      Result<protocol::Body> decoded = protocol::decode_body(type, body);
+      if (!decoded.is_ok()) return;
+      const auto& approve = std::get<protocol::Approve>(*decoded);
+      if (approve.uid == seen.uid) seen.approved_epoch = std::max(seen.approved_epoch.value_or(0), approve.epoch);
+    };
+    if (envelope->type == protocol::MessageType::kBatch) {
+      Result<std::vector<protocol::BatchItem>> items = protocol::decode_batch(envelope->body);
+      if (items.is_ok()) {
+        for (const auto& item : *items) approves(static_cast<protocol::MessageType>(item.type), item.body);
+      }
+    } else {
+      approves(envelope->type, envelope->body);
+    }
+  }
+  agent.step_preemptions.push_back(std::move(seen));
+}
+
 void Federation::deliver(SimAgent& agent, const std::vector<uint8_t>& bytes) {
   StepEffects effects;
   deliver_local(agent, bytes, effects);
@@ -380,7 +430,9 @@ void Federation::deliver_local(SimAgent& agent, const std::vector<uint8_t>& byte
                                StepEffects& effects) {
   effects.delivered = true;
   effects.delivery_hash = hash_bytes(bytes);
+  agent.delivering = &bytes;
   run_step(agent, [&] { agent.agent->handle_wire(bytes); }, effects);
+  agent.delivering = nullptr;
 }
 
 void Federation::wake_local(SimAgent& agent, StepEffects& effects) {
@@ -394,7 +446,9 @@ void Federation::crash(SimAgent& agent) {
   ++stats_.crashes;
   agent.store->crash();
   agent.agent.reset();
+  agent.watched.reset();
   agent.cluster.reset();
+  agent.step_preemptions.clear();
   agent.transport.reset();
   agent.rng.reset();
   agent.frozen = false;

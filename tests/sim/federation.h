@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -28,6 +29,7 @@
 #include "tests/sim/clocks.h"
 #include "tests/sim/memory_store.h"
 #include "tests/sim/network.h"
+#include "tests/sim/watched_cluster.h"
 #include "tests/sim/workers.h"
 
 namespace shoal::sim {
@@ -75,6 +77,19 @@ class OutboxTransport final : public core::Transport {
   const std::unordered_map<std::string, uint32_t>& index_by_id_;
 };
 
+// A preemption a target carried out in a step that committed, and the
+// approval that asked for it: the APPROVE for the preemptor's uid from its
+// source in the envelope that step delivered (none when the step was no
+// such delivery).
+struct PreemptionSeen {
+  uint32_t target = 0;
+  std::string source;  // peer id
+  std::string uid;
+  std::vector<std::string> victims;
+  TimePoint at{};
+  std::optional<uint64_t> approved_epoch;
+};
+
 // One agent of the federation and everything that outlives its crashes
 // (identity, committed store, the spec of its cluster).
 struct SimAgent {
@@ -88,6 +103,7 @@ struct SimAgent {
   std::unique_ptr<MemoryStore> store;
   // Gone while the agent is down.
   std::unique_ptr<cluster::NodeCluster> cluster;
+  std::unique_ptr<WatchedCluster> watched;  // over `cluster`: what the agent drives
   std::unique_ptr<SeededRng> rng;
   std::unique_ptr<OutboxTransport> transport;
   std::unique_ptr<core::Agent> agent;
@@ -105,6 +121,11 @@ struct SimAgent {
   bool ticked_since_boot = false;
   bool crash_in_next_step = false;       // the next step dies before it commits
   TimePoint wake_at = TimePoint::max();  // world time of its pending timer event
+  // The envelope the running step delivers (null in a timer or control
+  // step), and the preemptions of the running step, handed to the world
+  // once its batch commits.
+  const std::vector<uint8_t>* delivering = nullptr;
+  std::vector<PreemptionSeen> step_preemptions;
   bool up() const { return agent != nullptr; }
 };
 
@@ -178,6 +199,8 @@ class Federation {
   // Problems the engine itself saw (a timer still due after its ticks, a
   // store write that failed): each is a broken contract, not a fault.
   std::vector<std::string> take_engine_findings() { return std::exchange(engine_findings_, {}); }
+  // Every preemption carried out since the last call, in event order.
+  std::vector<PreemptionSeen> take_preemptions() { return std::exchange(preemptions_, {}); }
 
   // Fingerprint of the run so far: every delivery (time, link, bytes) and
   // every step. Equal digests, equal runs.
@@ -239,6 +262,7 @@ class Federation {
     std::vector<Outgoing> sent;  // to agents of this world, in the order sent
     TimePoint wake = TimePoint::max();  // a timer event to queue, unless max
     std::vector<std::string> findings;
+    std::vector<PreemptionSeen> preemptions;
   };
   void push(Event event);
   Event pop();  // the earliest
@@ -250,6 +274,10 @@ class Federation {
   // A fresh agent over the committed store (cluster, transport, randomness
   // and core::Agent, a new boot's); false if its cluster spec is refused.
   bool build(SimAgent& agent);
+  // How the world's agents sign (FederationOptions::real_signatures).
+  const crypto::SignatureScheme& signatures() const;
+  // `agent`'s cluster carried out a preemption for `key` in the running step.
+  void note_preemption(SimAgent& agent, const std::string& key, const std::vector<std::string>& victims);
   // The runtime's answer to a batch the store refused: the agent is rebuilt
   // read-only (core::load_read_only) and probes its store every
   // kStorageProbeInterval.
@@ -315,6 +343,7 @@ class Federation {
   // Held for a frozen or read-only agent, in arrival order.
   std::unordered_map<uint32_t, std::vector<std::shared_ptr<const std::vector<uint8_t>>>> held_;
   std::vector<std::string> engine_findings_;
+  std::vector<PreemptionSeen> preemptions_;
   Stats stats_;
   std::unique_ptr<Workers> workers_;  // null: one thread
   // run_until's and run_instant's scratch, kept for their capacity: the

@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "tests/chaos/checker.h"
 
@@ -61,6 +62,9 @@ class Run {
   void submitted(size_t job, bool ran, const Result<std::vector<std::string>>& uids);
   void schedule_faults();
   void check_now();
+  // Every preemption since the last check: asked for by its source's
+  // APPROVE, and no more than one per placement across the federation.
+  void check_preemptions();
   // Jobs by how they stand, summed over the agents that are up; `open` is
   // SIZE_MAX (unknown) while any agent is down.
   struct JobTotals {
@@ -81,6 +85,8 @@ class Run {
   std::map<std::pair<uint32_t, std::string>, int64_t> cpu_limit_;  // (target, source id)
   std::map<std::pair<std::string, std::string>, int64_t> quota_cpu_;  // (source id, namespace)
   size_t submissions_done_ = 0;
+  // (source id, uid, epoch) -> the target that preempted for it.
+  std::map<std::tuple<std::string, std::string, uint64_t>, uint32_t> preempted_for_;
 };
 
 void Run::build() {
@@ -288,6 +294,28 @@ void Run::check_now() {
     }
   }
   for (const std::string& finding : federation_.take_engine_findings()) report("engine", finding);
+  check_preemptions();
+}
+
+void Run::check_preemptions() {
+  auto& agents = federation_.agents();
+  for (const PreemptionSeen& seen : federation_.take_preemptions()) {
+    std::string what = agents[seen.target]->name + " stopped " + std::to_string(seen.victims.size()) +
+                       " workload(s) for " + seen.uid + " of " + seen.source.substr(0, 8) + " at " +
+                       format_time(seen.at);
+    if (!seen.approved_epoch) {
+      report("preemption approved", what + ", in a step that delivered no APPROVE of it from its source");
+      continue;
+    }
+    // One placement (an epoch of a copy) is approved at one target: no
+    // other target, and no second pass at the same one, stops anything for it.
+    auto [first, fresh] = preempted_for_.try_emplace({seen.source, seen.uid, *seen.approved_epoch}, seen.target);
+    if (!fresh) {
+      report("one preemption per placement", what + " (epoch " + std::to_string(*seen.approved_epoch) +
+                                                  "), which " + agents[first->second]->name +
+                                                  " had already preempted for");
+    }
+  }
 }
 
 Run::JobTotals Run::job_totals() {
@@ -417,21 +445,35 @@ SimResult Run::go() {
   schedule_faults();
 
   // Liveness: once everything has healed (and the last job arrived), the
-  // work left must end within the time the federation's whole capacity
-  // needs to drain all of it, plus the longest job, plus the lifecycle's
-  // own timers.
+  // work left must end within the time needed to drain all of it, plus the
+  // longest job, plus the lifecycle's own timers. What drains it is the
+  // federation's whole capacity, or, slower, a source namespace's quota,
+  // which lets no more than itself run at once, and less: its line is
+  // strict (the first waits until it fits, what is behind it waits too)
+  // and a round holds its share before it finds room. Half the quota is
+  // the rate counted on.
   Duration last_arrival = scenario_.trace.empty() ? Duration(0) : scenario_.trace.back().arrival;
   Duration healed = std::max(scenario_.warmup + scenario_.options.arrivals, last_arrival);
   double work = 0;
+  std::map<std::pair<uint32_t, std::string>, double> work_under_quota;  // (source, namespace)
   Duration longest{0};
   for (const TraceJob& job : scenario_.trace) {
-    work += static_cast<double>(job.spec.total().cpu_milli) *
-            static_cast<double>(job.spec.sim.duration.count());
+    double cpu_time = static_cast<double>(job.spec.total().cpu_milli) *
+                      static_cast<double>(job.spec.sim.duration.count());
+    work += cpu_time;
+    work_under_quota[{job.source, job.spec.namespace_name}] += cpu_time;
     longest = std::max(longest, job.spec.sim.duration);
   }
+  double drain_ms = work / std::max<double>(1, static_cast<double>(scenario_.total_cpu_milli()));
+  for (const model::QuotaSpec& quota : scenario_.quotas) {
+    if (!quota.cpu_milli || *quota.cpu_milli <= 0) continue;
+    for (const auto& [key, cpu_time] : work_under_quota) {
+      if (key.second != quota.namespace_name) continue;
+      drain_ms = std::max(drain_ms, 2 * cpu_time / static_cast<double>(*quota.cpu_milli));
+    }
+  }
   core::AgentConfig timers = config();
-  Duration drain(static_cast<int64_t>(
-      work / std::max<double>(1, static_cast<double>(scenario_.total_cpu_milli()))));
+  Duration drain(static_cast<int64_t>(drain_ms));
   Duration slack = timers.worker_lost_timeout + timers.lease + timers.pending_retry_max * 2 + 30s;
   TimePoint deadline = start + healed + drain + longest + slack;
 

@@ -321,6 +321,38 @@ TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
   }
 }
 
+// A copy that ends for a reason not its own is placed again in a new
+// round. Until then nothing its old round's targets answer may decide: here
+// west's queue serves the old epoch late. Before the fix the source approved
+// east, the failed winner and first-ranked, again at the old epoch (and,
+// holding no quota while it waited, could pass its namespace's quota).
+TEST(LifecycleTest, ALateAnswerOfTheRoundAFailedCopyWonApprovesNothingAgain) {
+  Federation f(2s);
+  std::string uid = f.bind_at_east(workload("job", 4000, 3600s));
+  f.world.run_for(500ms);
+  ASSERT_EQ(phase_of(*f.source, "job"), model::Phase::kRunning);
+  uint64_t epoch = f.source->agent->find_workload("default", "job")->epoch;
+  f.world.step(*f.east, [&] { ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok()); });
+  f.world.deliver();
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(record->phase, model::Phase::kPending) << record->reason;
+  ASSERT_EQ(record->epoch, epoch) << "still waiting out its backoff";
+
+  int approvals = 0;
+  auto count = [&](const Wire& w) {
+    approvals += w.type == protocol::MessageType::kApprove && w.from == f.source->id;
+    return true;
+  };
+  f.world.step(*f.source, [&] {
+    f.source->agent->handle_wire(
+        forge(*f.west, *f.source, protocol::Ready{uid, epoch, 50.0}, 1'000'000, f.world.clock().now()));
+  });
+  f.world.deliver(count);
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(approvals, 0) << "approved " << record->cluster << " at the old epoch";
+  EXPECT_TRUE(record->winner.empty() || record->epoch > epoch) << "won by " << record->cluster;
+}
+
 TEST(LifecycleTest, ChangesWithinOneTickAreCoalescedIntoOneStatus) {
   Federation f(2s);
   int statuses = 0;

@@ -155,5 +155,37 @@ TEST(QuotaTest, AReadyFromATargetsQueueDoesNotPassTheQuota) {
   EXPECT_NE(source.agent->find_workload("ml", "urgent")->phase, model::Phase::kPending);
 }
 
+// Two workloads of a namespace wait in one target's queue, each Pending
+// and holding none of the quota; the target serves both in one pass, and
+// their READYs arrive in one envelope, each within the quota when read.
+// Only one may win: the second is decided after the first took the room.
+TEST(QuotaTest, TwoReadiesReadTogetherDoNotPassTheQuota) {
+  World world;
+  world.configure = [](AgentConfig& config) { fast_lifecycle_timers(config); };
+  Node& source = world.add("source", 1, 100);
+  Node& target = world.add("t", 1, 4000);
+  world.invite(target, source, {"ml", "default"});
+  world.run_for(3s);
+  ASSERT_TRUE(source.agent->submit({workload("filler", 4000, 3s)}).is_ok());
+  world.run_for(500ms);
+  ASSERT_TRUE(source.agent->set_quota(quota("ml", 2000)).is_ok());
+  for (const char* name : {"a", "b"}) {
+    ASSERT_TRUE(source.agent->submit({workload(name, 2000, 10s, "ml")}).is_ok());
+    world.run_for(250ms);
+    ASSERT_EQ(source.agent->find_workload("ml", name)->phase, model::Phase::kPending) << name;
+  }
+  int both_ready = 0;
+  auto count = [&](const Wire& w) {
+    both_ready += w.type == protocol::MessageType::kReady && w.parts >= 2;
+    return true;
+  };
+  for (int step = 0; step < 40; ++step) {  // 10 s: the filler ends
+    world.run_for(250ms, 250ms, count);
+    EXPECT_LE(cpu_held_everywhere({&target}, "ml"), 2000) << "at step " << step;
+  }
+  EXPECT_GT(both_ready, 0) << "the two READYs came in one envelope";
+  EXPECT_EQ(source.agent->find_workload("ml", "a")->phase, model::Phase::kRunning);
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
