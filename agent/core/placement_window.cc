@@ -11,6 +11,12 @@ bool PlacementWindow::waits_in(std::string_view line) const {
   return line.empty() ? !line_.empty() : quota_lines_.contains(std::string(line));
 }
 
+size_t PlacementWindow::waiting_in(std::string_view line) const {
+  if (line.empty()) return line_.size();
+  auto it = quota_lines_.find(std::string(line));
+  return it == quota_lines_.end() ? 0 : it->second.size();
+}
+
 std::vector<std::string> PlacementWindow::quota_lines() const {
   std::vector<std::string> out;
   out.reserve(quota_lines_.size());

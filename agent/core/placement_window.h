@@ -46,6 +46,8 @@ class PlacementWindow {
   bool full() const { return static_cast<int64_t>(placing_.size()) >= size_; }
   // Whether anyone waits in `line`.
   bool waits_in(std::string_view line) const;
+  // How many wait in `line`.
+  size_t waiting_in(std::string_view line) const;
   // The namespaces whose quota lines someone waits in.
   std::vector<std::string> quota_lines() const;
 

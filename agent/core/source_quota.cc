@@ -34,12 +34,7 @@ void SourceRole::load_quotas(std::vector<model::QuotaSpec> quotas) {
 }
 
 size_t SourceRole::waiting_for_quota(const std::string& namespace_name) const {
-  std::string line = PlacementWindow::quota_line(namespace_name);
-  size_t waiting = 0;
-  for (const auto& [uid, workload] : book_.entries()) {
-    waiting += workload.waiting_ticket != 0 && workload.waiting_line == line;
-  }
-  return waiting;
+  return window_.waiting_in(PlacementWindow::quota_line(namespace_name));
 }
 
 bool SourceRole::beyond_quota(const SourceWorkload& workload) const {

@@ -80,10 +80,14 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
     }
     // A group: each copy is placed like a workload of its own, under the
     // group's name, never on a cluster where a sibling runs.
-    std::string group_uid = stored.record.uid;
+    // Each copy starts from the group as submitted, Pending: the group's
+    // record follows its copies (Placing once the first round starts), and a
+    // copy that began Placing would skip its own quota check.
+    const store::WorkloadRecord submitted = stored.record;
+    std::string group_uid = submitted.uid;
     for (int32_t index = 1; index <= copies; ++index) {
       SourceWorkload copy;
-      copy.record = stored.record;
+      copy.record = submitted;
       copy.record.uid = group_uid + "-" + std::to_string(index);
       copy.record.parent = group_uid;
       copy.record.copy_index = index;

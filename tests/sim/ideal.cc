@@ -19,6 +19,7 @@ constexpr size_t kBackfillDepth = 16;
 struct Allowed {
   uint32_t cluster;
   int limit = -1;  // index into the limits table, or -1: none
+  const Invite* invite = nullptr;  // null: the source's own cluster
 };
 
 class Ideal {
@@ -33,6 +34,7 @@ class Ideal {
       }
     }
     first_node_.push_back(static_cast<uint32_t>(free_.size()));
+    on_node_.resize(free_.size());
     for (int i = 0; i < std::max(1, scenario.options.namespaces); ++i) {
       namespace_index_["ns-" + std::to_string(i)] = size_t(i);
     }
@@ -42,7 +44,7 @@ class Ideal {
     allowed_.resize(scenario.clusters.size(),
                     std::vector<std::vector<Allowed>>(namespace_index_.size()));
     for (uint32_t s = 0; s < scenario.clusters.size(); ++s) {
-      for (auto& list : allowed_[s]) list.push_back({s, -1});
+      for (auto& list : allowed_[s]) list.push_back({s, -1, nullptr});
     }
     for (const Invite& invite : scenario.invites) {
       int limit = -1;
@@ -53,7 +55,7 @@ class Ideal {
       for (const std::string& ns : invite.namespaces) {
         auto it = namespace_index_.find(ns);
         if (it != namespace_index_.end())
-          allowed_[invite.source][it->second].push_back({invite.target, limit});
+          allowed_[invite.source][it->second].push_back({invite.target, limit, &invite});
       }
     }
   }
@@ -64,20 +66,23 @@ class Ideal {
     for (size_t j = 0; j < trace.size(); ++j) out[j].arrival = trace[j].arrival;
     placed_node_.assign(trace.size(), 0);
     placed_limit_.assign(trace.size(), -1);
-    using Finish = std::pair<int64_t, size_t>;
+    run_gen_.assign(trace.size(), 0);
+    started_at_.assign(trace.size(), 0);
+    // (finish, job, its run's generation): a preempted run's entry is stale.
+    using Finish = std::tuple<int64_t, size_t, uint32_t>;
     std::priority_queue<Finish, std::vector<Finish>, std::greater<>> running;
     size_t next = 0;
     while (next < trace.size() || !running.empty()) {
       int64_t now = std::numeric_limits<int64_t>::max();
       if (next < trace.size()) now = trace[next].arrival.count();
-      if (!running.empty()) now = std::min(now, running.top().first);
-      while (!running.empty() && running.top().first <= now) {
-        size_t j = running.top().second;
+      if (!running.empty()) now = std::min(now, std::get<0>(running.top()));
+      while (!running.empty() && std::get<0>(running.top()) <= now) {
+        auto [at, j, gen] = running.top();
         running.pop();
-        unplace(j);
+        if (gen == run_gen_[j]) unplace(j);
       }
       while (next < trace.size() && trace[next].arrival.count() <= now) {
-        queues_[ns_of(next)].push_back(next);
+        enqueue(next);
         ++next;
       }
       // Fair share: the namespace with the least allocated goes next, while
@@ -91,18 +96,34 @@ class Ideal {
         }
         if (pick < 0) break;
         auto& queue = queues_[size_t(pick)];
-        bool placed = false;
-        for (size_t k = 0; k < queue.size() && k < kBackfillDepth; ++k) {
+        auto start = [&](size_t k) {
           size_t j = queue[k];
-          if (!place(j)) continue;
           queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(k));
           out[j].started_ms = now;
+          started_at_[j] = now;
           out[j].finished_ms = now + trace[j].spec.sim.duration.count();
           out[j].succeeded = true;
           out[j].cluster = cluster_of_[placed_node_[j]];
-          running.push({out[j].finished_ms, j});
+          running.push({out[j].finished_ms, j, run_gen_[j]});
+        };
+        bool placed = false;
+        for (size_t k = 0; k < queue.size() && k < kBackfillDepth; ++k) {
+          if (!place(queue[k])) continue;
+          start(k);
           placed = true;
           break;
+        }
+        // The first in line (the highest priority) makes room by stopping
+        // lower-priority work, as the clusters do with preemption on.
+        std::vector<size_t> victims;
+        if (!placed && preemption_ && place_by_preempting(queue.front(), &victims)) {
+          start(0);
+          placed = true;
+          for (size_t v : victims) {
+            out[v] = JobOutcome{trace[v].arrival};  // placed again: it starts over
+            enqueue(v);
+            blocked[ns_of(v)] = false;
+          }
         }
         if (!placed) blocked[size_t(pick)] = true;
       }
@@ -111,6 +132,97 @@ class Ideal {
   }
 
  private:
+  // Into its namespace's line: the highest priority first, then by arrival.
+  void enqueue(size_t j) {
+    auto& queue = queues_[ns_of(j)];
+    auto key = [&](size_t k) {
+      return std::make_tuple(-scenario_.trace[k].spec.priority, scenario_.trace[k].arrival, k);
+    };
+    auto at = std::upper_bound(queue.begin(), queue.end(), j,
+                               [&](size_t a, size_t b) { return key(a) < key(b); });
+    queue.insert(at, j);
+  }
+
+  // Job `j`'s priority at the cluster `allowed` names: an invitation's
+  // ceiling holds a guest to it.
+  int32_t priority_at(size_t j, const Allowed& allowed) const {
+    int32_t priority = scenario_.trace[j].spec.priority;
+    if (allowed.invite && allowed.invite->limits.max_priority) {
+      priority = std::min(priority, *allowed.invite->limits.max_priority);
+    }
+    return priority;
+  }
+  const Allowed* allowed_for(size_t j, uint32_t cluster) const {
+    for (const Allowed& allowed : allowed_[scenario_.trace[j].source][ns_of(j)]) {
+      if (allowed.cluster == cluster) return &allowed;
+    }
+    return nullptr;
+  }
+
+  // The target's rules (TargetRole::may_preempt_for, withinQueue:
+  // LowerPriority): only work of lower priority there; a source's own work
+  // at once; others' only for the cluster's own work or a guest not
+  // preemptible, and only a preemptible guest's.
+  bool may_stop(size_t j, const Allowed& at, size_t victim) const {
+    const Allowed* victim_at = allowed_for(victim, at.cluster);
+    if (!victim_at || priority_at(victim, *victim_at) >= priority_at(j, at)) return false;
+    if (scenario_.trace[victim].source == scenario_.trace[j].source) return true;
+    bool ranks_above_guests = !at.invite || !at.invite->limits.preemptible;
+    return ranks_above_guests && victim_at->invite && victim_at->invite->limits.preemptible;
+  }
+
+  // Places `j` on the node where the fewest victims (then the lowest
+  // priority ones) make room, stopping them; false when none would.
+  bool place_by_preempting(size_t j, std::vector<size_t>* victims) {
+    int64_t cpu = cpu_of(j);
+    std::vector<size_t> best;
+    uint32_t best_node = UINT32_MAX;
+    int32_t best_top = 0;
+    const Allowed* best_at = nullptr;
+    for (const Allowed& allowed : allowed_[scenario_.trace[j].source][ns_of(j)]) {
+      for (uint32_t node = first_node_[allowed.cluster]; node < first_node_[allowed.cluster + 1];
+           ++node) {
+        std::vector<size_t> stoppable;
+        for (size_t v : on_node_[node]) {
+          if (may_stop(j, allowed, v)) stoppable.push_back(v);
+        }
+        // Lowest priority first, then the most recently started.
+        std::sort(stoppable.begin(), stoppable.end(), [&](size_t a, size_t b) {
+          int32_t pa = priority_at(a, *allowed_for(a, allowed.cluster));
+          int32_t pb = priority_at(b, *allowed_for(b, allowed.cluster));
+          return pa != pb ? pa < pb : started_at_[a] > started_at_[b];
+        });
+        int64_t room = free_[node];
+        int64_t limit_room = allowed.limit >= 0 ? limit_left_[size_t(allowed.limit)] : INT64_MAX;
+        std::vector<size_t> chosen;
+        for (size_t v : stoppable) {
+          if (room >= cpu && limit_room >= cpu) break;
+          chosen.push_back(v);
+          room += cpu_of(v);
+          if (allowed.limit >= 0 && placed_limit_[v] == allowed.limit) limit_room += cpu_of(v);
+        }
+        if (room < cpu || limit_room < cpu || chosen.empty()) continue;
+        int32_t top = 0;
+        for (size_t v : chosen) top = std::max(top, priority_at(v, *allowed_for(v, allowed.cluster)));
+        if (best_node == UINT32_MAX || chosen.size() < best.size() ||
+            (chosen.size() == best.size() && top < best_top)) {
+          best = std::move(chosen);
+          best_node = node;
+          best_top = top;
+          best_at = &allowed;
+        }
+      }
+    }
+    if (best_node == UINT32_MAX) return false;
+    for (size_t v : best) {
+      unplace(v);
+      ++run_gen_[v];
+    }
+    place_on(j, best_node, best_at->limit);
+    *victims = std::move(best);
+    return true;
+  }
+
   size_t ns_of(size_t j) const {
     auto it = namespace_index_.find(scenario_.trace[j].spec.namespace_name);
     return it == namespace_index_.end() ? 0 : it->second;
@@ -137,19 +249,27 @@ class Ideal {
       }
     }
     if (best == UINT32_MAX) return false;
-    set_free(best, free_[best] - cpu);
-    if (best_limit >= 0) limit_left_[size_t(best_limit)] -= cpu;
-    placed_node_[j] = best;
-    placed_limit_[j] = best_limit;
-    allocated_[ns_of(j)] += cpu;
+    place_on(j, best, best_limit);
     return true;
+  }
+
+  void place_on(size_t j, uint32_t node, int limit) {
+    int64_t cpu = cpu_of(j);
+    set_free(node, free_[node] - cpu);
+    if (limit >= 0) limit_left_[size_t(limit)] -= cpu;
+    placed_node_[j] = node;
+    placed_limit_[j] = limit;
+    allocated_[ns_of(j)] += cpu;
+    on_node_[node].push_back(j);
   }
 
   void unplace(size_t j) {
     int64_t cpu = cpu_of(j);
-    set_free(placed_node_[j], free_[placed_node_[j]] + cpu);
+    uint32_t node = placed_node_[j];
+    set_free(node, free_[node] + cpu);
     if (placed_limit_[j] >= 0) limit_left_[size_t(placed_limit_[j])] += cpu;
     allocated_[ns_of(j)] -= cpu;
+    std::erase(on_node_[node], j);
   }
 
   void set_free(uint32_t node, int64_t value) {
@@ -170,6 +290,12 @@ class Ideal {
   std::vector<int64_t> limit_left_;
   std::vector<uint32_t> placed_node_;
   std::vector<int> placed_limit_;
+  // With preemption (ScenarioOptions::preemption): who runs on each node,
+  // each job's run generation and its last start.
+  bool preemption_ = scenario_.options.preemption;
+  std::vector<std::vector<size_t>> on_node_;
+  std::vector<uint32_t> run_gen_;
+  std::vector<int64_t> started_at_;
 };
 
 // Weighted (here equal) max-min fair split of `capacity` among `demand`.
@@ -235,6 +361,31 @@ Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs) {
   }
   q.jobs = static_cast<int>(jct.size());
   if (jct.empty()) return q;
+  std::vector<double> high_waits;
+  double low_wait_sum = 0;
+  int low_jobs = 0;
+  for (size_t j = 0; j < jobs.size() && j < scenario.trace.size(); ++j) {
+    const JobOutcome& o = jobs[j];
+    if (o.finished_ms < 0 || o.started_ms < 0) continue;
+    double wait = static_cast<double>(o.started_ms - o.arrival.count()) / 1000.0;
+    if (scenario.trace[j].spec.priority > 0) {
+      high_waits.push_back(wait);
+    } else {
+      low_wait_sum += wait;
+      ++low_jobs;
+    }
+  }
+  if (!high_waits.empty()) {
+    std::sort(high_waits.begin(), high_waits.end());
+    q.high_jobs = static_cast<int>(high_waits.size());
+    double high_sum = 0;
+    for (double x : high_waits) high_sum += x;
+    q.high_mean_wait_s = high_sum / static_cast<double>(high_waits.size());
+    q.high_p99_wait_s = high_waits[std::min(
+        high_waits.size() - 1,
+        static_cast<size_t>(std::ceil(0.99 * static_cast<double>(high_waits.size()))) - 1)];
+    q.low_mean_wait_s = low_jobs ? low_wait_sum / low_jobs : 0;
+  }
   std::sort(jct.begin(), jct.end());
   double sum = 0;
   for (double x : jct) sum += x;

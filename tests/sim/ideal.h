@@ -6,7 +6,12 @@
 // invitation's cpu limit — and serves namespaces by weighted fair share
 // (the one with the least cpu allocated goes next), each namespace in
 // arrival order with backfill, each job on the node it fits most tightly
-// (greedy best fit).
+// (greedy best fit). With priorities and preemption (--preemption), each
+// namespace's line puts the highest priority first, and when nothing fits,
+// its first job stops, under the clusters' own rules (lower priority only,
+// the invitations' ceilings and preemptible terms), the fewest jobs of the
+// lowest priority on one node; a stopped job goes back in line and starts
+// over, as a preempted copy is placed again.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,12 @@ struct Quality {
   // (2 × capacity): 0 is a perfect weighted max-min fair split of the
   // federation's cpu among the namespaces' demands.
   double share_error = 0;
+  // Jobs of priority above 0 (the high class, with --preemption): their
+  // count and wait (start - arrival); and the rest's mean wait.
+  int high_jobs = 0;
+  double high_mean_wait_s = 0;
+  double high_p99_wait_s = 0;
+  double low_mean_wait_s = 0;
 };
 
 Quality measure(const Scenario& scenario, const std::vector<JobOutcome>& jobs);

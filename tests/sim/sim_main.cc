@@ -88,7 +88,11 @@ nlohmann::json quality_json(const Quality& q) {
           {"meanWaitSeconds", q.mean_wait_s},
           {"makespanSeconds", q.makespan_s},
           {"utilization", q.utilization},
-          {"shareError", q.share_error}};
+          {"shareError", q.share_error},
+          {"highPriorityJobs", q.high_jobs},
+          {"highPriorityMeanWaitSeconds", q.high_mean_wait_s},
+          {"highPriorityP99WaitSeconds", q.high_p99_wait_s},
+          {"lowPriorityMeanWaitSeconds", q.low_mean_wait_s}};
 }
 
 }  // namespace
@@ -328,6 +332,12 @@ int main(int argc, char** argv) {
               who, q["meanJctSeconds"].get<double>(), q["p99JctSeconds"].get<double>(),
               q["meanWaitSeconds"].get<double>(), q["makespanSeconds"].get<double>(),
               q["utilization"].get<double>(), q["shareError"].get<double>());
+          if (q["highPriorityJobs"].get<int>() > 0) {
+            std::printf("        priority 100: %d jobs, mean wait %.1f s, p99 wait %.1f s; the rest's mean wait %.1f s\n",
+                        q["highPriorityJobs"].get<int>(), q["highPriorityMeanWaitSeconds"].get<double>(),
+                        q["highPriorityP99WaitSeconds"].get<double>(),
+                        q["lowPriorityMeanWaitSeconds"].get<double>());
+          }
         }
       }
       if (result.time_boxed) {

@@ -187,5 +187,29 @@ TEST(QuotaTest, TwoReadiesReadTogetherDoNotPassTheQuota) {
   EXPECT_EQ(source.agent->find_workload("ml", "a")->phase, model::Phase::kRunning);
 }
 
+// Every copy of a workload placed on several clusters is checked against
+// the quota on its own. Before the fix only the first was: the rest were
+// made from the group's record once it followed the first copy into
+// Placing, which counts as holding its share already.
+TEST(QuotaTest, EachCopyOfAMultiClusterWorkloadWaitsForItsShare) {
+  QuotaFederation f;
+  ASSERT_TRUE(f.source.agent->set_quota(quota("ml", 3000)).is_ok());
+  model::WorkloadSpec spread = workload("spread", 1500, 2s, "ml");
+  spread.placement.number_of_clusters = 3;
+  ASSERT_TRUE(f.source.agent->submit({spread}).is_ok());
+  EXPECT_EQ(f.source.agent->quotas()[0].held.resources.cpu_milli, 3000);
+  EXPECT_EQ(f.source.agent->quotas()[0].waiting, 1u);
+  f.world.deliver();
+  for (int step = 0; step < 40; ++step) {  // 10 s: the waiting copy runs once the others end
+    f.world.run_for(250ms);
+    EXPECT_LE(cpu_held_everywhere(f.targets, "ml"), 3000) << "at step " << step;
+  }
+  auto copies = f.source.agent->copies_of(f.source.agent->find_workload("ml", "spread")->uid);
+  ASSERT_EQ(copies.size(), 3u);
+  for (const auto& copy : copies) {
+    EXPECT_EQ(copy.phase, model::Phase::kSucceeded) << "copy " << copy.copy_index << ": " << copy.reason;
+  }
+}
+
 }  // namespace
 }  // namespace shoal::core::testing
