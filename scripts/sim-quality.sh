@@ -2,10 +2,10 @@
 # Scheduling quality, shoal against the ideal central scheduler
 # (docs/simulation.md): runs the same seeded traces through the federation
 # simulator and through the ideal scheduler for each dispatcher, readyWindow
-# and load, and writes the results table into docs/simulation.md between
-# its quality-table markers (and prints it).
+# and load, and writes the results tables into docs/simulation.md between
+# its quality-table and priority-table markers (and prints them).
 #   scripts/sim-quality.sh            every row (about 5 minutes)
-#   scripts/sim-quality.sh --print    print the table, leave the docs alone
+#   scripts/sim-quality.sh --print    print the tables, leave the docs alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 write_docs=1
@@ -31,6 +31,16 @@ rows=(
   "AllAtOnce|20 agents, 4 orgs|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --graph orgs"
   "AllAtOnce|100 agents, random 10|--agents 100 --nodes 4 --invited-by 10 --workloads 30000 --load 0.8"
 )
+# Two priority classes (one job in five at 100, the rest at 0), clusters
+# that preempt lower priority, invitations preemptible or not with a
+# ceiling of 50: the second table, high-priority waits against the ideal
+# scheduler with the same preemption rules.
+priority_rows=(
+  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.95 --preemption"
+  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 1.1 --preemption"
+)
+rows+=("${priority_rows[@]}")
+plain_rows=$(( ${#rows[@]} - ${#priority_rows[@]} ))
 i=0
 for row in "${rows[@]}"; do
   IFS='|' read -r label shape flags <<<"$row"
@@ -42,14 +52,14 @@ for row in "${rows[@]}"; do
   i=$((i + 1))
 done
 
-python3 - "$out" "$i" "$write_docs" <<'PY'
+python3 - "$out" "$plain_rows" "$i" "$write_docs" <<'PY'
 import json, re, sys
-out, count, write_docs = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+out, plain, count, write_docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 lines = [
     "| dispatcher | federation | load | jobs | mean JCT shoal / ideal | p99 JCT | mean wait | utilization | share error | wall |",
     "|---|---|---|---|---|---|---|---|---|---|",
 ]
-for i in range(count):
+for i in range(plain):
     label, shape, flags = open(f"{out}/{i}.label").read().strip().split("|")
     run = json.load(open(f"{out}/{i}.json"))["runs"][0]
     s, d = run["shoal"], run["ideal"]
@@ -66,14 +76,37 @@ for i in range(count):
         f"| {run['wallSeconds']:.0f} s |")
 table = "\n".join(lines)
 print(table)
+priority = [
+    "| dispatcher | federation | load | jobs (priority 100) | priority-100 mean wait shoal / ideal | priority-100 p99 wait | priority-0 mean wait | mean JCT shoal / ideal | workloads preempted | wall |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+]
+for i in range(plain, count):
+    label, shape, flags = open(f"{out}/{i}.label").read().strip().split("|")
+    run = json.load(open(f"{out}/{i}.json"))["runs"][0]
+    s, d = run["shoal"], run["ideal"]
+    load = re.search(r"--load (\S+)", flags).group(1)
+    ok = "" if run["ok"] else " (invariant FAILED)"
+    priority.append(
+        f"| {label}{ok} | {shape} | {load} | {run['succeeded']} ({s['highPriorityJobs']}) "
+        f"| {s['highPriorityMeanWaitSeconds']:.2f} / {d['highPriorityMeanWaitSeconds']:.2f} s "
+        f"| {s['highPriorityP99WaitSeconds']:.1f} / {d['highPriorityP99WaitSeconds']:.1f} s "
+        f"| {s['lowPriorityMeanWaitSeconds']:.1f} / {d['lowPriorityMeanWaitSeconds']:.1f} s "
+        f"| {s['meanJctSeconds']:.1f} / {d['meanJctSeconds']:.1f} s "
+        f"| {run['preempted']} "
+        f"| {run['wallSeconds']:.0f} s |")
+priority_table = "\n".join(priority)
+print()
+print(priority_table)
 if write_docs:
     path = "docs/simulation.md"
     text = open(path).read()
-    begin, end = "<!-- quality-table:begin -->", "<!-- quality-table:end -->"
-    if begin not in text or end not in text:
-        sys.exit(f"{path}: the quality-table markers are missing")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    open(path, "w").write(head + begin + "\n" + table + "\n" + end + tail)
-    print(f"sim-quality: wrote the table into {path}", file=sys.stderr)
+    for name, body in (("quality-table", table), ("priority-table", priority_table)):
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        if begin not in text or end not in text:
+            sys.exit(f"{path}: the {name} markers are missing")
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + begin + "\n" + body + "\n" + end + tail
+    open(path, "w").write(text)
+    print(f"sim-quality: wrote the tables into {path}", file=sys.stderr)
 PY
