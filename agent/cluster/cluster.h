@@ -150,6 +150,14 @@ class Cluster {
   // Re-establishes a reservation on the given nodes (after a restart).
   virtual Status restore(const std::string& key, const model::WorkloadSpec& spec,
                          const std::vector<std::string>& nodes) = 0;
+  // After a restart, a victim that was still stopping when the agent went
+  // down: its room on `nodes` is held again until it is gone (so nothing
+  // else starts beside it, the preemptor included), it is stopped again
+  // with its own grace, and it is reported kFailed, cause kPreempted, once
+  // gone (as of `now` when nothing of it runs). Restore every such victim
+  // before the reservations that may want its room.
+  virtual Status restore_preempted(const std::string& key, const model::WorkloadSpec& spec,
+                                   const std::vector<std::string>& nodes, TimePoint now) = 0;
   // Gives up `key`: a reservation is freed; launched work is stopped as
   // stop() does with the workload's own terminationGracePeriod. A no-op for
   // an unknown key. The key may be reserved again at once.

@@ -123,6 +123,24 @@ Status NodeCluster::restore(const std::string& key, const model::WorkloadSpec& s
   return Status::ok();
 }
 
+Status NodeCluster::restore_preempted(const std::string& key, const model::WorkloadSpec& spec,
+                                      const std::vector<std::string>& nodes, TimePoint now) {
+  SHOAL_RETURN_IF_ERROR(restore(key, spec, nodes));
+  auto it = holdings_.find(key);
+  Holding holding = std::move(it->second);
+  holdings_.erase(it);
+  // The runner finds what still runs of it (an exec process in its grace
+  // period) and stops it again.
+  if (runner_->stop(key, spec.termination_grace)) {
+    free_room(holding);
+    preempted_.push_back(preempted_event(key, now));
+    return Status::ok();
+  }
+  holding.reports_preempted = true;
+  stopping_[key].push_back(std::move(holding));
+  return Status::ok();
+}
+
 void NodeCluster::hold(const std::string& key, const model::WorkloadSpec& spec,
                       const std::vector<std::string>& nodes) {
   // The scheduler chose (or re-checked) `nodes`; mirror them for usage and peaks.
@@ -221,6 +239,7 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
       if (it->second.empty()) stopping_.erase(it);
       if (gone.preempted_for.empty()) {
         free_room(gone);
+        if (gone.reports_preempted) followers.push_back(preempted_event(event.key, event.at));
       } else {
         followers.push_back(preempted_event(event.key, event.at));
         victim_gone(event.key, gone.preempted_for, now, &followers);

@@ -112,6 +112,8 @@ class NodeCluster final : public Cluster {
                              TimePoint now) override;
   Status restore(const std::string& key, const model::WorkloadSpec& spec,
                  const std::vector<std::string>& nodes) override;
+  Status restore_preempted(const std::string& key, const model::WorkloadSpec& spec,
+                           const std::vector<std::string>& nodes, TimePoint now) override;
   void release(const std::string& key) override;
   void stop(const std::string& key, Duration grace) override;
   Status launch(const LaunchRequest& request) override;
@@ -153,6 +155,9 @@ class NodeCluster final : public Cluster {
     // A victim still stopping (in stopping_): the key its room went to. Its
     // room is no longer counted here; the preemptor's holding counts it.
     std::string preempted_for;
+    // A victim restored after a restart (restore_preempted), still stopping:
+    // it keeps its room until gone, then is reported Preempted.
+    bool reports_preempted = false;
   };
   // How a preempted victim is reported once it is gone.
   static WorkloadEvent preempted_event(const std::string& victim, TimePoint at);

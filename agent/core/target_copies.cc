@@ -226,9 +226,24 @@ void TargetRole::retry_status_reports() {
 void TargetRole::restore(std::vector<store::ReservationRecord> records) {
   TimePoint now = clock_.now();
   last_gc_ = now;
+  // Victims still stopping when the agent went down first: each holds its
+  // room again until it is gone, so that what took it (its preemptor,
+  // restored next, or anything else) never starts beside it.
+  auto stopping_victim = [](const store::ReservationRecord& record) {
+    return store::holds_resources(record.phase) && record.phase != store::ReservationPhase::kReserved &&
+           record.condition == static_cast<uint8_t>(protocol::CopyCondition::kPreempted);
+  };
+  std::stable_partition(records.begin(), records.end(), stopping_victim);
   for (auto& record : records) {
     ReservationKey key{record.source, record.uid};
     std::string ckey = cluster_key(record.source, record.uid);
+    if (stopping_victim(record)) {
+      Status restored = cluster_.restore_preempted(ckey, record.spec, record.nodes, now);
+      note_start_deadline(record);
+      if (!restored.is_ok()) lose_on_restart(record, restored);
+      table_.file(key, {std::move(record), TimePoint{}});
+      continue;
+    }
     if (store::holds_resources(record.phase)) {
       Status restored = cluster_.restore(ckey, record.spec, record.nodes);
       note_start_deadline(record);
@@ -240,18 +255,20 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
       if (record.phase == store::ReservationPhase::kReserved) {
         next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
       }
-      if (!restored.is_ok()) {
-        record.phase = store::ReservationPhase::kFailed;
-        record.message = "lost on restart: " + restored.message();
-        record.condition = static_cast<uint8_t>(protocol::CopyCondition::kLostOnRestart);
-        record.finished_at_ms = to_millis(clock_.now());
-        record.exit_code = -1;
-        record.generation += 1;
-        persist(record);
-      }
+      if (!restored.is_ok()) lose_on_restart(record, restored);
     }
     table_.file(key, {std::move(record), TimePoint{}});
   }
+}
+
+void TargetRole::lose_on_restart(store::ReservationRecord& record, const Status& why) {
+  record.phase = store::ReservationPhase::kFailed;
+  record.message = "lost on restart: " + why.message();
+  record.condition = static_cast<uint8_t>(protocol::CopyCondition::kLostOnRestart);
+  record.finished_at_ms = to_millis(clock_.now());
+  record.exit_code = -1;
+  record.generation += 1;
+  persist(record);
 }
 
 bool TargetRole::tick(TimePoint now, std::optional<TimePoint> previous_pass) {

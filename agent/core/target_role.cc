@@ -365,6 +365,16 @@ bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol
   for (const std::string& victim : done->victims) {
     size_t slash = victim.find('/');
     if (slash == std::string::npos) continue;
+    // Written with the preemptor's reservation: a restart before the
+    // victim is gone stops it again and keeps its room until then
+    // (restore). Its source hears nothing until it is gone.
+    if (auto it = table_.entries().find({victim.substr(0, slash), victim.substr(slash + 1)});
+        it != table_.entries().end()) {
+      store::ReservationRecord& record = it->second.record;
+      record.condition = static_cast<uint8_t>(protocol::CopyCondition::kPreempted);
+      record.message = "Preempted: stopping for work of priority " + std::to_string(entry.spec.priority);
+      persist(record);
+    }
     record_event(victim.substr(slash + 1),
                  "preempted at " + config_.cluster + " for work of priority " +
                      std::to_string(entry.spec.priority) + ": stopping");

@@ -48,6 +48,10 @@ class WatchedCluster final : public cluster::Cluster {
                  const std::vector<std::string>& nodes) override {
     return inner_.restore(key, spec, nodes);
   }
+  Status restore_preempted(const std::string& key, const model::WorkloadSpec& spec,
+                           const std::vector<std::string>& nodes, TimePoint now) override {
+    return inner_.restore_preempted(key, spec, nodes, now);
+  }
   void release(const std::string& key) override { inner_.release(key); }
   void stop(const std::string& key, Duration grace) override { inner_.stop(key, grace); }
   Status launch(const cluster::LaunchRequest& request) override { return inner_.launch(request); }

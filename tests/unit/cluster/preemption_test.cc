@@ -307,6 +307,32 @@ TEST(NodeClusterPreemptionTest, APreemptorGivenUpKeepsItsRoomUntilItsVictimsAreG
   EXPECT_EQ(runner->launched, std::vector<std::string>{"s/low"}) << "the preemptor never ran";
 }
 
+// After a restart, a victim that was still stopping holds its room again
+// until it is gone: the preemptor, restored after it, cannot take the room
+// (and so can never start beside it); the victim is stopped again with its
+// own grace and reported Preempted once gone.
+TEST(NodeClusterPreemptionTest, AVictimStillStoppingAfterARestartKeepsItsRoomUntilItIsGone) {
+  auto [runner, cluster] = slow_cluster(cluster_of(1, 4000, kWithinQueue));
+  model::WorkloadSpec low = work("low", 4000, 0);
+  low.termination_grace = std::chrono::seconds(9);
+  ASSERT_TRUE(cluster->restore_preempted("s/low", low, {"n0"}, from_millis(1)).is_ok());
+  EXPECT_EQ(runner->stopping.at("s/low"), std::chrono::seconds(9)) << "stopped again, with its own grace";
+  EXPECT_TRUE(runner->launched.empty()) << "never launched again";
+  EXPECT_TRUE(cluster->check_invariants());
+  EXPECT_FALSE(cluster->restore("t/urgent", work("urgent", 4000, 5), {"n0"}).is_ok())
+      << "its room is held while it stops";
+  EXPECT_TRUE(keys_of(cluster->observe(from_millis(2)), WorkloadEventKind::kFailed).empty());
+
+  runner->finish_stop("s/low");
+  std::vector<WorkloadEvent> events = cluster->observe(from_millis(3));
+  ASSERT_EQ(keys_of(events, WorkloadEventKind::kFailed), std::vector<std::string>{"s/low"});
+  for (const WorkloadEvent& event : events) {
+    if (event.kind == WorkloadEventKind::kFailed) EXPECT_EQ(event.cause, EndCause::kPreempted);
+  }
+  EXPECT_TRUE(cluster->check_invariants());
+  EXPECT_TRUE(cluster->reserve("t/urgent", work("urgent", 4000, 5)).is_ok()) << "free once it is gone";
+}
+
 TEST(NodeClusterPreemptionTest, OnlyLaunchedWorkIsEverAVictim) {
   auto [runner, cluster] = slow_cluster(cluster_of(1, 4000, kWithinQueue));
   ASSERT_TRUE(cluster->reserve("s/held", work("held", 4000, 0)).is_ok());  // not launched yet

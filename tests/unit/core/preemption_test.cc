@@ -94,6 +94,42 @@ TEST(PreemptionTest, OnlyTheApprovedTargetPreemptsAndOnlyTheVictimsItNeeded) {
   EXPECT_EQ(pending, 1) << "equal priority never preempts equal priority";
 }
 
+// The target restarts after it preempted, before its victim's end was
+// reported. The victim is stopped again and holds its room until it is
+// gone, then is reported Preempted; the preemptor then starts there. Before
+// the fix the two were restored in stored order and whichever came second
+// was reported LostOnRestart: the victim ran on, or its new copy could start
+// elsewhere while the old one was still in its grace period.
+TEST(PreemptionTest, ARestartWhileTheVictimStopsLosesNeitherIt) {
+  ThreeFullTargets f;
+  f.fill(6);
+  model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
+  urgent.priority = 100;
+  ASSERT_TRUE(f.source.agent->submit({urgent}).is_ok());
+  f.world.deliver();  // offers, the approval, the preemption: no tick yet reports the victim
+  Node* preempting = nullptr;
+  for (Node* target : f.targets) {
+    if (target->agent->stats().preemptions > 0) preempting = target;
+  }
+  ASSERT_NE(preempting, nullptr);
+  f.world.restart(*preempting);
+  f.world.run_for(5s);
+
+  auto record = f.source.agent->find_workload("default", "urgent");
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  EXPECT_EQ(record->cluster, preempting->name);
+  EXPECT_FALSE(event_contains(f.source, record->uid, "LostOnRestart"));
+  int preempted = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto low = f.source.agent->find_workload("default", "low-" + std::to_string(i));
+    ASSERT_TRUE(low.has_value());
+    EXPECT_FALSE(event_contains(f.source, low->uid, "LostOnRestart")) << low->spec.name;
+    preempted += low->disruptions > 0 && event_contains(f.source, low->uid, "Preempted");
+  }
+  EXPECT_EQ(preempted, 1);
+  EXPECT_LE(holding(*preempting), 2);
+}
+
 TEST(PreemptionTest, RoomHeldWinsOverAnOfferAndNothingIsStopped) {
   ThreeFullTargets f;
   f.fill(5);  // one target keeps 2 cpu free
