@@ -4,11 +4,15 @@
 // starts once they are gone, and the guest's stopped copy is placed again
 // elsewhere and finishes; a guest's claim above its invitation's ceiling is
 // held to it there; with three targets full of a source's own low-priority
-// work, one high-priority workload stops exactly one process, at one target.
+// work, one high-priority workload stops exactly one process, at one target;
+// a lender killed while its victim runs out its grace never starts its own
+// work beside it after the restart.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "harness.h"
@@ -196,6 +200,60 @@ TEST_F(Preemption, OneHighPriorityWorkloadStopsOneProcessAtOneOfThreeFullTargets
   }
   EXPECT_EQ(preempting, 1) << "only the approved target preempts";
   EXPECT_EQ(stopped, 1) << "and only the victim it needed";
+}
+
+// Whether a process of this test whose command line holds `needle` lives.
+bool process_lives(const std::string& dir, const std::string& needle) {
+  for (int pid : processes_under(dir)) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos && alive(pid)) return true;
+  }
+  return false;
+}
+
+// The lender is killed while the guest it preempted still runs out its
+// grace period (it ignores SIGTERM). After the restart the guest's process
+// is stopped again and keeps its room: the lender's own work never runs
+// beside it and starts once it is gone, and the guest is reported Preempted.
+TEST_F(Preemption, ARestartDuringAVictimsGraceNeverRunsThePreemptorBesideIt) {
+  AgentProcess source("source", dir_.path()), lender("lender", dir_.path());
+  start(source, tiny_cluster(dir_.path()));
+  start(lender, exec_cluster(dir_.path(), "lender", "1"));
+  invite(lender, source, {"--preemptible"});
+  ASSERT_TRUE(wait_until([&] { return peers_active(source, 1); }, 20s));
+  std::string guest = dir_.path() + "/stubborn.yaml";
+  std::ofstream(guest) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: stubborn, namespace: default}\n"
+                          "spec:\n  resources: {cpu: \"1\", memory: 100Mi}\n  terminationGracePeriod: 8s\n"
+                          "  command: [sh, -c, 'trap \"\" TERM; sleep 301']\n";
+  ASSERT_EQ(source.ctl({"submit", "-f", guest}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return running_copies(lender)["stubborn"] == 1; }, 30s));
+  ASSERT_TRUE(wait_until([&] { return process_lives(dir_.path(), "sleep 301"); }, 10s));
+
+  ASSERT_EQ(lender.ctl({"submit", "-f", workloads(dir_.path(), "own.yaml", {"own"}, 20, 30)}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return stopped_at(lender) == 1; }, 20s));
+  lender.kill_hard();
+  ASSERT_TRUE(lender.start());
+  ASSERT_TRUE(process_lives(dir_.path(), "sleep 301")) << "restarted within the guest's grace period";
+
+  bool overlapped = false;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        bool own_runs = phase(lender, "own") == "Running";
+        bool guest_lives = process_lives(dir_.path(), "sleep 301");
+        overlapped = overlapped || (own_runs && guest_lives);
+        return !guest_lives;
+      },
+      30s))
+      << "the guest's process outlived two grace periods";
+  EXPECT_FALSE(overlapped) << "the lender's own work ran beside the process it preempted";
+  EXPECT_TRUE(wait_until([&] { return phase(lender, "own") == "Running"; }, 30s))
+      << describe(lender, "own").dump();
+  EXPECT_TRUE(wait_until([&] { return describe(source, "stubborn")["status"]["disruptions"] == 1; }, 20s))
+      << describe(source, "stubborn").dump();
+  json events = source.ctl_json({"describe", "workload", "default/stubborn"});
+  EXPECT_NE(events.dump().find("Preempted"), std::string::npos) << events.dump();
 }
 
 // `shoalctl schedule --running`: the same plan offline.
