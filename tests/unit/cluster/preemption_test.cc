@@ -327,7 +327,9 @@ TEST(NodeClusterPreemptionTest, AVictimStillStoppingAfterARestartKeepsItsRoomUnt
   std::vector<WorkloadEvent> events = cluster->observe(from_millis(3));
   ASSERT_EQ(keys_of(events, WorkloadEventKind::kFailed), std::vector<std::string>{"s/low"});
   for (const WorkloadEvent& event : events) {
-    if (event.kind == WorkloadEventKind::kFailed) EXPECT_EQ(event.cause, EndCause::kPreempted);
+    if (event.kind == WorkloadEventKind::kFailed) {
+      EXPECT_EQ(event.cause, EndCause::kPreempted);
+    }
   }
   EXPECT_TRUE(cluster->check_invariants());
   EXPECT_TRUE(cluster->reserve("t/urgent", work("urgent", 4000, 5)).is_ok()) << "free once it is gone";
