@@ -206,10 +206,10 @@ class TargetRole {
   // target_copies.cc: the life of a bound copy.
   // Stops a bound or running copy here and reports it Failed with
   // `condition` (what its source decides by) and `why` (for people).
-  // A record restore() could not hold room for: Failed, LostOnRestart.
-  void lose_on_restart(store::ReservationRecord& record, const Status& why);
   void fail_copy(TargetReservation& reservation, protocol::CopyCondition condition,
                  const std::string& why, TimePoint at);
+  // A record restore() could not hold room for: Failed, LostOnRestart.
+  void lose_on_restart(store::ReservationRecord& record, const Status& why);
   void send_status(TargetReservation& reservation);
   void apply_cluster_events();
   void fail_launches();

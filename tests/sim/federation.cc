@@ -391,16 +391,19 @@ void Federation::note_preemption(SimAgent& agent, const std::string& key,
   seen.uid = slash == std::string::npos ? "" : key.substr(slash + 1);
   seen.victims = victims;
   seen.at = clock_.now();
-  protocol::DropReason reason{};
-  Result<protocol::Envelope> envelope =
-      agent.delivering ? protocol::open(*agent.delivering, &reason, signatures())
-                       : Result<protocol::Envelope>(not_found("no delivery"));
   if (seen.source == agent.id) {
     // Its own work: the source part of this same agent approved in-process,
     // deciding (in memory, before any APPROVE) on this cluster at an epoch.
     const store::WorkloadRecord* own = agent.agent->workload_by_uid(seen.uid);
     if (own && own->winner == agent.id) seen.approved_epoch = own->epoch;
-  } else if (envelope.is_ok() && crypto::key_to_text(envelope->from) == seen.source) {
+    agent.step_preemptions.push_back(std::move(seen));
+    return;
+  }
+  protocol::DropReason reason{};
+  Result<protocol::Envelope> envelope =
+      agent.delivering ? protocol::open(*agent.delivering, &reason, signatures())
+                       : Result<protocol::Envelope>(not_found("no delivery"));
+  if (envelope.is_ok() && crypto::key_to_text(envelope->from) == seen.source) {
     auto approves = [&](protocol::MessageType type, std::span<const uint8_t> body) {
       if (type != protocol::MessageType::kApprove) return;
       Result<protocol::Body> decoded = protocol::decode_body(type, body);
