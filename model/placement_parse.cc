@@ -199,7 +199,7 @@ Result<PlacementSpec> parse_placement(const YAML::Node& node, const std::string&
       if (name == kDispatcherNames[i]) spec.dispatcher = static_cast<Dispatcher>(i);
     }
     if (!spec.dispatcher) {
-      return f.fail(".dispatcher", "expected AllAtOnce, Incremental, Sample or External, got \"" + name + "\"");
+      return f.fail(".dispatcher", "expected AllAtOnce, Incremental, Sample, External or Preferred, got \"" + name + "\"");
     }
   }
   if (node["incrementalBatch"]) {

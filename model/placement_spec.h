@@ -63,9 +63,14 @@ struct PrioritizerConfig {
   friend bool operator==(const PrioritizerConfig&, const PrioritizerConfig&) = default;
 };
 
-// How a source hands out candidates. Unset: the agent's default.
-enum class Dispatcher { kAllAtOnce, kIncremental, kSample, kExternal };
-inline constexpr std::string_view kDispatcherNames[] = {"AllAtOnce", "Incremental", "Sample", "External"};
+// How a source hands out candidates. Unset: the agent's default
+// (Preferred). Preferred asks the round's first-ranked target alone while
+// it has room to offer, and the rest only when it refuses or stays silent
+// for preferredWait: the winner AllAtOnce would choose, without every other
+// target reserving, answering and releasing for nothing.
+enum class Dispatcher { kAllAtOnce, kIncremental, kSample, kExternal, kPreferred };
+inline constexpr std::string_view kDispatcherNames[] = {"AllAtOnce", "Incremental", "Sample", "External",
+                                                        "Preferred"};
 
 struct PlacementSpec {
   int32_t number_of_clusters = 1;

@@ -376,6 +376,7 @@ void Agent::remember_peer(const crypto::IdCard& card) {
 void Agent::tick() {
   TimePoint now = context_.now();
   last_tick_ = now;
+  context_.take_due_deferred();
   const AgentConfig& config = context_.config();
   if (std::optional<Duration> gap = peers_.notice_tick(now, config.heartbeat_interval)) {
     // This process was stopped or starved: what peers sent meanwhile may
@@ -421,6 +422,7 @@ TimePoint Agent::next_deadline() {
   next = std::min(next, last_tick_ + heartbeat / 2);
   next = std::min(next, target_.next_deadline());
   next = std::min(next, source_.next_deadline());
+  next = std::min(next, context_.deferred_due());
   return next;
 }
 

@@ -180,6 +180,14 @@ class Agent {
   // Call before committing a batch: writes what the batch accumulated (peer
   // rows, replay marks). Returns store_health().
   Status finish_batch();
+  // After finish_batch: the batch has nothing to release — it sealed no
+  // envelope and bound nothing to launch — so its commit may wait for the
+  // next batch's (group commit, batch.h).
+  bool batch_quiet() const { return context_.sealed_nothing() && !target_.has_launches(); }
+  TimePoint now() const { return context_.now(); }
+  // How long what nobody waits on may wait to share: a deferred message its
+  // envelope (Context::send_later), a quiet batch its commit (GroupCommit).
+  Duration lazy_delay() const { return context_.lazy_delay(); }
   // Call after the batch committed: applies its effects on the cluster
   // (launches of copies bound in it). Also after load(), whose state is
   // committed.

@@ -4,25 +4,38 @@ namespace shoal::core {
 
 namespace {
 
-BatchOutcome rolled_back(store::Store& store, Transport& transport, BatchEnd end, Status why) {
+BatchOutcome rolled_back(store::Store& store, Transport& transport, GroupCommit* group, BatchEnd end,
+                         Status why) {
   store.rollback();
   transport.drop_batch();
+  if (group) group->open_since = TimePoint{};
   return {end, std::move(why)};
 }
 
 }  // namespace
 
 BatchOutcome run_batch(Agent& agent, store::Store& store, Transport& transport,
-                       const std::function<Status()>& steps, const std::function<bool()>& abandon) {
-  if (Status begun = store.begin(); !begun.is_ok()) {
-    transport.drop_batch();
-    return {BatchEnd::kRolledBack, begun};
+                       const std::function<Status()>& steps, const std::function<bool()>& abandon,
+                       GroupCommit* group) {
+  // A group left open is continued: its transaction is this batch's.
+  if (!group || !group->open()) {
+    if (Status begun = store.begin(); !begun.is_ok()) {
+      transport.drop_batch();
+      return {BatchEnd::kRolledBack, begun};
+    }
   }
   Status done = steps();
-  if (abandon && abandon()) return rolled_back(store, transport, BatchEnd::kAbandoned, Status::ok());
+  if (abandon && abandon()) return rolled_back(store, transport, group, BatchEnd::kAbandoned, Status::ok());
   if (done.is_ok()) done = agent.finish_batch();
-  if (done.is_ok()) done = store.commit();
-  if (!done.is_ok()) return rolled_back(store, transport, BatchEnd::kRolledBack, std::move(done));
+  if (!done.is_ok()) return rolled_back(store, transport, group, BatchEnd::kRolledBack, std::move(done));
+  if (group && group->linger.count() > 0 && !group->answers_waiting && agent.batch_quiet()) {
+    TimePoint now = agent.now();
+    if (!group->open()) group->open_since = now;
+    if (now < group->commit_due()) return {BatchEnd::kOpen, Status::ok()};
+  }
+  if (group) group->open_since = TimePoint{};
+  done = store.commit();
+  if (!done.is_ok()) return rolled_back(store, transport, group, BatchEnd::kRolledBack, std::move(done));
   transport.release_batch();
   agent.batch_committed();
   return {BatchEnd::kCommitted, Status::ok()};

@@ -24,6 +24,28 @@ enum class BatchEnd {
   kCommitted,   // on disk; what it sent was released, the cluster acts on it
   kRolledBack,  // a step, a write or the commit failed: nothing of it happened
   kAbandoned,   // given up before its commit (a simulated crash): rolled back
+  kOpen,        // quiet, left open for the next batch to commit (GroupCommit)
+};
+
+// Group commit, for a caller that opts in (the runtime does; the simulator
+// and the unit world commit every batch). A quiet batch — it sealed no
+// envelope, bound nothing to launch (Agent::batch_quiet), and the caller
+// has no answer waiting for its commit — is left open for up to `linger`:
+// the batches after it join its transaction, and the first that is not
+// quiet, or the first to end once the group has lingered that long,
+// commits them all. At everyday rates a third of an agent's batches were
+// quiet (a report read, an acknowledgement, a start observed), each its own
+// commit and fsync. Write-ahead holds: nothing a quiet batch decided leaves
+// before the commit (its deferred messages wait for it, Context::send_later).
+// A crash loses the open group as it would lose the messages it read, which
+// their senders repeat; a failed batch rolls the whole group back.
+struct GroupCommit {
+  Duration linger{0};           // 0: every batch commits
+  bool answers_waiting = false;  // set by the caller each batch: replies wait for a commit
+  TimePoint open_since{};       // {}: no group open
+  bool open() const { return open_since != TimePoint{}; }
+  // When the open group must commit (TimePoint::max(): none open).
+  TimePoint commit_due() const { return open() ? open_since + linger : TimePoint::max(); }
 };
 
 struct BatchOutcome {
@@ -38,9 +60,11 @@ struct BatchOutcome {
 // failed write or a failed commit rolls the batch back and drops what it
 // sent. `abandon`, asked once the steps ran, lets a simulator die just
 // before the commit (the batch is rolled back as a crash would lose it).
+// With `group`, a quiet batch may end kOpen instead of committing.
 BatchOutcome run_batch(Agent& agent, store::Store& store, Transport& transport,
                        const std::function<Status()>& steps,
-                       const std::function<bool()>& abandon = nullptr);
+                       const std::function<bool()>& abandon = nullptr,
+                       GroupCommit* group = nullptr);
 
 // An agent over a store that cannot be written, for answering reads:
 // Agent::load in a batch that is always rolled back (a write it attempts

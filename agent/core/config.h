@@ -40,7 +40,7 @@ struct AgentConfig {
   Duration replay_window = 5min;     // messages sent longer ago (or ahead) than this are dropped
   Duration invitation_lifetime = 720h;
   model::Dispatcher default_dispatcher =
-      model::Dispatcher::kAllAtOnce;  // spec.placement.dispatcher unset
+      model::Dispatcher::kPreferred;  // spec.placement.dispatcher unset
   // Lease fencing (docs/lifecycle.md): a target runs our work only while we
   // renew its lease, every lease/4. 0 turns fencing off (MultiKueue's model).
   Duration lease = 2min;
@@ -64,6 +64,11 @@ struct AgentConfig {
   // the policy prefers is not beaten by whoever answers fastest. 0: the
   // first READYs win.
   Duration preferred_wait = 1s;
+  // What nobody waits on — acknowledgements, a copy's reports of what its
+  // cluster observed, a quiet batch's commit — may wait this long (at most
+  // a quarter of retryInterval) to share an envelope or a commit
+  // (Context::send_later, GroupCommit). 0: nothing waits.
+  Duration lazy_delay = 100ms;
   Disclosure disclose;
 };
 

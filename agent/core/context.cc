@@ -51,7 +51,50 @@ std::vector<protocol::BatchItem>* Context::batch_for(const std::string& peer_id,
   return &outgoing_[peer_id];
 }
 
+void Context::send_later(const std::string& peer_id, protocol::Body body, Duration within) {
+  if (peer_id == self_id_ || within.count() <= 0) {
+    send(peer_id, std::move(body));  // to ourselves it costs no envelope
+    return;
+  }
+  protocol::MessageType type = protocol::type_of(body);
+  Deferred& deferred = deferred_[peer_id];
+  deferred.due = std::min(deferred.due, clock_.now() + within);
+  deferred_due_ = std::min(deferred_due_, deferred.due);
+  deferred.items.push_back({static_cast<uint8_t>(type), protocol::encode_body(body)});
+}
+
+void Context::take_due_deferred() {
+  if (deferred_due_ <= clock_.now()) release_deferred(/*riding_too=*/false);
+}
+
+void Context::release_deferred(bool riding_too) {
+  TimePoint now = clock_.now();
+  deferred_due_ = TimePoint::max();
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->second.due > now && !(riding_too && outgoing_.count(it->first))) {
+      deferred_due_ = std::min(deferred_due_, it->second.due);
+      ++it;
+      continue;
+    }
+    // As the older messages; counted as sent now.
+    std::vector<protocol::BatchItem> joined;
+    for (auto& item : it->second.items) {
+      if (batch_for(it->first, static_cast<protocol::MessageType>(item.type))) {
+        joined.push_back(std::move(item));
+      }
+    }
+    std::vector<protocol::BatchItem>& out = outgoing_[it->first];
+    out.insert(out.begin(), std::make_move_iterator(joined.begin()),
+               std::make_move_iterator(joined.end()));
+    it = deferred_.erase(it);
+  }
+}
+
 void Context::seal_outgoing() {
+  // Deferred messages join the envelope of a peer this batch writes to, or
+  // leave alone once due; either way after this batch commits.
+  release_deferred(/*riding_too=*/true);
+  uint64_t envelopes_before = stats_.envelopes_sent;
   for (auto& [peer_id, messages] : outgoing_) {
     const PeerTable::Peer* peer = peers_.find(peer_id);
     if (!peer || !peer->key) continue;
@@ -87,6 +130,7 @@ void Context::seal_outgoing() {
     }
   }
   outgoing_.clear();
+  sealed_nothing_ = stats_.envelopes_sent == envelopes_before;
 }
 
 TimePoint Context::resend_at(const std::string& peer_id, TimePoint last_sent, int resends) const {

@@ -66,11 +66,34 @@ class Context {
   // one body for many peers is encoded once.
   void send(const std::string& peer_id, const protocol::Body& body,
             const std::vector<uint8_t>& encoded);
+  // Like send, for what nobody waits on (an acknowledgement): it leaves
+  // with the next envelope this agent seals for `peer_id`, or in one of its
+  // own within `within`, whichever comes first. At everyday rates most
+  // envelopes carried one message; an acknowledgement in an envelope of
+  // its own cost a signature, a verification and, at the peer, a commit.
+  // Like every message it leaves only after a batch commits (the one that
+  // queued it, or a later one). Only for what the peer repeats until
+  // answered: a deferred message may be lost with a later batch that does
+  // not commit.
+  void send_later(const std::string& peer_id, protocol::Body body, Duration within);
+  // How long send_later's messages wait for an envelope to share: well
+  // inside the retryInterval after which the peer would repeat itself.
+  Duration lazy_delay() const {
+    return std::clamp<Duration>(config_.lazy_delay, Duration(0), config_.retry_interval / 4);
+  }
+  // Moves the deferred messages that are due into this batch (a tick's
+  // first step), so that no timer stays due after the tick.
+  void take_due_deferred();
+  // When the earliest deferred message must leave (TimePoint::max(): none).
+  TimePoint deferred_due() const { return deferred_due_; }
   // Signs what this batch queued, one envelope per peer (a BATCH of every
   // message, in order; more envelopes only past kMaxBodyBytes), and hands
   // the envelopes to the transport. Signing dominated the agent's CPU at one
-  // signature per message.
+  // signature per message. Deferred messages ride along to those peers, and
+  // go alone once due.
   void seal_outgoing();
+  // Whether the last seal_outgoing() made no envelope.
+  bool sealed_nothing() const { return sealed_nothing_; }
   bool has_local() const { return !local_inbox_.empty(); }
   protocol::Body take_local();
 
@@ -157,6 +180,19 @@ class Context {
                                               protocol::MessageType type);
   // Encoded, by peer id, in send order: what seal_outgoing() signs.
   TextMap<std::vector<protocol::BatchItem>> outgoing_;  // by peer id
+  struct Deferred {
+    TimePoint due = TimePoint::max();
+    std::vector<protocol::BatchItem> items;  // in send order
+  };
+  // send_later's messages, by peer id, waiting for an envelope to that
+  // peer or their due time. A batch that does not commit is followed by a
+  // new agent (the step contract), so none of them outlives it.
+  TextMap<Deferred> deferred_;
+  // Moves into outgoing_ the deferred messages that are due, and with
+  // `riding_too` those to a peer outgoing_ already writes to.
+  void release_deferred(bool riding_too);
+  TimePoint deferred_due_ = TimePoint::max();  // the earliest in deferred_
+  bool sealed_nothing_ = true;
   TimePoint sent_at_{};
   EnvelopeOrder envelope_order_;
   EventSubject event_subject_;

@@ -171,8 +171,11 @@ void SourceRole::take_copy_status(SourceWorkload& workload,
 }
 
 void SourceRole::on_status(const std::string& from, const protocol::WorkloadStatus& message) {
-  // Acknowledge whatever we heard so the target stops repeating it.
-  send(from, protocol::StatusAck{message.uid, message.epoch, message.generation});
+  // Acknowledge whatever we heard so the target stops repeating it: soon,
+  // not at once, so that the acknowledgements of a stream of reports share
+  // envelopes (the target repeats a report only after retryInterval).
+  context_.send_later(from, protocol::StatusAck{message.uid, message.epoch, message.generation},
+                      context_.lazy_delay());
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;

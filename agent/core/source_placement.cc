@@ -221,6 +221,7 @@ SourceRole::RankedTargets SourceRole::rank_targets(const store::WorkloadRecord& 
     }
     placement::Ranking queued = placement::rank(spec, policy, queueing, options);
     ranking.ranked = std::move(queued.ranked);
+    out.queueing = true;
   }
   for (const auto& r : ranking.ranked) {
     const std::string& peer_id = peer_by_name.at(r.cluster);
@@ -291,7 +292,8 @@ TimePoint SourceRole::hold_until(const SourceWorkload& workload) const {
   // Rounded up to a tick of kHoldGranularity, so that the holds that end
   // close together end in one step and their APPROVEs and CANCELs share
   // envelopes (one signature, one commit).
-  TimePoint end = workload.first_ready_at + config_.preferred_wait;
+  TimePoint end = (workload.asked_preferred_alone ? workload.round_started : workload.first_ready_at) +
+                  config_.preferred_wait;
   auto ticks = (end.time_since_epoch() + kHoldGranularity - Duration(1)) / kHoldGranularity;
   return TimePoint(ticks * kHoldGranularity);
 }

@@ -181,6 +181,8 @@ void SourceRole::start_round(SourceWorkload& workload) {
   persist(record);
   workload.round_started = now;
   workload.wave_started = now;
+  workload.asked_preferred_alone =
+      dispatcher_of(record) == model::Dispatcher::kPreferred && !workload.untried.empty();
   std::string names;
   for (const auto& [peer_id, name] : targets.ranked) {
     names += (names.empty() ? "" : ", ") + name;
@@ -208,7 +210,7 @@ SourceRole::RankedTargets SourceRole::round_targets(
   // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
   // d*N best (Sample), or the best k with k more per round (Incremental).
   const model::PlacementSpec& placement = record.spec.placement;
-  model::Dispatcher dispatcher = placement.dispatcher.value_or(config_.default_dispatcher);
+  model::Dispatcher dispatcher = dispatcher_of(record);
   untried->clear();
   if (dispatcher == model::Dispatcher::kSample) {
     size_t sample = static_cast<size_t>(placement.sample_factor) *
@@ -222,8 +224,9 @@ SourceRole::RankedTargets SourceRole::round_targets(
                                      cluster_name_of(target.first)) == nominated->end();
     });
     if (!nominated) targets.reason = " waiting for nominations (shoalctl nominate)";
-  } else if (dispatcher == model::Dispatcher::kIncremental) {
-    size_t batch = static_cast<size_t>(std::max(1, placement.incremental_batch));
+  } else if (dispatcher == model::Dispatcher::kIncremental ||
+             (dispatcher == model::Dispatcher::kPreferred && asks_preferred_alone(workload, targets))) {
+    size_t batch = first_batch_size(record);
     if (targets.ranked.size() > batch) {
       untried->assign(targets.ranked.begin() + static_cast<std::ptrdiff_t>(batch),
                       targets.ranked.end());
@@ -231,6 +234,30 @@ SourceRole::RankedTargets SourceRole::round_targets(
     }
   }
   return targets;
+}
+
+bool SourceRole::asks_preferred_alone(const SourceWorkload& workload, const RankedTargets& targets) const {
+  // Only while the first-ranked has room to offer: when nobody has, every
+  // target that would queue it is asked (each keeps it in line). A
+  // readyWindow compares several READYs, and preferredWait 0 takes the
+  // first READY of any target: both need everyone asked at once.
+  return !targets.queueing && config_.preferred_wait.count() > 0 &&
+         workload.record.spec.placement.ready_window.count() == 0;
+}
+
+model::Dispatcher SourceRole::dispatcher_of(const store::WorkloadRecord& record) const {
+  return record.spec.placement.dispatcher.value_or(config_.default_dispatcher);
+}
+
+size_t SourceRole::first_batch_size(const store::WorkloadRecord& record) const {
+  if (dispatcher_of(record) == model::Dispatcher::kPreferred) return 1;
+  return static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch));
+}
+
+Duration SourceRole::wave_timeout(const store::WorkloadRecord& record) const {
+  // Preferred: the first-ranked had its preferredWait; then everyone else.
+  if (dispatcher_of(record) == model::Dispatcher::kPreferred) return config_.preferred_wait;
+  return record.spec.placement.round_timeout;
 }
 
 bool SourceRole::renew_queued(SourceWorkload& workload) {
@@ -261,8 +288,11 @@ bool SourceRole::renew_queued(SourceWorkload& workload) {
 void SourceRole::ask_next_batch(SourceWorkload& workload) {
   store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();
-  size_t batch = static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch));
-  size_t count = std::min(batch, workload.untried.size());
+  // Incremental asks the next incrementalBatch; Preferred, everyone left.
+  size_t count = workload.untried.size();
+  if (dispatcher_of(record) == model::Dispatcher::kIncremental) {
+    count = std::min(count, static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch)));
+  }
   std::string names;
   for (size_t i = 0; i < count; ++i) {
     const auto& [peer_id, name] = workload.untried[i];

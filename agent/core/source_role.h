@@ -136,11 +136,18 @@ class SourceRole : private DueIndex::Times {
     std::map<std::string, double> engine_score;               // by peer id
     std::string reason;  // " cluster=Reason" for each target left out
     std::string decision;  // the engine's steps, abbreviated, for the events
+    bool queueing = false;  // nobody has room: ranked are those that would queue it
   };
   // Whom a round of `workload` would ask now, as its dispatcher picks them;
-  // Incremental's later batches go to `untried`.
+  // the later batches (Incremental, Preferred) go to `untried`.
   RankedTargets round_targets(const SourceWorkload& workload,
                               std::vector<std::pair<std::string, std::string>>* untried);
+  // Whether a Preferred round asks its first-ranked target alone first.
+  bool asks_preferred_alone(const SourceWorkload& workload, const RankedTargets& targets) const;
+  model::Dispatcher dispatcher_of(const store::WorkloadRecord& record) const;
+  size_t first_batch_size(const store::WorkloadRecord& record) const;
+  // How long a batch of candidates is given before the next is asked.
+  Duration wave_timeout(const store::WorkloadRecord& record) const;
   // Parked work that a round would send to the very targets that queue it:
   // re-sends the same epoch's candidates (the targets keep its place in
   // line) and parks it again. False if it needs a real round.

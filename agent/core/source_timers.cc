@@ -120,7 +120,7 @@ TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bou
   }
 
   if (!workload.untried.empty()) {
-    due = std::min(due, workload.wave_started + placement.round_timeout);
+    due = std::min(due, workload.wave_started + wave_timeout(record));
   } else if (workload.candidates.empty()) {
     return now;
   } else {
@@ -273,7 +273,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
   }
   if (decide_after_preferred_wait(workload, now)) return;
   if (!workload.untried.empty()) {
-    if (now - workload.wave_started >= record.spec.placement.round_timeout)
+    if (now - workload.wave_started >= wave_timeout(record))
       ask_next_batch(workload);
   } else if (workload.candidates.empty() ||
              now - workload.wave_started >= config_.reservation_ttl) {

@@ -65,8 +65,12 @@ struct SourceWorkload {
   std::map<std::string, PendingCancel> cancels;         // by target peer id
   std::map<std::string, PendingDelete> deletes;         // by target peer id, while deleting
   TimePoint round_started{};
-  TimePoint wave_started{};  // Incremental: when the last batch of candidates went out
-  std::vector<std::pair<std::string, std::string>> untried;  // Incremental: ranked, not asked yet
+  TimePoint wave_started{};  // Incremental, Preferred: when the last batch of candidates went out
+  std::vector<std::pair<std::string, std::string>> untried;  // ranked, not asked yet
+  // This round asked its first-ranked target alone (Preferred): READYs of
+  // the others, asked later, wait for it only until preferredWait after
+  // the round began, not after they came.
+  bool asked_preferred_alone = false;
   TimePoint last_approve_sent{};
   int approve_resends = 0;
   TimePoint next_round_at{};

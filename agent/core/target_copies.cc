@@ -80,7 +80,7 @@ void TargetRole::on_status_ack(const std::string& from, const protocol::StatusAc
   persist(record);
 }
 
-void TargetRole::send_status(TargetReservation& reservation) {
+void TargetRole::send_status(TargetReservation& reservation, bool lazily) {
   const store::ReservationRecord& record = reservation.record;
   if (record.generation == reservation.generation_sent) {
     reservation.status_resends += 1;
@@ -104,7 +104,11 @@ void TargetRole::send_status(TargetReservation& reservation) {
   reservation.last_status_sent = clock_.now();
   next_status_retry_ =
       std::min(next_status_retry_, reservation.last_status_sent + config_.retry_interval);
-  send(record.source, std::move(status));
+  if (lazily) {
+    context_.send_later(record.source, std::move(status), context_.lazy_delay());
+  } else {
+    send(record.source, std::move(status));
+  }
 }
 
 void TargetRole::apply_cluster_events() {
@@ -171,7 +175,7 @@ void TargetRole::apply_cluster_events() {
                      std::string(store::kReservationPhaseNames[static_cast<int>(record.phase)]));
     changed.insert(key);
   }
-  for (const auto& key : changed) send_status(table_.entries().at(key));
+  for (const auto& key : changed) send_status(table_.entries().at(key), /*lazily=*/true);
 }
 
 void TargetRole::expire_reservations() {

@@ -84,6 +84,7 @@ class TargetRole {
   // call. Call after the batch commits. A launch that fails is reported
   // Failed (StartFailed) by the next tick.
   void launch_bound();
+  bool has_launches() const { return !to_launch_.empty(); }
   // The earliest time tick() has something to do (TimePoint::max(): nothing
   // timed; cluster events and messages come on their own).
   TimePoint next_deadline() const;
@@ -210,7 +211,11 @@ class TargetRole {
                  const std::string& why, TimePoint at);
   // A record restore() could not hold room for: Failed, LostOnRestart.
   void lose_on_restart(store::ReservationRecord& record, const Status& why);
-  void send_status(TargetReservation& reservation);
+  // `lazily`: in the next envelope to its source, or within lazy_delay
+  // (what a cluster observed: nobody waits on it, and at everyday rates a
+  // report in an envelope of its own cost a signature and a commit at each
+  // end).
+  void send_status(TargetReservation& reservation, bool lazily = false);
   void apply_cluster_events();
   void fail_launches();
   void expire_reservations();

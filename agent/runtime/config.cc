@@ -95,11 +95,12 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
     }
     if (node["defaultDispatcher"]) {
       std::string name = node["defaultDispatcher"].as<std::string>();
-      if (name == "AllAtOnce") file.timing.default_dispatcher = model::Dispatcher::kAllAtOnce;
+      if (name == "Preferred") file.timing.default_dispatcher = model::Dispatcher::kPreferred;
+      else if (name == "AllAtOnce") file.timing.default_dispatcher = model::Dispatcher::kAllAtOnce;
       else if (name == "Incremental") file.timing.default_dispatcher = model::Dispatcher::kIncremental;
       else if (name == "Sample") file.timing.default_dispatcher = model::Dispatcher::kSample;
       else {
-        return invalid_argument("agent.yaml defaultDispatcher: expected AllAtOnce, Incremental or Sample, got \"" +
+        return invalid_argument("agent.yaml defaultDispatcher: expected Preferred, AllAtOnce, Incremental or Sample, got \"" +
                                 name + "\"");
       }
     }

@@ -94,6 +94,7 @@ Result<Loop::Next> Loop::run_once(std::chrono::milliseconds max_wait) {
   }
   if (items[1].revents & ZMQ_POLLIN) {
     logger_.info("asked to stop; stopping");
+    SHOAL_RETURN_IF_ERROR(commit_open_group());
     watches_.end_all("the agent is stopping");
     return Next::kStop;
   }
@@ -109,13 +110,28 @@ Result<Loop::Next> Loop::run_once(std::chrono::milliseconds max_wait) {
 std::chrono::milliseconds Loop::poll_wait() const {
   if (read_only()) return kReadOnlyPollWait;
   std::chrono::milliseconds floor{ticked_ ? 1 : 0};
-  TimePoint next = instance_.agent->next_deadline();
+  TimePoint next = std::min(instance_.agent->next_deadline(), group_.commit_due());
   for (const AwaitedLog& awaited : awaiting_logs_) next = std::min(next, awaited.deadline);
   next = std::min(next, watches_.next_keepalive());
   TimePoint now = clock_.now();
   if (next <= now) return floor;  // (TimePoint::min() must not be subtracted from)
   auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now);
   return std::clamp(wait, floor, kMaxPollWait);
+}
+
+// What quiet batches left open is committed before the agent stops (and
+// what they deferred goes out).
+Status Loop::commit_open_group() {
+  if (!group_.open()) return Status::ok();
+  core::Agent& agent = *instance_.agent;
+  core::BatchOutcome batch = core::run_batch(
+      agent, store_, transport_,
+      [&] {
+        group_.answers_waiting = true;
+        return Status::ok();
+      },
+      nullptr, &group_);
+  return batch.why;
 }
 
 // A fresh agent from the store, started in its own batch.
@@ -130,10 +146,18 @@ Status Loop::serving_iteration() {
   core::Agent& agent = *instance_.agent;
   std::vector<ControlRequest> requests;
   std::vector<nlohmann::json> replies;
-  core::BatchOutcome batch = core::run_batch(agent, store_, transport_, [&] {
-    serve(agent, requests, replies);
-    return Status::ok();
-  });
+  group_.linger = agent.lazy_delay();
+  core::BatchOutcome batch = core::run_batch(
+      agent, store_, transport_,
+      [&] {
+        serve(agent, requests, replies);
+        // Whoever waits on this loop is answered after a commit: control
+        // requests, peer logs held for a client, and watchers.
+        group_.answers_waiting = !requests.empty() || !awaiting_logs_.empty() || !watches_.empty();
+        return Status::ok();
+      },
+      nullptr, &group_);
+  if (batch.end == core::BatchEnd::kOpen) return Status::ok();  // nothing to tell anyone yet
   if (batch.end != core::BatchEnd::kCommitted) {
     // Nothing of this batch happened: not on disk, so not on the wire and
     // not in any reply. Memory is ahead of the disk; enter_read_only

@@ -6,7 +6,9 @@
 // hears of a state the disk has not got).
 //
 // It serves in one of two modes:
-//  - serving: every iteration is one store batch (wire, control, tick);
+//  - serving: every iteration is one store batch (wire, control, tick); a
+//    quiet one may share the next one's commit (core::GroupCommit), never
+//    past the agent's lazy_delay, and never when it answers a request;
 //  - read-only, while the state database cannot be written (disk full,
 //    read-only, I/O errors): the agent is rebuilt from what was committed
 //    (core::load_read_only) and only answers reads; control mutations are
@@ -32,6 +34,7 @@
 #include <spdlog/logger.h>
 #include <zmq.hpp>
 
+#include "agent/core/batch.h"
 #include "agent/runtime/agent_factory.h"
 #include "agent/runtime/connection_guard.h"
 #include "agent/runtime/handshake_gate.h"
@@ -96,6 +99,7 @@ class Loop {
   std::chrono::milliseconds poll_wait() const;
   Status start_serving();
   Status serving_iteration();
+  Status commit_open_group();
   void serve(core::Agent& agent, std::vector<ControlRequest>& requests,
              std::vector<nlohmann::json>& replies);
   Status enter_read_only(const Status& fault);
@@ -126,6 +130,7 @@ class Loop {
   std::chrono::steady_clock::time_point next_probe_{};
   std::chrono::steady_clock::time_point last_tick_{};
   bool ticked_ = false;  // in the last iteration
+  core::GroupCommit group_;  // the serving batches' (linger: the agent's lazy_delay)
   std::vector<AwaitedLog> awaiting_logs_;
   WorkloadWatches watches_;  // after logger_: it sends through send_reply
   std::chrono::steady_clock::time_point last_rate_limit_log_{};

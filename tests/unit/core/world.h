@@ -373,6 +373,11 @@ class World {
     config.cluster = node.name;
     config.org = "org";
     config.endpoint = "tcp://" + node.name + ":1";
+    // What these tests check step by step: every target asked at once, and
+    // every message sent in the step that made it (deliver() lets no time
+    // pass). The tests of Preferred and of deferred messages set their own.
+    config.default_dispatcher = model::Dispatcher::kAllAtOnce;
+    config.lazy_delay = Duration(0);
     if (configure) configure(config);
     node.agent = std::make_unique<Agent>(config, node.identity, *node.clock, *node.transport,
                                          *node.store, *node.cluster, rng_);
