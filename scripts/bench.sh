@@ -7,8 +7,9 @@
 #   1 source x 8 targets      open loop at 100/s, 500/s and 1,000/s (10 s each:
 #                             a federation's everyday rates, below saturation)
 #   1 agent, 100,000 queued   control latency, drain rate, SIGTERM (--queue)
+#   30 agents, full mesh      idle: each agent's CPU (--idle)
 # Results print and go to bench/results/e2e-<UTC date>.txt. RUNS (default 3)
-# sets the runs per configuration. Takes about 12 minutes on 2 cores.
+# sets the runs per configuration. Takes about 14 minutes on 2 cores.
 #
 # BASE=REV (a commit, e.g. BASE=HEAD~5) measures the build before a change
 # beside this one: REV is built in a worktree outside the repository
@@ -87,5 +88,8 @@ out="bench/results/e2e-$(date -u +%Y%m%dT%H%M%SZ).txt"
     echo "== --queue 100000, $BASE"
     "$base_bench" --queue 100000 --queue-seconds 20
   fi
+  # Builds before this row existed have no --idle: this build alone.
+  echo "== --idle 30"
+  "$bench" --idle 30 --idle-seconds 30
 } 2>&1 | tee "$out"
 echo "written to $out"

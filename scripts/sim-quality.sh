@@ -4,7 +4,7 @@
 # simulator and through the ideal scheduler for each dispatcher, readyWindow
 # and load, and writes the results tables into docs/simulation.md between
 # its quality-table and priority-table markers (and prints them).
-#   scripts/sim-quality.sh            every row (about 5 minutes)
+#   scripts/sim-quality.sh            every row (about 6 minutes)
 #   scripts/sim-quality.sh --print    print the tables, leave the docs alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,23 +21,25 @@ trap 'rm -rf "$out"' EXIT
 # arrivals over 15 minutes, lognormal run times (sigma 1) whose mean sets
 # the offered load, cpu sizes 1/2/4/8, three namespaces of equal weight.
 rows=(
-  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.8"
-  "AllAtOnce, readyWindow 2s|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --ready-window 2s"
+  "Preferred|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.8"
+  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --dispatcher AllAtOnce"
+  "readyWindow 2s|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --ready-window 2s"
   "Incremental|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --dispatcher Incremental"
   "Sample|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --dispatcher Sample"
-  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.95"
+  "Preferred|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.95"
+  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.95 --dispatcher AllAtOnce"
   "Sample|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.95 --dispatcher Sample"
-  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 1.1"
-  "AllAtOnce|20 agents, 4 orgs|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --graph orgs"
-  "AllAtOnce|100 agents, random 10|--agents 100 --nodes 4 --invited-by 10 --workloads 30000 --load 0.8"
+  "Preferred|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 1.1"
+  "Preferred|20 agents, 4 orgs|--agents 20 --nodes 4 --workloads 6000 --load 0.8 --graph orgs"
+  "Preferred|100 agents, random 10|--agents 100 --nodes 4 --invited-by 10 --workloads 30000 --load 0.8"
 )
 # Two priority classes (one job in five at 100, the rest at 0), clusters
 # that preempt lower priority, invitations preemptible or not with a
 # ceiling of 50: the second table, high-priority waits against the ideal
 # scheduler with the same preemption rules.
 priority_rows=(
-  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.95 --preemption"
-  "AllAtOnce|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 1.1 --preemption"
+  "Preferred|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 0.95 --preemption"
+  "Preferred|20 agents, random 4|--agents 20 --nodes 4 --workloads 6000 --load 1.1 --preemption"
 )
 rows+=("${priority_rows[@]}")
 plain_rows=$(( ${#rows[@]} - ${#priority_rows[@]} ))

@@ -180,10 +180,10 @@ class Agent {
   // Call before committing a batch: writes what the batch accumulated (peer
   // rows, replay marks). Returns store_health().
   Status finish_batch();
-  // After finish_batch: the batch has nothing to release — it sealed no
-  // envelope and bound nothing to launch — so its commit may wait for the
-  // next batch's (group commit, batch.h).
-  bool batch_quiet() const { return context_.sealed_nothing() && !target_.has_launches(); }
+  // Copies bound since the last batch_committed(), waiting for a commit to
+  // be launched (a batch with none, and no envelope sealed, is quiet:
+  // GroupCommit in batch.h).
+  bool has_launches() const { return target_.has_launches(); }
   TimePoint now() const { return context_.now(); }
   // How long what nobody waits on may wait to share: a deferred message its
   // envelope (Context::send_later), a quiet batch its commit (GroupCommit).

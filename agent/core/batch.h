@@ -29,7 +29,7 @@ enum class BatchEnd {
 
 // Group commit, for a caller that opts in (the runtime does; the simulator
 // and the unit world commit every batch). A quiet batch — it sealed no
-// envelope, bound nothing to launch (Agent::batch_quiet), and the caller
+// envelope, bound nothing to launch (Agent::has_launches), and the caller
 // has no answer waiting for its commit — is left open for up to `linger`:
 // the batches after it join its transaction, and the first that is not
 // quiet, or the first to end once the group has lingered that long,

@@ -66,9 +66,11 @@ struct AgentConfig {
   Duration preferred_wait = 1s;
   // What nobody waits on — acknowledgements, a copy's reports of what its
   // cluster observed, a quiet batch's commit — may wait this long (at most
-  // a quarter of retryInterval) to share an envelope or a commit
-  // (Context::send_later, GroupCommit). 0: nothing waits.
-  Duration lazy_delay = 100ms;
+  // a quarter of retryInterval, so never long enough to be repeated) to
+  // share an envelope or a commit (Context::send_later, GroupCommit). At
+  // 100 placements/s over 8 targets most of them then share; at 100 ms,
+  // fewer than half did. 0: nothing waits.
+  Duration lazy_delay = 250ms;
   Disclosure disclose;
 };
 

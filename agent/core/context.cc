@@ -94,7 +94,6 @@ void Context::seal_outgoing() {
   // Deferred messages join the envelope of a peer this batch writes to, or
   // leave alone once due; either way after this batch commits.
   release_deferred(/*riding_too=*/true);
-  uint64_t envelopes_before = stats_.envelopes_sent;
   for (auto& [peer_id, messages] : outgoing_) {
     const PeerTable::Peer* peer = peers_.find(peer_id);
     if (!peer || !peer->key) continue;
@@ -130,7 +129,6 @@ void Context::seal_outgoing() {
     }
   }
   outgoing_.clear();
-  sealed_nothing_ = stats_.envelopes_sent == envelopes_before;
 }
 
 TimePoint Context::resend_at(const std::string& peer_id, TimePoint last_sent, int resends) const {

@@ -92,8 +92,6 @@ class Context {
   // signature per message. Deferred messages ride along to those peers, and
   // go alone once due.
   void seal_outgoing();
-  // Whether the last seal_outgoing() made no envelope.
-  bool sealed_nothing() const { return sealed_nothing_; }
   bool has_local() const { return !local_inbox_.empty(); }
   protocol::Body take_local();
 
@@ -192,7 +190,6 @@ class Context {
   // `riding_too` those to a peer outgoing_ already writes to.
   void release_deferred(bool riding_too);
   TimePoint deferred_due_ = TimePoint::max();  // the earliest in deferred_
-  bool sealed_nothing_ = true;
   TimePoint sent_at_{};
   EnvelopeOrder envelope_order_;
   EventSubject event_subject_;

@@ -91,6 +91,8 @@ struct Options {
   int queue = 0;    // > 0: the one-agent queue bench with this many workloads
   int queue_seconds = 20;  // how long the queue bench samples while draining
   std::vector<std::pair<std::string, std::string>> settings;  // agent.yaml KEY=VALUE for every agent
+  int idle = 0;  // > 0: instead, this many agents in a full mesh, idle
+  int idle_seconds = 30;
 };
 
 // This machine's speed at what the protocol pays per message and batch,
@@ -407,6 +409,62 @@ RunResult run_once(const Options& options, int workloads) {
   return result;
 }
 
+// An idle federation's cost: `options.idle` agents that all invite each
+// other, connected, then left alone for idle_seconds (heartbeats, capacity,
+// digests: what a federation pays when nothing is placed). Prints each
+// agent's share of a core over that window.
+int run_idle(const Options& options) {
+  shoal::testing::TempDir dir;
+  std::vector<std::unique_ptr<AgentProcess>> agents;
+  std::vector<AgentProcess*> all;
+  for (int i = 0; i < options.idle; ++i) {
+    agents.push_back(std::make_unique<AgentProcess>("a" + std::to_string(i), dir.path()));
+    AgentProcess& agent = *agents.back();
+    agent.init();
+    for (const auto& [key, value] : options.settings) agent.set_config(key, value);
+    if (!agent.start()) {
+      std::fprintf(stderr, "%s did not start:\n%s\n", agent.name().c_str(), agent.log().c_str());
+      return 1;
+    }
+    all.push_back(&agent);
+  }
+  invite_full_mesh(all, "default");
+  bool connected = shoal::testing::wait_until(
+      [&] {
+        for (AgentProcess* agent : all) {
+          json peers = agent->ctl_json({"peers"});
+          if (peers.is_null()) return false;
+          int active = 0;
+          for (const auto& p : peers["items"]) active += p.value("state", "") == "Active";
+          if (active < options.idle - 1) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(120));
+  if (!connected) {
+    std::fprintf(stderr, "the mesh did not connect within 120 s\n");
+    return 1;
+  }
+  // Past the greetings and first advertisements of a fresh mesh.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  std::vector<double> before;
+  for (AgentProcess* agent : all) before.push_back(use_of(agent->pid()).cpu_seconds);
+  auto began = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(options.idle_seconds));
+  double window = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  std::vector<double> shares;
+  for (size_t i = 0; i < all.size(); ++i) {
+    shares.push_back(100.0 * (use_of(all[i]->pid()).cpu_seconds - before[i]) / window);
+  }
+  std::sort(shares.begin(), shares.end());
+  double mean = 0;
+  for (double share : shares) mean += share / static_cast<double>(shares.size());
+  std::printf("%d agents in a full mesh, idle for %.0f s: CPU per agent mean %.2f %%, median %.2f %%, "
+              "max %.2f %% of a core\n",
+              options.idle, window, mean, shares[shares.size() / 2], shares.back());
+  return 0;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point began) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
@@ -525,6 +583,12 @@ int main(int argc, char** argv) {
   app.add_option("--queue-seconds", options.queue_seconds,
                  "How long --queue samples while the queue drains")
       ->check(CLI::Range(1, 3600));
+  app.add_option("--idle", options.idle,
+                 "Instead: this many agents that all invite each other, left idle; prints each "
+                 "agent's CPU")
+      ->check(CLI::Range(2, 100));
+  app.add_option("--idle-seconds", options.idle_seconds, "How long --idle measures")
+      ->check(CLI::Range(1, 3600));
   std::vector<std::string> settings;
   app.add_option("--set", settings, "agent.yaml KEY=VALUE for every agent of the federation (repeatable), "
                                     "e.g. preferredWait=0s");
@@ -538,6 +602,7 @@ int main(int argc, char** argv) {
     options.settings.emplace_back(setting.substr(0, equals), setting.substr(equals + 1));
   }
   if (options.queue > 0) return run_queue(options);
+  if (options.idle > 0) return run_idle(options);
   shoal::testing::TempDir scratch;
   MachineSpeed speed = measure_machine(scratch.path());
   long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
                "lifecycle timers in seconds (lease 2s, worker lost 6s)");
   app.add_option("--skew", skew, "clocks differ by up to this")->capture_default_str();
   app.add_option("--dispatcher", dispatcher,
-                 "AllAtOnce | Incremental | Sample (default: the agents')");
+                 "Preferred | AllAtOnce | Incremental | Sample (default: the agents', Preferred)");
   app.add_option("--ready-window", ready_window, "spec.placement.readyWindow of every job")
       ->capture_default_str();
   app.add_option("--check-every", check_every, "simulated time between invariant checks")
@@ -216,13 +216,14 @@ int main(int argc, char** argv) {
   }
   if (!dispatcher.empty()) {
     bool known = false;
-    for (int i = 0; i < 3; ++i) {
-      if (dispatcher == model::kDispatcherNames[i])
-        o.dispatcher = static_cast<model::Dispatcher>(i), known = true;
+    for (size_t i = 0; i < std::size(model::kDispatcherNames); ++i) {
+      auto each = static_cast<model::Dispatcher>(i);
+      if (each != model::Dispatcher::kExternal && dispatcher == model::kDispatcherNames[i])
+        o.dispatcher = each, known = true;
     }
     if (!known)
-      return fail("--dispatcher: expected AllAtOnce, Incremental or Sample, got '" + dispatcher +
-                  "'");
+      return fail("--dispatcher: expected Preferred, AllAtOnce, Incremental or Sample, got '" +
+                  dispatcher + "'");
   }
   if (output != "text" && output != "json")
     return fail("-o: expected text or json, got '" + output + "'");

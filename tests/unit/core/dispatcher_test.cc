@@ -109,6 +109,102 @@ TEST(DispatcherTest, AllAtOnceAsksEveryEligibleTarget) {
   EXPECT_EQ(asked.size(), 5u);
 }
 
+model::WorkloadSpec preferred_job() {
+  model::WorkloadSpec spec = workload("job", 1000, 60s);
+  spec.placement.dispatcher = model::Dispatcher::kPreferred;
+  return spec;
+}
+
+TEST(DispatcherTest, PreferredAsksTheFirstRankedAloneAndItWins) {
+  Fleet fleet;
+  ASSERT_TRUE(fleet.source->agent->submit({preferred_job()}).is_ok());
+  std::vector<std::string> asked;
+  int cancels = 0;
+  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
+    cancels += w.type == MessageType::kCancel;
+    return true;
+  });
+  ASSERT_EQ(asked.size(), 1u) << "nobody else reserves room for it";
+  EXPECT_TRUE(asked[0] == "t1" || asked[0] == "t2") << asked[0] << ": not one of the roomiest";
+  EXPECT_EQ(cancels, 0) << "nothing to release";
+  auto record = fleet.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_EQ(record->cluster, asked[0]);
+}
+
+TEST(DispatcherTest, PreferredAsksEveryOtherTargetAtOnceWhenTheFirstRankedRejects) {
+  // The gpu job's node selector matches no node of t1 or t2, which only
+  // they know (node labels never leave a cluster): the first-ranked refuses.
+  Fleet fleet;
+  ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kPreferred)}).is_ok());
+  std::vector<std::string> asked;
+  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
+    return true;
+  });
+  ASSERT_EQ(asked.size(), 5u);
+  EXPECT_TRUE(asked[0] == "t1" || asked[0] == "t2") << asked[0];
+  EXPECT_EQ(std::set<std::string>(asked.begin(), asked.end()),
+            (std::set<std::string>{"t1", "t2", "t3", "t4", "t5"}));
+  auto record = fleet.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning);
+  EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4" || record->cluster == "t5")
+      << record->cluster;
+}
+
+TEST(DispatcherTest, PreferredAsksTheOthersAfterPreferredWaitAndTheyWaitNoLonger) {
+  // t1 and t2 never answer. The others are asked once the first-ranked has
+  // had preferredWait (1 s) from the round's start, and their READYs do
+  // not wait for it a second time.
+  Fleet fleet;
+  ASSERT_TRUE(fleet.source->agent->submit({preferred_job()}).is_ok());
+  std::vector<std::string> asked;
+  auto lossy = [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
+    return fleet.name_of(w.to) != "t1" && fleet.name_of(w.to) != "t2";
+  };
+  fleet.world.run_for(750ms, 250ms, lossy);
+  EXPECT_EQ(std::set<std::string>(asked.begin(), asked.end()).size(), 1u) << "before preferredWait";
+  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kPlacing);
+  fleet.world.run_for(750ms, 250ms, lossy);
+  auto record = fleet.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << "1.5 s after it was submitted";
+  EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4" || record->cluster == "t5")
+      << record->cluster;
+}
+
+TEST(DispatcherTest, PreferredAsksEveryoneAtOnceForAReadyWindow) {
+  Fleet fleet;
+  model::WorkloadSpec spec = preferred_job();
+  spec.placement.ready_window = 2s;  // compares READYs: it needs them all
+  ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
+  std::set<std::string> asked;
+  fleet.world.run_for(1s, 250ms, [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
+    return true;
+  });
+  EXPECT_EQ(asked.size(), 5u);
+}
+
+TEST(DispatcherTest, TheAgentsDefaultIsPreferred) {
+  EXPECT_EQ(AgentConfig{}.default_dispatcher, model::Dispatcher::kPreferred);
+  Fleet fleet;
+  fleet.world.configure = [](AgentConfig& config) {
+    config.default_dispatcher = AgentConfig{}.default_dispatcher;
+  };
+  fleet.world.restart(*fleet.source);
+  fleet.world.run_for(3s);
+  ASSERT_TRUE(fleet.source->agent->submit({workload("job", 1000, 60s)}).is_ok());
+  std::set<std::string> asked;
+  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
+    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
+    return true;
+  });
+  EXPECT_EQ(asked.size(), 1u);
+  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+}
+
 TEST(DispatcherTest, ExternalBindsOnlyAfterNominateAndRenominatingCancels) {
   Fleet fleet;
   ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kExternal)}).is_ok());

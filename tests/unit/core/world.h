@@ -325,6 +325,9 @@ class World {
         << node.name << ": a timer is still due after its tick (the runtime would spin)";
   }
 
+  // Time passes and nobody steps (a test that runs batches by hand).
+  void advance_clock(Duration d) { clock_.advance(d); }
+
   void freeze(Node& node) { node.frozen = true; }
 
   // SIGCONT. `read_first`: the node reads what waited for it before its

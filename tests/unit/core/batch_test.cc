@@ -1,0 +1,230 @@
+// The lazy parts of the step contract: what nobody waits on shares an
+// envelope (Context::send_later), and a quiet batch shares the next one's
+// commit (GroupCommit), never at the cost of write-ahead.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <variant>
+
+#include "store/sqlite.h"
+#include "tests/unit/core/world.h"
+
+namespace shoal::core::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::MessageType;
+
+constexpr Duration kLazy = 100ms;
+
+// A source whose own cluster takes nothing, and one target that invited
+// it; both let what nobody waits on wait kLazy.
+struct Lazy {
+  World world;
+  Node* source = nullptr;
+  Node* target = nullptr;
+
+  Lazy() {
+    world.configure = [](AgentConfig& config) { config.lazy_delay = kLazy; };
+    source = &world.add("source", 1, 100);
+    target = &world.add("target");
+    world.invite(*target, *source);
+    world.run_for(3s);
+  }
+};
+
+// The phase `node`'s store has committed for workload `name`, as another
+// connection reads it.
+std::string committed_phase(const Node& node, const std::string& name) {
+  auto db = store::Database::open(node.db_path);
+  EXPECT_TRUE(db.is_ok()) << db.status().message();
+  if (!db.is_ok()) return "";
+  auto select = (*db)->prepare("SELECT phase FROM workloads WHERE name = ?");
+  EXPECT_TRUE(select.is_ok());
+  if (!select.is_ok()) return "";
+  select->bind(1, name);
+  auto row = select->step();
+  return row.is_ok() && *row ? select->column_text(0) : "";
+}
+
+// The report a STATUS wire carries.
+protocol::WorkloadStatus status_in(const Wire& w) {
+  protocol::DropReason reason;
+  auto envelope = protocol::open(w.bytes, &reason);
+  EXPECT_TRUE(envelope.is_ok());
+  if (!envelope.is_ok()) return {};
+  auto body = protocol::decode_body(envelope->type, envelope->body);
+  EXPECT_TRUE(body.is_ok() && std::holds_alternative<protocol::WorkloadStatus>(*body));
+  if (!body.is_ok() || !std::holds_alternative<protocol::WorkloadStatus>(*body)) return {};
+  return std::get<protocol::WorkloadStatus>(*body);
+}
+
+struct Seen {
+  TimePoint at;
+  MessageType type;
+  uint64_t envelope;
+  size_t parts;
+};
+
+void submit(World& world, Node& node, const model::WorkloadSpec& spec) {
+  world.step(node, [&] { ASSERT_TRUE(node.agent->submit({spec}).is_ok()); });
+}
+
+TEST(DeferredMessageTest, AcknowledgementsWaitToShareAnEnvelopeButNoLongerThanTheLazyDelay) {
+  Lazy lazy;
+  submit(lazy.world, *lazy.source, workload("job", 1000, 60s));
+  std::vector<Seen> statuses, acks;
+  std::set<uint64_t> generations;
+  lazy.world.run_as_runtime_for(3s, Duration(1), [&](const Wire& w) {
+    Seen seen{lazy.source->clock->now(), w.type, w.envelope, w.parts};
+    if (w.type == MessageType::kStatus) {
+      statuses.push_back(seen);
+      generations.insert(status_in(w).generation);
+    }
+    if (w.type == MessageType::kStatusAck) acks.push_back(seen);
+    return true;
+  });
+  ASSERT_EQ(phase_of(*lazy.source, "job"), model::Phase::kRunning);
+  // Bound (with BOUND) and Running, reported within a millisecond; their
+  // acknowledgements leave in one envelope once the first waited kLazy,
+  // and the target repeats neither.
+  EXPECT_EQ(generations, (std::set<uint64_t>{1, 2}));
+  ASSERT_FALSE(acks.empty());
+  for (const Seen& ack : acks) {
+    EXPECT_EQ(ack.envelope, acks.front().envelope) << "one signature for all";
+    EXPECT_GE(ack.at - statuses.front().at, kLazy) << "acknowledged at once";
+    EXPECT_LE(ack.at - statuses.front().at, kLazy + 5ms);
+  }
+  EXPECT_LT(statuses.back().at, acks.front().at) << "a report repeated";
+}
+
+TEST(DeferredMessageTest, AnAcknowledgementRidesWithTheNextEnvelopeToItsPeer) {
+  Lazy lazy;
+  submit(lazy.world, *lazy.source, workload("first", 1000, 60s));
+  // In steps shorter than the lazy delay, until the first is Running here:
+  // its acknowledgement is owed, not sent.
+  for (int i = 0; i < 100 && phase_of(*lazy.source, "first") != model::Phase::kRunning; ++i) {
+    lazy.world.run_for(40ms, 40ms);
+  }
+  ASSERT_EQ(phase_of(*lazy.source, "first"), model::Phase::kRunning);
+  lazy.source->transport->outbox.clear();
+  lazy.world.step(*lazy.source, [&] {
+    ASSERT_TRUE(lazy.source->agent->submit({workload("second", 1000, 60s)}).is_ok());
+  });
+  std::vector<Seen> sent;
+  for (const Wire& w : lazy.source->transport->outbox) {
+    if (w.to == lazy.target->id) sent.push_back({{}, w.type, w.envelope, w.parts});
+  }
+  ASSERT_GE(sent.size(), 2u);
+  EXPECT_EQ(sent.front().type, MessageType::kStatusAck) << "the older messages first";
+  EXPECT_EQ(sent.back().type, MessageType::kCandidate);
+  for (const Seen& message : sent) {
+    EXPECT_EQ(message.envelope, sent.front().envelope) << "one envelope, one signature";
+  }
+}
+
+// The envelope that carries the target's report that `name` finished,
+// held back (with everything else the target sent once the source knew it
+// ran): what a quiet batch of the source reads.
+std::vector<uint8_t> finished_report(Lazy& lazy, const std::string& name) {
+  submit(lazy.world, *lazy.source, workload(name, 1000, 1s));
+  std::vector<uint8_t> held;
+  lazy.world.run_for(3s, 50ms, [&](const Wire& w) {
+    if (w.from != lazy.target->id || phase_of(*lazy.source, name) != model::Phase::kRunning) {
+      return true;
+    }
+    if (held.empty() && w.type == MessageType::kStatus &&
+        status_in(w).phase == model::Phase::kSucceeded) {
+      held = *w.sealed;
+    }
+    return false;
+  });
+  EXPECT_FALSE(held.empty());
+  EXPECT_EQ(phase_of(*lazy.source, name), model::Phase::kRunning);
+  EXPECT_EQ(committed_phase(*lazy.source, name), "Running");
+  return held;
+}
+
+BatchOutcome read(Node& node, GroupCommit& group, const std::vector<uint8_t>& bytes) {
+  node.transport->mark_batch_start();
+  return run_batch(
+      *node.agent, *node.store, *node.transport,
+      [&] {
+        if (!bytes.empty()) node.agent->handle_wire(bytes);
+        return Status::ok();
+      },
+      nullptr, &group);
+}
+
+TEST(GroupCommitTest, AQuietBatchWaitsForTheGroupsCommitAndNothingOfItLeavesBefore) {
+  Lazy lazy;
+  Node& source = *lazy.source;
+  std::vector<uint8_t> report = finished_report(lazy, "job");
+  source.transport->outbox.clear();
+  GroupCommit group{kLazy};
+
+  // Reading the report writes the outcome and owes an acknowledgement:
+  // quiet, so it waits for a commit.
+  EXPECT_EQ(read(source, group, report).end, BatchEnd::kOpen);
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
+  EXPECT_EQ(committed_phase(source, "job"), "Running");
+  EXPECT_TRUE(source.transport->outbox.empty());
+
+  // Another quiet batch joins it while the group lingers.
+  lazy.world.advance_clock(kLazy / 2);
+  EXPECT_EQ(read(source, group, {}).end, BatchEnd::kOpen);
+  EXPECT_EQ(committed_phase(source, "job"), "Running");
+  EXPECT_TRUE(source.transport->outbox.empty());
+
+  // Past the linger the next batch commits both; only then does the
+  // acknowledgement leave.
+  lazy.world.advance_clock(kLazy / 2);
+  EXPECT_EQ(read(source, group, {}).end, BatchEnd::kCommitted);
+  EXPECT_FALSE(group.open());
+  EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
+  ASSERT_EQ(source.transport->outbox.size(), 1u);
+  EXPECT_EQ(source.transport->outbox[0].type, MessageType::kStatusAck);
+}
+
+TEST(GroupCommitTest, ABatchThatSendsCommitsTheGroupAtOnce) {
+  Lazy lazy;
+  Node& source = *lazy.source;
+  std::vector<uint8_t> report = finished_report(lazy, "job");
+  GroupCommit group{kLazy};
+  ASSERT_EQ(read(source, group, report).end, BatchEnd::kOpen);
+  source.transport->mark_batch_start();
+  BatchOutcome sending = run_batch(
+      *source.agent, *source.store, *source.transport,
+      [&] { return source.agent->submit({workload("next", 1000, 60s)}).status(); }, nullptr,
+      &group);
+  EXPECT_EQ(sending.end, BatchEnd::kCommitted);
+  EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
+  EXPECT_EQ(committed_phase(source, "next"), "Placing");
+}
+
+TEST(GroupCommitTest, AnAnswerWaitingCommitsEvenAQuietBatch) {
+  Lazy lazy;
+  Node& source = *lazy.source;
+  std::vector<uint8_t> report = finished_report(lazy, "job");
+  GroupCommit group{kLazy};
+  group.answers_waiting = true;
+  EXPECT_EQ(read(source, group, report).end, BatchEnd::kCommitted);
+  EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
+}
+
+TEST(GroupCommitTest, ACrashLosesTheOpenGroupAndTheReportIsRepeated) {
+  Lazy lazy;
+  Node& source = *lazy.source;
+  std::vector<uint8_t> report = finished_report(lazy, "job");
+  GroupCommit group{kLazy};
+  ASSERT_EQ(read(source, group, report).end, BatchEnd::kOpen);
+  lazy.world.restart(source);  // the open transaction dies with the process
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kRunning);
+  // Never acknowledged, the report comes again.
+  lazy.world.run_for(5s);
+  EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
+  EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
+}
+
+}  // namespace
+}  // namespace shoal::core::testing
