@@ -98,8 +98,12 @@ Result<Loop::Next> Loop::run_once(std::chrono::milliseconds max_wait) {
     watches_.end_all("the agent is stopping");
     return Next::kStop;
   }
+  // Each read of an empty ZeroMQ socket costs system calls (it checks its
+  // command pipe): only the sockets the poll found readable are read.
+  readable_.control = items[0].revents & ZMQ_POLLIN;
+  readable_.peers = !read_only() && (items.back().revents & ZMQ_POLLIN);
   SHOAL_RETURN_IF_ERROR(guard_.on_events());
-  if (gate_) gate_->answer(*instance_.agent, kMaxWireMessagesPerIteration);
+  if (gate_ && (items[2].revents & ZMQ_POLLIN)) gate_->answer(*instance_.agent, kMaxWireMessagesPerIteration);
   SHOAL_RETURN_IF_ERROR(read_only() ? read_only_iteration() : serving_iteration());
   return Next::kGoOn;
 }
@@ -201,9 +205,10 @@ Status Loop::serving_iteration() {
 void Loop::serve(core::Agent& agent, std::vector<ControlRequest>& requests,
            std::vector<nlohmann::json>& replies) {
   auto now = std::chrono::steady_clock::now();
-  bool inbox_drained = false;
+  bool inbox_drained = !readable_.peers;
   size_t handled = 0;
-  for (int i = 0; i < kMaxWireMessagesPerIteration && handled < kMaxMessagesPerIteration; ++i) {
+  for (int i = 0; !inbox_drained && i < kMaxWireMessagesPerIteration && handled < kMaxMessagesPerIteration;
+       ++i) {
     zmq::multipart_t message;
     if (!receive(sockets_.peers, message)) {
       inbox_drained = true;
@@ -281,7 +286,7 @@ void Loop::note_rate_limited(const std::string& sender, std::chrono::steady_cloc
 
 std::vector<Loop::ControlRequest> Loop::receive_control() {
   std::vector<ControlRequest> requests;
-  for (int i = 0; i < kMaxControlRequestsPerIteration; ++i) {
+  for (int i = 0; readable_.control && i < kMaxControlRequestsPerIteration; ++i) {
     zmq::multipart_t message;
     if (!receive(sockets_.control, message)) break;
     if (message.size() != 3) continue;

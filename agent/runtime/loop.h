@@ -130,6 +130,11 @@ class Loop {
   std::chrono::steady_clock::time_point next_probe_{};
   std::chrono::steady_clock::time_point last_tick_{};
   bool ticked_ = false;  // in the last iteration
+  // What this iteration's poll found readable (the rest is not read).
+  struct Readable {
+    bool control = false;
+    bool peers = false;
+  } readable_;
   core::GroupCommit group_;  // the serving batches' (linger: the agent's lazy_delay)
   std::vector<AwaitedLog> awaiting_logs_;
   WorkloadWatches watches_;  // after logger_: it sends through send_reply

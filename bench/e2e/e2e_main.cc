@@ -447,6 +447,20 @@ int run_idle(const Options& options) {
   }
   // Past the greetings and first advertisements of a fresh mesh.
   std::this_thread::sleep_for(std::chrono::seconds(5));
+  auto sent_by_type = [&] {
+    std::map<std::string, double> sent;
+    for (AgentProcess* agent : all) {
+      json status = agent->ctl_json({"status"});
+      if (status.is_null()) continue;
+      for (const auto& [type, count] : status["messages"]["sentByType"].items()) {
+        sent[type] += count.get<double>();
+      }
+      sent["(envelopes)"] += status["messages"]["envelopesSent"].get<double>();
+      sent["(commits)"] += status["storage"]["commits"].get<double>();
+    }
+    return sent;
+  };
+  std::map<std::string, double> sent_before = sent_by_type();
   std::vector<double> before;
   for (AgentProcess* agent : all) before.push_back(use_of(agent->pid()).cpu_seconds);
   auto began = std::chrono::steady_clock::now();
@@ -462,6 +476,11 @@ int run_idle(const Options& options) {
   std::printf("%d agents in a full mesh, idle for %.0f s: CPU per agent mean %.2f %%, median %.2f %%, "
               "max %.2f %% of a core\n",
               options.idle, window, mean, shares[shares.size() / 2], shares.back());
+  std::printf("  per agent per second:");
+  for (const auto& [type, count] : sent_by_type()) {
+    std::printf(" %s %.2f", type.c_str(), (count - sent_before[type]) / window / options.idle);
+  }
+  std::printf("\n");
   return 0;
 }
 
