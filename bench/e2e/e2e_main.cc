@@ -204,6 +204,26 @@ struct RunResult {
   std::map<std::string, uint64_t> sent_by_type;  // every agent's, by message type
 };
 
+// Whether each of `agents` soon sees `peers_each` peers Active (and, with
+// `with_capacity`, advertising room to it).
+bool all_see_active(const std::vector<AgentProcess*>& agents, int peers_each, bool with_capacity,
+                    std::chrono::milliseconds timeout) {
+  return shoal::testing::wait_until(
+      [&] {
+        for (AgentProcess* agent : agents) {
+          json peers = agent->ctl_json({"peers"});
+          if (peers.is_null()) return false;
+          int active = 0;
+          for (const auto& p : peers["items"]) {
+            active += p.value("state", "") == "Active" && (!with_capacity || !p["capacity"].empty());
+          }
+          if (active < peers_each) return false;
+        }
+        return true;
+      },
+      timeout);
+}
+
 RunResult run_once(const Options& options, int workloads) {
   RunResult result;
   result.workloads = workloads;
@@ -253,20 +273,7 @@ RunResult run_once(const Options& options, int workloads) {
   }
   // Every target Active, with capacity, at each source before the clock starts.
   int peers_each = options.targets;  // with --mesh, every other agent
-  bool connected = shoal::testing::wait_until(
-      [&] {
-        for (AgentProcess* source : sources) {
-          json peers = source->ctl_json({"peers"});
-          if (peers.is_null()) return false;
-          int active = 0;
-          for (const auto& p : peers["items"])
-            active += p.value("state", "") == "Active" && !p["capacity"].empty();
-          if (active < peers_each) return false;
-        }
-        return true;
-      },
-      60s);
-  if (!connected) {
+  if (!all_see_active(sources, peers_each, /*with_capacity=*/true, 60s)) {
     std::fprintf(stderr, "targets did not all connect\n");
     return result;
   }
@@ -429,19 +436,7 @@ int run_idle(const Options& options) {
     all.push_back(&agent);
   }
   invite_full_mesh(all, "default");
-  bool connected = shoal::testing::wait_until(
-      [&] {
-        for (AgentProcess* agent : all) {
-          json peers = agent->ctl_json({"peers"});
-          if (peers.is_null()) return false;
-          int active = 0;
-          for (const auto& p : peers["items"]) active += p.value("state", "") == "Active";
-          if (active < options.idle - 1) return false;
-        }
-        return true;
-      },
-      std::chrono::seconds(120));
-  if (!connected) {
+  if (!all_see_active(all, options.idle - 1, /*with_capacity=*/false, 120s)) {
     std::fprintf(stderr, "the mesh did not connect within 120 s\n");
     return 1;
   }
