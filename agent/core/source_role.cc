@@ -207,8 +207,9 @@ SourceRole::RankedTargets SourceRole::round_targets(
     const SourceWorkload& workload, std::vector<std::pair<std::string, std::string>>* untried) {
   const store::WorkloadRecord& record = workload.record;
   RankedTargets targets = rank_targets(record);
-  // The dispatcher decides who hears of it now: everyone (AllAtOnce), the
-  // d*N best (Sample), or the best k with k more per round (Incremental).
+  // The dispatcher decides who hears of it now: the first-ranked alone while
+  // it has room, the rest later (Preferred), everyone (AllAtOnce), the d*N
+  // best (Sample), or the best k with k more per round (Incremental).
   const model::PlacementSpec& placement = record.spec.placement;
   model::Dispatcher dispatcher = dispatcher_of(record);
   untried->clear();
