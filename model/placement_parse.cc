@@ -195,9 +195,7 @@ Result<PlacementSpec> parse_placement(const YAML::Node& node, const std::string&
                                                 "minReady", "predicates"}));
   if (node["dispatcher"]) {
     SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(node["dispatcher"], ".dispatcher"));
-    for (size_t i = 0; i < std::size(kDispatcherNames); ++i) {
-      if (name == kDispatcherNames[i]) spec.dispatcher = static_cast<Dispatcher>(i);
-    }
+    spec.dispatcher = dispatcher_named(name);
     if (!spec.dispatcher) {
       return f.fail(".dispatcher", "expected AllAtOnce, Incremental, Sample, External or Preferred, got \"" + name + "\"");
     }

@@ -71,6 +71,13 @@ struct PrioritizerConfig {
 enum class Dispatcher { kAllAtOnce, kIncremental, kSample, kExternal, kPreferred };
 inline constexpr std::string_view kDispatcherNames[] = {"AllAtOnce", "Incremental", "Sample", "External",
                                                         "Preferred"};
+// The dispatcher spelled `name` (as kDispatcherNames spells it), or none.
+inline std::optional<Dispatcher> dispatcher_named(std::string_view name) {
+  for (size_t i = 0; i < std::size(kDispatcherNames); ++i) {
+    if (name == kDispatcherNames[i]) return static_cast<Dispatcher>(i);
+  }
+  return std::nullopt;
+}
 
 struct PlacementSpec {
   int32_t number_of_clusters = 1;

@@ -100,10 +100,7 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
     if (json.contains("placement")) {
       const auto& placement = json.at("placement");
       spec.placement.clusters = placement.value("clusters", std::vector<std::string>{});
-      std::string dispatcher = placement.value("dispatcher", std::string());
-      for (size_t i = 0; i < std::size(kDispatcherNames); ++i) {
-        if (dispatcher == kDispatcherNames[i]) spec.placement.dispatcher = static_cast<Dispatcher>(i);
-      }
+      spec.placement.dispatcher = dispatcher_named(placement.value("dispatcher", std::string()));
       spec.placement.incremental_batch = placement.value("incrementalBatch", 3);
       spec.placement.round_timeout = Duration(placement.value("roundTimeoutMs", int64_t{300000}));
       spec.placement.sample_factor = placement.value("sampleFactor", 2);

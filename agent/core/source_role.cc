@@ -227,7 +227,7 @@ SourceRole::RankedTargets SourceRole::round_targets(
     if (!nominated) targets.reason = " waiting for nominations (shoalctl nominate)";
   } else if (dispatcher == model::Dispatcher::kIncremental ||
              (dispatcher == model::Dispatcher::kPreferred && asks_preferred_alone(workload, targets))) {
-    size_t batch = first_batch_size(record);
+    size_t batch = dispatcher == model::Dispatcher::kPreferred ? 1 : incremental_batch(record);
     if (targets.ranked.size() > batch) {
       untried->assign(targets.ranked.begin() + static_cast<std::ptrdiff_t>(batch),
                       targets.ranked.end());
@@ -250,8 +250,7 @@ model::Dispatcher SourceRole::dispatcher_of(const store::WorkloadRecord& record)
   return record.spec.placement.dispatcher.value_or(config_.default_dispatcher);
 }
 
-size_t SourceRole::first_batch_size(const store::WorkloadRecord& record) const {
-  if (dispatcher_of(record) == model::Dispatcher::kPreferred) return 1;
+size_t SourceRole::incremental_batch(const store::WorkloadRecord& record) {
   return static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch));
 }
 
@@ -292,7 +291,7 @@ void SourceRole::ask_next_batch(SourceWorkload& workload) {
   // Incremental asks the next incrementalBatch; Preferred, everyone left.
   size_t count = workload.untried.size();
   if (dispatcher_of(record) == model::Dispatcher::kIncremental) {
-    count = std::min(count, static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch)));
+    count = std::min(count, incremental_batch(record));
   }
   std::string names;
   for (size_t i = 0; i < count; ++i) {

@@ -145,7 +145,8 @@ class SourceRole : private DueIndex::Times {
   // Whether a Preferred round asks its first-ranked target alone first.
   bool asks_preferred_alone(const SourceWorkload& workload, const RankedTargets& targets) const;
   model::Dispatcher dispatcher_of(const store::WorkloadRecord& record) const;
-  size_t first_batch_size(const store::WorkloadRecord& record) const;
+  // Incremental's batch of candidates: incrementalBatch, at least one.
+  static size_t incremental_batch(const store::WorkloadRecord& record);
   // How long a batch of candidates is given before the next is asked.
   Duration wave_timeout(const store::WorkloadRecord& record) const;
   // Parked work that a round would send to the very targets that queue it:

@@ -1,6 +1,7 @@
 #include "agent/runtime/config.h"
 
 #include <fstream>
+#include <optional>
 
 #include <yaml-cpp/yaml.h>
 
@@ -95,11 +96,11 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
     }
     if (node["defaultDispatcher"]) {
       std::string name = node["defaultDispatcher"].as<std::string>();
-      if (name == "Preferred") file.timing.default_dispatcher = model::Dispatcher::kPreferred;
-      else if (name == "AllAtOnce") file.timing.default_dispatcher = model::Dispatcher::kAllAtOnce;
-      else if (name == "Incremental") file.timing.default_dispatcher = model::Dispatcher::kIncremental;
-      else if (name == "Sample") file.timing.default_dispatcher = model::Dispatcher::kSample;
-      else {
+      // External waits for an operator's nominations: never a default.
+      std::optional<model::Dispatcher> dispatcher = model::dispatcher_named(name);
+      if (dispatcher && *dispatcher != model::Dispatcher::kExternal) {
+        file.timing.default_dispatcher = *dispatcher;
+      } else {
         return invalid_argument("agent.yaml defaultDispatcher: expected Preferred, AllAtOnce, Incremental or Sample, got \"" +
                                 name + "\"");
       }

@@ -143,6 +143,7 @@ Status Loop::start_serving() {
   SHOAL_ASSIGN_OR_RETURN(AgentInstance instance, factory_.make());
   instance_ = std::move(instance);
   core::Agent& agent = *instance_.agent;
+  group_ = core::GroupCommit{agent.lazy_delay()};
   return core::run_batch(agent, store_, transport_, [&] { return agent.start(); }).why;
 }
 
@@ -150,7 +151,6 @@ Status Loop::serving_iteration() {
   core::Agent& agent = *instance_.agent;
   std::vector<ControlRequest> requests;
   std::vector<nlohmann::json> replies;
-  group_.linger = agent.lazy_delay();
   core::BatchOutcome batch = core::run_batch(
       agent, store_, transport_,
       [&] {

@@ -135,7 +135,7 @@ class Loop {
     bool control = false;
     bool peers = false;
   } readable_;
-  core::GroupCommit group_;  // the serving batches' (linger: the agent's lazy_delay)
+  core::GroupCommit group_;  // the serving batches' (start_serving: the agent's lazy_delay)
   std::vector<AwaitedLog> awaiting_logs_;
   WorkloadWatches watches_;  // after logger_: it sends through send_reply
   std::chrono::steady_clock::time_point last_rate_limit_log_{};

@@ -215,13 +215,9 @@ int main(int argc, char** argv) {
                 (o.fast_timers ? " with --fast-timers" : ""));
   }
   if (!dispatcher.empty()) {
-    bool known = false;
-    for (size_t i = 0; i < std::size(model::kDispatcherNames); ++i) {
-      auto each = static_cast<model::Dispatcher>(i);
-      if (each != model::Dispatcher::kExternal && dispatcher == model::kDispatcherNames[i])
-        o.dispatcher = each, known = true;
-    }
-    if (!known)
+    // External would wait for nominations nobody makes.
+    o.dispatcher = model::dispatcher_named(dispatcher);
+    if (!o.dispatcher || *o.dispatcher == model::Dispatcher::kExternal)
       return fail("--dispatcher: expected Preferred, AllAtOnce, Incremental or Sample, got '" +
                   dispatcher + "'");
   }
