@@ -3,6 +3,7 @@
 // commit (GroupCommit), never at the cost of write-ahead.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 #include <variant>
 
@@ -145,83 +146,82 @@ std::vector<uint8_t> finished_report(Lazy& lazy, const std::string& name) {
   return held;
 }
 
-BatchOutcome read(Node& node, GroupCommit& group, const std::vector<uint8_t>& bytes) {
-  node.transport->mark_batch_start();
-  return run_batch(
-      *node.agent, *node.store, *node.transport,
-      [&] {
-        if (!bytes.empty()) node.agent->handle_wire(bytes);
-        return Status::ok();
-      },
-      nullptr, &group);
-}
-
-TEST(GroupCommitTest, AQuietBatchWaitsForTheGroupsCommitAndNothingOfItLeavesBefore) {
+// A source holding its target's report that "job" finished, unread, and
+// the group its batches run in (as the runtime runs them).
+struct ReportInHand {
   Lazy lazy;
   Node& source = *lazy.source;
   std::vector<uint8_t> report = finished_report(lazy, "job");
-  source.transport->outbox.clear();
   GroupCommit group{kLazy};
+
+  BatchOutcome batch(const std::function<Status()>& steps) {
+    source.transport->mark_batch_start();
+    return run_batch(*source.agent, *source.store, *source.transport, steps, nullptr, &group);
+  }
+  BatchOutcome read_report() {
+    return batch([&] {
+      source.agent->handle_wire(report);
+      return Status::ok();
+    });
+  }
+  BatchOutcome idle() {
+    return batch([] { return Status::ok(); });
+  }
+};
+
+TEST(GroupCommitTest, AQuietBatchWaitsForTheGroupsCommitAndNothingOfItLeavesBefore) {
+  ReportInHand hand;
+  Node& source = hand.source;
+  source.transport->outbox.clear();
 
   // Reading the report writes the outcome and owes an acknowledgement:
   // quiet, so it waits for a commit.
-  EXPECT_EQ(read(source, group, report).end, BatchEnd::kOpen);
+  EXPECT_EQ(hand.read_report().end, BatchEnd::kOpen);
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(committed_phase(source, "job"), "Running");
   EXPECT_TRUE(source.transport->outbox.empty());
 
   // Another quiet batch joins it while the group lingers.
-  lazy.world.advance_clock(kLazy / 2);
-  EXPECT_EQ(read(source, group, {}).end, BatchEnd::kOpen);
+  hand.lazy.world.advance_clock(kLazy / 2);
+  EXPECT_EQ(hand.idle().end, BatchEnd::kOpen);
   EXPECT_EQ(committed_phase(source, "job"), "Running");
   EXPECT_TRUE(source.transport->outbox.empty());
 
   // Past the linger the next batch commits both; only then does the
   // acknowledgement leave.
-  lazy.world.advance_clock(kLazy / 2);
-  EXPECT_EQ(read(source, group, {}).end, BatchEnd::kCommitted);
-  EXPECT_FALSE(group.open());
+  hand.lazy.world.advance_clock(kLazy / 2);
+  EXPECT_EQ(hand.idle().end, BatchEnd::kCommitted);
+  EXPECT_FALSE(hand.group.open());
   EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
   ASSERT_EQ(source.transport->outbox.size(), 1u);
   EXPECT_EQ(source.transport->outbox[0].type, MessageType::kStatusAck);
 }
 
 TEST(GroupCommitTest, ABatchThatSendsCommitsTheGroupAtOnce) {
-  Lazy lazy;
-  Node& source = *lazy.source;
-  std::vector<uint8_t> report = finished_report(lazy, "job");
-  GroupCommit group{kLazy};
-  ASSERT_EQ(read(source, group, report).end, BatchEnd::kOpen);
-  source.transport->mark_batch_start();
-  BatchOutcome sending = run_batch(
-      *source.agent, *source.store, *source.transport,
-      [&] { return source.agent->submit({workload("next", 1000, 60s)}).status(); }, nullptr,
-      &group);
+  ReportInHand hand;
+  ASSERT_EQ(hand.read_report().end, BatchEnd::kOpen);
+  BatchOutcome sending =
+      hand.batch([&] { return hand.source.agent->submit({workload("next", 1000, 60s)}).status(); });
   EXPECT_EQ(sending.end, BatchEnd::kCommitted);
-  EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
-  EXPECT_EQ(committed_phase(source, "next"), "Placing");
+  EXPECT_EQ(committed_phase(hand.source, "job"), "Succeeded");
+  EXPECT_EQ(committed_phase(hand.source, "next"), "Placing");
 }
 
 TEST(GroupCommitTest, AnAnswerWaitingCommitsEvenAQuietBatch) {
-  Lazy lazy;
-  Node& source = *lazy.source;
-  std::vector<uint8_t> report = finished_report(lazy, "job");
-  GroupCommit group{kLazy};
-  group.answers_waiting = true;
-  EXPECT_EQ(read(source, group, report).end, BatchEnd::kCommitted);
-  EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
+  ReportInHand hand;
+  hand.group.answers_waiting = true;
+  EXPECT_EQ(hand.read_report().end, BatchEnd::kCommitted);
+  EXPECT_EQ(committed_phase(hand.source, "job"), "Succeeded");
 }
 
 TEST(GroupCommitTest, ACrashLosesTheOpenGroupAndTheReportIsRepeated) {
-  Lazy lazy;
-  Node& source = *lazy.source;
-  std::vector<uint8_t> report = finished_report(lazy, "job");
-  GroupCommit group{kLazy};
-  ASSERT_EQ(read(source, group, report).end, BatchEnd::kOpen);
-  lazy.world.restart(source);  // the open transaction dies with the process
+  ReportInHand hand;
+  Node& source = hand.source;
+  ASSERT_EQ(hand.read_report().end, BatchEnd::kOpen);
+  hand.lazy.world.restart(source);  // the open transaction dies with the process
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kRunning);
   // Never acknowledged, the report comes again.
-  lazy.world.run_for(5s);
+  hand.lazy.world.run_for(5s);
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
 }

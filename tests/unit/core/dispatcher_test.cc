@@ -1,7 +1,10 @@
 // Dispatchers: who hears of a workload, and when.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "tests/unit/core/world.h"
 
@@ -38,7 +41,23 @@ struct Fleet {
     }
     return "?";
   }
+
+  // Runs `total` in steps of 250 ms; the targets CANDIDATEs went to, in
+  // the order sent. `deliver` (everything when null) says what arrives.
+  std::vector<std::string> run_asking(Duration total,
+                                      const std::function<bool(const Wire&)>& deliver = nullptr) {
+    std::vector<std::string> asked;
+    world.run_for(total, 250ms, [&](const Wire& w) {
+      if (w.type == MessageType::kCandidate) asked.push_back(name_of(w.to));
+      return !deliver || deliver(w);
+    });
+    return asked;
+  }
 };
+
+std::set<std::string> distinct(const std::vector<std::string>& names) {
+  return {names.begin(), names.end()};
+}
 
 model::WorkloadSpec gpu_job(model::Dispatcher dispatcher) {
   model::WorkloadSpec spec = workload("job", 1000, 60s);
@@ -53,23 +72,14 @@ TEST(DispatcherTest, SampleContactsOnlyTheDTimesNBestRanked) {
   model::WorkloadSpec spec = workload("job", 1000, 60s);
   spec.placement.dispatcher = model::Dispatcher::kSample;  // d = 2, N = 1
   ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
-  std::set<std::string> asked;
-  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
-    return true;
-  });
-  EXPECT_EQ(asked, (std::set<std::string>{"t1", "t2"})) << "the two roomiest";
+  EXPECT_EQ(distinct(fleet.run_asking(2s)), (std::set<std::string>{"t1", "t2"})) << "the two roomiest";
   EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
 }
 
 TEST(DispatcherTest, IncrementalAsksTheNextBatchWhenTheFirstAllRejects) {
   Fleet fleet;
   ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kIncremental)}).is_ok());
-  std::vector<std::string> asked;
-  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
-    return true;
-  });
+  std::vector<std::string> asked = fleet.run_asking(2s);
   ASSERT_GE(asked.size(), 4u);
   EXPECT_EQ(std::set<std::string>(asked.begin(), asked.begin() + 2), (std::set<std::string>{"t1", "t2"}));
   EXPECT_EQ(std::set<std::string>(asked.begin() + 2, asked.begin() + 4), (std::set<std::string>{"t3", "t4"}));
@@ -101,12 +111,7 @@ TEST(DispatcherTest, IncrementalAsksMoreAfterTheRoundTimeoutWhenNobodyAnswers) {
 TEST(DispatcherTest, AllAtOnceAsksEveryEligibleTarget) {
   Fleet fleet;
   ASSERT_TRUE(fleet.source->agent->submit({workload("job", 1000, 60s)}).is_ok());
-  std::set<std::string> asked;
-  fleet.world.run_for(1s, 250ms, [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
-    return true;
-  });
-  EXPECT_EQ(asked.size(), 5u);
+  EXPECT_EQ(distinct(fleet.run_asking(1s)).size(), 5u);
 }
 
 model::WorkloadSpec preferred_job() {
@@ -118,10 +123,8 @@ model::WorkloadSpec preferred_job() {
 TEST(DispatcherTest, PreferredAsksTheFirstRankedAloneAndItWins) {
   Fleet fleet;
   ASSERT_TRUE(fleet.source->agent->submit({preferred_job()}).is_ok());
-  std::vector<std::string> asked;
   int cancels = 0;
-  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
+  std::vector<std::string> asked = fleet.run_asking(2s, [&](const Wire& w) {
     cancels += w.type == MessageType::kCancel;
     return true;
   });
@@ -138,15 +141,10 @@ TEST(DispatcherTest, PreferredAsksEveryOtherTargetAtOnceWhenTheFirstRankedReject
   // they know (node labels never leave a cluster): the first-ranked refuses.
   Fleet fleet;
   ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kPreferred)}).is_ok());
-  std::vector<std::string> asked;
-  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
-    return true;
-  });
+  std::vector<std::string> asked = fleet.run_asking(2s);
   ASSERT_EQ(asked.size(), 5u);
   EXPECT_TRUE(asked[0] == "t1" || asked[0] == "t2") << asked[0];
-  EXPECT_EQ(std::set<std::string>(asked.begin(), asked.end()),
-            (std::set<std::string>{"t1", "t2", "t3", "t4", "t5"}));
+  EXPECT_EQ(distinct(asked), (std::set<std::string>{"t1", "t2", "t3", "t4", "t5"}));
   auto record = fleet.source->agent->find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4" || record->cluster == "t5")
@@ -159,15 +157,10 @@ TEST(DispatcherTest, PreferredAsksTheOthersAfterPreferredWaitAndTheyWaitNoLonger
   // not wait for it a second time.
   Fleet fleet;
   ASSERT_TRUE(fleet.source->agent->submit({preferred_job()}).is_ok());
-  std::vector<std::string> asked;
-  auto lossy = [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.push_back(fleet.name_of(w.to));
-    return fleet.name_of(w.to) != "t1" && fleet.name_of(w.to) != "t2";
-  };
-  fleet.world.run_for(750ms, 250ms, lossy);
-  EXPECT_EQ(std::set<std::string>(asked.begin(), asked.end()).size(), 1u) << "before preferredWait";
+  auto lossy = [&](const Wire& w) { return fleet.name_of(w.to) != "t1" && fleet.name_of(w.to) != "t2"; };
+  EXPECT_EQ(distinct(fleet.run_asking(750ms, lossy)).size(), 1u) << "before preferredWait";
   EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kPlacing);
-  fleet.world.run_for(750ms, 250ms, lossy);
+  fleet.run_asking(750ms, lossy);
   auto record = fleet.source->agent->find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning) << "1.5 s after it was submitted";
   EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4" || record->cluster == "t5")
@@ -179,12 +172,7 @@ TEST(DispatcherTest, PreferredAsksEveryoneAtOnceForAReadyWindow) {
   model::WorkloadSpec spec = preferred_job();
   spec.placement.ready_window = 2s;  // compares READYs: it needs them all
   ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
-  std::set<std::string> asked;
-  fleet.world.run_for(1s, 250ms, [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
-    return true;
-  });
-  EXPECT_EQ(asked.size(), 5u);
+  EXPECT_EQ(distinct(fleet.run_asking(1s)).size(), 5u);
 }
 
 TEST(DispatcherTest, TheAgentsDefaultIsPreferred) {
@@ -196,12 +184,7 @@ TEST(DispatcherTest, TheAgentsDefaultIsPreferred) {
   fleet.world.restart(*fleet.source);
   fleet.world.run_for(3s);
   ASSERT_TRUE(fleet.source->agent->submit({workload("job", 1000, 60s)}).is_ok());
-  std::set<std::string> asked;
-  fleet.world.run_for(2s, 250ms, [&](const Wire& w) {
-    if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
-    return true;
-  });
-  EXPECT_EQ(asked.size(), 1u);
+  EXPECT_EQ(distinct(fleet.run_asking(2s)).size(), 1u);
   EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
 }
 
