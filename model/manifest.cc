@@ -1,7 +1,9 @@
 #include "model/manifest.h"
 
+#include <optional>
 #include <set>
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "model/placement_parse.h"
@@ -200,42 +202,44 @@ std::vector<Document> split_documents(std::string_view stream) {
 
 }  // namespace
 
-Result<std::vector<std::string>> split_manifest(std::string_view yaml, size_t max_documents,
-                                                size_t max_bytes) {
-  std::vector<std::string> parts(1);
-  size_t documents_in_part = 0;
-  // A document of blank and comment lines holds nothing: left out, it can
-  // never make a part of its own that holds no Workload.
-  auto holds_nothing = [](std::string_view text) {
-    for (size_t start = 0; start < text.size();) {
-      size_t end = std::min(text.find('\n', start), text.size());
-      std::string_view line = text.substr(start, end - start);
-      size_t first = line.find_first_not_of(" \t\r");
-      if (first != std::string_view::npos && line[first] != '#') return false;
-      start = end + 1;
+namespace {
+
+// Checks a manifest's documents one at a time, as each is read: its fields,
+// and that no workload is named twice. The YAML and the JSON reader share
+// it, so a document means the same whichever form it came in.
+class WorkloadDocuments {
+ public:
+  // The spec of the next document; nullopt for an empty one (nothing
+  // between two "---"), which is skipped.
+  Result<std::optional<WorkloadSpec>> check(const YAML::Node& doc) {
+    if (doc.IsNull()) return std::optional<WorkloadSpec>();
+    ++index_;
+    Result<WorkloadSpec> spec = [&]() -> Result<WorkloadSpec> {
+      try {
+        return parse_workload_document(doc, index_);
+      } catch (const YAML::Exception& e) {
+        return invalid_argument("manifest document " + std::to_string(index_) + ": " + e.msg);
+      }
+    }();
+    if (!spec.is_ok()) return spec.status();
+    if (!seen_.insert(spec->key()).second) {
+      return invalid_argument("manifest document " + std::to_string(index_) + " metadata.name: \"" +
+                              spec->key() + "\" appears twice in this file");
     }
-    return true;
-  };
-  for (const Document& document : split_documents(yaml)) {
-    if (holds_nothing(document.text)) continue;
-    // Each document starts with a marker of its own, so that a part is a
-    // stream whatever document it starts with.
-    size_t bytes = document.text.size() + 4;
-    if (bytes > max_bytes) {
-      return invalid_argument("manifest: line " + std::to_string(document.first_line) +
-                              ": expected a document of at most " + std::to_string(max_bytes >> 10) +
-                              " KiB, got " + std::to_string(document.text.size()) + " bytes");
-    }
-    if (documents_in_part == max_documents || parts.back().size() + bytes > max_bytes) {
-      parts.emplace_back();
-      documents_in_part = 0;
-    }
-    parts.back().append("---\n").append(document.text);
-    ++documents_in_part;
+    return std::optional<WorkloadSpec>(std::move(spec).value());
   }
-  if (parts.back().empty()) parts.pop_back();
-  return parts;
-}
+
+  Status finished() const {
+    if (index_ == 0) return invalid_argument("manifest: expected at least one Workload document");
+    return Status::ok();
+  }
+
+ private:
+  int index_ = 0;  // documents read that were not empty
+  std::set<std::string> seen_;
+};
+
+}  // namespace
 
 Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
   if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "manifest").status();
@@ -243,28 +247,48 @@ Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
   // so holding every tree of a 20,000-document manifest at once cost the
   // agent hundreds of MB it never gave back.
   std::vector<WorkloadSpec> out;
-  std::set<std::string> seen;
-  int index = 0;
+  WorkloadDocuments documents;
   for (const Document& document : split_documents(yaml)) {
     SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(document.text, "manifest", document.first_line));
-    if (doc.IsNull()) continue;  // an empty document between "---" separators
-    ++index;
-    Result<WorkloadSpec> spec = [&]() -> Result<WorkloadSpec> {
-      try {
-        return parse_workload_document(doc, index);
-      } catch (const YAML::Exception& e) {
-        return invalid_argument("manifest document " + std::to_string(index) + ": " + e.msg);
-      }
-    }();
-    if (!spec.is_ok()) return spec.status();
-    if (!seen.insert(spec->key()).second) {
-      return invalid_argument("manifest document " + std::to_string(index) +
-                              " metadata.name: \"" + spec->key() +
-                              "\" appears twice in this file");
-    }
-    out.push_back(std::move(spec).value());
+    SHOAL_ASSIGN_OR_RETURN(std::optional<WorkloadSpec> spec, documents.check(doc));
+    if (spec) out.push_back(std::move(*spec));
   }
-  if (out.empty()) return invalid_argument("manifest: expected at least one Workload document");
+  SHOAL_RETURN_IF_ERROR(documents.finished());
+  return out;
+}
+
+Result<std::vector<nlohmann::json>> workload_documents_as_json(std::string_view yaml) {
+  if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "manifest").status();
+  std::vector<nlohmann::json> out;
+  WorkloadDocuments documents;
+  for (const Document& document : split_documents(yaml)) {
+    SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(document.text, "manifest", document.first_line));
+    SHOAL_ASSIGN_OR_RETURN(std::optional<WorkloadSpec> spec, documents.check(doc));
+    if (!spec) continue;
+    SHOAL_ASSIGN_OR_RETURN(nlohmann::json json,
+                           yaml_to_json(doc, "manifest document " + std::to_string(out.size() + 1)));
+    out.push_back(std::move(json));
+  }
+  SHOAL_RETURN_IF_ERROR(documents.finished());
+  return out;
+}
+
+Result<std::vector<WorkloadSpec>> parse_workload_list(const nlohmann::json& documents) {
+  if (!documents.is_array()) return invalid_argument("workloads: expected a list of Workload documents");
+  std::vector<WorkloadSpec> out;
+  WorkloadDocuments checked;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    // Each is a mapping: a null would be skipped as an empty YAML document is.
+    if (!documents[i].is_object()) {
+      return invalid_argument("manifest document " + std::to_string(i + 1) +
+                              ": expected a mapping with apiVersion, kind, metadata, spec");
+    }
+    SHOAL_ASSIGN_OR_RETURN(YAML::Node doc,
+                           json_to_yaml(documents[i], "manifest document " + std::to_string(i + 1)));
+    SHOAL_ASSIGN_OR_RETURN(std::optional<WorkloadSpec> spec, checked.check(doc));
+    if (spec) out.push_back(std::move(*spec));
+  }
+  SHOAL_RETURN_IF_ERROR(checked.finished());
   return out;
 }
 

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/status.h"
 #include "model/resources.h"
 #include "model/workload.h"
@@ -19,12 +21,16 @@ namespace shoal::model {
 // `kind: Workload`. All documents are checked; the first error wins.
 Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml);
 
-// A YAML stream cut at document boundaries into parts of at most
-// `max_documents` documents and `max_bytes` of text each, every part a
-// stream of its own (for a submit sent to the agent in several requests).
-// A single document larger than `max_bytes` is an error naming it.
-Result<std::vector<std::string>> split_manifest(std::string_view yaml, size_t max_documents,
-                                                size_t max_bytes);
+// The same documents in JSON form, as shoalctl sends them to the agent
+// (JSON is read several times faster than YAML): a list of Workload
+// documents, each checked exactly as parse_workloads checks a YAML one
+// (json_to_yaml, then the same walk). Errors name "manifest document N",
+// counted from 1 in the list.
+Result<std::vector<WorkloadSpec>> parse_workload_list(const nlohmann::json& documents);
+
+// shoalctl's half: each Workload document of a YAML stream, checked as
+// parse_workloads checks it, in the JSON form parse_workload_list reads.
+Result<std::vector<nlohmann::json>> workload_documents_as_json(std::string_view yaml);
 
 struct NodeSpec {
   std::string name;

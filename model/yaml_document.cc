@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/anchor.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
@@ -143,6 +144,91 @@ Result<YAML::Node> load_yaml(std::string_view text, std::string_view what, int f
   }
   SHOAL_RETURN_IF_ERROR(check_unique_keys(node, what, first_line, 0));
   return node;
+}
+
+namespace {
+
+Result<nlohmann::json> to_json_at(const YAML::Node& node, std::string_view what, int depth) {
+  if (depth > kMaxJsonDepth) {
+    return invalid_argument(std::string(what) + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels");
+  }
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      return nlohmann::json(node.Scalar());
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) {
+        SHOAL_ASSIGN_OR_RETURN(nlohmann::json value, to_json_at(item, what, depth + 1));
+        out.push_back(std::move(value));
+      }
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& item : node) {
+        if (!item.first.IsScalar()) {
+          return invalid_argument(std::string(what) + ": expected string keys, got a " +
+                                  (item.first.IsMap() ? "mapping" : "list") + " as a key");
+        }
+        SHOAL_ASSIGN_OR_RETURN(nlohmann::json value, to_json_at(item.second, what, depth + 1));
+        out[item.first.Scalar()] = std::move(value);
+      }
+      return out;
+    }
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return nlohmann::json(nullptr);
+}
+
+Result<YAML::Node> to_yaml_at(const nlohmann::json& json, std::string_view what, int depth) {
+  if (depth > kMaxJsonDepth) {
+    return invalid_argument(std::string(what) + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels");
+  }
+  switch (json.type()) {
+    case nlohmann::json::value_t::object: {
+      YAML::Node out(YAML::NodeType::Map);
+      for (const auto& [key, value] : json.items()) {
+        SHOAL_ASSIGN_OR_RETURN(YAML::Node item, to_yaml_at(value, what, depth + 1));
+        out[key] = item;
+      }
+      return out;
+    }
+    case nlohmann::json::value_t::array: {
+      YAML::Node out(YAML::NodeType::Sequence);
+      for (const auto& value : json) {
+        SHOAL_ASSIGN_OR_RETURN(YAML::Node item, to_yaml_at(value, what, depth + 1));
+        out.push_back(item);
+      }
+      return out;
+    }
+    case nlohmann::json::value_t::string:
+      return YAML::Node(json.get_ref<const std::string&>());
+    case nlohmann::json::value_t::null:
+    case nlohmann::json::value_t::discarded:
+      return YAML::Node(YAML::NodeType::Null);
+    case nlohmann::json::value_t::binary:
+      return invalid_argument(std::string(what) + ": expected JSON text, got binary data");
+    case nlohmann::json::value_t::boolean:
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::json::value_t::number_float:
+      break;
+  }
+  return YAML::Node(json.dump());
+}
+
+}  // namespace
+
+Result<nlohmann::json> yaml_to_json(const YAML::Node& node, std::string_view what) {
+  return to_json_at(node, what, 0);
+}
+
+Result<YAML::Node> json_to_yaml(const nlohmann::json& json, std::string_view what) {
+  return to_yaml_at(json, what, 0);
 }
 
 }  // namespace shoal::model

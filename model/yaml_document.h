@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "common/status.h"
@@ -32,5 +33,18 @@ inline constexpr uint64_t kMaxYamlNodes = kMaxYamlBytes / 4;
 // time proportional to its text.
 Result<YAML::Node> load_yaml(std::string_view text, std::string_view what, int first_line = 1,
                              uint64_t max_nodes = kMaxYamlNodes);
+
+// The JSON form of a YAML document, to send a document that was checked
+// here on to a reader elsewhere (shoalctl's manifest to the agent, which
+// reads JSON many times faster than YAML). Every scalar becomes a string,
+// so json_to_yaml gives the reader the very text the YAML held; a mapping
+// key that is not a scalar is an error naming `what`.
+Result<nlohmann::json> yaml_to_json(const YAML::Node& node, std::string_view what);
+
+// JSON from outside as a YAML document, for the readers that walk YAML: a
+// string, number or boolean becomes a scalar of its text, null a null
+// node. Nested deeper than kMaxJsonDepth is refused.
+inline constexpr int kMaxJsonDepth = 64;
+Result<YAML::Node> json_to_yaml(const nlohmann::json& json, std::string_view what);
 
 }  // namespace shoal::model

@@ -24,20 +24,28 @@ using control::call;
 using nlohmann::json;
 
 // The file is checked whole first, then sent in parts the agent takes in
-// one request each (control::kMaxSubmitBytes, kMaxWorkloadsPerSubmit): each
-// part is submitted or refused as a whole, like kubectl's objects.
+// one request each (at most control::kMaxWorkloadsPerSubmit workloads and,
+// unless one document alone is larger, kMaxSubmitBytes): each part is
+// submitted or refused as a whole, like kubectl's objects. The parts go
+// as JSON, which the agent reads several times faster than YAML.
 int cmd_submit(const Options& o, const std::string& file) {
   auto text = read_input_file(file, "-f");
   if (!text.is_ok()) return fail(text.status());
   // Refused here, before the agent spends anything on it; the agent checks
   // again on its own (the control socket is an API, not only shoalctl's).
-  if (auto parsed = model::parse_workloads(*text); !parsed.is_ok()) {
-    return fail(invalid_argument("-f " + file + ": " + parsed.status().message()));
-  }
-  auto parts = model::split_manifest(*text, control::kMaxWorkloadsPerSubmit, control::kMaxSubmitBytes);
-  if (!parts.is_ok()) return fail(invalid_argument("-f " + file + ": " + parts.status().message()));
-  for (const std::string& part : *parts) {
-    auto reply = call(o.data_dir, control::SubmitRequest{.manifest = part});
+  auto documents = model::workload_documents_as_json(*text);
+  if (!documents.is_ok()) return fail(invalid_argument("-f " + file + ": " + documents.status().message()));
+  size_t next = 0;
+  while (next < documents->size()) {
+    control::SubmitRequest part{.workloads = json::array()};
+    size_t bytes = 0;
+    for (; next < documents->size() && part.workloads.size() < control::kMaxWorkloadsPerSubmit; ++next) {
+      size_t size = (*documents)[next].dump().size();
+      if (!part.workloads.empty() && bytes + size > control::kMaxSubmitBytes) break;
+      bytes += size;
+      part.workloads.push_back(std::move((*documents)[next]));
+    }
+    auto reply = call(o.data_dir, part);
     if (!reply.is_ok()) return fail(reply.status());
     for (const auto& item : (*reply)["items"]) {
       std::cout << "workload " << item["namespace"].get<std::string>() << "/"

@@ -56,6 +56,9 @@ class Encoder final : public FieldVisitor {
   void count(const char* key, int64_t& value, int64_t, int64_t) override { out_[key] = value; }
   void flag(const char* key, bool& value) override { out_[key] = value; }
   void object(const char* key, json& value) override { out_[key] = value; }
+  void optional_list(const char* key, json& value) override {
+    if (!value.is_null()) out_[key] = value;
+  }
 
  private:
   json& out_;
@@ -109,6 +112,12 @@ class Decoder final : public FieldVisitor {
     auto it = body_.find(key);
     if (it == body_.end() || !it->is_object()) return fail(key, "expected an object");
     value = *it;
+  }
+  void optional_list(const char* key, json& value) override {
+    const json* given = find(key);
+    if (!given) return;
+    if (!given->is_array()) return fail(key, "expected a list");
+    value = *given;
   }
 
  private:
@@ -169,6 +178,23 @@ Status decode_fields(const json& body, const std::function<void(FieldVisitor&)>&
   Decoder decoder(body);
   visit(decoder);
   return decoder.status();
+}
+
+Result<json> parse_request(std::string_view text) {
+  bool too_deep = false;
+  json request = json::parse(
+      text,
+      [&](int depth, json::parse_event_t, json&) {
+        too_deep = too_deep || depth > kMaxRequestDepth;
+        return !too_deep;  // past the limit, nothing more is kept
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) {
+    return invalid_argument("control request: nested deeper than " + std::to_string(kMaxRequestDepth) +
+                            " levels");
+  }
+  if (request.is_discarded()) return invalid_argument("control request: not JSON");
+  return request;
 }
 
 Status check_request(const json& body) {

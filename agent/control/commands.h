@@ -91,6 +91,7 @@ class FieldVisitor {
   virtual void count(const char* key, int64_t& value, int64_t low, int64_t high) = 0;
   virtual void flag(const char* key, bool& value) = 0;
   virtual void object(const char* key, nlohmann::json& value) = 0;
+  virtual void optional_list(const char* key, nlohmann::json& value) = 0;  // null when absent
 };
 
 // The typed requests: each names its command and lists its fields.
@@ -147,10 +148,18 @@ struct DescribePeerRequest {
 struct PeersRequest : NoFields {
   static constexpr Command kCommand = Command::kPeers;
 };
+// One of the two: the manifest's YAML text, or its documents in JSON form
+// (model::parse_workload_list), which shoalctl sends: the agent reads JSON
+// several times faster, on the loop every peer waits on. Either holds at
+// most kMaxWorkloadsPerSubmit workloads; the YAML at most kMaxSubmitBytes.
 struct SubmitRequest {
   static constexpr Command kCommand = Command::kSubmit;
-  std::string manifest{};  // YAML, at most kMaxSubmitBytes and kMaxWorkloadsPerSubmit
-  void fields(FieldVisitor& f) { f.text("manifest", manifest); }
+  std::string manifest{};
+  nlohmann::json workloads{};  // a list of Workload documents, or null
+  void fields(FieldVisitor& f) {
+    f.optional_text("manifest", manifest);
+    f.optional_list("workloads", workloads);
+  }
 };
 struct GetWorkloadsRequest {
   static constexpr Command kCommand = Command::kGetWorkloads;
@@ -311,6 +320,13 @@ using AllRequests =
 // `body` decoded as the request its "command" names: ok, or the first
 // field (or the command) that is wrong, named.
 Status check_request(const nlohmann::json& body);
+
+// A request's text as JSON. Refused when it is not JSON, or when it nests
+// deeper than kMaxRequestDepth: decoding copies fields, and a copy of a
+// tree recurses as deep as the tree (a request of nothing but brackets
+// would overflow the agent's stack).
+inline constexpr int kMaxRequestDepth = 64;
+Result<nlohmann::json> parse_request(std::string_view text);
 
 // Whether `request` only reads: what a read-only agent (its state database
 // cannot be written) still answers.

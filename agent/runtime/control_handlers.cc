@@ -87,17 +87,35 @@ Result<int32_t> priority_from_patch(const json& patch) {
 }
 
 Result<json> submit(core::Agent& agent, const SubmitRequest& request) {
-  if (request.manifest.size() > kMaxSubmitBytes) {
-    return invalid_argument("control request field \"manifest\": expected at most " +
-                            std::to_string(kMaxSubmitBytes >> 10) + " KiB per request, got " +
-                            std::to_string(request.manifest.size()) +
-                            " bytes (shoalctl submit sends a larger file in parts)");
+  if (request.manifest.empty() == request.workloads.is_null()) {
+    return invalid_argument(
+        "control request: expected one of \"manifest\" (YAML) or \"workloads\" (a list of "
+        "Workload documents)");
   }
-  SHOAL_ASSIGN_OR_RETURN(auto specs, model::parse_workloads(request.manifest));
-  if (specs.size() > kMaxWorkloadsPerSubmit) {
-    return invalid_argument("control request field \"manifest\": expected at most " +
-                            std::to_string(kMaxWorkloadsPerSubmit) + " workloads per request, got " +
-                            std::to_string(specs.size()) + " (shoalctl submit sends a larger file in parts)");
+  std::vector<model::WorkloadSpec> specs;
+  if (!request.workloads.is_null()) {
+    // Counted before anything is read, so a long list costs nothing.
+    if (request.workloads.size() > kMaxWorkloadsPerSubmit) {
+      return invalid_argument("control request field \"workloads\": expected at most " +
+                              std::to_string(kMaxWorkloadsPerSubmit) + " workloads per request, got " +
+                              std::to_string(request.workloads.size()) +
+                              " (shoalctl submit sends a larger file in parts)");
+    }
+    SHOAL_ASSIGN_OR_RETURN(specs, model::parse_workload_list(request.workloads));
+  } else {
+    if (request.manifest.size() > kMaxSubmitBytes) {
+      return invalid_argument("control request field \"manifest\": expected at most " +
+                              std::to_string(kMaxSubmitBytes >> 10) + " KiB per request, got " +
+                              std::to_string(request.manifest.size()) +
+                              " bytes (shoalctl submit sends a larger file in parts)");
+    }
+    SHOAL_ASSIGN_OR_RETURN(specs, model::parse_workloads(request.manifest));
+    if (specs.size() > kMaxWorkloadsPerSubmit) {
+      return invalid_argument("control request field \"manifest\": expected at most " +
+                              std::to_string(kMaxWorkloadsPerSubmit) + " workloads per request, got " +
+                              std::to_string(specs.size()) +
+                              " (shoalctl submit sends a larger file in parts)");
+    }
   }
   SHOAL_ASSIGN_OR_RETURN(auto uids, agent.submit(specs));
   json items = json::array();

@@ -361,8 +361,8 @@ nlohmann::json Loop::backup(const std::string& path) {
 
 nlohmann::json Loop::answer_control_json(const std::string& text) {
   try {
-    auto request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (storage_fault_ && !request.is_discarded() && !control::is_read_only_command(request)) {
+    Result<nlohmann::json> request = control::parse_request(text);
+    if (storage_fault_ && request.is_ok() && !control::is_read_only_command(*request)) {
       return nlohmann::json{
           {"ok", false},
           {"code", error_code_name(ErrorCode::kStorage)},
@@ -378,11 +378,11 @@ nlohmann::json Loop::answer_control_json(const std::string& text) {
                            storage_fault_ ? storage_fault_->message() : std::string(),
                            store_.commit_stats(),
                            watches_.size()};
-    nlohmann::json response = request.is_discarded()
-                                  ? nlohmann::json{{"ok", false},
+    nlohmann::json response = request.is_ok()
+                                  ? handle_control(context, *request)
+                                  : nlohmann::json{{"ok", false},
                                                    {"code", "InvalidArgument"},
-                                                   {"error", "control request: not JSON"}}
-                                  : handle_control(context, request);
+                                                   {"error", request.status().message()}};
     // Read-only, no batch is open: the copy is made now.
     if (response.contains(kPendingBackup) && storage_fault_) return backup(response[kPendingBackup]);
     if (uint64_t id = response.value(kPendingPeerLog, uint64_t{0}); id && storage_fault_) {

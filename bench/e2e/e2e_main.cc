@@ -70,6 +70,7 @@
 #include "common/time.h"
 #include "crypto/identity.h"
 #include "integration/harness.h"
+#include "model/manifest.h"
 #include "store/sqlite.h"
 
 namespace shoal::bench {
@@ -304,6 +305,23 @@ RunResult run_once(const Options& options, int workloads) {
       }
     }
   }
+  // Open loop: each manifest as the request shoalctl submit sends (its
+  // documents, checked, in JSON form), made before the clock starts as
+  // shoalctl makes it before it sends.
+  std::vector<std::vector<std::string>> open_loop_requests(sources.size());
+  for (size_t s = 0; s < sources.size() && options.rate > 0; ++s) {
+    for (const std::string& path : manifests[s]) {
+      std::ifstream in(path);
+      std::string text((std::istreambuf_iterator<char>(in)), {});
+      auto documents = shoal::model::workload_documents_as_json(text);
+      if (!documents.is_ok()) {
+        std::fprintf(stderr, "%s: %s\n", path.c_str(), documents.status().message().c_str());
+        return result;
+      }
+      json request{{"command", "submit"}, {"workloads", *documents}};
+      open_loop_requests[s].push_back(request.dump());
+    }
+  }
   // What starting, inviting and connecting cost is not a placement's.
   std::vector<double> cpu_before_run;
   for (auto& agent : agents) cpu_before_run.push_back(use_of(agent->pid()).cpu_seconds);
@@ -318,12 +336,9 @@ RunResult run_once(const Options& options, int workloads) {
         return;
       }
       ControlClient control(sources[s]->data_dir());
-      for (size_t i = 0; i < manifests[s].size(); ++i) {
+      for (size_t i = 0; i < open_loop_requests[s].size(); ++i) {
         std::this_thread::sleep_until(submit_began + std::chrono::milliseconds(10 * i));
-        std::ifstream in(manifests[s][i]);
-        std::string text((std::istreambuf_iterator<char>(in)), {});
-        json request{{"command", "submit"}, {"manifest", text}};
-        json reply = json::parse(control.ask(request.dump()), nullptr, false);
+        json reply = json::parse(control.ask(open_loop_requests[s][i]), nullptr, false);
         if (!reply.is_object() || !reply.value("ok", false)) {
           submit_errors[s] = reply.is_object() ? reply.value("error", "?") : "no answer";
           return;

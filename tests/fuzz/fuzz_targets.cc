@@ -80,12 +80,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)shoal::model::parse_cluster(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_inventory(as_text(bytes.data(), bytes.size()));
       (void)shoal::model::parse_quotas(as_text(bytes.data(), bytes.size()));
+      // A request on the control socket as the agent reads it (any local
+      // process may write one), and a submit's manifest in its JSON form.
+      if (auto request = shoal::control::parse_request(as_text(bytes.data(), bytes.size())); request.is_ok()) {
+        (void)shoal::control::check_request(*request);
+        (void)shoal::model::parse_workload_list(*request);
+        if (request->is_object() && request->contains("workloads")) {
+          (void)shoal::model::parse_workload_list((*request)["workloads"]);
+        }
+      }
       // The live inventory `shoalctl place --live` reads from an agent.
       if (auto json = nlohmann::json::parse(as_text(bytes.data(), bytes.size()), nullptr, false);
           !json.is_discarded()) {
         (void)shoal::control::candidate_from_json(json);
-        // A request on the control socket (any local process may write one).
-        (void)shoal::control::check_request(json);
         if (json.is_object() && json.contains("items") && json["items"].is_array()) {
           for (const auto& item : json["items"]) (void)shoal::control::candidate_from_json(item);
         }

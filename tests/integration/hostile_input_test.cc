@@ -186,7 +186,11 @@ TEST_F(HostileInput, ControlRequestsWithWrongTypesNameTheField) {
   json wrong = ask(R"({"command": "invite-revoke", "id": 42})");
   EXPECT_EQ(wrong["error"], "control request field \"id\": expected a string") << wrong.dump();
   json missing = ask(R"({"command": "submit"})");
-  EXPECT_EQ(missing["error"], "control request field \"manifest\": expected a string, and it is missing");
+  EXPECT_EQ(missing["error"],
+            "control request: expected one of \"manifest\" (YAML) or \"workloads\" (a list of Workload "
+            "documents)");
+  json not_list = ask(R"({"command": "submit", "workloads": {"kind": "Workload"}})");
+  EXPECT_EQ(not_list["error"], "control request field \"workloads\": expected a list");
   json list = ask(R"({"command": "nominate", "namespace": "default", "name": "a", "clusters": [1]})");
   EXPECT_EQ(list["error"], "control request field \"clusters\": expected a list of strings");
   json page = ask(R"({"command": "get-workloads", "limit": 0})");

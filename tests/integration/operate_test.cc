@@ -236,6 +236,34 @@ TEST_F(Operate, MetricsScrapedDuringAPlacementRunParseAndMoveAsExpected) {
   EXPECT_GT(value(at_target, "shoal_messages_sent_total", "shoal_messages_sent_total{type=\"READY\"}"), 0);
 }
 
+// More than one request holds (control::kMaxWorkloadsPerSubmit): shoalctl
+// sends the file in parts, each workload in exactly one of them.
+TEST_F(Operate, ALargeFileIsSubmittedInPartsEachWorkloadOnce) {
+  std::string manifest = write_workloads(dir_.path(), "many", 250, "100m", "0s");
+  CommandResult submitted = source_.ctl({"submit", "-f", manifest});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  std::set<std::string> said;
+  std::istringstream lines(submitted.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" submitted (uid ") != std::string::npos) {
+      EXPECT_TRUE(said.insert(line).second) << line;
+    }
+  }
+  EXPECT_EQ(said.size(), 250u);
+  std::set<std::string> names;
+  json list = source_.ctl_json({"get", "workloads"});
+  for (const auto& item : list["items"]) names.insert(item["metadata"]["name"].get<std::string>());
+  EXPECT_EQ(names.size(), 250u);
+  EXPECT_TRUE(names.count("many-0") && names.count("many-249"));
+
+  // Again: the agent refuses the first part (those names are taken), and
+  // nothing is submitted twice.
+  CommandResult again = source_.ctl({"submit", "-f", manifest});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("many-"), std::string::npos) << again.err;
+  EXPECT_EQ(source_.ctl_json({"get", "workloads"})["items"].size(), 250u);
+}
+
 TEST_F(Operate, HealthReadinessAndTheRoutingCountsAnswer) {
   auto health = get(target_, "/healthz");
   ASSERT_TRUE(health);

@@ -101,5 +101,36 @@ TEST(TypedRequests, CheckRequestDecodesAsTheNamedCommand) {
   EXPECT_NE(check_request({{"verb", "status"}}).message().find("\"command\""), std::string::npos);
 }
 
+TEST(TypedRequests, ASubmitCarriesEitherFormOfTheManifest) {
+  json documents = json::array({{{"apiVersion", "shoal.dev/v1"}, {"kind", "Workload"}}});
+  auto as_json = decode<SubmitRequest>(encode(SubmitRequest{.workloads = documents}));
+  ASSERT_TRUE(as_json.is_ok()) << as_json.status().message();
+  EXPECT_EQ(as_json->workloads, documents);
+  EXPECT_EQ(as_json->manifest, "");
+  json yaml_wire = encode(SubmitRequest{.manifest = "kind: Workload\n"});
+  EXPECT_FALSE(yaml_wire.contains("workloads"));  // absent, not null
+  auto as_yaml = decode<SubmitRequest>(yaml_wire);
+  ASSERT_TRUE(as_yaml.is_ok());
+  EXPECT_TRUE(as_yaml->workloads.is_null());
+  EXPECT_EQ(as_yaml->manifest, "kind: Workload\n");
+  auto not_a_list = decode<SubmitRequest>({{"workloads", {{"kind", "Workload"}}}});
+  ASSERT_FALSE(not_a_list.is_ok());
+  EXPECT_EQ(not_a_list.status().message(), "control request field \"workloads\": expected a list");
+}
+
+TEST(ParseRequest, RefusesWhatIsNotJsonAndWhatNestsTooDeep) {
+  auto request = parse_request(R"({"command": "status"})");
+  ASSERT_TRUE(request.is_ok());
+  EXPECT_EQ((*request)["command"], "status");
+  EXPECT_EQ(parse_request("{\"command\": ").status().message(), "control request: not JSON");
+  std::string at_limit = std::string(kMaxRequestDepth, '[') + std::string(kMaxRequestDepth, ']');
+  EXPECT_TRUE(parse_request(at_limit).is_ok());
+  // Deep enough to overflow a stack if any step recursed over it.
+  std::string bomb = std::string(1 << 20, '[') + std::string(1 << 20, ']');
+  auto refused = parse_request(bomb);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().message(), "control request: nested deeper than 64 levels");
+}
+
 }  // namespace
 }  // namespace shoal::control

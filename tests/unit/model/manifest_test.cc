@@ -368,36 +368,85 @@ std::string workload_document(int i) {
          "}\nspec: {resources: {cpu: 1}}\n";
 }
 
-// shoalctl sends a large file in parts; each must be a stream the agent
-// parses on its own, and together they hold every workload once.
-TEST(SplitManifestTest, PartsHoldEveryWorkloadOnceWithinBothLimits) {
+// shoalctl sends a manifest's documents as JSON; the agent must read from
+// them exactly what it reads from the YAML.
+TEST(WorkloadListTest, TheJsonFormReadsAsTheYamlDoes) {
   std::string stream = "# a header of comments only\n";
-  for (int i = 0; i < 200; ++i) stream += "---\n" + workload_document(i);
-  // Right after a full part: counted, it would be a part with no Workload.
-  stream += "---\n# a trailing document of comments only\n";
-  auto parts = split_manifest(stream, 100, 1 << 20);
-  ASSERT_TRUE(parts.is_ok()) << parts.status().message();
-  ASSERT_EQ(parts->size(), 2u);
-  std::set<std::string> names;
-  for (const std::string& part : *parts) {
-    auto specs = parse_workloads(part);
-    ASSERT_TRUE(specs.is_ok()) << specs.status().message();
-    EXPECT_LE(specs->size(), 100u);
-    for (const auto& spec : *specs) EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
+  for (int i = 0; i < 3; ++i) stream += "---\n" + workload_document(i);
+  stream += R"(---
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: full, namespace: ml, labels: {team: ml}}
+spec:
+  queue: gpu
+  priority: -5
+  replicas: 2
+  minAvailable: 1
+  resources: {cpu: 500m, memory: 1Gi, gpu: 1}
+  sim: {duration: 2s, exitCode: 3}
+  command: [python, train.py]
+  env: [{name: A, value: "1"}, {name: B}]
+  startTimeout: 30s
+  restartPolicy: OnFailure
+  preemptionPolicy: Never
+  nodeSelector: {zone: a}
+  placement: {clusters: [a, b], dispatcher: Incremental, incrementalBatch: 2}
+---
+# a trailing document of comments only
+)";
+  auto from_yaml = parse_workloads(stream);
+  ASSERT_TRUE(from_yaml.is_ok()) << from_yaml.status().message();
+  auto documents = workload_documents_as_json(stream);
+  ASSERT_TRUE(documents.is_ok()) << documents.status().message();
+  ASSERT_EQ(documents->size(), 4u);  // the empty documents are left out
+  // Every scalar as the text the YAML held.
+  EXPECT_EQ((*documents)[3]["spec"]["priority"], "-5");
+  EXPECT_EQ((*documents)[3]["spec"]["env"][1], (nlohmann::json{{"name", "B"}}));
+  // Through text, as the agent gets it.
+  auto wire = nlohmann::json::parse(nlohmann::json(*documents).dump());
+  auto from_json = parse_workload_list(wire);
+  ASSERT_TRUE(from_json.is_ok()) << from_json.status().message();
+  ASSERT_EQ(from_json->size(), from_yaml->size());
+  for (size_t i = 0; i < from_yaml->size(); ++i) {
+    EXPECT_EQ(to_json((*from_json)[i]), to_json((*from_yaml)[i])) << i;
   }
-  EXPECT_EQ(names.size(), 200u);
+}
 
-  size_t document_bytes = workload_document(10).size() + 4;  // with its marker
-  auto by_bytes = split_manifest(stream, 100, 3 * document_bytes);
-  ASSERT_TRUE(by_bytes.is_ok());
-  for (const std::string& part : *by_bytes) EXPECT_LE(part.size(), 3 * document_bytes);
-  EXPECT_GE(by_bytes->size(), 67u);  // 200 documents, at most 3 to a part
+TEST(WorkloadListTest, JsonNumbersAndBooleansReadAsTheirText) {
+  auto specs = parse_workload_list(nlohmann::json::parse(R"([{
+    "apiVersion": "shoal.dev/v1", "kind": "Workload", "metadata": {"name": "n"},
+    "spec": {"priority": 7, "replicas": 2, "resources": {"cpu": 1.5, "gpu": 1}}}])"));
+  ASSERT_TRUE(specs.is_ok()) << specs.status().message();
+  EXPECT_EQ(specs->front().priority, 7);
+  EXPECT_EQ(specs->front().replicas, 2);
+  EXPECT_EQ(specs->front().resources, (Resources{1500, 0, 1}));
+}
 
-  auto too_big = split_manifest(workload_document(1), 100, 20);
-  ASSERT_FALSE(too_big.is_ok());
-  EXPECT_NE(too_big.status().message().find("manifest: line 1: expected a document of at most"),
-            std::string::npos)
-      << too_big.status().message();
+TEST(WorkloadListTest, ABadListIsRefusedNamingTheDocumentAndField) {
+  auto error = [](const nlohmann::json& list) {
+    auto result = parse_workload_list(list);
+    EXPECT_FALSE(result.is_ok());
+    return result.is_ok() ? std::string() : result.status().message();
+  };
+  nlohmann::json good = nlohmann::json::parse(R"({"apiVersion": "shoal.dev/v1", "kind": "Workload",
+    "metadata": {"name": "a"}, "spec": {"resources": {"cpu": "1"}}})");
+  EXPECT_EQ(error(good), "workloads: expected a list of Workload documents");
+  EXPECT_EQ(error(nlohmann::json::array()), "manifest: expected at least one Workload document");
+  EXPECT_EQ(error(nlohmann::json::array({good, "text"})),
+            "manifest document 2: expected a mapping with apiVersion, kind, metadata, spec");
+  nlohmann::json typo = good;
+  typo["spec"]["replica"] = 2;
+  EXPECT_EQ(error(nlohmann::json::array({typo})).rfind("manifest document 1 spec.replica: unknown field", 0), 0u) << error(nlohmann::json::array({typo}));
+  nlohmann::json wrong = good;
+  wrong["spec"]["resources"]["cpu"] = {{"a", 1}};
+  EXPECT_EQ(error(nlohmann::json::array({wrong})), "manifest document 1 spec.resources.cpu: expected a string or number");
+  EXPECT_EQ(error(nlohmann::json::array({good, good})),
+            "manifest document 2 metadata.name: \"default/a\" appears twice in this file");
+  nlohmann::json deep = "leaf";
+  for (int i = 0; i < kMaxJsonDepth + 1; ++i) deep = nlohmann::json::array({deep});
+  nlohmann::json nested = good;
+  nested["spec"]["command"] = deep;
+  EXPECT_EQ(error(nlohmann::json::array({nested})), "manifest document 1: nested deeper than 64 levels");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "model/manifest.h"
 #include "model/placement_parse.h"
 #include "model/yaml_document.h"
@@ -77,6 +79,26 @@ TEST(YamlDocumentTest, EveryReaderOfOutsideYamlRefusesTheBomb) {
   auto inventory = parse_inventory("apiVersion: shoal.dev/v1\nkind: Inventory\n" + alias_bomb(10, 8, "clusters"));
   ASSERT_FALSE(inventory.is_ok());
   EXPECT_NE(inventory.status().message().find("inventory: line "), std::string::npos);
+}
+
+TEST(YamlDocumentTest, JsonFormKeepsEveryScalarsTextAndRefusesWhatJsonCannotHold) {
+  auto doc = load_yaml("a: &x [1, \"2\", true, ~]\nb: *x\nc: {d: 0.5}\n", "test");
+  ASSERT_TRUE(doc.is_ok()) << doc.status().message();
+  auto json = yaml_to_json(*doc, "test");
+  ASSERT_TRUE(json.is_ok()) << json.status().message();
+  EXPECT_EQ(*json, nlohmann::json::parse(R"({"a": ["1", "2", "true", null], "b": ["1", "2", "true", null],
+                                            "c": {"d": "0.5"}})"));
+  auto back = json_to_yaml(*json, "test");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ((*back)["b"][2].Scalar(), "true");
+  EXPECT_TRUE((*back)["a"][3].IsNull());
+  EXPECT_EQ((*back)["c"]["d"].Scalar(), "0.5");
+
+  auto complex_key = load_yaml("? [a, b]\n: c\n", "test");
+  ASSERT_TRUE(complex_key.is_ok());
+  auto refused = yaml_to_json(*complex_key, "manifest document 1");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().message(), "manifest document 1: expected string keys, got a list as a key");
 }
 
 }  // namespace

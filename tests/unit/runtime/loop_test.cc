@@ -13,8 +13,10 @@
 #include <spdlog/sinks/null_sink.h>
 #include <zmq_addon.hpp>
 
+#include "agent/control/commands.h"
 #include "agent/control/data_dir.h"
 #include "crypto/identity.h"
+#include "model/manifest.h"
 #include "tests/support/immutable_file.h"
 
 namespace shoal::runtime {
@@ -173,6 +175,52 @@ TEST_F(LoopTest, ARequestThatIsNotJsonIsAnsweredAndTheLoopGoesOn) {
   json refused = json::parse(answer.to_string());
   EXPECT_FALSE(refused.value("ok", true));
   EXPECT_EQ(refused.value("code", ""), "InvalidArgument");
+  EXPECT_EQ(call({{"command", "status"}}).value("ok", false), true);
+}
+
+TEST_F(LoopTest, ASubmitInJsonFormIsReadAsItsYamlWouldBe) {
+  ASSERT_TRUE(loop_->boot().is_ok());
+  auto documents = model::workload_documents_as_json(workload_manifest("from-json"));
+  ASSERT_TRUE(documents.is_ok()) << documents.status().message();
+  json reply = call({{"command", "submit"}, {"workloads", *documents}});
+  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  EXPECT_EQ(reply["items"][0]["name"], "from-json");
+  EXPECT_EQ(committed_workloads(database_path(), "from-json"), 1);
+
+  json both = call({{"command", "submit"}, {"workloads", *documents}, {"manifest", workload_manifest("x")}});
+  EXPECT_EQ(both.value("code", ""), "InvalidArgument");
+  EXPECT_NE(both.value("error", "").find("expected one of \"manifest\" (YAML) or \"workloads\""),
+            std::string::npos)
+      << both.dump();
+  json neither = call({{"command", "submit"}});
+  EXPECT_EQ(neither.value("code", ""), "InvalidArgument");
+  json too_many = call({{"command", "submit"},
+                        {"workloads", json(std::vector<json>(control::kMaxWorkloadsPerSubmit + 1,
+                                                             (*documents)[0]))}});
+  EXPECT_NE(too_many.value("error", "").find("expected at most 100 workloads per request, got 101"),
+            std::string::npos)
+      << too_many.dump();
+}
+
+// Nested half a million deep, a request would overflow the stack of any
+// step that recursed over it (decoding copies the patch); it is refused
+// before it is decoded.
+TEST_F(LoopTest, ARequestNestedTooDeepIsRefusedAndTheLoopGoesOn) {
+  ASSERT_TRUE(loop_->boot().is_ok());
+  zmq::socket_t raw(context_, zmq::socket_type::req);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.connect(control::control_endpoint(dir_));
+  std::string patch;
+  for (int i = 0; i < (1 << 19); ++i) patch += R"({"a":)";
+  patch += "1" + std::string(1 << 19, '}');
+  std::string deep =
+      R"({"command": "patch-workload", "namespace": "default", "name": "w", "patch": )" + patch + "}";
+  raw.send(zmq::buffer(deep), zmq::send_flags::none);
+  zmq::message_t answer;
+  ASSERT_TRUE(iterate_until([&] { return raw.recv(answer, zmq::recv_flags::dontwait).has_value(); }));
+  json refused = json::parse(answer.to_string());
+  EXPECT_EQ(refused.value("code", ""), "InvalidArgument");
+  EXPECT_EQ(refused.value("error", ""), "control request: nested deeper than 64 levels");
   EXPECT_EQ(call({{"command", "status"}}).value("ok", false), true);
 }
 
