@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "store/sqlite_store.h"
 
@@ -185,6 +186,47 @@ TEST_F(StoreTest, EventsAreBoundedPerSubject) {
   ASSERT_EQ(events->size(), static_cast<size_t>(Store::kEventsPerSubject));
   EXPECT_EQ(events->back().text, "event " + std::to_string(Store::kEventsPerSubject + 49));
   EXPECT_EQ(store->load_events("u2")->size(), 1u);
+}
+
+// A reservation is written at every step of its life; what is read back
+// is the spec of the last write, whichever of its fields changed.
+TEST_F(StoreTest, AReservationReadsBackTheSpecOfItsLastWrite) {
+  ReservationRecord r;
+  r.source = "src";
+  r.uid = "u1";
+  r.epoch = 1;
+  r.spec = sample_workload().spec;
+  {
+    auto store = open();
+    ASSERT_TRUE(store->put_reservation(r).is_ok());
+    r.phase = ReservationPhase::kBound;
+    r.spec.priority = 7;  // patched at the source
+    ASSERT_TRUE(store->put_reservation(r).is_ok());
+    r.phase = ReservationPhase::kRunning;
+    ASSERT_TRUE(store->put_reservation(r).is_ok());
+    // The same workload's copy for another source has a text of its own.
+    ReservationRecord other = r;
+    other.source = "other";
+    other.spec.priority = 3;
+    ASSERT_TRUE(store->put_reservation(other).is_ok());
+    // Gone, then held again at a new epoch with another spec.
+    ReservationRecord again = r;
+    again.source = "again";
+    ASSERT_TRUE(store->put_reservation(again).is_ok());
+    ASSERT_TRUE(store->delete_reservation("again", "u1").is_ok());
+    again.epoch = 2;
+    again.spec.resources.cpu_milli = 500;
+    ASSERT_TRUE(store->put_reservation(again).is_ok());
+  }
+  auto reservations = open()->load_reservations();
+  ASSERT_TRUE(reservations.is_ok());
+  std::map<std::string, model::WorkloadSpec> specs;
+  for (const ReservationRecord& read : *reservations) specs[read.source] = read.spec;
+  ASSERT_EQ(specs.size(), 3u);
+  EXPECT_EQ(specs["src"].priority, 7);
+  EXPECT_EQ(specs["other"].priority, 3);
+  EXPECT_EQ(specs["again"].resources.cpu_milli, 500);
+  EXPECT_EQ(specs["src"].resources.cpu_milli, 2000);
 }
 
 TEST_F(StoreTest, RunHistoryKeepsEveryBoundCopyAfterItsReservationIsGone) {
