@@ -26,34 +26,69 @@ using nlohmann::json;
 // The file is checked whole first, then sent in parts the agent takes in
 // one request each (at most control::kMaxWorkloadsPerSubmit workloads and,
 // unless one document alone is larger, kMaxSubmitBytes): each part is
-// submitted or refused as a whole, like kubectl's objects. The parts go
-// as JSON, which the agent reads several times faster than YAML.
+// submitted or refused as a whole, like kubectl's objects. The parts go as
+// JSON, which the agent reads in half the time of YAML, and up to
+// kPartsInFlight at a time, so the agent never waits for the next one.
+// After a refused part no other is sent; those already sent are answered
+// and reported.
 int cmd_submit(const Options& o, const std::string& file) {
+  constexpr size_t kPartsInFlight = 4;
   auto text = read_input_file(file, "-f");
   if (!text.is_ok()) return fail(text.status());
   // Refused here, before the agent spends anything on it; the agent checks
   // again on its own (the control socket is an API, not only shoalctl's).
   auto documents = model::workload_documents_as_json(*text);
   if (!documents.is_ok()) return fail(invalid_argument("-f " + file + ": " + documents.status().message()));
-  size_t next = 0;
-  while (next < documents->size()) {
-    control::SubmitRequest part{.workloads = json::array()};
-    size_t bytes = 0;
-    for (; next < documents->size() && part.workloads.size() < control::kMaxWorkloadsPerSubmit; ++next) {
-      size_t size = (*documents)[next].dump().size();
-      if (!part.workloads.empty() && bytes + size > control::kMaxSubmitBytes) break;
-      bytes += size;
-      part.workloads.push_back(std::move((*documents)[next]));
+  struct Part {
+    control::SubmitRequest request{.workloads = json::array()};
+    size_t first = 0;  // its first document's index in the file
+  };
+  std::vector<Part> parts;
+  size_t bytes = 0;
+  for (size_t i = 0; i < documents->size(); ++i) {
+    size_t size = (*documents)[i].dump().size();
+    if (parts.empty() || parts.back().request.workloads.size() == control::kMaxWorkloadsPerSubmit ||
+        bytes + size > control::kMaxSubmitBytes) {
+      parts.push_back({.first = i});
+      bytes = 0;
     }
-    auto reply = call(o.data_dir, part);
-    if (!reply.is_ok()) return fail(reply.status());
+    bytes += size;
+    parts.back().request.workloads.push_back(std::move((*documents)[i]));
+  }
+  auto pipeline = control::Pipeline::open(o.data_dir);
+  if (!pipeline.is_ok()) return fail(pipeline.status());
+  std::optional<Status> refused;
+  size_t sent = 0;
+  for (size_t answered = 0; answered < sent || (!refused && sent < parts.size()); ++answered) {
+    while (!refused && sent < parts.size() && sent - answered < kPartsInFlight) {
+      if (Status status = pipeline->send(parts[sent].request); !status.is_ok()) return fail(status);
+      ++sent;
+    }
+    auto reply = pipeline->next();
+    if (!reply.is_ok() && reply.status().code() == ErrorCode::kUnavailable) return fail(reply.status());
+    if (!reply.is_ok()) {
+      const Part& part = parts[answered];
+      size_t last = part.first + part.request.workloads.size();
+      if (!refused) {
+        refused = reply.status().with_context("documents " + std::to_string(part.first + 1) + "-" +
+                                              std::to_string(last) + " of " + std::to_string(documents->size()) +
+                                              " were not submitted");
+      }
+      continue;
+    }
     for (const auto& item : (*reply)["items"]) {
       std::cout << "workload " << item["namespace"].get<std::string>() << "/"
                 << item["name"].get<std::string>() << " submitted (uid "
                 << item["uid"].get<std::string>() << ")\n";
     }
   }
-  return 0;
+  if (!refused) return 0;
+  if (sent < parts.size()) {
+    return fail(Status(refused->code(), refused->message() + "; documents " +
+                                            std::to_string(parts[sent].first + 1) + "-" +
+                                            std::to_string(documents->size()) + " were not sent"));
+  }
+  return fail(*refused);
 }
 
 struct ListPaging {
@@ -229,7 +264,8 @@ int cmd_get_clusters(const Options& o, const std::string& namespace_name, const 
 
 void add_listing_commands(CommandTree& tree, Options& options, Runners& runners) {
   auto submit_file = std::make_shared<std::string>();
-  auto* submit = tree.app.add_subcommand("submit", "Submit workloads (multi-document YAML, kind Workload)");
+  auto* submit = tree.app.add_subcommand("submit", "Submit workloads (multi-document YAML, kind Workload): the file is checked whole, then sent "
+      "in parts of 100, each submitted or refused whole; after a refused part no more are sent");
   submit->add_option("-f,--filename", *submit_file, "Manifest file")->required();
   runners.push_back({submit, [&options, submit_file] { return cmd_submit(options, *submit_file); }});
 

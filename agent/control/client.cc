@@ -6,6 +6,7 @@
 #include <zmq_addon.hpp>
 
 #include "agent/control/data_dir.h"
+#include "common/check.h"
 #include "common/text.h"
 
 namespace shoal::control {
@@ -66,12 +67,75 @@ Result<nlohmann::json> call_agent(const std::string& data_dir, const nlohmann::j
   }
 }
 
-struct WorkloadWatch::Socket {
+struct DealerSocket {
   zmq::context_t context{1};
   zmq::socket_t socket{context, zmq::socket_type::dealer};
+
+  explicit DealerSocket(const std::string& data_dir) {
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect(control_endpoint(data_dir));
+  }
+  // A DEALER speaks to the agent's ROUTER as a REQ would: an empty
+  // delimiter, then the request.
+  void send(const nlohmann::json& request) {
+    zmq::multipart_t message;
+    message.addstr("");
+    message.addstr(request.dump());
+    message.send(socket);
+  }
+  // The body of the next message; nullopt when none came within `timeout`.
+  std::optional<std::string> receive(std::chrono::milliseconds timeout) {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, timeout);
+    if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
+    zmq::multipart_t message(socket);
+    return message.empty() ? std::string() : message.back().to_string();
+  }
 };
 
-WorkloadWatch::WorkloadWatch(std::unique_ptr<Socket> socket) : socket_(std::move(socket)) {}
+Pipeline::Pipeline(std::unique_ptr<DealerSocket> socket, std::string data_dir)
+    : socket_(std::move(socket)), data_dir_(std::move(data_dir)) {}
+Pipeline::Pipeline(Pipeline&&) noexcept = default;
+Pipeline& Pipeline::operator=(Pipeline&&) noexcept = default;
+Pipeline::~Pipeline() = default;
+
+Result<Pipeline> Pipeline::open(const std::string& data_dir) {
+  if (!std::filesystem::exists(control_socket_path(data_dir))) return no_agent(data_dir);
+  try {
+    return Pipeline(std::make_unique<DealerSocket>(data_dir), data_dir);
+  } catch (const zmq::error_t& e) {
+    return Status(ErrorCode::kUnavailable, std::string("control socket: ") + e.what());
+  }
+}
+
+Status Pipeline::send_encoded(const nlohmann::json& request) {
+  try {
+    socket_->send(request);
+  } catch (const zmq::error_t& e) {
+    return Status(ErrorCode::kUnavailable, std::string("control socket: ") + e.what());
+  } catch (const nlohmann::json::exception& e) {  // text that is not UTF-8
+    return invalid_argument(std::string("control request: ") + e.what());
+  }
+  ++in_flight_;
+  return Status::ok();
+}
+
+Result<nlohmann::json> Pipeline::next(std::chrono::milliseconds timeout) {
+  SHOAL_CHECK(in_flight_ > 0, "Pipeline::next with no request awaiting its answer");
+  try {
+    std::optional<std::string> reply = socket_->receive(timeout);
+    if (!reply) {
+      return Status(ErrorCode::kUnavailable, "the agent on " + data_dir_ + " did not answer within " +
+                                                 std::to_string(timeout.count()) + " ms");
+    }
+    --in_flight_;
+    return reply_status(*reply);
+  } catch (const zmq::error_t& e) {
+    return Status(ErrorCode::kUnavailable, std::string("control socket: ") + e.what());
+  }
+}
+
+WorkloadWatch::WorkloadWatch(std::unique_ptr<DealerSocket> socket) : socket_(std::move(socket)) {}
 WorkloadWatch::WorkloadWatch(WorkloadWatch&&) noexcept = default;
 WorkloadWatch& WorkloadWatch::operator=(WorkloadWatch&&) noexcept = default;
 WorkloadWatch::~WorkloadWatch() = default;
@@ -81,15 +145,8 @@ Result<WorkloadWatch> WorkloadWatch::open(const std::string& data_dir,
                                           std::chrono::milliseconds timeout) {
   if (!std::filesystem::exists(control_socket_path(data_dir))) return no_agent(data_dir);
   try {
-    auto socket = std::make_unique<Socket>();
-    socket->socket.set(zmq::sockopt::linger, 0);
-    socket->socket.connect(control_endpoint(data_dir));
-    // A DEALER speaks to the agent's ROUTER as a REQ would: an empty
-    // delimiter, then the request.
-    zmq::multipart_t message;
-    message.addstr("");
-    message.addstr(encode(request).dump());
-    message.send(socket->socket);
+    auto socket = std::make_unique<DealerSocket>(data_dir);
+    socket->send(encode(request));
     WorkloadWatch watch(std::move(socket));
     SHOAL_ASSIGN_OR_RETURN(std::optional<nlohmann::json> started, watch.next(timeout));
     if (!started) {
@@ -104,12 +161,9 @@ Result<WorkloadWatch> WorkloadWatch::open(const std::string& data_dir,
 
 Result<std::optional<nlohmann::json>> WorkloadWatch::next(std::chrono::milliseconds timeout) {
   try {
-    zmq::pollitem_t item{socket_->socket.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, timeout);
-    if (!(item.revents & ZMQ_POLLIN)) return std::optional<nlohmann::json>();
-    zmq::multipart_t message(socket_->socket);
-    SHOAL_ASSIGN_OR_RETURN(nlohmann::json body,
-                           reply_status(message.empty() ? "" : message.back().to_string()));
+    std::optional<std::string> reply = socket_->receive(timeout);
+    if (!reply) return std::optional<nlohmann::json>();
+    SHOAL_ASSIGN_OR_RETURN(nlohmann::json body, reply_status(*reply));
     nlohmann::json items = body.value("items", nlohmann::json::array());
     return std::optional<nlohmann::json>(std::move(items));
   } catch (const zmq::error_t& e) {

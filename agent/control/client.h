@@ -29,6 +29,37 @@ Result<nlohmann::json> call(const std::string& data_dir, const Request& request,
   return call_agent(data_dir, encode(request), timeout);
 }
 
+struct DealerSocket;  // a connection that may have several requests in flight
+
+// Requests sent without waiting for the answers to earlier ones, answered
+// in the order they were sent (the agent reads and answers its control
+// requests in order). shoalctl submit sends its parts so: the agent never
+// waits between one part's answer and the next part, and takes several
+// parts in one batch.
+class Pipeline {
+ public:
+  static Result<Pipeline> open(const std::string& data_dir);
+  Pipeline(Pipeline&&) noexcept;
+  Pipeline& operator=(Pipeline&&) noexcept;
+  ~Pipeline();
+
+  template <class Request>
+  Status send(const Request& request) {
+    return send_encoded(encode(request));
+  }
+  // The answer to the earliest request not yet answered, as call() returns
+  // it; kUnavailable when none came within `timeout`.
+  Result<nlohmann::json> next(std::chrono::milliseconds timeout = kDefaultCallTimeout);
+  size_t in_flight() const { return in_flight_; }
+
+ private:
+  Pipeline(std::unique_ptr<DealerSocket> socket, std::string data_dir);
+  Status send_encoded(const nlohmann::json& request);
+  std::unique_ptr<DealerSocket> socket_;
+  std::string data_dir_;
+  size_t in_flight_ = 0;
+};
+
 // A watch of the agent's workloads (shoalctl get workloads -w): the agent
 // sends the workloads that changed after every batch that changed any, and
 // an empty batch every kWatchKeepalive; a reply with ok false ends it.
@@ -47,9 +78,8 @@ class WorkloadWatch {
   Result<std::optional<nlohmann::json>> next(std::chrono::milliseconds timeout);
 
  private:
-  struct Socket;
-  explicit WorkloadWatch(std::unique_ptr<Socket> socket);
-  std::unique_ptr<Socket> socket_;
+  explicit WorkloadWatch(std::unique_ptr<DealerSocket> socket);
+  std::unique_ptr<DealerSocket> socket_;
 };
 
 }  // namespace shoal::control

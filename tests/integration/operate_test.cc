@@ -256,12 +256,24 @@ TEST_F(Operate, ALargeFileIsSubmittedInPartsEachWorkloadOnce) {
   EXPECT_EQ(names.size(), 250u);
   EXPECT_TRUE(names.count("many-0") && names.count("many-249"));
 
-  // Again: the agent refuses the first part (those names are taken), and
-  // nothing is submitted twice.
-  CommandResult again = source_.ctl({"submit", "-f", manifest});
+  // 650 more of the same names, in seven parts, four in flight at a time:
+  // the first three hold names taken and are refused whole; the fourth
+  // (documents 301-400, all new) was in flight and is submitted; after a
+  // refusal nothing more is sent. Nothing is submitted twice.
+  std::string more = write_workloads(dir_.path(), "many", 650, "100m", "0s");
+  CommandResult again = source_.ctl({"submit", "-f", more});
   EXPECT_NE(again.exit_code, 0);
-  EXPECT_NE(again.err.find("many-"), std::string::npos) << again.err;
-  EXPECT_EQ(source_.ctl_json({"get", "workloads"})["items"].size(), 250u);
+  EXPECT_NE(again.err.find("documents 1-100 of 650 were not submitted: "), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("; documents 401-650 were not sent"), std::string::npos) << again.err;
+  EXPECT_NE(again.out.find("workload default/many-300 submitted"), std::string::npos) << again.out;
+  EXPECT_EQ(again.out.find("workload default/many-250 submitted"), std::string::npos) << again.out;
+  names.clear();
+  json after = source_.ctl_json({"get", "workloads"});
+  for (const auto& item : after["items"]) {
+    EXPECT_TRUE(names.insert(item["metadata"]["name"].get<std::string>()).second);
+  }
+  EXPECT_EQ(names.size(), 350u);
+  EXPECT_TRUE(names.count("many-399") && !names.count("many-400"));
 }
 
 TEST_F(Operate, HealthReadinessAndTheRoutingCountsAnswer) {
