@@ -453,16 +453,6 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
   return out;
 }
 
-const std::string& SqliteStore::spec_text_of(const ReservationRecord& r) {
-  auto [it, added] = reservation_specs_.try_emplace({r.source, r.uid});
-  SpecText& memo = it->second;
-  if (added || memo.spec != r.spec) {
-    memo.spec = r.spec;
-    memo.text = json_text(model::to_json(r.spec));
-  }
-  return memo.text;
-}
-
 Status SqliteStore::put_reservation(const ReservationRecord& r) {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
@@ -474,7 +464,7 @@ Status SqliteStore::put_reservation(const ReservationRecord& r) {
   SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
                             .bind(2, r.uid)
                             .bind(3, static_cast<int64_t>(r.epoch))
-                            .bind(4, spec_text_of(r))
+                            .bind(4, json_text(model::to_json(r.spec)))
                             .bind(5, kReservationPhaseNames[static_cast<int>(r.phase)])
                             .bind(6, nodes_to_text(r.nodes))
                             .bind(7, to_millis(r.expires_at))
@@ -551,7 +541,6 @@ Result<std::vector<RunRecord>> SqliteStore::load_runs() {
 }
 
 Status SqliteStore::delete_reservation(const std::string& source, const std::string& uid) {
-  reservation_specs_.erase({source, uid});
   SHOAL_ASSIGN_OR_RETURN(Statement s,
                          db_->prepare("DELETE FROM reservations WHERE source = ?1 AND uid = ?2"));
   return s.bind(1, source).bind(2, uid).run();

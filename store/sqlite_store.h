@@ -2,10 +2,8 @@
 // migrations recorded in meta.schema_version.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "store/sqlite.h"
 #include "store/store.h"
@@ -67,7 +65,6 @@ class SqliteStore final : public Store {
   Status migrate();
   Status quick_check();
   Status put_run(const ReservationRecord& reservation);
-  const std::string& spec_text_of(const ReservationRecord& reservation);
 
   static constexpr int kPruneEvery = 1024;
   int finishes_since_prune_ = 0;
@@ -75,17 +72,6 @@ class SqliteStore final : public Store {
   bool in_batch_ = false;
   int64_t changes_at_begin_ = 0;
   CommitStats commit_stats_;
-  // The JSON text of each held reservation's spec, with the spec it was
-  // made from. A reservation is written at every step of its life
-  // (reserved, bound, running, ended) with its spec unchanged, and making
-  // the text anew each time was a tenth of a target's work per placement.
-  // A memo of a pure function: right for its spec whatever becomes of the
-  // batch that wrote it.
-  struct SpecText {
-    model::WorkloadSpec spec;
-    std::string text;
-  };
-  std::map<std::pair<std::string, std::string>, SpecText> reservation_specs_;  // by (source, uid)
 };
 
 }  // namespace shoal::store
