@@ -264,7 +264,9 @@ int cmd_get_clusters(const Options& o, const std::string& namespace_name, const 
 
 void add_listing_commands(CommandTree& tree, Options& options, Runners& runners) {
   auto submit_file = std::make_shared<std::string>();
-  auto* submit = tree.app.add_subcommand("submit", "Submit workloads (multi-document YAML, kind Workload): the file is checked whole, then sent "
+  auto* submit = tree.app.add_subcommand(
+      "submit",
+      "Submit workloads (multi-document YAML, kind Workload): the file is checked whole, then sent "
       "in parts of 100, each submitted or refused whole; after a refused part no more are sent");
   submit->add_option("-f,--filename", *submit_file, "Manifest file")->required();
   runners.push_back({submit, [&options, submit_file] { return cmd_submit(options, *submit_file); }});

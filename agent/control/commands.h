@@ -149,9 +149,9 @@ struct PeersRequest : NoFields {
   static constexpr Command kCommand = Command::kPeers;
 };
 // One of the two: the manifest's YAML text, or its documents in JSON form
-// (model::parse_workload_list), which shoalctl sends: the agent reads JSON
-// several times faster, on the loop every peer waits on. Either holds at
-// most kMaxWorkloadsPerSubmit workloads; the YAML at most kMaxSubmitBytes.
+// (model::parse_workload_list), which shoalctl sends: the agent reads them
+// in half the time, on the loop every peer waits on. Either holds at most
+// kMaxWorkloadsPerSubmit workloads; the YAML at most kMaxSubmitBytes.
 struct SubmitRequest {
   static constexpr Command kCommand = Command::kSubmit;
   std::string manifest{};

@@ -15,6 +15,7 @@
 // batch_committed(). Sleep until next_deadline().
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -185,9 +186,21 @@ class Agent {
   // GroupCommit in batch.h).
   bool has_launches() const { return target_.has_launches(); }
   TimePoint now() const { return context_.now(); }
-  // How long what nobody waits on may wait to share: a deferred message its
-  // envelope (Context::send_later), a quiet batch its commit (GroupCommit).
+  // How long what nobody waits on may wait to share an envelope
+  // (Context::send_later).
   Duration lazy_delay() const { return context_.lazy_delay(); }
+  // How long a quiet batch's commit may wait for the next batch's
+  // (GroupCommit): half a heartbeat, when the next heartbeat pass sends and
+  // so commits the group, or the lazy delay if that is longer (0 with it:
+  // every batch commits). A quiet batch that deferred a message commits
+  // sooner, with the batch that sends it (within the lazy delay); only one
+  // that sends nothing at all waits longer — a HELLO or CAPACITY read, its
+  // sender's sequence number kept — so an idle agent fsyncs about once per
+  // heartbeat pass rather than four times a second.
+  Duration commit_linger() const {
+    Duration lazy = lazy_delay();
+    return lazy.count() == 0 ? lazy : std::max(lazy, context_.config().heartbeat_interval / 2);
+  }
   // Call after the batch committed: applies its effects on the cluster
   // (launches of copies bound in it). Also after load(), whose state is
   // committed.

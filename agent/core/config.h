@@ -65,11 +65,11 @@ struct AgentConfig {
   // first READYs win.
   Duration preferred_wait = 1s;
   // What nobody waits on — acknowledgements, a copy's reports of what its
-  // cluster observed, a quiet batch's commit — may wait this long (at most
-  // a quarter of retryInterval, so never long enough to be repeated) to
-  // share an envelope or a commit (Context::send_later, GroupCommit). At
-  // 100 placements/s over 8 targets most of them then share; at 100 ms,
-  // fewer than half did. 0: nothing waits.
+  // cluster observed — may wait this long (at most a quarter of
+  // retryInterval, so never long enough to be repeated) to share an
+  // envelope (Context::send_later); a quiet batch's commit waits at least
+  // as long (Agent::commit_linger). At 100 placements/s over 8 targets most
+  // of them then share; at 100 ms, fewer than half did. 0: nothing waits.
   Duration lazy_delay = 250ms;
   Disclosure disclose;
 };

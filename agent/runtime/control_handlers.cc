@@ -92,15 +92,15 @@ Result<json> submit(core::Agent& agent, const SubmitRequest& request) {
         "control request: expected one of \"manifest\" (YAML) or \"workloads\" (a list of "
         "Workload documents)");
   }
+  auto too_many = [](const char* field, size_t count) {
+    return invalid_argument(std::string("control request field \"") + field + "\": expected at most " +
+                            std::to_string(kMaxWorkloadsPerSubmit) + " workloads per request, got " +
+                            std::to_string(count) + " (shoalctl submit sends a larger file in parts)");
+  };
   std::vector<model::WorkloadSpec> specs;
   if (!request.workloads.is_null()) {
-    // Counted before anything is read, so a long list costs nothing.
-    if (request.workloads.size() > kMaxWorkloadsPerSubmit) {
-      return invalid_argument("control request field \"workloads\": expected at most " +
-                              std::to_string(kMaxWorkloadsPerSubmit) + " workloads per request, got " +
-                              std::to_string(request.workloads.size()) +
-                              " (shoalctl submit sends a larger file in parts)");
-    }
+    // Counted before any document is checked.
+    if (request.workloads.size() > kMaxWorkloadsPerSubmit) return too_many("workloads", request.workloads.size());
     SHOAL_ASSIGN_OR_RETURN(specs, model::parse_workload_list(request.workloads));
   } else {
     if (request.manifest.size() > kMaxSubmitBytes) {
@@ -110,12 +110,7 @@ Result<json> submit(core::Agent& agent, const SubmitRequest& request) {
                               " bytes (shoalctl submit sends a larger file in parts)");
     }
     SHOAL_ASSIGN_OR_RETURN(specs, model::parse_workloads(request.manifest));
-    if (specs.size() > kMaxWorkloadsPerSubmit) {
-      return invalid_argument("control request field \"manifest\": expected at most " +
-                              std::to_string(kMaxWorkloadsPerSubmit) + " workloads per request, got " +
-                              std::to_string(specs.size()) +
-                              " (shoalctl submit sends a larger file in parts)");
-    }
+    if (specs.size() > kMaxWorkloadsPerSubmit) return too_many("manifest", specs.size());
   }
   SHOAL_ASSIGN_OR_RETURN(auto uids, agent.submit(specs));
   json items = json::array();

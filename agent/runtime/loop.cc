@@ -143,7 +143,7 @@ Status Loop::start_serving() {
   SHOAL_ASSIGN_OR_RETURN(AgentInstance instance, factory_.make());
   instance_ = std::move(instance);
   core::Agent& agent = *instance_.agent;
-  group_ = core::GroupCommit{agent.lazy_delay()};
+  group_ = core::GroupCommit{agent.commit_linger()};
   return core::run_batch(agent, store_, transport_, [&] { return agent.start(); }).why;
 }
 

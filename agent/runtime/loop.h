@@ -8,7 +8,7 @@
 // It serves in one of two modes:
 //  - serving: every iteration is one store batch (wire, control, tick); a
 //    quiet one may share the next one's commit (core::GroupCommit), never
-//    past the agent's lazy_delay, and never when it answers a request;
+//    past the agent's commit_linger, and never when it answers a request;
 //  - read-only, while the state database cannot be written (disk full,
 //    read-only, I/O errors): the agent is rebuilt from what was committed
 //    (core::load_read_only) and only answers reads; control mutations are
@@ -135,7 +135,7 @@ class Loop {
     bool control = false;
     bool peers = false;
   } readable_;
-  core::GroupCommit group_;  // the serving batches' (start_serving: the agent's lazy_delay)
+  core::GroupCommit group_;  // the serving batches' (start_serving: the agent's commit_linger)
   std::vector<AwaitedLog> awaiting_logs_;
   WorkloadWatches watches_;  // after logger_: it sends through send_reply
   std::chrono::steady_clock::time_point last_rate_limit_log_{};

@@ -214,6 +214,52 @@ TEST(GroupCommitTest, AnAnswerWaitingCommitsEvenAQuietBatch) {
   EXPECT_EQ(committed_phase(hand.source, "job"), "Succeeded");
 }
 
+// The runtime's linger is half a heartbeat (Agent::commit_linger), longer
+// than the lazy delay; a quiet batch that owes an acknowledgement still
+// commits within the lazy delay, with the tick that sends it, while one
+// that owes nothing waits for the linger.
+TEST(GroupCommitTest, WhatAQuietBatchDeferredCommitsItWithinTheLazyDelay) {
+  ReportInHand hand;
+  Node& source = hand.source;
+  hand.group = GroupCommit{source.agent->commit_linger()};
+  ASSERT_EQ(hand.group.linger, AgentConfig{}.heartbeat_interval / 2);
+  ASSERT_GT(hand.group.linger, 2 * kLazy);
+  auto tick = [&] {
+    return hand.batch([&] {
+      source.agent->tick();
+      return Status::ok();
+    });
+  };
+  // A heartbeat pass now, so that none falls in what follows.
+  hand.lazy.world.advance_clock(hand.group.linger);
+  ASSERT_EQ(tick().end, BatchEnd::kCommitted);
+  source.transport->outbox.clear();
+
+  ASSERT_EQ(hand.read_report().end, BatchEnd::kOpen);
+  hand.lazy.world.advance_clock(kLazy / 2);
+  EXPECT_EQ(tick().end, BatchEnd::kOpen);  // the acknowledgement not due yet
+  EXPECT_TRUE(source.transport->outbox.empty());
+  hand.lazy.world.advance_clock(kLazy / 2);
+  EXPECT_EQ(tick().end, BatchEnd::kCommitted);
+  EXPECT_EQ(committed_phase(source, "job"), "Succeeded");
+  ASSERT_EQ(source.transport->outbox.size(), 1u);
+  EXPECT_EQ(source.transport->outbox[0].type, MessageType::kStatusAck);
+
+  // Quiet with nothing owed: open past the lazy delay, committed at the linger.
+  ASSERT_EQ(hand.idle().end, BatchEnd::kOpen);
+  hand.lazy.world.advance_clock(2 * kLazy);
+  EXPECT_EQ(hand.idle().end, BatchEnd::kOpen);
+  hand.lazy.world.advance_clock(hand.group.linger);
+  EXPECT_EQ(hand.idle().end, BatchEnd::kCommitted);
+}
+
+TEST(GroupCommitTest, TheLingerIsNoneWithoutALazyDelay) {
+  World world;
+  world.configure = [](AgentConfig& config) { config.lazy_delay = Duration(0); };
+  Node& node = world.add("solo");
+  EXPECT_EQ(node.agent->commit_linger(), Duration(0));
+}
+
 TEST(GroupCommitTest, ACrashLosesTheOpenGroupAndTheReportIsRepeated) {
   ReportInHand hand;
   Node& source = hand.source;
