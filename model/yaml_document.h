@@ -36,7 +36,7 @@ Result<YAML::Node> load_yaml(std::string_view text, std::string_view what, int f
 
 // The JSON form of a YAML document, to send a document that was checked
 // here on to a reader elsewhere (shoalctl's manifest to the agent, which
-// reads JSON many times faster than YAML). Every scalar becomes a string,
+// parses JSON three times faster than YAML). Every scalar becomes a string,
 // so json_to_yaml gives the reader the very text the YAML held; a mapping
 // key that is not a scalar is an error naming `what`.
 Result<nlohmann::json> yaml_to_json(const YAML::Node& node, std::string_view what);
