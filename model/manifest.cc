@@ -1,5 +1,6 @@
 #include "model/manifest.h"
 
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -200,10 +201,6 @@ std::vector<Document> split_documents(std::string_view stream) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // Checks a manifest's documents one at a time, as each is read: its fields,
 // and that no workload is named twice. The YAML and the JSON reader share
 // it, so a document means the same whichever form it came in.
@@ -239,37 +236,44 @@ class WorkloadDocuments {
   std::set<std::string> seen_;
 };
 
-}  // namespace
-
-Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
+// Each Workload document of a YAML stream, checked (WorkloadDocuments),
+// handed to `take` with its spec; empty documents are skipped. One
+// document at a time: a parsed YAML tree costs many times its text, so
+// holding every tree of a 20,000-document manifest at once cost the agent
+// hundreds of MB it never gave back.
+Status for_each_workload(std::string_view yaml,
+                         const std::function<Status(const YAML::Node&, WorkloadSpec)>& take) {
   if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "manifest").status();
-  // One document at a time: a parsed YAML tree costs many times its text,
-  // so holding every tree of a 20,000-document manifest at once cost the
-  // agent hundreds of MB it never gave back.
-  std::vector<WorkloadSpec> out;
   WorkloadDocuments documents;
   for (const Document& document : split_documents(yaml)) {
     SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(document.text, "manifest", document.first_line));
     SHOAL_ASSIGN_OR_RETURN(std::optional<WorkloadSpec> spec, documents.check(doc));
-    if (spec) out.push_back(std::move(*spec));
+    if (spec) {
+      SHOAL_RETURN_IF_ERROR(take(doc, std::move(*spec)));
+    }
   }
-  SHOAL_RETURN_IF_ERROR(documents.finished());
+  return documents.finished();
+}
+
+}  // namespace
+
+Result<std::vector<WorkloadSpec>> parse_workloads(std::string_view yaml) {
+  std::vector<WorkloadSpec> out;
+  SHOAL_RETURN_IF_ERROR(for_each_workload(yaml, [&](const YAML::Node&, WorkloadSpec spec) {
+    out.push_back(std::move(spec));
+    return Status::ok();
+  }));
   return out;
 }
 
 Result<std::vector<nlohmann::json>> workload_documents_as_json(std::string_view yaml) {
-  if (yaml.size() > kMaxYamlBytes) return load_yaml(yaml, "manifest").status();
   std::vector<nlohmann::json> out;
-  WorkloadDocuments documents;
-  for (const Document& document : split_documents(yaml)) {
-    SHOAL_ASSIGN_OR_RETURN(YAML::Node doc, load_yaml(document.text, "manifest", document.first_line));
-    SHOAL_ASSIGN_OR_RETURN(std::optional<WorkloadSpec> spec, documents.check(doc));
-    if (!spec) continue;
+  SHOAL_RETURN_IF_ERROR(for_each_workload(yaml, [&](const YAML::Node& doc, WorkloadSpec) -> Status {
     SHOAL_ASSIGN_OR_RETURN(nlohmann::json json,
                            yaml_to_json(doc, "manifest document " + std::to_string(out.size() + 1)));
     out.push_back(std::move(json));
-  }
-  SHOAL_RETURN_IF_ERROR(documents.finished());
+    return Status::ok();
+  }));
   return out;
 }
 

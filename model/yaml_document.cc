@@ -148,11 +148,13 @@ Result<YAML::Node> load_yaml(std::string_view text, std::string_view what, int f
 
 namespace {
 
+Status too_deep(std::string_view what) {
+  return invalid_argument(std::string(what) + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels");
+}
+
 Result<nlohmann::json> to_json_at(const YAML::Node& node, std::string_view what, int depth) {
-  if (depth > kMaxJsonDepth) {
-    return invalid_argument(std::string(what) + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
-                            " levels");
-  }
+  if (depth > kMaxJsonDepth) return too_deep(what);
   switch (node.Type()) {
     case YAML::NodeType::Scalar:
       return nlohmann::json(node.Scalar());
@@ -184,10 +186,7 @@ Result<nlohmann::json> to_json_at(const YAML::Node& node, std::string_view what,
 }
 
 Result<YAML::Node> to_yaml_at(const nlohmann::json& json, std::string_view what, int depth) {
-  if (depth > kMaxJsonDepth) {
-    return invalid_argument(std::string(what) + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
-                            " levels");
-  }
+  if (depth > kMaxJsonDepth) return too_deep(what);
   switch (json.type()) {
     case nlohmann::json::value_t::object: {
       YAML::Node out(YAML::NodeType::Map);

@@ -50,14 +50,13 @@ class Pipeline {
   // The answer to the earliest request not yet answered, as call() returns
   // it; kUnavailable when none came within `timeout`.
   Result<nlohmann::json> next(std::chrono::milliseconds timeout = kDefaultCallTimeout);
-  size_t in_flight() const { return in_flight_; }
 
  private:
   Pipeline(std::unique_ptr<DealerSocket> socket, std::string data_dir);
   Status send_encoded(const nlohmann::json& request);
   std::unique_ptr<DealerSocket> socket_;
   std::string data_dir_;
-  size_t in_flight_ = 0;
+  size_t in_flight_ = 0;  // sent, not yet answered
 };
 
 // A watch of the agent's workloads (shoalctl get workloads -w): the agent
