@@ -91,10 +91,11 @@ struct Encoder {
     else p.pack_nil();
   }
   void operator()(const Candidate& m) {
-    p.pack_array(3);
+    p.pack_array(m.approved ? 4 : 3);
     p.pack(m.uid);
     p.pack(m.epoch);
     pack_spec(p, m.spec);
+    if (m.approved) p.pack(true);
   }
   void operator()(const Ready& m) {
     p.pack_array(m.victims > 0 ? 5 : 3);

@@ -155,6 +155,7 @@ void read(ArrayReader& r, Candidate& m) {
   m.uid = r.string("uid");
   m.epoch = r.integer<uint64_t>("epoch");
   m.spec = read_spec(r);
+  if (r.has_more()) m.approved = r.boolean("approved");  // field 4, newer: older agents omit it
 }
 
 void read(ArrayReader& r, Ready& m) {

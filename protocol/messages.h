@@ -103,6 +103,12 @@ struct Candidate {
   std::string uid;
   uint64_t epoch = 0;
   model::WorkloadSpec spec;
+  // Approved in advance (field 4, sent only when true): the source asked
+  // this target alone and made it the epoch's winner before sending. A
+  // target that holds room for it within the step that reads it binds at
+  // once and answers BOUND, as if its READY had been APPROVEd; otherwise it
+  // answers as to a plain CANDIDATE, and binds this epoch only on an APPROVE.
+  bool approved = false;
 };
 
 struct Ready {

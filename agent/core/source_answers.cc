@@ -60,6 +60,9 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
   if (!record.winner.empty()) {
     if (record.winner == from) {
       if (record.phase == model::Phase::kPlacing) {
+        // (Approved in advance, it answers READY when it offers to preempt
+        // or does not know approvals: the APPROVE it needs follows.)
+        workload->approved_in_advance = false;
         send(from, protocol::Approve{record.uid, record.epoch});
       }
     } else {
@@ -298,7 +301,7 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
   store::WorkloadRecord& record = workload->record;
   if (message.epoch != record.epoch || model::is_finished(record.phase) || record.deleting) return;
   std::string cluster = cluster_name_of(from);
-  if (record.winner == from) {
+  if (record.winner == from && !workload->approved_in_advance) {
     // The winner lost its reservation before binding: place again.
     if (record.phase != model::Phase::kPlacing) return;
     record_event(record.uid, "winner " + cluster + " rejected approval: " + message.reason);
@@ -306,6 +309,15 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
     record.cluster.clear();
     start_round(*workload);
     return;
+  }
+  if (record.winner == from) {
+    // Approved in advance, it had no room to bind at once (what it last
+    // advertised is gone): no longer the winner, it binds this epoch only
+    // on an APPROVE now. The round goes on as for any refused CANDIDATE.
+    workload->approved_in_advance = false;
+    record.winner.clear();
+    record.cluster.clear();
+    persist(record);
   }
   auto progress = workload->candidates.find(from);
   if (progress == workload->candidates.end()) return;
@@ -393,6 +405,13 @@ void SourceRole::on_bound(const std::string& from, const protocol::Bound& messag
   record.nodes = message.nodes;
   record.updated_at = clock_.now();
   persist(record);
+  if (workload->approved_in_advance) {
+    // Decided now, as choose_winner decides a winner that was READY.
+    ++context_.stats().placements_approved_in_advance;
+    workload->approved_in_advance = false;
+    workload->untried.clear();
+    workload->pending_attempts = 0;
+  }
   record_event(record.uid, "bound at " + record.cluster);
   AgentStats& stats = context_.stats();
   ++stats.placements_bound;

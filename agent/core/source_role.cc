@@ -171,11 +171,14 @@ void SourceRole::start_round(SourceWorkload& workload) {
     make_pending(workload, "Unschedulable: no cluster can take it now:" + targets.reason);
     return;
   }
+  // Exactly once: a target approved in advance is the epoch's winner from
+  // here on, in the batch that commits before its CANDIDATE leaves.
+  bool approved = approves_in_advance(workload, targets);
   record.epoch += 1;
   record.phase = model::Phase::kPlacing;
   record.reason.clear();
-  record.winner.clear();
-  record.cluster.clear();
+  record.winner = approved ? targets.ranked.front().first : "";
+  record.cluster = approved ? targets.ranked.front().second : "";
   record.updated_at = now;
   record.status_generation = 0;  // a new copy counts its own generations
   persist(record);
@@ -183,6 +186,12 @@ void SourceRole::start_round(SourceWorkload& workload) {
   workload.wave_started = now;
   workload.asked_preferred_alone =
       dispatcher_of(record) == model::Dispatcher::kPreferred && !workload.untried.empty();
+  workload.approved_in_advance = approved;
+  if (approved) {
+    // Until it answers, its CANDIDATE stands for an APPROVE: re-sent as one.
+    workload.last_approve_sent = now;
+    workload.approve_resends = 0;
+  }
   std::string names;
   for (const auto& [peer_id, name] : targets.ranked) {
     names += (names.empty() ? "" : ", ") + name;
@@ -194,12 +203,13 @@ void SourceRole::start_round(SourceWorkload& workload) {
   workload.preferred = targets.ranked.front().first;
   follow_expectation(workload);
   record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
+                               (approved ? " (approved in advance: binds if it has room)" : "") +
                                (workload.untried.empty()
                                     ? ""
                                     : " (" + std::to_string(workload.untried.size()) + " more later)") +
                                "; ranked " + targets.decision);
   for (const auto& [peer_id, name] : targets.ranked) {
-    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
+    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec, approved});
   }
 }
 
@@ -244,6 +254,15 @@ bool SourceRole::asks_preferred_alone(const SourceWorkload& workload, const Rank
   // first READY of any target: both need everyone asked at once.
   return !targets.queueing && config_.preferred_wait.count() > 0 &&
          workload.record.spec.placement.ready_window.count() == 0;
+}
+
+bool SourceRole::approves_in_advance(const SourceWorkload& workload, const RankedTargets& targets) const {
+  if (targets.ranked.size() != 1 || targets.queueing) return false;
+  const std::string& target = targets.ranked.front().first;
+  const store::WorkloadRecord& record = workload.record;
+  return target != self_id_ && !is_group(workload) && record.parent.empty() && !record.deleting &&
+         record.spec.placement.ready_window.count() == 0 &&
+         silent_for(target) < config_.retry_interval / 2 && may_renew_lease(target);
 }
 
 model::Dispatcher SourceRole::dispatcher_of(const store::WorkloadRecord& record) const {

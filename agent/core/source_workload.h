@@ -73,6 +73,11 @@ struct SourceWorkload {
   bool asked_preferred_alone = false;
   TimePoint last_approve_sent{};
   int approve_resends = 0;
+  // The winner was made so with this round's CANDIDATE, approved in
+  // advance, and has not answered it yet (memory only: after a restart the
+  // source re-sends APPROVE, as to any winner). A REJECT now means it had
+  // no room to bind at once, and the round goes on without it.
+  bool approved_in_advance = false;
   TimePoint next_round_at{};
   // Non-zero while it waits in a line of the placement window (for a slot,
   // or for its namespace's quota): its place there, after priority, and

@@ -84,6 +84,10 @@ void TargetRole::on_log_request(const std::string& from, const protocol::LogRequ
 }
 
 void TargetRole::renew_lease(const std::string& source_id) {
+  renew_lease(source_id, to_millis(context_.sent_at()));
+}
+
+void TargetRole::renew_lease(const std::string& source_id, int64_t sent_at) {
   const PeerTable::Peer* source = peers_.find(source_id);
   if (!source || source->lease_ms <= 0) return;
   // A lease that lapsed before this renewal was sent is never revived: the
@@ -91,7 +95,6 @@ void TargetRole::renew_lease(const std::string& source_id) {
   // placed them elsewhere (a source that wakes from a pause renews at once).
   // So first what finished before the lapse is taken, and what still ran
   // then is stopped as of the lapse; only then does the lease go on.
-  int64_t sent_at = to_millis(context_.sent_at());
   if (source->lease_until_ms > 0 && sent_at >= source->lease_until_ms) {
     apply_cluster_events();
     enforce_leases();

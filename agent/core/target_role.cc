@@ -169,6 +169,11 @@ void TargetRole::on_admissible_candidate(const std::string& from, const protocol
   }
   TimePoint now = clock_.now();
   auto queued = queued_.find(key);
+  // Approved in advance, and an epoch this target has not answered yet:
+  // room held before this step ends binds it (reserve_for).
+  if (message.approved && (queued == queued_.end() || queued->second.epoch < message.epoch)) {
+    approved_now_[key] = {message.epoch, to_millis(context_.sent_at())};
+  }
   if (queued != queued_.end()) {
     if (message.epoch < queued->second.epoch) {
       send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
@@ -207,6 +212,9 @@ bool TargetRole::serve_asked() {
   std::set<ReservationKey> asked = std::move(asked_);
   asked_.clear();
   serve_queue();
+  // What was approved in advance and found no room now waits like any
+  // candidate: its READY, when room frees, needs an APPROVE.
+  approved_now_.clear();
   for (const ReservationKey& key : asked) {
     auto entry = queued_.find(key);
     if (entry == queued_.end()) continue;  // reserved or refused
@@ -389,6 +397,13 @@ bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol
 void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
                              const model::WorkloadSpec& spec, std::vector<std::string> nodes) {
   double score = file_reservation(key, epoch, spec, std::move(nodes));
+  auto approved = approved_now_.find(key);
+  if (approved != approved_now_.end() && approved->second.epoch == epoch) {
+    int64_t sent_at_ms = approved->second.sent_at_ms;
+    approved_now_.erase(approved);
+    bind(key, table_.entries().find(key)->second, sent_at_ms);
+    return;
+  }
   send(key.first, protocol::Ready{key.second, epoch, score});
 }
 
@@ -478,7 +493,15 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
     return;
   }
   SHOAL_CHECK(record.epoch == message.epoch, "a reservation bound under an epoch its APPROVE did not name");
-  renew_lease(from);  // before binding: a lapse stops only what ran before it
+  bind(key, reservation, to_millis(context_.sent_at()));
+}
+
+void TargetRole::bind(const ReservationKey& key, TargetReservation& reservation,
+                      int64_t renewal_sent_at_ms) {
+  const std::string& from = key.first;
+  store::ReservationRecord& record = reservation.record;
+  TimePoint now = clock_.now();
+  renew_lease(from, renewal_sent_at_ms);  // before binding: a lapse stops only what ran before it
   // Launched once this batch, and with it the Bound row, is committed.
   to_launch_.emplace_back(key, record.epoch);
   record.phase = store::ReservationPhase::kBound;

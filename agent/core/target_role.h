@@ -167,8 +167,14 @@ class TargetRole {
   // `epoch` or older is queued again in its new place (behind what waits
   // at that priority already), and a copy held or run here keeps it.
   void take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority);
+  // Room the cluster now holds for `key`: filed, and offered by READY, or
+  // bound at once if the step read it approved in advance (approved_now_).
   void reserve_for(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
                    std::vector<std::string> nodes);
+  // Binds a reservation its source approved (an APPROVE, or a CANDIDATE
+  // approved in advance sealed at `renewal_sent_at_ms`, which renews the
+  // source's lease first): launched once this batch commits, BOUND sent.
+  void bind(const ReservationKey& key, TargetReservation& reservation, int64_t renewal_sent_at_ms);
   // Files the reservation of room the cluster now holds for `key`; its
   // READY score.
   double file_reservation(const ReservationKey& key, uint64_t epoch, const model::WorkloadSpec& spec,
@@ -224,6 +230,7 @@ class TargetRole {
   bool runs_work_of(const std::string& source) const;
   // Extends `source_id`'s lease to the current message's sent_at + lease.
   void renew_lease(const std::string& source_id);
+  void renew_lease(const std::string& source_id, int64_t sent_at_ms);
   // Stops every bound or running copy of sources whose lease ran out.
   void enforce_leases();
   // Plans next_lease_end_ afresh (after enforce_leases, in the tick).
@@ -256,6 +263,16 @@ class TargetRole {
   std::map<ReservationKey, QueuedCandidate> queued_;
   std::unordered_map<std::string, ReservationKey> queued_by_cluster_key_;  // of queued_
   std::set<ReservationKey> asked_;  // queued or asked again, not yet served (serve_asked)
+  // CANDIDATEs approved in advance (protocol::Candidate::approved) that this
+  // step read for an epoch new here, with their envelope's seal time. Room
+  // held for one before the step ends binds it; serve_asked forgets them
+  // all, so that room found later is offered by READY and binds only on an
+  // APPROVE: the source may have moved on once it heard our answer.
+  struct ApprovedInAdvance {
+    uint64_t epoch = 0;
+    int64_t sent_at_ms = 0;
+  };
+  std::map<ReservationKey, ApprovedInAdvance> approved_now_;
   // Bound (or restored) since the last launch_bound(), by key and epoch.
   std::vector<std::pair<ReservationKey, uint64_t>> to_launch_;
   std::vector<FailedLaunch> failed_launches_;

@@ -135,6 +135,8 @@ struct AgentStats {
   // and how long each first placement took from submission to BOUND.
   std::map<std::string, uint64_t> rejections_heard;
   uint64_t placements_bound = 0;
+  // Of those, bound on a CANDIDATE approved in advance (no READY, no APPROVE).
+  uint64_t placements_approved_in_advance = 0;
   Histogram placement_latency{latency_buckets_seconds()};
   // As a target: reservations released because no APPROVE came in time.
   uint64_t reservations_expired = 0;

@@ -117,6 +117,10 @@ std::string render_metrics(const ControlContext& context) {
   out.family("shoal_placements_total", "counter",
              "As a source: outcomes of placement rounds (bound: a target bound the workload or copy).");
   out.sample("shoal_placements_total", {{"outcome", "bound"}}, static_cast<double>(stats.placements_bound));
+  out.counter("shoal_placements_approved_in_advance_total",
+              "As a source: of the placements bound, those its one target bound on a CANDIDATE approved "
+              "in advance (no READY, no APPROVE).",
+              static_cast<double>(stats.placements_approved_in_advance));
   out.family("shoal_rejections_received_total", "counter", "As a source: REJECTs heard, by code.");
   for (const auto& name : protocol::kRejectCodeNames) {
     auto it = stats.rejections_heard.find(std::string(name));

@@ -222,6 +222,33 @@ TEST(CodecTest, CandidateKeepsTheWholeSpec) {
   EXPECT_EQ(std::get<Candidate>(*decoded).spec, polite);
 }
 
+// Field 4 goes only with an approval in advance: a plain CANDIDATE is the
+// three fields older agents send and read, and reads as not approved.
+TEST(CodecTest, ACandidateCarriesItsApprovalInAdvanceOnlyWhenGiven) {
+  std::vector<uint8_t> plain = encode_body(Candidate{"u", 1, sample_spec()});
+  std::vector<uint8_t> approved = encode_body(Candidate{"u", 1, sample_spec(), true});
+  EXPECT_EQ(msgpack::unpack(reinterpret_cast<const char*>(plain.data()), plain.size()).get().via.array.size, 3u);
+  EXPECT_EQ(msgpack::unpack(reinterpret_cast<const char*>(approved.data()), approved.size()).get().via.array.size,
+            4u);
+  auto decoded = decode_body(MessageType::kCandidate, plain);
+  ASSERT_TRUE(decoded.is_ok());
+  EXPECT_FALSE(std::get<Candidate>(*decoded).approved);
+  decoded = decode_body(MessageType::kCandidate, approved);
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().message();
+  EXPECT_TRUE(std::get<Candidate>(*decoded).approved);
+  EXPECT_EQ(std::get<Candidate>(*decoded).spec, sample_spec());
+  // Anything but a boolean there is named.
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> packer(buffer);
+  msgpack::object_handle three = msgpack::unpack(reinterpret_cast<const char*>(plain.data()), plain.size());
+  packer.pack_array(4);
+  for (uint32_t i = 0; i < 3; ++i) packer.pack(three.get().via.array.ptr[i]);
+  packer.pack(std::string("yes"));
+  auto bad = decode_body(MessageType::kCandidate, to_bytes(buffer));
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("approved"), std::string::npos) << bad.status().message();
+}
+
 // A sender from before the code fields (REJECT field 4, STATUS field 10)
 // is understood from its text, once, here; a code newer than this build
 // reads as Other.
