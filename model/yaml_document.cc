@@ -192,7 +192,7 @@ Result<YAML::Node> to_yaml_at(const nlohmann::json& json, std::string_view what,
       YAML::Node out(YAML::NodeType::Map);
       for (const auto& [key, value] : json.items()) {
         SHOAL_ASSIGN_OR_RETURN(YAML::Node item, to_yaml_at(value, what, depth + 1));
-        out[key] = item;
+        out.force_insert(key, item);  // JSON keys are unique: no lookup
       }
       return out;
     }
