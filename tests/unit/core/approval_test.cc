@@ -85,7 +85,9 @@ TEST_F(Approval, ATargetAskedAloneBindsAtOnceWithoutReadyOrApprove) {
   world.deliver(record());
   ASSERT_EQ(count(*source, MessageType::kCandidate), 1u);
   for (const Wire& w : seen) {
-    if (w.type == MessageType::kCandidate) EXPECT_TRUE(approved(w));
+    if (w.type == MessageType::kCandidate) {
+      EXPECT_TRUE(approved(w));
+    }
   }
   EXPECT_EQ(sent_by(*target), (std::vector<MessageType>{MessageType::kBound, MessageType::kStatus}));
   auto record = source->agent->find_workload("default", "job");
@@ -168,7 +170,9 @@ TEST_F(Approval, ALostApprovedCandidateIsAskedForByApprovalThenPlacedInTheNextRo
   EXPECT_GE(count(*source, MessageType::kApprove), 1u);
   EXPECT_EQ(count(*source, MessageType::kCandidate), 1u) << "the second round's; the first was lost";
   for (const Wire& w : seen) {
-    if (w.type == MessageType::kCandidate) EXPECT_TRUE(approved(w));
+    if (w.type == MessageType::kCandidate) {
+      EXPECT_TRUE(approved(w));
+    }
   }
   EXPECT_EQ(source->agent->find_workload("default", "job")->epoch, 2u);
 }
