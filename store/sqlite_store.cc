@@ -480,6 +480,31 @@ Status SqliteStore::put_reservation(const ReservationRecord& r) {
   return put_run(r);
 }
 
+Status SqliteStore::update_reservation_status(const ReservationRecord& r) {
+  SHOAL_ASSIGN_OR_RETURN(
+      Statement s,
+      db_->prepare("UPDATE reservations SET epoch = ?3, phase = ?4, nodes = ?5, expires_at = ?6, "
+                   "generation = ?7, acked_generation = ?8, started_at = ?9, finished_at = ?10, "
+                   "exit_code = ?11, message = ?12, condition = ?13 WHERE source = ?1 AND uid = ?2"));
+  SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
+                            .bind(2, r.uid)
+                            .bind(3, static_cast<int64_t>(r.epoch))
+                            .bind(4, kReservationPhaseNames[static_cast<int>(r.phase)])
+                            .bind(5, nodes_to_text(r.nodes))
+                            .bind(6, to_millis(r.expires_at))
+                            .bind(7, static_cast<int64_t>(r.generation))
+                            .bind(8, static_cast<int64_t>(r.acked_generation))
+                            .bind(9, r.started_at_ms)
+                            .bind(10, r.finished_at_ms)
+                            .bind(11, int64_t{r.exit_code})
+                            .bind(12, r.message)
+                            .bind(13, int64_t{r.condition})
+                            .run());
+  if (db_->changes() == 0) return not_found("reservation " + r.source + "/" + r.uid + " is not stored");
+  if (r.phase == ReservationPhase::kReserved) return Status::ok();
+  return put_run(r);
+}
+
 Status SqliteStore::put_run(const ReservationRecord& r) {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,

@@ -49,6 +49,7 @@ class SqliteStore final : public Store {
   Status delete_workload(const std::string& uid) override;
 
   Status put_reservation(const ReservationRecord& reservation) override;
+  Status update_reservation_status(const ReservationRecord& reservation) override;
   Status delete_reservation(const std::string& source, const std::string& uid) override;
   Result<std::vector<ReservationRecord>> load_reservations() override;
   Status put_quota(const model::QuotaSpec& quota) override;

@@ -55,6 +55,11 @@ class Store {
   // history, in the same batch; delete_reservation leaves that row alone
   // (the core ends a run by persisting a terminal phase first).
   virtual Status put_reservation(const ReservationRecord& reservation) = 0;
+  // put_reservation without encoding the spec again: everything of a stored
+  // reservation but its spec, which stays as last written (the common
+  // write: a reservation's spec changes only with its priority). NotFound
+  // if no row.
+  virtual Status update_reservation_status(const ReservationRecord& reservation) = 0;
   virtual Status delete_reservation(const std::string& source, const std::string& uid) = 0;
   virtual Result<std::vector<ReservationRecord>> load_reservations() = 0;
 

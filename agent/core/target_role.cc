@@ -271,7 +271,7 @@ void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_
   record_event(key.second, "priority " + std::to_string(priority) + " (was " +
                                std::to_string(record.spec.priority) + ") at " + config_.cluster);
   record.spec.priority = priority;
-  persist(record);
+  persist_with_spec(record);
 }
 
 void TargetRole::on_priority(const std::string& from, const protocol::Priority& message) {
@@ -419,7 +419,7 @@ double TargetRole::file_reservation(const ReservationKey& key, uint64_t epoch,
   record.nodes = std::move(nodes);
   record.expires_at = clock_.now() + config_.reservation_ttl;
   next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
-  persist(record);
+  persist_with_spec(record);
   counts_changed_ = true;  // room taken: sources hear of it at the next tick
   reservation.ready_score = free_cpu_score();
   double score = reservation.ready_score;

@@ -159,6 +159,18 @@ Status MemoryStore::delete_workload(const std::string& uid) {
   return Status::ok();
 }
 
+Status MemoryStore::update_reservation_status(const store::ReservationRecord& reservation) {
+  SHOAL_RETURN_IF_ERROR(refuse_write());
+  auto it = reservations_.find(std::pair{reservation.source, reservation.uid});
+  if (it == reservations_.end()) {
+    return not_found("reservation " + reservation.source + "/" + reservation.uid + " is not stored");
+  }
+  // As SqliteStore: the spec stays as last written.
+  store::ReservationRecord updated = reservation;
+  updated.spec = it->second.spec;
+  return put_reservation(updated);
+}
+
 Status MemoryStore::put_reservation(const store::ReservationRecord& reservation) {
   SHOAL_RETURN_IF_ERROR(refuse_write());
   write(reservations_, std::pair{reservation.source, reservation.uid}, &reservation);

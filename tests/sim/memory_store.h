@@ -47,6 +47,7 @@ class MemoryStore final : public store::Store {
   Result<std::vector<store::WorkloadRecord>> load_workloads() override;
   Status delete_workload(const std::string& uid) override;
   Status put_reservation(const store::ReservationRecord& reservation) override;
+  Status update_reservation_status(const store::ReservationRecord& reservation) override;
   Status delete_reservation(const std::string& source, const std::string& uid) override;
   Result<std::vector<store::ReservationRecord>> load_reservations() override;
   Result<std::vector<store::RunRecord>> load_runs() override;

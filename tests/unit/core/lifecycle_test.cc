@@ -842,6 +842,9 @@ TEST(PriorityTest, ALostPriorityMessageIsMadeGoodByTheNextCandidateAndDigest) {
   const std::string uid = f.source->agent->find_workload("default", "second")->uid;
   f.world.run_for(3s, 250ms, no_priority);
   EXPECT_EQ(copy_at(*f.east, uid)->spec.priority, -5);
+  // Written down, not only held: the copy keeps it across a restart.
+  f.world.restart(*f.east);
+  EXPECT_EQ(copy_at(*f.east, uid)->spec.priority, -5);
 }
 
 TEST(PriorityTest, OnlyPendingOrRunningWorkloadsMayChangeAndUnknownOnesAreNamed) {

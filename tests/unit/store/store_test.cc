@@ -229,6 +229,55 @@ TEST_F(StoreTest, AReservationReadsBackTheSpecOfItsLastWrite) {
   EXPECT_EQ(specs["src"].resources.cpu_milli, 2000);
 }
 
+TEST_F(StoreTest, AReservationsStatusUpdateWritesEveryChangingFieldAndKeepsTheSpec) {
+  ReservationRecord r;
+  r.source = "src";
+  r.uid = "u1";
+  r.epoch = 1;
+  r.spec = sample_workload().spec;
+  {
+    auto store = open();
+    EXPECT_EQ(store->update_reservation_status(r).code(), ErrorCode::kNotFound);
+    ASSERT_TRUE(store->put_reservation(r).is_ok());
+    ReservationRecord changed = r;
+    changed.spec.priority = 9;  // never rewritten by a status update
+    changed.epoch = 3;
+    changed.phase = ReservationPhase::kSucceeded;
+    changed.nodes = {"node-1", "node-2"};
+    changed.expires_at = from_millis(9000);
+    changed.generation = 5;
+    changed.acked_generation = 4;
+    changed.started_at_ms = 1000;
+    changed.finished_at_ms = 2000;
+    changed.exit_code = 2;
+    changed.message = "done";
+    changed.condition = 6;
+    ASSERT_TRUE(store->update_reservation_status(changed).is_ok());
+  }
+  auto store = open();
+  auto reservations = store->load_reservations();
+  ASSERT_TRUE(reservations.is_ok());
+  ASSERT_EQ(reservations->size(), 1u);
+  const ReservationRecord& got = reservations->front();
+  EXPECT_EQ(got.spec, sample_workload().spec);
+  EXPECT_EQ(got.epoch, 3u);
+  EXPECT_EQ(got.phase, ReservationPhase::kSucceeded);
+  EXPECT_EQ(got.nodes, (std::vector<std::string>{"node-1", "node-2"}));
+  EXPECT_EQ(got.expires_at, from_millis(9000));
+  EXPECT_EQ(got.generation, 5u);
+  EXPECT_EQ(got.acked_generation, 4u);
+  EXPECT_EQ(got.started_at_ms, 1000);
+  EXPECT_EQ(got.finished_at_ms, 2000);
+  EXPECT_EQ(got.exit_code, 2);
+  EXPECT_EQ(got.message, "done");
+  EXPECT_EQ(got.condition, 6);
+  // A copy past Reserved is in the run history too, as put_reservation writes it.
+  auto runs = store->load_runs();
+  ASSERT_TRUE(runs.is_ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().finished_at_ms, 2000);
+}
+
 TEST_F(StoreTest, RunHistoryKeepsEveryBoundCopyAfterItsReservationIsGone) {
   auto store = open();
   ReservationRecord r;
