@@ -203,11 +203,11 @@ void SourceRole::start_round(SourceWorkload& workload) {
   workload.preferred = targets.ranked.front().first;
   follow_expectation(workload);
   record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
-                               (approved ? " (approved in advance: binds if it has room)" : "") +
                                (workload.untried.empty()
                                     ? ""
                                     : " (" + std::to_string(workload.untried.size()) + " more later)") +
-                               "; ranked " + targets.decision);
+                               "; ranked " + targets.decision +
+                               (approved ? "; approved in advance: it binds if it has room" : ""));
   for (const auto& [peer_id, name] : targets.ranked) {
     send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec, approved});
   }
@@ -262,7 +262,7 @@ bool SourceRole::approves_in_advance(const SourceWorkload& workload, const Ranke
   const store::WorkloadRecord& record = workload.record;
   return target != self_id_ && !is_group(workload) && record.parent.empty() && !record.deleting &&
          record.spec.placement.ready_window.count() == 0 &&
-         silent_for(target) < config_.retry_interval / 2 && may_renew_lease(target);
+         silent_for(target) < config_.retry_interval / 5 && may_renew_lease(target);
 }
 
 model::Dispatcher SourceRole::dispatcher_of(const store::WorkloadRecord& record) const {

@@ -147,9 +147,11 @@ class SourceRole : private DueIndex::Times {
   // Whether this round's CANDIDATE goes approved in advance
   // (protocol::Candidate::approved): it asks one target, not ourselves,
   // for a plain workload without a readyWindow, and that target has room to
-  // offer, answered within half a retryInterval (it is awake: until it
-  // answers, only worker-lost handling could take the workload back) and
-  // may have its lease renewed. Two messages fewer, and a commit fewer at
+  // offer, was heard from within a fifth of retryInterval (200 ms by
+  // default: it is awake. Until it answers, only worker-lost handling could
+  // take the workload back, so a target that stopped a moment ago must not
+  // be approved; one that works sends within its lazy delay) and may have
+  // its lease renewed. Two messages fewer, and a commit fewer at
   // each end.
   bool approves_in_advance(const SourceWorkload& workload, const RankedTargets& targets) const;
   model::Dispatcher dispatcher_of(const store::WorkloadRecord& record) const;

@@ -265,7 +265,7 @@ TEST_F(LivePlacement, RoutingByWorkloadsInTheClusterFollowsSeed000) {
   for (const auto& e : described["events"]) {
     std::string text = e["text"];
     size_t at = text.find("routing draw ");
-    if (at != std::string::npos) draw = text.substr(at + 13);
+    if (at != std::string::npos) draw = text.substr(at + 13, text.find(';', at) - (at + 13));
   }
   ASSERT_FALSE(draw.empty()) << describe("ns1", "random").dump(2);
   EXPECT_EQ(place_live(random, {"--draw", draw}), ran) << "draw " << draw;

@@ -37,13 +37,13 @@ bool approved(const Wire& wire) {
 }
 
 // A source too small for the work and one target of 4 x 8 cpu that invited
-// it. retryInterval 4 s: the target is awake to the source (answered within
-// half of it) after the heartbeats of setting up, whichever beat they fell
-// on; AllAtOnce (the world's default) asks the one target alone.
+// it. retryInterval 10 s: the target is awake to the source (heard from
+// within a fifth of it) after the heartbeats of setting up, whichever beat
+// they fell on; AllAtOnce (the world's default) asks the one target alone.
 class Approval : public ::testing::Test {
  protected:
   void SetUp() override {
-    world.configure = [](AgentConfig& config) { config.retry_interval = 4s; };
+    world.configure = [](AgentConfig& config) { config.retry_interval = 10s; };
     source = &world.add("source", 1, 1000);
     target = &world.add("target");
     world.invite(*target, *source);
@@ -132,7 +132,7 @@ TEST_F(Approval, ATargetWithoutRoomQueuesItAndBindsOnlyOnTheApprovalOfItsReady) 
   EXPECT_GE(count(*source, MessageType::kApprove), 1u);
 }
 
-// A target that has not been heard from within half a retryInterval may be
+// A target that has not been heard from within a fifth of retryInterval may be
 // stopped: it gets a plain CANDIDATE, so that another can be asked if it
 // never answers, and binds on the APPROVE of its READY.
 TEST_F(Approval, ATargetNotHeardFromLatelyGetsAPlainCandidate) {
@@ -163,7 +163,7 @@ TEST_F(Approval, ALostApprovedCandidateIsAskedForByApprovalThenPlacedInTheNextRo
     return false;
   };
   world.deliver(record(lose_first_candidate));
-  world.run_for(10s, 250ms, record(lose_first_candidate));
+  world.run_for(25s, 250ms, record(lose_first_candidate));
   ASSERT_TRUE(dropped);
   EXPECT_EQ(phase_of(*source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(bound_copies(*target, uids->front()), 1);
