@@ -453,29 +453,36 @@ Result<std::vector<WorkloadRecord>> SqliteStore::load_workloads() {
   return out;
 }
 
+namespace {
+
+// A reservation's key and status columns, numbered as both of its writes
+// name them (?1-?13; put_reservation adds the spec as ?14).
+Statement& bind_reservation_status(Statement& s, const ReservationRecord& r) {
+  return s.bind(1, r.source)
+      .bind(2, r.uid)
+      .bind(3, static_cast<int64_t>(r.epoch))
+      .bind(4, kReservationPhaseNames[static_cast<int>(r.phase)])
+      .bind(5, nodes_to_text(r.nodes))
+      .bind(6, to_millis(r.expires_at))
+      .bind(7, static_cast<int64_t>(r.generation))
+      .bind(8, static_cast<int64_t>(r.acked_generation))
+      .bind(9, r.started_at_ms)
+      .bind(10, r.finished_at_ms)
+      .bind(11, int64_t{r.exit_code})
+      .bind(12, r.message)
+      .bind(13, int64_t{r.condition});
+}
+
+}  // namespace
+
 Status SqliteStore::put_reservation(const ReservationRecord& r) {
   SHOAL_ASSIGN_OR_RETURN(
       Statement s,
       db_->prepare(
-          "INSERT OR REPLACE INTO reservations (source, uid, epoch, spec, phase, nodes, "
-          "expires_at, generation, acked_generation, started_at, finished_at, "
-          "exit_code, message, condition) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-          "?11, ?12, ?13, ?14)"));
-  SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
-                            .bind(2, r.uid)
-                            .bind(3, static_cast<int64_t>(r.epoch))
-                            .bind(4, json_text(model::to_json(r.spec)))
-                            .bind(5, kReservationPhaseNames[static_cast<int>(r.phase)])
-                            .bind(6, nodes_to_text(r.nodes))
-                            .bind(7, to_millis(r.expires_at))
-                            .bind(8, static_cast<int64_t>(r.generation))
-                            .bind(9, static_cast<int64_t>(r.acked_generation))
-                            .bind(10, r.started_at_ms)
-                            .bind(11, r.finished_at_ms)
-                            .bind(12, int64_t{r.exit_code})
-                            .bind(13, r.message)
-                            .bind(14, int64_t{r.condition})
-                            .run());
+          "INSERT OR REPLACE INTO reservations (source, uid, epoch, phase, nodes, expires_at, "
+          "generation, acked_generation, started_at, finished_at, exit_code, message, condition, "
+          "spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"));
+  SHOAL_RETURN_IF_ERROR(bind_reservation_status(s, r).bind(14, json_text(model::to_json(r.spec))).run());
   if (r.phase == ReservationPhase::kReserved) return Status::ok();
   return put_run(r);
 }
@@ -486,20 +493,7 @@ Status SqliteStore::update_reservation_status(const ReservationRecord& r) {
       db_->prepare("UPDATE reservations SET epoch = ?3, phase = ?4, nodes = ?5, expires_at = ?6, "
                    "generation = ?7, acked_generation = ?8, started_at = ?9, finished_at = ?10, "
                    "exit_code = ?11, message = ?12, condition = ?13 WHERE source = ?1 AND uid = ?2"));
-  SHOAL_RETURN_IF_ERROR(s.bind(1, r.source)
-                            .bind(2, r.uid)
-                            .bind(3, static_cast<int64_t>(r.epoch))
-                            .bind(4, kReservationPhaseNames[static_cast<int>(r.phase)])
-                            .bind(5, nodes_to_text(r.nodes))
-                            .bind(6, to_millis(r.expires_at))
-                            .bind(7, static_cast<int64_t>(r.generation))
-                            .bind(8, static_cast<int64_t>(r.acked_generation))
-                            .bind(9, r.started_at_ms)
-                            .bind(10, r.finished_at_ms)
-                            .bind(11, int64_t{r.exit_code})
-                            .bind(12, r.message)
-                            .bind(13, int64_t{r.condition})
-                            .run());
+  SHOAL_RETURN_IF_ERROR(bind_reservation_status(s, r).run());
   if (db_->changes() == 0) return not_found("reservation " + r.source + "/" + r.uid + " is not stored");
   if (r.phase == ReservationPhase::kReserved) return Status::ok();
   return put_run(r);

@@ -16,14 +16,6 @@ using namespace std::chrono_literals;
 using protocol::MessageType;
 
 
-// Reservations at `node` that are or were bound (not merely reserved).
-int bound_copies(Node& node, const std::string& uid) {
-  int count = 0;
-  for (const auto& r : node.agent->reservations()) {
-    count += r.uid == uid && r.phase != store::ReservationPhase::kReserved;
-  }
-  return count;
-}
 
 TEST(AgentTest, LocalWorkloadRunsToSucceeded) {
   World world;

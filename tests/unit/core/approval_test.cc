@@ -17,14 +17,6 @@ namespace {
 using namespace std::chrono_literals;
 using protocol::MessageType;
 
-// Reservations at `node` that are or were bound (not merely reserved).
-int bound_copies(Node& node, const std::string& uid) {
-  int count = 0;
-  for (const auto& r : node.agent->reservations()) {
-    count += r.uid == uid && r.phase != store::ReservationPhase::kReserved;
-  }
-  return count;
-}
 
 // Whether the CANDIDATE on `wire` went approved in advance.
 bool approved(const Wire& wire) {

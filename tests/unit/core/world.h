@@ -399,6 +399,15 @@ class World {
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
+// Reservations at `node` that are or were bound (not merely reserved).
+inline int bound_copies(Node& node, const std::string& uid) {
+  int count = 0;
+  for (const auto& r : node.agent->reservations()) {
+    count += r.uid == uid && r.phase != store::ReservationPhase::kReserved;
+  }
+  return count;
+}
+
 // The phase and reason of a workload in namespace "default" at `node`.
 inline model::Phase phase_of(Node& node, const std::string& name) {
   auto record = node.agent->find_workload("default", name);

@@ -46,6 +46,16 @@ WorkloadRecord sample_workload() {
   return w;
 }
 
+// Held for source "src" at epoch 1, with sample_workload's spec.
+ReservationRecord sample_reservation() {
+  ReservationRecord r;
+  r.source = "src";
+  r.uid = "u1";
+  r.epoch = 1;
+  r.spec = sample_workload().spec;
+  return r;
+}
+
 TEST_F(StoreTest, FreshDatabaseIsMigratedToTheLatestVersion) {
   auto store = open();
   auto version = store->schema_version();
@@ -191,11 +201,7 @@ TEST_F(StoreTest, EventsAreBoundedPerSubject) {
 // A reservation is written at every step of its life; what is read back
 // is the spec of the last write, whichever of its fields changed.
 TEST_F(StoreTest, AReservationReadsBackTheSpecOfItsLastWrite) {
-  ReservationRecord r;
-  r.source = "src";
-  r.uid = "u1";
-  r.epoch = 1;
-  r.spec = sample_workload().spec;
+  ReservationRecord r = sample_reservation();
   {
     auto store = open();
     ASSERT_TRUE(store->put_reservation(r).is_ok());
@@ -230,11 +236,7 @@ TEST_F(StoreTest, AReservationReadsBackTheSpecOfItsLastWrite) {
 }
 
 TEST_F(StoreTest, AReservationsStatusUpdateWritesEveryChangingFieldAndKeepsTheSpec) {
-  ReservationRecord r;
-  r.source = "src";
-  r.uid = "u1";
-  r.epoch = 1;
-  r.spec = sample_workload().spec;
+  ReservationRecord r = sample_reservation();
   {
     auto store = open();
     EXPECT_EQ(store->update_reservation_status(r).code(), ErrorCode::kNotFound);
