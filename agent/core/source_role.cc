@@ -178,7 +178,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
   record.phase = model::Phase::kPlacing;
   record.reason.clear();
   record.winner = approved ? targets.ranked.front().first : "";
-  record.cluster = approved ? targets.ranked.front().second : "";
+  record.cluster = approved ? cluster_name_of(record.winner) : "";
   record.updated_at = now;
   record.status_generation = 0;  // a new copy counts its own generations
   persist(record);

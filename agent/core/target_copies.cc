@@ -381,6 +381,8 @@ std::string TargetRole::broken_invariant() const {
   if (std::string broken = counts_.broken_invariant(); !broken.empty()) return broken;
   if (std::string broken = table_.broken_invariant(); !broken.empty()) return broken;
   if (std::string broken = advertiser_.broken_invariant(); !broken.empty()) return broken;
+  // An approval in advance binds only within the step that read it.
+  if (!approved_now_.empty() && asked_.empty()) return "an approval in advance outlived its step";
   // The cluster's queue holds what queued_ holds, under the cluster's key.
   if (queued_by_cluster_key_.size() != queued_.size()) {
     return "the cluster's queue and queued_ differ in size";

@@ -171,9 +171,7 @@ void TargetRole::on_admissible_candidate(const std::string& from, const protocol
   auto queued = queued_.find(key);
   // Approved in advance, and an epoch this target has not answered yet:
   // room held before this step ends binds it (reserve_for).
-  if (message.approved && (queued == queued_.end() || queued->second.epoch < message.epoch)) {
-    approved_now_[key] = {message.epoch, to_millis(context_.sent_at())};
-  }
+  bool approved_now = message.approved && (queued == queued_.end() || queued->second.epoch < message.epoch);
   if (queued != queued_.end()) {
     if (message.epoch < queued->second.epoch) {
       send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
@@ -205,6 +203,7 @@ void TargetRole::on_admissible_candidate(const std::string& from, const protocol
   // brings thousands of candidates (one big submit to our own cluster)
   // costs one pass over the queue, not one per candidate.
   asked_.insert(key);
+  if (approved_now) approved_now_[key] = {message.epoch, to_millis(context_.sent_at())};
 }
 
 bool TargetRole::serve_asked() {
