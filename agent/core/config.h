@@ -32,7 +32,9 @@ struct AgentConfig {
   std::string endpoint;
   Duration reservation_ttl = 30s;    // an unapproved reservation is released after this
   Duration heartbeat_interval = 2s;  // HELLO and CAPACITY to every peer
-  Duration retry_interval = 1s;      // unanswered protocol messages are re-sent this often
+  Duration retry_interval = 1s;      // unanswered protocol messages are re-sent this often; a
+                                     // target heard from within a fifth of it may be approved
+                                     // in advance (SourceRole::approves_in_advance)
   Duration pending_retry = 5s;       // first retry of a workload nobody can take now ...
   Duration pending_retry_max = 60s;  // ... doubling per attempt up to this
   Duration queue_hold = 2min;        // a candidate waits in a target's queue this long after

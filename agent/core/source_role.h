@@ -145,14 +145,13 @@ class SourceRole : private DueIndex::Times {
   // Whether a Preferred round asks its first-ranked target alone first.
   bool asks_preferred_alone(const SourceWorkload& workload, const RankedTargets& targets) const;
   // Whether this round's CANDIDATE goes approved in advance
-  // (protocol::Candidate::approved): it asks one target, not ourselves,
-  // for a plain workload without a readyWindow, and that target has room to
-  // offer, was heard from within a fifth of retryInterval (200 ms by
-  // default: it is awake. Until it answers, only worker-lost handling could
-  // take the workload back, so a target that stopped a moment ago must not
-  // be approved; one that works sends within its lazy delay) and may have
-  // its lease renewed. Two messages fewer, and a commit fewer at
-  // each end.
+  // (protocol::Candidate::approved), two messages and a commit at each end
+  // fewer: the round asks one target, not ourselves, for a plain workload
+  // without a readyWindow; that target advertised room, may have its lease
+  // renewed, and was heard from within a fifth of retryInterval (200 ms by
+  // default). Until an approved target answers, only worker-lost handling
+  // can take the workload back, so one that stopped a moment ago must not
+  // be approved; one that is working sends something within its lazy delay.
   bool approves_in_advance(const SourceWorkload& workload, const RankedTargets& targets) const;
   model::Dispatcher dispatcher_of(const store::WorkloadRecord& record) const;
   // Incremental's batch of candidates: incrementalBatch, at least one.

@@ -142,7 +142,7 @@ class TargetRole {
   // Every change of a reservation's record goes through here: written,
   // and followed by the table (what its source holds, the counts). The
   // spec is written only by persist_with_spec: a new reservation, and a
-  // new priority (encoding it was a fifth of a busy target's CPU).
+  // new priority (encoding it was a tenth of a busy target's CPU).
   void persist(const store::ReservationRecord& record) {
     Status written = context_.store().update_reservation_status(record);
     if (written.code() == ErrorCode::kNotFound) written = context_.store().put_reservation(record);
