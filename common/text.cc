@@ -97,4 +97,51 @@ Status validate_name(std::string_view value, std::string_view field) {
                           "starting and ending with a letter or digit), got " + quoted_text(value));
 }
 
+namespace {
+
+bool is_label_name(std::string_view name) {
+  auto is_alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (name.empty() || name.size() > 63 || !is_alnum(name.front()) || !is_alnum(name.back())) return false;
+  for (char c : name) {
+    if (!is_alnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+// A DNS subdomain: dot-separated lowercase labels, at most 253 characters.
+bool is_dns_subdomain(std::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = name.find('.', start);
+    std::string_view part = name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    bool ok = !part.empty() && part.size() <= 63;
+    for (char c : part) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
+    if (!ok || part.front() == '-' || part.back() == '-') return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+Status validate_kubernetes_label(std::string_view key, std::string_view value, std::string_view field) {
+  size_t slash = key.rfind('/');
+  std::string_view name = slash == std::string_view::npos ? key : key.substr(slash + 1);
+  bool key_ok = is_label_name(name) && (slash == std::string_view::npos || is_dns_subdomain(key.substr(0, slash)));
+  if (!key_ok) {
+    return invalid_argument(std::string(field) + ": key " + quoted_text(key) +
+                            ": expected an optional DNS-subdomain prefix and '/', then 1-63 letters, digits, "
+                            "'-', '_' or '.' starting and ending with a letter or digit (Kubernetes' label syntax)");
+  }
+  if (!value.empty() && !is_label_name(value)) {
+    return invalid_argument(std::string(field) + "." + std::string(key) + ": expected at most 63 letters, digits, "
+                            "'-', '_' or '.' starting and ending with a letter or digit, or nothing "
+                            "(Kubernetes' label syntax), got " + quoted_text(value));
+  }
+  return Status::ok();
+}
+
 }  // namespace shoal

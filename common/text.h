@@ -29,5 +29,10 @@ std::string quoted_text(std::string_view text, size_t max_bytes = 80);
 // starting and ending with a letter or digit. `field` names the input in the
 // error: `--org: expected lowercase letters, ... got "Acme Corp"`.
 Status validate_name(std::string_view value, std::string_view field);
+// Checks one label as Kubernetes accepts it (the API server answers 422
+// otherwise): the key an optional DNS-subdomain prefix and '/', then a name
+// of 1-63 letters, digits, '-', '_' or '.' that starts and ends with a letter
+// or digit; the value empty or such a name. `field` names the labels.
+Status validate_kubernetes_label(std::string_view key, std::string_view value, std::string_view field);
 
 }  // namespace shoal

@@ -110,21 +110,23 @@ Status Identity::save(const std::string& path) const {
   return Status::ok();
 }
 
-Result<Identity> Identity::load(const std::string& path) {
+Result<Identity> Identity::load(const std::string& path, KeyFileAccess access) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return not_found("identity key " + path + ": cannot open (" + std::strerror(errno) +
                      "); run `shoald init` first");
   }
   struct stat info {};
-  if (::fstat(fd, &info) != 0 || (info.st_mode & 077) != 0) {
+  const mode_t refused = access == KeyFileAccess::kOwnerOnly ? 077 : 037;
+  if (::fstat(fd, &info) != 0 || (info.st_mode & refused) != 0) {
     ::close(fd);
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
     return Status(ErrorCode::kPermissionDenied,
                   "identity key " + path + ": mode " + mode +
-                      " lets group or others read it; expected 0600 (run: chmod 600 " + path +
-                      ")");
+                      (access == KeyFileAccess::kOwnerOnly
+                           ? " lets group or others read it; expected 0600 (run: chmod 600 " + path + ")"
+                           : " lets others read it or its group write it; expected 0600 or 0440"));
   }
   Identity identity;
   ssize_t got = ::read(fd, identity.secret_key_.data(), identity.secret_key_.size());

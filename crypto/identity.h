@@ -37,6 +37,14 @@ struct CurveKeyPair {
 // Fails for a point that is not a valid Ed25519 public key.
 Result<CurveKey> curve_public_key(const PublicKey& ed25519);
 
+// Who else may read a key file for Identity::load to accept it.
+enum class KeyFileAccess {
+  kOwnerOnly,  // 0600 or tighter: the agent's own identity.key
+  // Also readable (not writable) by the file's group: a key imported once
+  // from a Kubernetes Secret, which fsGroup mounts 0440 for the pod's group.
+  kOwnerOrGroupRead,
+};
+
 class Identity {
  public:
   static Identity generate();
@@ -51,8 +59,9 @@ class Identity {
 
   // Writes the secret key to `path` with mode 0600; refuses to overwrite.
   Status save(const std::string& path) const;
-  // Refuses a file readable or writable by group or others, with the fix in the error.
-  static Result<Identity> load(const std::string& path);
+  // Refuses a file that others (and, unless `access` allows group read, its
+  // group) may read or write, with the fix in the error.
+  static Result<Identity> load(const std::string& path, KeyFileAccess access = KeyFileAccess::kOwnerOnly);
 
  private:
   PublicKey public_key_{};

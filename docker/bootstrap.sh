@@ -8,7 +8,8 @@ set -eu
 AGENTS_DIR="${SHOAL_AGENTS_DIR:-/agents}"
 AGENTS="${SHOAL_AGENTS:-east west north}"
 BIN="${SHOAL_BIN:-/usr/bin}"
-ctl() { name=$1; shift; "$BIN/shoalctl" --data "$AGENTS_DIR/$name" "$@"; }
+# Each agent's data directory is `agent` inside its volume (entrypoint.sh).
+ctl() { name=$1; shift; "$BIN/shoalctl" --data "$AGENTS_DIR/$name/agent" "$@"; }
 
 for name in $AGENTS; do
   tries=0

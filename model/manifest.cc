@@ -36,6 +36,12 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
         spec.namespace_name, "manifest document " + std::to_string(index) + " metadata.namespace"));
   }
   SHOAL_ASSIGN_OR_RETURN(spec.labels, f.labels(metadata["labels"], "metadata.labels"));
+  // A workload's labels are its pods' on a Kubernetes target: refused here,
+  // at submit, rather than by that target's API server.
+  for (const auto& [key, value] : spec.labels) {
+    SHOAL_RETURN_IF_ERROR(validate_kubernetes_label(
+        key, value, "manifest document " + std::to_string(index) + " metadata.labels"));
+  }
 
   const YAML::Node body = doc["spec"];
   if (!body) return f.fail("spec", "expected a mapping with resources");

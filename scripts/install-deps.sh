@@ -40,6 +40,9 @@ PACKAGES=(
   # The dev Kubernetes cluster's certificates and readiness checks
   # (scripts/k8s-dev.sh; its binaries are built with Go, not from apt).
   openssl curl
+  # The dev cluster's real node (scripts/k8s-dev.sh up --real-node): a
+  # container runtime, network namespaces and the busybox its images hold.
+  containerd runc iproute2 iptables busybox-static
 )
 
 case "${1:-}" in

@@ -30,7 +30,7 @@ int cmd_identity(const Options& o) {
   if (Status s = crypto::initialize(); !s.is_ok()) return fail(s);
   auto identity = crypto::Identity::load(control::identity_path(o.data_dir));
   if (!identity.is_ok()) return fail(identity.status());
-  std::cout << crypto::IdCard{file->cluster, file->org, identity->public_key(), file->listen}
+  std::cout << crypto::IdCard{file->cluster, file->org, identity->public_key(), file->advertise}
                    .to_string()
             << "\n";
   return 0;

@@ -19,6 +19,22 @@ Status validate_listen(const std::string& listen, const std::string& field) {
   return crypto::validate_endpoint(listen, field);
 }
 
+bool is_wildcard_endpoint(const std::string& endpoint) {
+  for (const char* wildcard : {"tcp://*:", "tcp://0.0.0.0:", "tcp://[::]:", "tcp://[*]:"}) {
+    if (endpoint.rfind(wildcard, 0) == 0) return true;
+  }
+  return false;
+}
+
+Status validate_advertise(const std::string& advertise, const std::string& field) {
+  SHOAL_RETURN_IF_ERROR(validate_listen(advertise, field));
+  if (is_wildcard_endpoint(advertise)) {
+    return invalid_argument(field + ": expected the name or address peers dial, got the wildcard " +
+                            quoted_text(advertise) + " (it binds every address but names none)");
+  }
+  return Status::ok();
+}
+
 Result<YAML::Node> load_agent_yaml(const std::string& data_dir) {
   if (!std::filesystem::exists(config_path(data_dir))) {
     return not_found("agent config " + config_path(data_dir) +
@@ -46,6 +62,16 @@ Result<AgentName> agent_name_of(const YAML::Node& node) {
   SHOAL_RETURN_IF_ERROR(validate_name(name.org, "agent.yaml org"));
   SHOAL_RETURN_IF_ERROR(required("listen", &name.listen));
   SHOAL_RETURN_IF_ERROR(validate_listen(name.listen, "agent.yaml listen"));
+  if (const YAML::Node advertise = node["advertise"]; advertise && !advertise.IsNull()) {
+    if (!advertise.IsScalar()) return invalid_argument("agent.yaml advertise: expected tcp://HOST:PORT");
+    name.advertise = advertise.Scalar();
+    SHOAL_RETURN_IF_ERROR(validate_advertise(name.advertise, "agent.yaml advertise"));
+  } else if (is_wildcard_endpoint(name.listen)) {
+    return invalid_argument("agent.yaml advertise: expected the endpoint peers dial, tcp://HOST:PORT (listen " +
+                            name.listen + " binds every address but names none)");
+  } else {
+    name.advertise = name.listen;
+  }
   return name;
 }
 

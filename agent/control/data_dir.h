@@ -22,16 +22,28 @@ std::string control_endpoint(const std::string& data_dir);     // ipc://<control
 struct AgentName {
   std::string cluster;
   std::string org;
-  std::string listen;  // tcp://HOST:PORT; also the endpoint peers dial
+  // tcp://HOST:PORT the peer socket binds: an address of this host, or
+  // tcp://*:PORT (tcp://0.0.0.0:PORT) for every one of them.
+  std::string listen;
+  // tcp://HOST:PORT peers dial (the id card's endpoint): a name or address
+  // that reaches `listen` from the other clusters, such as a Service's or a
+  // load balancer's. agent.yaml's `advertise`, else `listen`.
+  std::string advertise;
 };
 
 // agent.yaml as YAML; NotFound (saying how to init) when there is none.
 Result<YAML::Node> load_agent_yaml(const std::string& data_dir);
-// The required cluster, org and listen keys, each checked, errors naming the key.
+// The required cluster, org and listen keys and the optional advertise, each
+// checked, errors naming the key.
 Result<AgentName> agent_name_of(const YAML::Node& agent_yaml);
 Result<AgentName> read_agent_name(const std::string& data_dir);
 
 // Checks a listen endpoint is tcp://HOST:PORT with a port in 1..65535.
 Status validate_listen(const std::string& listen, const std::string& field);
+// Checks an endpoint peers can dial: as validate_listen, and not a wildcard
+// host (*, 0.0.0.0, [::]) that names no machine.
+Status validate_advertise(const std::string& advertise, const std::string& field);
+// Whether `listen` binds every address of this host (tcp://*:PORT and the like).
+bool is_wildcard_endpoint(const std::string& endpoint);
 
 }  // namespace shoal::control

@@ -79,6 +79,7 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
     file.cluster = agent_name.cluster;
     file.org = agent_name.org;
     file.listen = agent_name.listen;
+    file.advertise = agent_name.advertise;
     if (node["clusterConfig"]) file.cluster_config = node["clusterConfig"].as<std::string>();
     if (node["logFormat"]) {
       file.log_format = node["logFormat"].as<std::string>();
@@ -169,7 +170,7 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
   }
   file.timing.cluster = file.cluster;
   file.timing.org = file.org;
-  file.timing.endpoint = file.listen;
+  file.timing.endpoint = file.advertise;
   return file;
 }
 
@@ -179,6 +180,10 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "cluster" << YAML::Value << file.cluster;
   out << YAML::Key << "org" << YAML::Value << file.org;
   out << YAML::Key << "listen" << YAML::Value << file.listen;
+  // Absent, peers dial `listen` itself.
+  if (!file.advertise.empty() && file.advertise != file.listen) {
+    out << YAML::Key << "advertise" << YAML::Value << file.advertise;
+  }
   if (!file.cluster_config.empty()) {
     out << YAML::Key << "clusterConfig" << YAML::Value << file.cluster_config;
   }

@@ -21,7 +21,8 @@ using control::validate_listen;
 struct AgentFile {
   std::string cluster;
   std::string org;
-  std::string listen;          // tcp://HOST:PORT; also the endpoint peers dial
+  std::string listen;          // tcp://HOST:PORT the peer socket binds (may be tcp://*:PORT)
+  std::string advertise;       // tcp://HOST:PORT peers dial, the id card's endpoint (control::AgentName)
   std::string cluster_config;  // path of a Cluster manifest, or "" for the default sim cluster
   std::string log_format = "text";  // text | json
   std::string wire_encryption = "curve";  // curve (ZeroMQ CURVE + ZAP) | none (tests, debugging)

@@ -21,6 +21,7 @@
 #include "agent/runtime/process.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/file.h"
+#include "common/text.h"
 #include "crypto/identity.h"
 #include "model/manifest.h"
 #include "store/sqlite_store.h"
@@ -39,11 +40,18 @@ Status init_agent(const InitOptions& options) {
   SHOAL_RETURN_IF_ERROR(model::validate_name(options.cluster, "--cluster"));
   SHOAL_RETURN_IF_ERROR(model::validate_name(options.org, "--org"));
   SHOAL_RETURN_IF_ERROR(validate_listen(options.listen, "--listen"));
+  if (!options.advertise.empty()) {
+    SHOAL_RETURN_IF_ERROR(control::validate_advertise(options.advertise, "--advertise"));
+  } else if (control::is_wildcard_endpoint(options.listen)) {
+    return invalid_argument("--advertise: expected the endpoint peers dial, tcp://HOST:PORT (--listen " +
+                            options.listen + " binds every address but names none)");
+  }
   SHOAL_RETURN_IF_ERROR(crypto::initialize());
   AgentFile file;
   file.cluster = options.cluster;
   file.org = options.org;
   file.listen = options.listen;
+  file.advertise = options.advertise.empty() ? options.listen : options.advertise;
   if (!options.cluster_config.empty()) {
     file.cluster_config = std::filesystem::absolute(options.cluster_config).string();
     SHOAL_RETURN_IF_ERROR(load_cluster_spec(file).status());
@@ -60,13 +68,65 @@ Status init_agent(const InitOptions& options) {
   if (options.identity_file.empty()) {
     SHOAL_RETURN_IF_ERROR(crypto::Identity::generate().save(identity_path(options.data_dir)));
   } else {
-    Result<crypto::Identity> given = crypto::Identity::load(options.identity_file);
+    // A key imported once, e.g. from a Kubernetes Secret: fsGroup makes
+    // its mount group-readable (0440), by the pod's own group.
+    Result<crypto::Identity> given =
+        crypto::Identity::load(options.identity_file, crypto::KeyFileAccess::kOwnerOrGroupRead);
     if (!given.is_ok()) return given.status().with_context("--identity " + options.identity_file);
     SHOAL_RETURN_IF_ERROR(given->save(identity_path(options.data_dir)));
   }
   SHOAL_RETURN_IF_ERROR(write_agent_file(options.data_dir, file));
   SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(options.data_dir)));
   return Status::ok();
+}
+
+Status configure_agent(const ConfigureOptions& options) {
+  SHOAL_ASSIGN_OR_RETURN(AgentFile file, load_agent_file(options.data_dir));
+  if (!options.cluster.empty() && options.cluster != file.cluster) {
+    return invalid_argument("--cluster: this agent is \"" + file.cluster + "\", got \"" + options.cluster +
+                            "\" (a cluster's name is fixed at init: its peers know it by it)");
+  }
+  if (!options.org.empty() && options.org != file.org) {
+    return invalid_argument("--org: this agent's organization is \"" + file.org + "\", got \"" +
+                            options.org + "\" (fixed at init)");
+  }
+  if (options.listen) {
+    SHOAL_RETURN_IF_ERROR(validate_listen(*options.listen, "--listen"));
+    // An advertise that only repeated the old listen follows it.
+    if (file.advertise == file.listen) file.advertise = *options.listen;
+    file.listen = *options.listen;
+  }
+  if (options.advertise) {
+    if (options.advertise->empty()) {
+      file.advertise = file.listen;
+    } else {
+      SHOAL_RETURN_IF_ERROR(control::validate_advertise(*options.advertise, "--advertise"));
+      file.advertise = *options.advertise;
+    }
+  }
+  if (control::is_wildcard_endpoint(file.advertise)) {
+    return invalid_argument("--advertise: expected the endpoint peers dial, tcp://HOST:PORT (listen " +
+                            file.listen + " binds every address but names none)");
+  }
+  if (options.metrics_listen) {
+    if (!options.metrics_listen->empty()) {
+      SHOAL_RETURN_IF_ERROR(validate_metrics_listen(*options.metrics_listen));
+    }
+    file.metrics_listen = *options.metrics_listen;
+  }
+  if (options.log_format) {
+    if (*options.log_format != "text" && *options.log_format != "json") {
+      return invalid_argument("--log-format: expected \"text\" or \"json\", got " +
+                              quoted_text(*options.log_format));
+    }
+    file.log_format = *options.log_format;
+  }
+  if (options.cluster_config) {
+    file.cluster_config =
+        options.cluster_config->empty() ? "" : std::filesystem::absolute(*options.cluster_config).string();
+    SHOAL_RETURN_IF_ERROR(load_cluster_spec(file).status());
+  }
+  return write_agent_file(options.data_dir, file);
 }
 
 Status run_agent(const std::string& data_dir, const std::string& log_level) {
@@ -93,7 +153,10 @@ Status run_agent(const std::string& data_dir, const std::string& log_level) {
   SHOAL_ASSIGN_OR_RETURN(int signal_fd, open_signal_fd());
   auto logger = make_logger(file);
   logger->set_level(level);
-  for (const auto& path : tightened) logger->warn("{} was readable by others; changed it to mode 0600", path);
+  for (const auto& path : tightened) {
+    logger->warn("{} was open to group or others; changed it to mode {}", path,
+                 path == data_dir ? "0700" : "0600");
+  }
 
   uint64_t descriptors = ConnectionGuard::raise_descriptor_limit();
   zmq::context_t context(1);
@@ -155,9 +218,9 @@ Status run_agent(const std::string& data_dir, const std::string& log_level) {
     return booted;
   }
   logger->info(
-      "shoald {} listening on {} ({} nodes, wire encryption {}, at most {} inbound connections); "
-      "id {}",
-      file.cluster, file.listen, node_count, file.wire_encryption,
+      "shoald {} listening on {}, peers dial {} ({} nodes, wire encryption {}, at most {} inbound "
+      "connections); id {}",
+      file.cluster, file.listen, file.advertise, node_count, file.wire_encryption,
       ConnectionGuard::connection_cap(descriptors), loop.agent().self_id());
 
   // The HTTP endpoint reads the agent through its control socket, so it

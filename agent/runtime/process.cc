@@ -54,13 +54,19 @@ Result<std::vector<std::string>> make_data_dir_private(const std::string& data_d
   struct stat info {};
   // A missing directory is left to load_agent_file, which says how to init.
   if (::stat(data_dir.c_str(), &info) != 0) return std::vector<std::string>{};
-  if ((info.st_mode & 0077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
-    return invalid_argument("--data " + data_dir + ": mode " + mode +
-                            " lets group or others in; expected 0700 (run: chmod 700 " + data_dir + ")");
-  }
   std::vector<std::string> tightened;
+  if ((info.st_mode & 0077) != 0) {
+    if (info.st_uid == ::geteuid() && ::chmod(data_dir.c_str(), 0700) == 0) {
+      tightened.push_back(data_dir);
+    } else {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+      return invalid_argument("--data " + data_dir + ": mode " + mode +
+                              " lets group or others in, and this user (uid " + std::to_string(::geteuid()) +
+                              ") cannot make it 0700; expected a directory of its own (a volume's root "
+                              "belongs to root: use a directory inside it)");
+    }
+  }
   for (const std::string& path : {database_path(data_dir), database_path(data_dir) + "-wal",
                                   database_path(data_dir) + "-shm", config_path(data_dir)}) {
     if (::stat(path.c_str(), &info) == 0 && (info.st_mode & 0077) != 0) {

@@ -46,9 +46,11 @@ class DataDirLock {
 Result<int> open_signal_fd();
 
 // The data directory holds the identity key and every peer's state: it is
-// for this agent's user alone. A directory others can enter is refused (as
-// a readable key file is); files in it that others could read are tightened,
-// and returned, so the agent can say which (older versions created them 0644).
+// for this agent's user alone. A directory others can enter is tightened to
+// 0700 when this user owns it (a volume's fsGroup pass widens what it
+// finds), refused when not (the fix: a directory of the agent's own inside
+// it); files in it that others could read are tightened too. What was
+// tightened is returned, so the agent can say so.
 Result<std::vector<std::string>> make_data_dir_private(const std::string& data_dir);
 
 }  // namespace shoal::runtime

@@ -73,6 +73,10 @@ struct KubePod {
   int32_t exit_code = 0;   // the first terminated container's
   std::string reason;      // the pod's (Evicted, ...), else its container's (OOMKilled, Error, ...)
   std::string message;
+  // Why the cluster is ending it, when it says (the DisruptionTarget
+  // condition's reason: EvictionByEvictionAPI, DeletionByTaintManager,
+  // PreemptionByScheduler, DeletionByPodGC, TerminationByKubelet); "" if not.
+  std::string disruption;
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 

@@ -142,6 +142,15 @@ Result<KubePod> pod_from(const json& object, const std::string& where) {
   SHOAL_ASSIGN_OR_RETURN(pod.phase, string_at(*status, "phase", where + ".status"));
   SHOAL_ASSIGN_OR_RETURN(pod.reason, string_at(*status, "reason", where + ".status"));
   SHOAL_ASSIGN_OR_RETURN(pod.message, string_at(*status, "message", where + ".status"));
+  SHOAL_ASSIGN_OR_RETURN(const json* conditions, array_at(*status, "conditions", where + ".status"));
+  for (const json& condition : *conditions) {
+    if (!condition.is_object()) return invalid_argument(where + ".status.conditions[]: expected an object");
+    SHOAL_ASSIGN_OR_RETURN(std::string type, string_at(condition, "type", where + ".status.conditions[]"));
+    SHOAL_ASSIGN_OR_RETURN(std::string value, string_at(condition, "status", where + ".status.conditions[]"));
+    if (type != "DisruptionTarget" || value != "True") continue;
+    SHOAL_ASSIGN_OR_RETURN(pod.disruption, string_at(condition, "reason", where + ".status.conditions[]"));
+    if (pod.disruption.empty()) pod.disruption = "DisruptionTarget";
+  }
   SHOAL_ASSIGN_OR_RETURN(const json* statuses, array_at(*status, "containerStatuses", where + ".status"));
   for (const json& container : *statuses) {
     if (!container.is_object()) return invalid_argument(where + ".status.containerStatuses[]: expected an object");

@@ -57,12 +57,26 @@ Status write_marker(const std::string& path) {
   return Status::ok();
 }
 
-// Who ended a failed pod: the job itself, or the cluster around it.
+// Who ended a failed pod of the agent's (one the agent did not delete):
+// the job itself, or the cluster around it (docs/backends.md, "How a pod
+// ends"). The cluster's word comes first: a pod being deleted, or marked
+// DisruptionTarget, was ended by someone else even when its container's
+// exit code (137, 143: the signal that stopped it) looks like its own.
 EndCause cause_of(const KubePod& pod) {
+  if (pod.disruption == "PreemptionByScheduler") return EndCause::kPreempted;
+  if (pod.disruption == "DeletionByPodGC") return EndCause::kNodeFailed;
+  if (!pod.disruption.empty() || pod.deleting) return EndCause::kEvicted;
   if (pod.reason == "Evicted" || pod.reason == "DeletedAtCluster") return EndCause::kEvicted;
   if (pod.reason == "Preempting" || pod.reason == "Preempted") return EndCause::kPreempted;
   if (pod.reason == "NodeLost" || pod.reason == "NodeShutdown" || pod.reason == "Terminated") {
     return EndCause::kNodeFailed;
+  }
+  // The kubelet refused it at admission (OutOfcpu, OutOfmemory, OutOfpods,
+  // NodeAffinity, UnexpectedAdmissionError, ...): it never ran.
+  if (pod.reason.rfind("OutOf", 0) == 0 || pod.reason == "NodeAffinity" || pod.reason == "NodeName" ||
+      pod.reason == "UnexpectedAdmissionError" || pod.reason == "PodOSNotSupported" ||
+      pod.reason == "InvalidNodeInfo") {
+    return EndCause::kEvicted;
   }
   return EndCause::kOwn;  // its exit code, or OOMKilled: its own process
 }
@@ -296,6 +310,14 @@ std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& 
     }
     run.seen[i] = true;
     const KubePod& p = pod->second;
+    if (p.deleting && !p.terminal()) {
+      // Deleted behind the agent's back: its containers may still run (a
+      // grace period; a node lost, whose kubelet never confirms), so its
+      // room stays held and its end is not reported until the API server
+      // shows it ended or gone. Placing it again sooner could run it twice.
+      all_running = all_succeeded = false;
+      continue;
+    }
     if (p.phase == "Failed") {
       if (!failed) failed = &p;
     } else if (p.phase != "Succeeded") {

@@ -101,6 +101,28 @@ TEST(KubeApiTest, APodsOwnReasonWinsOverItsContainers) {
   EXPECT_EQ(event->pod->exit_code, 3);
 }
 
+// Who is ending a pod, when the cluster says: the DisruptionTarget
+// condition's reason; its deletion timestamp says someone deleted it.
+TEST(KubeApiTest, ADisruptionTargetAndADeletionAreRead) {
+  std::string evicted =
+      with(std::string(kFailedPod), R"("phase":"Failed")",
+           R"("phase":"Failed","conditions":[{"type":"Ready","status":"False"},{"type":"DisruptionTarget",)"
+           R"("status":"True","reason":"EvictionByEvictionAPI","message":"Eviction API: evicting"}])");
+  evicted = with(evicted, R"("uid":"a0c7e776")", R"("uid":"a0c7e776","deletionTimestamp":"2026-11-28T19:00:00Z")");
+  auto event = parse_pod_event(R"({"type":"MODIFIED","object":)" + evicted + "}");
+  ASSERT_TRUE(event.is_ok()) << event.status().message();
+  EXPECT_EQ(event->pod->disruption, "EvictionByEvictionAPI");
+  EXPECT_TRUE(event->pod->deleting);
+
+  std::string cleared = with(std::string(kFailedPod), R"("phase":"Failed")",
+                             R"("phase":"Failed","conditions":[{"type":"DisruptionTarget","status":"False",)"
+                             R"("reason":"PreemptionByScheduler"}])");
+  auto plain = parse_pod_event(R"({"type":"MODIFIED","object":)" + cleared + "}");
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  EXPECT_EQ(plain->pod->disruption, "");
+  EXPECT_FALSE(plain->pod->deleting);
+}
+
 TEST(KubeApiTest, BookmarksAndTheGoneErrorAreEventsToo) {
   auto bookmark = parse_pod_event(R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"12"}}})");
   ASSERT_TRUE(bookmark.is_ok()) << bookmark.status().message();

@@ -41,5 +41,36 @@ TEST(TextTest, NamesAreDnsLabelsAndTheErrorNamesTheField) {
   }
 }
 
+TEST(TextTest, KubernetesLabelsAreCheckedAsTheApiServerChecksThem) {
+  for (auto [key, value] : std::initializer_list<std::pair<std::string, std::string>>{
+           {"app", "web"},
+           {"app.kubernetes.io/name", "My_App.v2"},
+           {"team", ""},
+           {"example.com/" + std::string(63, 'k'), std::string(63, 'v')},
+           {"A-b_c.D", "x"}}) {
+    EXPECT_TRUE(validate_kubernetes_label(key, value, "metadata.labels").is_ok()) << key << "=" << value;
+  }
+  for (auto [key, value] : std::initializer_list<std::pair<std::string, std::string>>{
+           {"", "x"},
+           {"-app", "x"},
+           {"app-", "x"},
+           {std::string(64, 'k'), "x"},
+           {"Example.com/app", "x"},
+           {"example..com/app", "x"},
+           {"/app", "x"},
+           {"example.com/", "x"},
+           {"a b", "x"},
+           {"app", "has space"},
+           {"app", "-x"},
+           {"app", std::string(64, 'v')},
+           {"app", "a/b"}}) {
+    Status status = validate_kubernetes_label(key, value, "metadata.labels");
+    EXPECT_FALSE(status.is_ok()) << key << "=" << value;
+    EXPECT_EQ(status.message().rfind("metadata.labels", 0), 0u) << status.message();
+    EXPECT_NE(status.message().find("expected"), std::string::npos) << status.message();
+    EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
+  }
+}
+
 }  // namespace
 }  // namespace shoal

@@ -131,6 +131,14 @@ TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
   EXPECT_NE(error_of("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: Bad_Name}\nspec: {resources: {cpu: 1}}")
                 .find("metadata.name"),
             std::string::npos);
+  EXPECT_NE(error_of("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a, labels: {team: \"ml ops\"}}\n"
+                     "spec: {resources: {cpu: 1}}")
+                .find("manifest document 1 metadata.labels.team: expected at most 63 letters"),
+            std::string::npos);
+  EXPECT_NE(error_of("apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: a, labels: {\"-x\": y}}\n"
+                     "spec: {resources: {cpu: 1}}")
+                .find("metadata.labels: key \"-x\""),
+            std::string::npos);
   EXPECT_NE(error_of("key: [unclosed").find("not valid YAML"), std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}}\n---\n" + head +
                      "spec: {resources: {cpu: 1}}")

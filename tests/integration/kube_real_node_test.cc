@@ -1,0 +1,246 @@
+// How a pod ends on a real node, and what the source does about it
+// (docs/backends.md, "How a pod ends"): the kubernetes backend against the
+// dev cluster's real node (scripts/k8s-dev.sh up --real-node), whose pods
+// run as containers under containerd and runc, are evicted by the real
+// controllers and stopped by a real kubelet. Run by tests/real_node_run.sh
+// inside the cluster's test host, which names the cluster in
+// SHOAL_REAL_NODE_DIR; skipped (77) without it, failed under CI=true.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "dev_slurm.h"  // run_shell
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string real_node_dir() {
+  const char* dir = std::getenv("SHOAL_REAL_NODE_DIR");
+  return dir ? dir : "";
+}
+
+class RealNode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (real_node_dir().empty()) {
+      const char* ci = std::getenv("CI");
+      if (ci && std::string(ci) == "true") FAIL() << "SHOAL_REAL_NODE_DIR is not set (run by tests/real_node_run.sh)";
+      GTEST_SKIP() << "no real node (tests/real_node_run.sh starts one and runs this inside it)";
+    }
+    kubeconfig_ = real_node_dir() + "/admin.kubeconfig";
+    kubectl_ = "timeout 90 " + run_shell("bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh bin-dir 2>/dev/null");
+    while (!kubectl_.empty() && kubectl_.back() == '\n') kubectl_.pop_back();
+    kubectl_ += "/kubectl --kubeconfig " + kubeconfig_;
+    // Every test starts from a node without work, schedulable, untainted.
+    kubectl("delete pods --all -n batch --grace-period=0 --force --wait=true --timeout=60s 2>&1");
+    kubectl("uncordon shoal-node 2>&1");
+    kubectl("taint nodes shoal-node shoal.dev/maintenance- 2>&1");
+    kubectl("create namespace batch 2>&1");
+    std::string tiny = dir_.path() + "/tiny.yaml";
+    std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
+                           "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
+    std::string east = dir_.path() + "/east.yaml";
+    std::ofstream(east) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
+                           "spec:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: "
+                        << kubeconfig_ << "\n    timeout: 5s\n";
+    source_.init({"--cluster-config", tiny});
+    east_.init({"--cluster-config", east});
+    for (AgentProcess* agent : {&source_, &east_}) {
+      agent->set_config("heartbeatInterval", "300ms");
+      agent->set_config("gcInterval", "1s");
+      ASSERT_TRUE(agent->start()) << agent->name() << "\n" << agent->log();
+    }
+    ASSERT_EQ(invite(east_, source_, "batch"), "");
+    ASSERT_TRUE(wait_until([&] { return !advertised_free_cpu(source_, "east", "batch").empty(); }, 20s))
+        << "east never advertised the real node\n" << east_.log();
+  }
+  void TearDown() override {
+    source_.stop();
+    east_.stop();
+  }
+
+  std::string kubectl(const std::string& args) const { return run_shell(kubectl_ + " " + args); }
+
+  // Submits `name` to namespace batch with `spec`'s body (a flow mapping's).
+  std::string submit(const std::string& name, const std::string& spec) {
+    std::string path = dir_.path() + "/" + name + ".yaml";
+    std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
+                        << ", namespace: batch}\nspec: {" << spec << "}\n";
+    CommandResult result = source_.ctl({"submit", "-f", path});
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    json described = describe(name);
+    return described.is_null() ? "" : described["metadata"]["uid"].get<std::string>();
+  }
+  json describe(const std::string& name) { return source_.ctl_json({"describe", "workload", "batch/" + name}); }
+  json status(const std::string& name) {
+    json described = describe(name);
+    return described.is_null() ? json::object() : described["status"];
+  }
+  std::string phase(const std::string& name) { return status(name).value("phase", ""); }
+  int epoch(const std::string& name) { return status(name).value("epoch", 0); }
+  // The workload's pods, as kubectl lists them.
+  json pods_of(const std::string& uid) {
+    json parsed = json::parse(kubectl("get pods -n batch -l shoal.dev/uid=" + uid + " -o json"), nullptr, false);
+    return parsed.is_discarded() ? json::array() : parsed.value("items", json::array());
+  }
+  // The name of the workload's pod of `epoch`, once it exists; "" before.
+  std::string pod_of(const std::string& uid, int epoch_number) {
+    for (const json& pod : pods_of(uid)) {
+      if (pod["metadata"]["labels"].value("shoal.dev/epoch", "") == std::to_string(epoch_number)) {
+        return pod["metadata"]["name"];
+      }
+    }
+    return "";
+  }
+  std::string context(const std::string& name) {
+    return describe(name).dump(2) + "\n--- east:\n" + east_.log().substr(east_.log().size() > 4000 ? east_.log().size() - 4000 : 0);
+  }
+
+  // A workload that runs until its pod is ended from outside, on its first
+  // placement, and succeeds at once when placed again.
+  static std::string runs_until_ended_then_succeeds() {
+    return "resources: {cpu: 100m, memory: 32Mi}, terminationGracePeriod: 2s, "
+           "command: [sh, -c, 'if [ \"$SHOAL_EPOCH\" = 1 ]; then exec sleep 600; fi; echo placed again']";
+  }
+  // Waits for the workload's first copy to run as a container.
+  void await_running(const std::string& name) {
+    ASSERT_TRUE(wait_until([&] { return phase(name) == "Running"; }, 60s)) << context(name);
+    ASSERT_EQ(epoch(name), 1) << context(name);
+  }
+  // Its end was the cluster's, not its own: placed again, counted as a
+  // disruption, and the copy placed again ran.
+  void expect_placed_again_after_disruption(const std::string& name) {
+    ASSERT_TRUE(wait_until([&] { return phase(name) == "Succeeded"; }, 90s)) << context(name);
+    EXPECT_EQ(epoch(name), 2) << context(name);
+    EXPECT_EQ(status(name).value("disruptions", 0), 1) << context(name);
+    CommandResult logs = source_.ctl({"logs", "batch/" + name});
+    EXPECT_EQ(logs.out, "placed again\n") << logs.err;
+  }
+
+  TempDir dir_;
+  AgentProcess source_{"source", dir_.path()};
+  AgentProcess east_{"east", dir_.path()};
+  std::string kubeconfig_, kubectl_;
+};
+
+// exit 0 and exit N are the job's own ends: mirrored, never placed again;
+// what the container wrote is read at the source.
+TEST_F(RealNode, ExitZeroSucceedsAndExitNFailsAsTheJobsOwnWithTheContainersOutput) {
+  submit("ok", "resources: {cpu: 100m, memory: 32Mi}, command: [sh, -c, 'echo \"hello from $(hostname)\"']");
+  submit("three", "resources: {cpu: 100m, memory: 32Mi}, command: [sh, -c, 'echo bad; exit 3']");
+  ASSERT_TRUE(wait_until([&] { return phase("ok") == "Succeeded"; }, 60s)) << context("ok");
+  CommandResult logs = source_.ctl({"logs", "batch/ok"});
+  EXPECT_EQ(logs.out.rfind("hello from shoal-", 0), 0u) << logs.out << logs.err;
+  ASSERT_TRUE(wait_until([&] { return phase("three") == "Failed"; }, 60s)) << context("three");
+  EXPECT_EQ(status("three")["exitCode"], 3) << context("three");
+  EXPECT_EQ(status("three").value("disruptions", 0), 0) << "its own exit code, not placed again";
+  EXPECT_EQ(epoch("three"), 1);
+}
+
+// The kernel kills a container over its memory limit: the job's own end.
+TEST_F(RealNode, OomKilledIsTheJobsOwnFailure) {
+  submit("hungry", "resources: {cpu: 100m, memory: 16Mi}, command: [sh, -c, 'tail /dev/zero']");
+  ASSERT_TRUE(wait_until([&] { return phase("hungry") == "Failed"; }, 90s)) << context("hungry");
+  EXPECT_NE(status("hungry").value("reason", "").find("OOMKilled"), std::string::npos) << context("hungry");
+  EXPECT_EQ(status("hungry").value("disruptions", 0), 0) << context("hungry");
+  EXPECT_EQ(epoch("hungry"), 1);
+}
+
+// Deleted at the cluster (kubectl delete pod): the pod terminates for its
+// grace period, its room held and its copy still the one that runs; once
+// it is gone, the workload is placed again. Its container's exit code (137
+// after the kill) is not taken for the job's own.
+TEST_F(RealNode, APodDeletedAtTheClusterHoldsItsRoomUntilGoneThenIsPlacedAgain) {
+  std::string uid = submit("deleted", runs_until_ended_then_succeeds());
+  await_running("deleted");
+  std::string pod = pod_of(uid, 1);
+  ASSERT_FALSE(pod.empty()) << pods_of(uid).dump(2);
+  kubectl("delete pod -n batch " + pod + " --wait=false 2>&1");
+  ASSERT_TRUE(wait_until([&] {
+    return kubectl("get pod -n batch " + pod + " -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null") != "";
+  }, 10s));
+  // Terminating: not yet ended, not yet placed again.
+  EXPECT_EQ(epoch("deleted"), 1) << context("deleted");
+  EXPECT_NE(phase("deleted"), "Failed") << context("deleted");
+  expect_placed_again_after_disruption("deleted");
+}
+
+// kubectl drain evicts through the Eviction API (the pod is marked
+// DisruptionTarget: EvictionByEvictionAPI): placed again once the node
+// takes work again.
+TEST_F(RealNode, AnEvictionThroughTheEvictionApiIsPlacedAgain) {
+  std::string uid = submit("drained", runs_until_ended_then_succeeds());
+  await_running("drained");
+  std::string out = kubectl("drain shoal-node --pod-selector shoal.dev/uid=" + uid +
+                            " --ignore-daemonsets --force --timeout 60s 2>&1");
+  EXPECT_NE(out.find("evicting pod batch/"), std::string::npos) << out;
+  kubectl("uncordon shoal-node 2>&1");
+  expect_placed_again_after_disruption("drained");
+}
+
+// A NoExecute taint behind the agent's back: the taint manager deletes the
+// pod (DeletionByTaintManager), an eviction, not the job's failure.
+TEST_F(RealNode, ANoExecuteTaintIsAnEvictionNotTheJobsFailure) {
+  std::string uid = submit("tainted", runs_until_ended_then_succeeds());
+  await_running("tainted");
+  kubectl("taint nodes shoal-node shoal.dev/maintenance=now:NoExecute 2>&1");
+  ASSERT_TRUE(wait_until([&] { return pod_of(uid, 1).empty(); }, 60s)) << pods_of(uid).dump(2);
+  kubectl("taint nodes shoal-node shoal.dev/maintenance- 2>&1");
+  expect_placed_again_after_disruption("tainted");
+}
+
+// The API server refuses the pod (Pod Security "restricted" in its
+// namespace): the reason reaches the source, and the copy is not created
+// again and again.
+TEST_F(RealNode, ACreateTheApiServerRefusesIsReportedWithItsReasonOnce) {
+  kubectl("label namespace batch pod-security.kubernetes.io/enforce=restricted --overwrite 2>&1");
+  submit("refused", "resources: {cpu: 100m, memory: 32Mi}, command: [sh, -c, 'echo never']");
+  bool ended = wait_until([&] { return phase("refused") == "Failed"; }, 60s);
+  kubectl("label namespace batch pod-security.kubernetes.io/enforce- 2>&1");
+  ASSERT_TRUE(ended) << context("refused");
+  std::string reason = status("refused").value("reason", "");
+  EXPECT_NE(reason.find("PodSecurity"), std::string::npos) << context("refused");
+  EXPECT_EQ(epoch("refused"), 1) << context("refused");
+  std::string log = east_.log();
+  size_t refusals = 0;
+  for (size_t at = log.find("violates PodSecurity"); at != std::string::npos;
+       at = log.find("violates PodSecurity", at + 1)) {
+    ++refusals;
+  }
+  EXPECT_LE(refusals, 2u) << "a refused create is not retried:\n" << log;
+}
+
+// The node lost: its kubelet stops (its containers run on), the controller
+// marks it NotReady and deletes the pod after the not-ready toleration; the
+// pod stays Terminating, since no kubelet confirms its end. The copy is not
+// placed again while it may still run; when the node is back, its kubelet
+// stops the container, the pod is gone, and the workload is placed again.
+TEST_F(RealNode, ANodeLostKeepsItsCopyUntilThePodIsGoneThenPlacesItAgain) {
+  std::string uid = submit("stranded", runs_until_ended_then_succeeds());
+  await_running("stranded");
+  std::string pod = pod_of(uid, 1);
+  ASSERT_FALSE(pod.empty());
+  std::string node = "bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh node " + real_node_dir();
+  ASSERT_EQ(run_shell(node + " stop 2>&1"), "");
+  bool deleted = wait_until([&] {
+    return kubectl("get pod -n batch " + pod + " -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null") != "";
+  }, 90s);
+  std::string node_state = kubectl("get node shoal-node -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'");
+  int epoch_while_lost = epoch("stranded");
+  std::string phase_while_lost = phase("stranded");
+  ASSERT_EQ(run_shell(node + " start 2>&1"), "");
+  ASSERT_TRUE(deleted) << "the controller never deleted the pod of the lost node (Ready: " << node_state << ")";
+  EXPECT_NE(node_state, "True");
+  EXPECT_EQ(epoch_while_lost, 1) << "placed again while its container may still run";
+  EXPECT_EQ(phase_while_lost, "Running");
+  expect_placed_again_after_disruption("stranded");
+}
+
+}  // namespace
+}  // namespace shoal::testing
