@@ -37,7 +37,7 @@ done | sort -u | while read -r library; do
 done
 mkdir -p "$root/bin" "$root/etc" "$root/tmp" "$root/usr/local/bin" "$root/var/lib/shoal"
 cp "$(command -v busybox)" "$root/bin/busybox"
-for applet in sh hostname sed cat ls; do ln -sf busybox "$root/bin/$applet"; done
+for applet in sh hostname sed cat ls id env; do ln -sf busybox "$root/bin/$applet"; done
 cp "$ROOT/docker/entrypoint.sh" "$root/usr/local/bin/shoal-entrypoint"
 chmod 0755 "$root/usr/local/bin/shoal-entrypoint"
 printf 'root:x:0:0:root:/root:/bin/sh\nshoal:x:10001:10001:shoal agent:/var/lib/shoal:/bin/false\n' >"$root/etc/passwd"

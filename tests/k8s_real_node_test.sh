@@ -36,6 +36,8 @@ cleanup() {
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*"
+  echo "--- the agent's pod"
+  kubectl -n shoal-system logs shoal-0 --tail 20 2>&1 || true
   for log in "$work"/west.log "$work"/k/log/kubelet.log; do
     [ -f "$log" ] && { echo "--- $log"; tail -n 15 "$log"; }
   done
@@ -106,7 +108,8 @@ mkdir -p "/etc/netns/$netns"
 printf '127.0.0.1 localhost\n%s east.example.org\n' "$service_ip" >"/etc/netns/$netns/hosts"
 west_port=$(python3 "$source_dir/scripts/free-ports")
 on_host "$BIN/shoald" init --data "$work/west" --cluster west --org globex --listen "tcp://10.88.0.1:$west_port" >/dev/null
-on_host "$BIN/shoald" run --data "$work/west" >"$work/west.log" 2>&1 &
+# Not through on_host: $! must be shoald's own pid (k8s-dev.sh exec execs it).
+"$dev" exec "$work/k" -- "$BIN/shoald" run --data "$work/west" >"$work/west.log" 2>&1 &
 west_pid=$!
 ctl() { on_host "$BIN/shoalctl" --data "$work/west" "$@"; }
 for _ in $(seq 100); do ctl status >/dev/null 2>&1 && break; sleep 0.1; done
@@ -120,17 +123,19 @@ kind: Workload
 metadata: {name: hello, namespace: batch}
 spec:
   resources: {cpu: 100m, memory: 32Mi}
+  placement: {clusters: [east]}
   command: [sh, -c, 'echo "hello from \$(hostname) as \$(id -u)"']
 EOF
 ctl submit -f "$work/hello.yaml" >/dev/null
 phase=""
-for _ in $(seq 300); do
-  phase=$(ctl get workload batch/hello -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["phase"])')
+for _ in $(seq 150); do
+  phase=$(ctl describe workload batch/hello -o json 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["phase"])' 2>/dev/null || true)
   [ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
   sleep 0.2
 done
 [ "$phase" = Succeeded ] || fail "the workload ended $phase: $(ctl describe workload batch/hello | tail -n 20)"
-logs=$(ctl logs batch/hello)
+logs=$(ctl logs batch/hello 2>&1) || fail "shoalctl logs: $logs"
 grep -q "^hello from " <<<"$logs" || fail "the container's own output is not at the source: $logs"
 echo "the container said: $logs"
 

@@ -64,6 +64,10 @@ real_node_prepare() {
   ip -n "$netns" addr add "$NODE_IP/24" dev node0
   ip -n "$netns" link set node0-end up
   ip -n "$netns" link set node0 up
+  # The test host's own connections to a Service's address need a route
+  # for kube-proxy's rules to rewrite (a node's default route, elsewhere);
+  # it ends at node0's other end, in the same namespace.
+  ip -n "$netns" route add "$SERVICE_RANGE" dev node0
 }
 
 real_node_start() {
