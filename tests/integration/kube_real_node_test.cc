@@ -45,13 +45,17 @@ class RealNode : public ::testing::Test {
     std::string tiny = dir_.path() + "/tiny.yaml";
     std::ofstream(tiny) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: source}\n"
                            "spec:\n  nodes:\n  - {name: n, count: 1, capacity: {cpu: 100m, memory: 1Gi}}\n";
-    std::string east = dir_.path() + "/east.yaml";
-    std::ofstream(east) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
-                           "spec:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: "
-                        << kubeconfig_ << "\n    timeout: 5s\n";
+    // East lends the real node; north, in the same Kubernetes cluster,
+    // the KWOK node beside it: where a copy ended at east is placed again.
+    for (auto [agent, pool] : {std::pair{&east_, "real"}, std::pair{&north_, "kwok"}}) {
+      std::string manifest = dir_.path() + "/" + agent->name() + ".yaml";
+      std::ofstream(manifest) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: " << agent->name()
+                              << "}\nspec:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: " << kubeconfig_
+                              << "\n    timeout: 5s\n    nodeSelector: {type: " << pool << "}\n";
+      agent->init({"--cluster-config", manifest});
+    }
     source_.init({"--cluster-config", tiny});
-    east_.init({"--cluster-config", east});
-    for (AgentProcess* agent : {&source_, &east_}) {
+    for (AgentProcess* agent : {&source_, &east_, &north_}) {
       agent->set_config("heartbeatInterval", "300ms");
       agent->set_config("gcInterval", "1s");
       ASSERT_TRUE(agent->start()) << agent->name() << "\n" << agent->log();
@@ -63,15 +67,24 @@ class RealNode : public ::testing::Test {
   void TearDown() override {
     source_.stop();
     east_.stop();
+    north_.stop();
+  }
+
+  // North takes work from now on.
+  void invite_north() {
+    ASSERT_EQ(invite(north_, source_, "batch"), "");
+    ASSERT_TRUE(wait_until([&] { return !advertised_free_cpu(source_, "north", "batch").empty(); }, 20s))
+        << "north never advertised the KWOK node\n" << north_.log();
   }
 
   std::string kubectl(const std::string& args) const { return run_shell(kubectl_ + " " + args); }
 
-  // Submits `name` to namespace batch with `spec`'s body (a flow mapping's).
+  // Submits `name` to namespace batch with `spec`'s body (a flow mapping's),
+  // to run at east or north (the source's own sim cluster would take it too).
   std::string submit(const std::string& name, const std::string& spec) {
     std::string path = dir_.path() + "/" + name + ".yaml";
     std::ofstream(path) << "apiVersion: shoal.dev/v1\nkind: Workload\nmetadata: {name: " << name
-                        << ", namespace: batch}\nspec: {" << spec << "}\n";
+                        << ", namespace: batch}\nspec: {placement: {clusters: [east, north]}, " << spec << "}\n";
     CommandResult result = source_.ctl({"submit", "-f", path});
     EXPECT_EQ(result.exit_code, 0) << result.err;
     json described = describe(name);
@@ -102,30 +115,39 @@ class RealNode : public ::testing::Test {
     return describe(name).dump(2) + "\n--- east:\n" + east_.log().substr(east_.log().size() > 4000 ? east_.log().size() - 4000 : 0);
   }
 
-  // A workload that runs until its pod is ended from outside, on its first
-  // placement, and succeeds at once when placed again.
-  static std::string runs_until_ended_then_succeeds() {
-    return "resources: {cpu: 100m, memory: 32Mi}, terminationGracePeriod: 2s, "
-           "command: [sh, -c, 'if [ \"$SHOAL_EPOCH\" = 1 ]; then exec sleep 600; fi; echo placed again']";
+  // A workload that runs until its pod is ended from outside.
+  static std::string runs_until_ended() {
+    return "resources: {cpu: 100m, memory: 32Mi}, terminationGracePeriod: 2s, command: [sleep, \"600\"]";
   }
-  // Waits for the workload's first copy to run as a container.
-  void await_running(const std::string& name) {
+  // Waits for the workload's first copy to run as a container at east,
+  // then lets north take work.
+  void await_running_at_east(const std::string& name) {
     ASSERT_TRUE(wait_until([&] { return phase(name) == "Running"; }, 60s)) << context(name);
     ASSERT_EQ(epoch(name), 1) << context(name);
+    ASSERT_EQ(status(name).value("cluster", ""), "east") << context(name);
+    invite_north();
   }
-  // Its end was the cluster's, not its own: placed again, counted as a
-  // disruption, and the copy placed again ran.
-  void expect_placed_again_after_disruption(const std::string& name) {
-    ASSERT_TRUE(wait_until([&] { return phase(name) == "Succeeded"; }, 90s)) << context(name);
+  // Its end at east was the cluster's (`cause`), not its own: counted as a
+  // disruption, and placed again, at north (a source does not place a copy
+  // again where it was just disrupted).
+  void expect_placed_again_after(const std::string& name, const std::string& cause) {
+    ASSERT_TRUE(wait_until([&] { return status(name).value("cluster", "") == "north" && phase(name) == "Running"; },
+                           90s))
+        << context(name);
     EXPECT_EQ(epoch(name), 2) << context(name);
     EXPECT_EQ(status(name).value("disruptions", 0), 1) << context(name);
-    CommandResult logs = source_.ctl({"logs", "batch/" + name});
-    EXPECT_EQ(logs.out, "placed again\n") << logs.err;
+    bool named = false;
+    json described = describe(name);
+    for (const json& event : described["events"]) {
+      named = named || event.value("text", "").rfind("Failed at east: " + cause, 0) == 0;
+    }
+    EXPECT_TRUE(named) << "the end at east is not read as " << cause << ":\n" << context(name);
   }
 
   TempDir dir_;
   AgentProcess source_{"source", dir_.path()};
   AgentProcess east_{"east", dir_.path()};
+  AgentProcess north_{"north", dir_.path()};
   std::string kubeconfig_, kubectl_;
 };
 
@@ -153,12 +175,12 @@ TEST_F(RealNode, OomKilledIsTheJobsOwnFailure) {
 }
 
 // Deleted at the cluster (kubectl delete pod): the pod terminates for its
-// grace period, its room held and its copy still the one that runs; once
-// it is gone, the workload is placed again. Its container's exit code (137
-// after the kill) is not taken for the job's own.
+// grace period, its room held and its copy still the one that runs; then
+// the workload is placed again. Its container's exit code (137 after the
+// kill: sleep as PID 1 ignores SIGTERM) is not taken for the job's own.
 TEST_F(RealNode, APodDeletedAtTheClusterHoldsItsRoomUntilGoneThenIsPlacedAgain) {
-  std::string uid = submit("deleted", runs_until_ended_then_succeeds());
-  await_running("deleted");
+  std::string uid = submit("deleted", runs_until_ended());
+  await_running_at_east("deleted");
   std::string pod = pod_of(uid, 1);
   ASSERT_FALSE(pod.empty()) << pods_of(uid).dump(2);
   kubectl("delete pod -n batch " + pod + " --wait=false 2>&1");
@@ -168,31 +190,31 @@ TEST_F(RealNode, APodDeletedAtTheClusterHoldsItsRoomUntilGoneThenIsPlacedAgain) 
   // Terminating: not yet ended, not yet placed again.
   EXPECT_EQ(epoch("deleted"), 1) << context("deleted");
   EXPECT_NE(phase("deleted"), "Failed") << context("deleted");
-  expect_placed_again_after_disruption("deleted");
+  expect_placed_again_after("deleted", "Evicted");
 }
 
 // kubectl drain evicts through the Eviction API (the pod is marked
 // DisruptionTarget: EvictionByEvictionAPI): placed again once the node
 // takes work again.
 TEST_F(RealNode, AnEvictionThroughTheEvictionApiIsPlacedAgain) {
-  std::string uid = submit("drained", runs_until_ended_then_succeeds());
-  await_running("drained");
+  std::string uid = submit("drained", runs_until_ended());
+  await_running_at_east("drained");
   std::string out = kubectl("drain shoal-node --pod-selector shoal.dev/uid=" + uid +
                             " --ignore-daemonsets --force --timeout 60s 2>&1");
   EXPECT_NE(out.find("evicting pod batch/"), std::string::npos) << out;
   kubectl("uncordon shoal-node 2>&1");
-  expect_placed_again_after_disruption("drained");
+  expect_placed_again_after("drained", "Evicted");
 }
 
 // A NoExecute taint behind the agent's back: the taint manager deletes the
 // pod (DeletionByTaintManager), an eviction, not the job's failure.
 TEST_F(RealNode, ANoExecuteTaintIsAnEvictionNotTheJobsFailure) {
-  std::string uid = submit("tainted", runs_until_ended_then_succeeds());
-  await_running("tainted");
+  std::string uid = submit("tainted", runs_until_ended());
+  await_running_at_east("tainted");
   kubectl("taint nodes shoal-node shoal.dev/maintenance=now:NoExecute 2>&1");
   ASSERT_TRUE(wait_until([&] { return pod_of(uid, 1).empty(); }, 60s)) << pods_of(uid).dump(2);
   kubectl("taint nodes shoal-node shoal.dev/maintenance- 2>&1");
-  expect_placed_again_after_disruption("tainted");
+  expect_placed_again_after("tainted", "Evicted");
 }
 
 // The API server refuses the pod (Pod Security "restricted" in its
@@ -222,8 +244,8 @@ TEST_F(RealNode, ACreateTheApiServerRefusesIsReportedWithItsReasonOnce) {
 // placed again while it may still run; when the node is back, its kubelet
 // stops the container, the pod is gone, and the workload is placed again.
 TEST_F(RealNode, ANodeLostKeepsItsCopyUntilThePodIsGoneThenPlacesItAgain) {
-  std::string uid = submit("stranded", runs_until_ended_then_succeeds());
-  await_running("stranded");
+  std::string uid = submit("stranded", runs_until_ended());
+  await_running_at_east("stranded");
   std::string pod = pod_of(uid, 1);
   ASSERT_FALSE(pod.empty());
   std::string node = "bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh node " + real_node_dir();
@@ -239,7 +261,7 @@ TEST_F(RealNode, ANodeLostKeepsItsCopyUntilThePodIsGoneThenPlacesItAgain) {
   EXPECT_NE(node_state, "True");
   EXPECT_EQ(epoch_while_lost, 1) << "placed again while its container may still run";
   EXPECT_EQ(phase_while_lost, "Running");
-  expect_placed_again_after_disruption("stranded");
+  expect_placed_again_after("stranded", "Evicted");
 }
 
 }  // namespace
