@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One federation of three kinds of cluster, each behind its own agent: a
-# Kubernetes cluster (scripts/k8s-dev.sh: kube-apiserver with KWOK nodes),
+# Kubernetes cluster (scripts/k8s-dev.sh up --real-node: a kubelet over
+# containerd and runc),
 # a Slurm cluster (scripts/slurm-dev.sh) and a plain host (exec). Needs
 # root (the dev Slurm's slurmd runs jobs as their user) and the Kubernetes
 # binaries (scripts/k8s-dev.sh build; this script builds them if missing,
@@ -10,10 +11,11 @@
 # workload with numberOfClusters: 3, and one copy runs in each cluster:
 # the script shows the pod (kubectl), the Slurm job (squeue) and the
 # process (ps), then reads each copy's output at edge with shoalctl logs.
-# The dev Kubernetes has no kubelet, so its pod runs nothing (KWOK ends it
-# after the time its label says) and its log is the dev cluster's stand-in
-# line, read through the API server as a real pod's would be. Leaves no
-# process behind.
+# The Kubernetes cluster lives in a network namespace of its own (the test
+# host, scripts/k8s-dev/real-node.sh), so the three agents and every command
+# that talks to them run there too (k8s-dev.sh exec). Its copy is a real
+# container on the real node; its output is read through the API server.
+# Leaves no process behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -39,11 +41,13 @@ cleanup() {
 trap cleanup EXIT
 
 free_port() { python3 scripts/free-ports; }
-ctl() { local name=$1; shift; "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
+ctl() { local name=$1; shift; on_host "$BIN/shoalctl" --data "$WORK/$name" "$@"; }
 
-phase "a dev Kubernetes of 2 KWOK nodes x 8 cpus in $WORK/k8s …"
-KUBECONFIG_FILE=$(bash scripts/k8s-dev.sh up "$WORK/k8s" --nodes 2 --cpus 8 2>/dev/null | tail -1)
-kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+phase "a dev Kubernetes with one real node in $WORK/k8s …"
+KUBECONFIG_FILE=$(bash scripts/k8s-dev.sh up "$WORK/k8s" --real-node 2>/dev/null | tail -1)
+# Everything that talks to the cluster or its agents runs in its test host.
+on_host() { bash scripts/k8s-dev.sh exec "$WORK/k8s" -- "$@"; }
+kubectl() { on_host "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 kubectl get nodes
 phase "a dev Slurm of 2 nodes x 8 cpus in $WORK/slurm …"
 SOCKET=$(bash scripts/slurm-dev.sh up "$WORK/slurm" --nodes 2 --cpus 8 2>/dev/null | tail -1)
@@ -78,9 +82,10 @@ spec:
 YAML
 phase "agents kube (backend kubernetes), hpc (backend slurm) and edge (exec) …"
 for name in kube hpc edge; do
-  "$BIN/shoald" init --data "$WORK/$name" --cluster "$name" --org "org-$name" \
+  on_host "$BIN/shoald" init --data "$WORK/$name" --cluster "$name" --org "org-$name" \
     --listen "tcp://127.0.0.1:$(free_port)" --cluster-config "$WORK/$name-cluster.yaml" >/dev/null
-  "$BIN/shoald" run --data "$WORK/$name" 2>"$WORK/$name.log" &
+  # k8s-dev.sh exec execs shoald: $! is its pid.
+  bash scripts/k8s-dev.sh exec "$WORK/k8s" -- "$BIN/shoald" run --data "$WORK/$name" 2>"$WORK/$name.log" &
   PIDS+=($!)
 done
 for name in kube hpc edge; do
@@ -109,10 +114,9 @@ kind: Workload
 metadata:
   name: everywhere
   namespace: default
-  labels: {shoal.dev/kwok-run-for: 8s}   # how long KWOK lets the pod run
 spec:
-  resources: {cpu: "1", memory: 256Mi}
-  command: ["sh", "-c", "echo \"copy of $SHOAL_WORKLOAD from $SHOAL_SOURCE_CLUSTER ran at $SHOAL_CLUSTER\"; sleep 6"]
+  resources: {cpu: 500m, memory: 256Mi}
+  command: ["sh", "-c", "echo \"copy of everywhere from $SHOAL_SOURCE_CLUSTER ran at $SHOAL_CLUSTER on $(hostname)\"; sleep 6"]
   placement: {numberOfClusters: 3}
 YAML
 ctl edge submit -f "$WORK/everywhere.yaml"
@@ -125,7 +129,7 @@ print(sum(c["phase"] == "Running" for c in json.load(sys.stdin)["status"].get("c
 done
 ctl edge describe workload default/everywhere | sed -n '1,25p'
 
-phase "the copy at kube is a pod, bound by the agent to a KWOK node …"
+phase "the copy at kube is a pod, bound by the agent to the real node, a container there …"
 kubectl get pods -n default -L shoal.dev/cluster,shoal.dev/uid -o wide
 phase "the copy at hpc is a Slurm job …"
 squeue -o "%.6i %.12j %.8T %.6C %.6N %k"

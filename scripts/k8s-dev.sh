@@ -146,7 +146,8 @@ alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
 start() {
   local name=$1
   shift
-  setsid "${IN_NODE[@]}" "$@" </dev/null >"$DIR/log/$name.log" 2>&1 &
+  node_prefix
+  setsid "${NODE_PREFIX[@]}" "$@" </dev/null >"$DIR/log/$name.log" 2>&1 &
   echo $! >"$DIR/run/$name.pid"
 }
 
@@ -295,7 +296,10 @@ EOF
   printf '%s stdout F %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.000000000Z)" \
     "KWOK runs no container: this line of $DIR/pod-output.log stands in for every pod's output" \
     >"$DIR/pod-output.log"
-  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --config "$PINS/stages.yaml" --config "$DIR/logs.yaml" \
+  local heartbeat=()
+  # Beside a real node, the node controller runs: KWOK nodes must heartbeat.
+  if [ "$REAL_NODE" = 1 ]; then heartbeat=(--config "$PINS/node-heartbeat.yaml"); fi
+  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --config "$PINS/stages.yaml" --config "$DIR/logs.yaml" "${heartbeat[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --node-ip 127.0.0.1 --cidr 127.244.0.0/16 \
     --server-address "127.0.0.1:$kubelet_port" --node-port "$kubelet_port" \

@@ -8,8 +8,10 @@
 # holds the node's address (NODE_IP, on a veth pair whose both ends stay
 # inside), the pods' bridge and kube-proxy's rules; it has no route out, and
 # nothing is forwarded or masqueraded to this host. Processes enter only
-# that namespace's network (nsenter --net), not a mount namespace of their
-# own, so that the volumes the kubelet mounts are the ones runc sees.
+# that namespace's network (nsenter --net), in the mount namespace `up` ran
+# in (containerd's, even when `node` or `down` run under `ip netns exec`,
+# whose private mounts hide /sys/fs/cgroup), so that the volumes the
+# kubelet mounts are the ones runc sees.
 #
 # The kubelet writes a few paths it does not let one move
 # (/var/lib/kubelet/device-plugins, /var/log/containers) and the kubepods
@@ -29,9 +31,33 @@ REAL_NODE_MARKER=/run/shoal-k8s-real-node
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 BUSYBOX_IMAGE=busybox:1.36
 
-IN_NODE=()
-if [ -e "$DIR/run/netns" ]; then IN_NODE=(nsenter "--net=/run/netns/$(cat "$DIR/run/netns")"); fi
-in_node() { "${IN_NODE[@]}" "$@"; }
+# Runs "$@" in the mount namespace the node's containerd runs in (where
+# `up` ran), or here before it starts.
+in_node_mounts() {
+  local pid
+  pid=$(cat "$DIR/run/containerd.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    nsenter "--mount=/proc/$pid/ns/mnt" "$@"
+  else
+    "$@"
+  fi
+}
+# Sets NODE_PREFIX to what runs a command in the test host: its network,
+# containerd's mounts; empty without a real node.
+node_prefix() {
+  NODE_PREFIX=()
+  [ -e "$DIR/run/netns" ] || return 0
+  NODE_PREFIX=(nsenter "--net=/run/netns/$(cat "$DIR/run/netns")")
+  local pid
+  pid=$(cat "$DIR/run/containerd.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    NODE_PREFIX=(nsenter "--mount=/proc/$pid/ns/mnt" "--net=/run/netns/$(cat "$DIR/run/netns")")
+  fi
+}
+in_node() {
+  node_prefix
+  "${NODE_PREFIX[@]}" "$@"
+}
 
 real_node_prepare() {
   [ "$(id -u)" = 0 ] || fail "--real-node: needs root (network namespaces, containerd, cgroups)"
@@ -55,10 +81,9 @@ real_node_prepare() {
   done
   local netns
   netns="shoal-k8s-$(echo -n "$DIR" | sha256sum | cut -c1-8)"
-  ip netns del "$netns" 2>/dev/null || true
-  ip netns add "$netns"
+  in_node_mounts ip netns del "$netns" 2>/dev/null || true
+  in_node_mounts ip netns add "$netns"
   echo "$netns" >"$DIR/run/netns"
-  IN_NODE=(nsenter "--net=/run/netns/$netns")
   ip -n "$netns" link set lo up
   ip -n "$netns" link add node0 type veth peer name node0-end
   ip -n "$netns" addr add "$NODE_IP/24" dev node0
@@ -303,23 +328,25 @@ real_node_down() {
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $DIR/node/containerd/containerd.sock" || true); do
     kill -KILL "$pid" 2>/dev/null || true
   done
+  # Mounts under DIR (volumes, rootfs overlays, pods' namespaces), deepest
+  # first, in containerd's mount namespace (where they were made).
+  local mount mounts=/proc/self/mountinfo
   pid=$(cat "$DIR/run/containerd.pid" 2>/dev/null || true)
+  if alive "$pid"; then mounts=/proc/$pid/mountinfo; fi
+  for mount in $(awk -v dir="$DIR/" 'index($5, dir) == 1 {print $5}' "$mounts" | sort -r); do
+    in_node_mounts umount -l "$(printf '%b' "$mount")" 2>/dev/null || true
+  done
   if alive "$pid"; then
     kill -TERM "$pid"
     local deadline=$((SECONDS + 10))
     while alive "$pid" && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
     alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
   fi
-  # Mounts under DIR (volumes, rootfs overlays, pods' namespaces), deepest first.
-  local mount
-  for mount in $(awk -v dir="$DIR/" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
-    umount -l "$(printf '%b' "$mount")" 2>/dev/null || true
-  done
   for cgroup in /sys/fs/cgroup/*/kubepods; do
     [ -d "$cgroup" ] || continue
     find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
-  ip netns del "$netns" 2>/dev/null || true
+  in_node_mounts ip netns del "$netns" 2>/dev/null || true
   rm -rf "/etc/netns/$netns"
   if [ -f "$DIR/run/made-paths" ]; then
     local path

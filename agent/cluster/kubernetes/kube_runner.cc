@@ -310,14 +310,11 @@ std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& 
     }
     run.seen[i] = true;
     const KubePod& p = pod->second;
-    if (p.deleting && !p.terminal()) {
-      // Deleted behind the agent's back: its containers may still run (a
-      // grace period; a node lost, whose kubelet never confirms), so its
-      // room stays held and its end is not reported until the API server
-      // shows it ended or gone. Placing it again sooner could run it twice.
-      all_running = all_succeeded = false;
-      continue;
-    }
+    // A pod deleted behind the agent's back stays Running while its
+    // containers may (its grace period; a node lost, whose kubelet never
+    // confirms): its room stays held and its end waits for the kubelet's
+    // Failed or the pod gone, so the copy is never placed again while it
+    // may still run.
     if (p.phase == "Failed") {
       if (!failed) failed = &p;
     } else if (p.phase != "Succeeded") {
