@@ -127,6 +127,13 @@ bool is_dns_subdomain(std::string_view name) {
 
 }  // namespace
 
+Status validate_dns_subdomain(std::string_view value, std::string_view field) {
+  if (is_dns_subdomain(value)) return Status::ok();
+  return invalid_argument(std::string(field) +
+                          ": expected a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 "
+                          "characters), got " + quoted_text(value));
+}
+
 Status validate_kubernetes_label(std::string_view key, std::string_view value, std::string_view field) {
   size_t slash = key.rfind('/');
   std::string_view name = slash == std::string_view::npos ? key : key.substr(slash + 1);

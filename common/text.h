@@ -29,6 +29,9 @@ std::string quoted_text(std::string_view text, size_t max_bytes = 80);
 // starting and ending with a letter or digit. `field` names the input in the
 // error: `--org: expected lowercase letters, ... got "Acme Corp"`.
 Status validate_name(std::string_view value, std::string_view field);
+// Checks a Kubernetes object name that is a DNS subdomain (a Secret's, a
+// PriorityClass's): dot-separated lowercase labels, at most 253 characters.
+Status validate_dns_subdomain(std::string_view value, std::string_view field);
 // Checks one label as Kubernetes accepts it (the API server answers 422
 // otherwise): the key an optional DNS-subdomain prefix and '/', then a name
 // of 1-63 letters, digits, '-', '_' or '.' that starts and ends with a letter

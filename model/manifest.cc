@@ -427,12 +427,96 @@ Result<SlurmSpec> parse_slurm(Fields& f, const YAML::Node& slurm) {
   return spec;
 }
 
+Result<Toleration> parse_toleration(Fields& f, const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) return f.fail(path, "expected a mapping with key, operator, value, effect");
+  SHOAL_RETURN_IF_ERROR(f.only_known(node, path, {"key", "operator", "value", "effect", "tolerationSeconds"}));
+  Toleration toleration;
+  if (node["key"]) {
+    SHOAL_ASSIGN_OR_RETURN(toleration.key, f.scalar(node["key"], path + ".key"));
+  }
+  std::string op = "Equal";
+  if (node["operator"]) {
+    SHOAL_ASSIGN_OR_RETURN(op, f.scalar(node["operator"], path + ".operator"));
+  }
+  if (op != "Equal" && op != "Exists") return f.fail(path + ".operator", "expected Equal or Exists, got \"" + op + "\"");
+  toleration.exists = op == "Exists";
+  if (node["value"]) {
+    SHOAL_ASSIGN_OR_RETURN(toleration.value, f.scalar(node["value"], path + ".value"));
+  }
+  if (toleration.exists && !toleration.value.empty()) {
+    return f.fail(path + ".value", "expected none with operator Exists");
+  }
+  if (toleration.key.empty() && !toleration.exists) return f.fail(path + ".key", "expected a key (or operator Exists)");
+  if (!toleration.key.empty()) {
+    SHOAL_RETURN_IF_ERROR(validate_kubernetes_label(toleration.key, toleration.value, path));
+  }
+  if (node["effect"]) {
+    SHOAL_ASSIGN_OR_RETURN(toleration.effect, f.scalar(node["effect"], path + ".effect"));
+  }
+  if (!toleration.effect.empty() && toleration.effect != "NoSchedule" && toleration.effect != "PreferNoSchedule" &&
+      toleration.effect != "NoExecute") {
+    return f.fail(path + ".effect", "expected NoSchedule, PreferNoSchedule or NoExecute, got \"" + toleration.effect + "\"");
+  }
+  if (node["tolerationSeconds"]) {
+    if (toleration.effect != "NoExecute") return f.fail(path + ".tolerationSeconds", "expected only with effect NoExecute");
+    SHOAL_ASSIGN_OR_RETURN(toleration.seconds,
+                           f.integer(node["tolerationSeconds"], path + ".tolerationSeconds", 0, 1'000'000'000));
+  }
+  return toleration;
+}
+
+// What the agent's pods carry besides the workload's own: tolerations,
+// priority class, pull secrets, annotations, the user they run as.
+Status parse_pod_fields(Fields& f, const YAML::Node& node, KubernetesSpec* spec) {
+  if (const YAML::Node tolerations = node["tolerations"]) {
+    if (!tolerations.IsSequence()) return f.fail("spec.kubernetes.tolerations", "expected a list of tolerations");
+    for (size_t i = 0; i < tolerations.size(); ++i) {
+      SHOAL_ASSIGN_OR_RETURN(Toleration toleration,
+                             parse_toleration(f, tolerations[i], "spec.kubernetes.tolerations[" + std::to_string(i) + "]"));
+      spec->tolerations.push_back(std::move(toleration));
+    }
+  }
+  if (node["priorityClassName"]) {
+    SHOAL_ASSIGN_OR_RETURN(spec->priority_class_name,
+                           f.scalar(node["priorityClassName"], "spec.kubernetes.priorityClassName"));
+    SHOAL_RETURN_IF_ERROR(validate_dns_subdomain(spec->priority_class_name, "cluster manifest spec.kubernetes.priorityClassName"));
+  }
+  if (const YAML::Node secrets = node["imagePullSecrets"]) {
+    if (!secrets.IsSequence()) return f.fail("spec.kubernetes.imagePullSecrets", "expected a list of Secret names");
+    for (size_t i = 0; i < secrets.size(); ++i) {
+      std::string path = "spec.kubernetes.imagePullSecrets[" + std::to_string(i) + "]";
+      SHOAL_ASSIGN_OR_RETURN(std::string name, f.scalar(secrets[i], path));
+      SHOAL_RETURN_IF_ERROR(validate_dns_subdomain(name, "cluster manifest " + path));
+      spec->image_pull_secrets.push_back(std::move(name));
+    }
+  }
+  SHOAL_ASSIGN_OR_RETURN(spec->annotations, f.labels(node["annotations"], "spec.kubernetes.annotations"));
+  for (const auto& [key, value] : spec->annotations) {
+    SHOAL_RETURN_IF_ERROR(validate_kubernetes_label(key, "", "cluster manifest spec.kubernetes.annotations"));
+  }
+  if (const YAML::Node security = node["securityContext"]) {
+    if (!security.IsMap()) return f.fail("spec.kubernetes.securityContext", "expected a mapping with runAsUser, runAsGroup");
+    SHOAL_RETURN_IF_ERROR(f.only_known(security, "spec.kubernetes.securityContext", {"runAsUser", "runAsGroup"}));
+    if (security["runAsUser"]) {
+      SHOAL_ASSIGN_OR_RETURN(spec->run_as_user, f.integer(security["runAsUser"], "spec.kubernetes.securityContext.runAsUser",
+                                                           0, 2147483647));
+    }
+    if (security["runAsGroup"]) {
+      SHOAL_ASSIGN_OR_RETURN(spec->run_as_group, f.integer(security["runAsGroup"],
+                                                            "spec.kubernetes.securityContext.runAsGroup", 0, 2147483647));
+    }
+  }
+  return Status::ok();
+}
+
 Result<KubernetesSpec> parse_kubernetes(Fields& f, const YAML::Node& node) {
   if (!node || !node.IsMap()) {
     return f.fail("spec.kubernetes", "expected a mapping with kubeconfig or inCluster: true (backend kubernetes)");
   }
   SHOAL_RETURN_IF_ERROR(f.only_known(node, "spec.kubernetes",
-                                     {"kubeconfig", "context", "inCluster", "nodeSelector", "image", "timeout"}));
+                                     {"kubeconfig", "context", "inCluster", "nodeSelector", "image", "timeout",
+                                      "tolerations", "priorityClassName", "imagePullSecrets", "annotations",
+                                      "securityContext"}));
   KubernetesSpec spec;
   if (node["kubeconfig"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.kubeconfig, f.scalar(node["kubeconfig"], "spec.kubernetes.kubeconfig"));
@@ -464,6 +548,7 @@ Result<KubernetesSpec> parse_kubernetes(Fields& f, const YAML::Node& node) {
     }
     spec.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
   }
+  SHOAL_RETURN_IF_ERROR(parse_pod_fields(f, node, &spec));
   return spec;
 }
 
@@ -613,6 +698,14 @@ Result<ClusterSpec> parse_cluster(std::string_view yaml) {
   } catch (const YAML::Exception& e) {
     return invalid_argument("cluster manifest: line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
+}
+
+bool Toleration::tolerates(const std::string& taint_key, const std::string& taint_value,
+                           const std::string& taint_effect) const {
+  if (!effect.empty() && effect != taint_effect) return false;
+  if (key.empty()) return exists;
+  if (key != taint_key) return false;
+  return exists || value == taint_value;
 }
 
 }  // namespace shoal::model

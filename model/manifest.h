@@ -90,6 +90,19 @@ struct SlurmSpec {
 // `spec.kubernetes` of a cluster whose work a Kubernetes cluster runs
 // (backend: kubernetes, docs/backends.md). Its nodes come from the API
 // server, not from spec.nodes.
+// A Kubernetes toleration, as the agent's pods carry it: the taints it
+// lets them, and so the agent, use a node despite.
+struct Toleration {
+  std::string key;                // "" (with Exists): every key
+  bool exists = false;            // operator Exists (any value), else Equal
+  std::string value;
+  std::string effect;             // "" (every effect), NoSchedule, PreferNoSchedule, NoExecute
+  std::optional<int64_t> seconds; // tolerationSeconds (NoExecute)
+  // As kube-scheduler matches one: the key (or any), the value (Equal), the effect (or any).
+  bool tolerates(const std::string& taint_key, const std::string& taint_value,
+                 const std::string& taint_effect) const;
+};
+
 struct KubernetesSpec {
   std::string kubeconfig;  // a kubeconfig's path, or "" with in_cluster
   std::string context;     // "" : the kubeconfig's current-context
@@ -99,6 +112,18 @@ struct KubernetesSpec {
   // args run in this image.
   std::string image = "busybox:1.36";
   std::chrono::milliseconds timeout{5000};  // per API call
+  // Tainted nodes the agent may lend: its pods carry these, and a node
+  // whose NoSchedule and NoExecute taints they all tolerate is usable.
+  std::vector<Toleration> tolerations;
+  std::string priority_class_name;              // "" : none
+  std::vector<std::string> image_pull_secrets;  // Secrets' names in the workload's namespace
+  Labels annotations;                           // added to every pod (the agent's own win)
+  // Who the pods' processes run as. Not root by default, with the
+  // runtime's seccomp profile and no capabilities: the pods pass Pod
+  // Security "restricted". 0 runs the image's own user (root, often): then
+  // only what "baseline" allows.
+  int64_t run_as_user = 65534;
+  int64_t run_as_group = 65534;
 };
 
 struct ClusterSpec {

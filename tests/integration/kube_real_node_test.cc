@@ -51,7 +51,8 @@ class RealNode : public ::testing::Test {
       std::string manifest = dir_.path() + "/" + agent->name() + ".yaml";
       std::ofstream(manifest) << "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: " << agent->name()
                               << "}\nspec:\n  backend: kubernetes\n  kubernetes:\n    kubeconfig: " << kubeconfig_
-                              << "\n    timeout: 5s\n    nodeSelector: {type: " << pool << "}\n";
+                              << "\n    timeout: 5s\n    nodeSelector: {type: " << pool << "}\n"
+                              << (agent == &east_ ? east_extra() : "");
       agent->init({"--cluster-config", manifest});
     }
     source_.init({"--cluster-config", tiny});
@@ -76,6 +77,9 @@ class RealNode : public ::testing::Test {
     ASSERT_TRUE(wait_until([&] { return !advertised_free_cpu(source_, "north", "batch").empty(); }, 20s))
         << "north never advertised the KWOK node\n" << north_.log();
   }
+
+  // More of east's Cluster manifest (spec.kubernetes' fields, indented).
+  virtual std::string east_extra() const { return ""; }
 
   std::string kubectl(const std::string& args) const { return run_shell(kubectl_ + " " + args); }
 
@@ -217,25 +221,66 @@ TEST_F(RealNode, ANoExecuteTaintIsAnEvictionNotTheJobsFailure) {
   expect_placed_again_after("tainted", "Evicted");
 }
 
-// The API server refuses the pod (Pod Security "restricted" in its
-// namespace): the reason reaches the source, and the copy is not created
-// again and again.
-TEST_F(RealNode, ACreateTheApiServerRefusesIsReportedWithItsReasonOnce) {
+// The agent's pods pass Pod Security "restricted" as they are: not root,
+// the runtime's seccomp profile, no capabilities, no privilege escalation.
+TEST_F(RealNode, ThePodsPassPodSecurityRestrictedAndRunAsNobody) {
   kubectl("label namespace batch pod-security.kubernetes.io/enforce=restricted --overwrite 2>&1");
+  submit("hardened", "resources: {cpu: 100m, memory: 32Mi}, command: [sh, -c, 'id -u']");
+  bool ended = wait_until([&] { return phase("hardened") == "Succeeded" || phase("hardened") == "Failed"; }, 60s);
+  kubectl("label namespace batch pod-security.kubernetes.io/enforce- 2>&1");
+  ASSERT_TRUE(ended) << context("hardened");
+  ASSERT_EQ(phase("hardened"), "Succeeded") << context("hardened");
+  EXPECT_EQ(source_.ctl({"logs", "batch/hardened"}).out, "65534\n");
+}
+
+// The API server refuses the pod (a ResourceQuota that allows none): the
+// reason reaches the source, and the copy is not created again and again.
+TEST_F(RealNode, ACreateTheApiServerRefusesIsReportedWithItsReasonOnce) {
+  kubectl("create quota no-pods -n batch --hard=pods=0 2>&1");
   submit("refused", "resources: {cpu: 100m, memory: 32Mi}, command: [sh, -c, 'echo never']");
   bool ended = wait_until([&] { return phase("refused") == "Failed"; }, 60s);
-  kubectl("label namespace batch pod-security.kubernetes.io/enforce- 2>&1");
+  kubectl("delete quota no-pods -n batch 2>&1");
   ASSERT_TRUE(ended) << context("refused");
   std::string reason = status("refused").value("reason", "");
-  EXPECT_NE(reason.find("PodSecurity"), std::string::npos) << context("refused");
+  EXPECT_NE(reason.find("exceeded quota"), std::string::npos) << context("refused");
   EXPECT_EQ(epoch("refused"), 1) << context("refused");
   std::string log = east_.log();
   size_t refusals = 0;
-  for (size_t at = log.find("violates PodSecurity"); at != std::string::npos;
-       at = log.find("violates PodSecurity", at + 1)) {
+  for (size_t at = log.find("exceeded quota"); at != std::string::npos; at = log.find("exceeded quota", at + 1)) {
     ++refusals;
   }
   EXPECT_LE(refusals, 2u) << "a refused create is not retried:\n" << log;
+}
+
+// A Cluster whose pods tolerate the pool's taint lends that tainted node.
+class RealNodeTolerated : public RealNode {
+ protected:
+  void SetUp() override {
+    if (!real_node_dir().empty()) {
+      std::string bin = run_shell("bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh bin-dir 2>/dev/null");
+      while (!bin.empty() && bin.back() == '\n') bin.pop_back();
+      run_shell("timeout 60 " + bin + "/kubectl --kubeconfig " + real_node_dir() +
+                "/admin.kubeconfig taint nodes shoal-node shoal.dev/pool=lent:NoExecute --overwrite 2>&1");
+    }
+    RealNode::SetUp();
+  }
+  void TearDown() override {
+    RealNode::TearDown();
+    kubectl("taint nodes shoal-node shoal.dev/pool- 2>&1");
+  }
+  std::string east_extra() const override {
+    return "    tolerations: [{key: shoal.dev/pool, operator: Equal, value: lent, effect: NoExecute}]\n";
+  }
+};
+
+TEST_F(RealNodeTolerated, ATaintedNodeIsLentWhenTheClustersTolerationsNameItsTaint) {
+  std::string uid = submit("tolerant", "resources: {cpu: 100m, memory: 32Mi}, command: [sh, -c, 'echo tolerated']");
+  ASSERT_TRUE(wait_until([&] { return phase("tolerant") == "Succeeded"; }, 60s)) << context("tolerant");
+  EXPECT_EQ(status("tolerant").value("cluster", ""), "east");
+  EXPECT_EQ(source_.ctl({"logs", "batch/tolerant"}).out, "tolerated\n");
+  json pods = pods_of(uid);
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_EQ(pods[0]["spec"]["tolerations"][0].value("key", ""), "shoal.dev/pool") << pods[0]["spec"].dump(2);
 }
 
 // The node lost: its kubelet stops (its containers run on), the controller

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/manifest.h"
 #include "model/resources.h"
 
 namespace shoal::cluster::kubernetes {
@@ -54,9 +55,14 @@ struct KubeNode {
   model::Resources allocatable;  // cpu, memory, nvidia.com/gpu
   bool ready = false;            // condition Ready is True
   bool unschedulable = false;    // cordoned
-  bool tainted = false;          // a NoSchedule or NoExecute taint
-  // Whether new work may go there: Ready, not cordoned, not tainted away.
-  bool usable() const { return ready && !unschedulable && !tainted; }
+  // Its NoSchedule and NoExecute taints (those that keep pods away).
+  struct Taint {
+    std::string key, value, effect;
+  };
+  std::vector<Taint> taints;
+  // Whether new work carrying `tolerations` may go there: Ready, not
+  // cordoned, every taint that keeps pods away tolerated.
+  bool usable(const std::vector<model::Toleration>& tolerations = {}) const;
 };
 
 struct KubePod {

@@ -90,8 +90,11 @@ Result<KubeNode> node_from(const json& object, const std::string& where) {
   SHOAL_ASSIGN_OR_RETURN(const json* taints, array_at(*spec, "taints", where + ".spec"));
   for (const json& taint : *taints) {
     if (!taint.is_object()) return invalid_argument(where + ".spec.taints[]: expected an object");
-    SHOAL_ASSIGN_OR_RETURN(std::string effect, string_at(taint, "effect", where + ".spec.taints[]"));
-    if (effect == "NoSchedule" || effect == "NoExecute") node.tainted = true;
+    KubeNode::Taint read;
+    SHOAL_ASSIGN_OR_RETURN(read.effect, string_at(taint, "effect", where + ".spec.taints[]"));
+    SHOAL_ASSIGN_OR_RETURN(read.key, string_at(taint, "key", where + ".spec.taints[]"));
+    SHOAL_ASSIGN_OR_RETURN(read.value, string_at(taint, "value", where + ".spec.taints[]"));
+    if (read.effect == "NoSchedule" || read.effect == "NoExecute") node.taints.push_back(std::move(read));
   }
   SHOAL_ASSIGN_OR_RETURN(const json* status, object_at(object, "status", where));
   SHOAL_ASSIGN_OR_RETURN(node.allocatable, resources_at(*status, "allocatable", where + ".status"));
@@ -256,6 +259,15 @@ std::string kube_status_message(std::string_view body) {
   std::string start(body.substr(0, 200));
   std::replace(start.begin(), start.end(), '\n', ' ');
   return start;
+}
+
+bool KubeNode::usable(const std::vector<model::Toleration>& tolerations) const {
+  if (!ready || unschedulable) return false;
+  return std::all_of(taints.begin(), taints.end(), [&](const Taint& taint) {
+    return std::any_of(tolerations.begin(), tolerations.end(), [&](const model::Toleration& toleration) {
+      return toleration.tolerates(taint.key, taint.value, taint.effect);
+    });
+  });
 }
 
 }  // namespace shoal::cluster::kubernetes

@@ -199,6 +199,18 @@ std::string KubeRunner::pod_body(const LaunchRequest& request, int replica) cons
   if (!spec.command.empty()) container["command"] = spec.command;
   if (!spec.args.empty()) container["args"] = spec.args;
   if (!spec.working_dir.empty() && spec.working_dir[0] == '/') container["workingDir"] = spec.working_dir;
+  const model::KubernetesSpec& cluster = options_.spec;
+  json security = {{"runAsNonRoot", cluster.run_as_user != 0},
+                   {"runAsUser", cluster.run_as_user},
+                   {"runAsGroup", cluster.run_as_group},
+                   {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+  if (cluster.run_as_user != 0) {
+    container["securityContext"] = {{"allowPrivilegeEscalation", false}, {"capabilities", {{"drop", {"ALL"}}}}};
+  }
+  json annotations = json::object();
+  for (const auto& [key, value] : cluster.annotations) annotations[key] = value;
+  annotations["shoal.dev/key"] = request.key;
+  annotations["shoal.dev/source-cluster"] = request.source_cluster;
   auto grace = std::chrono::duration_cast<std::chrono::seconds>(spec.termination_grace + 999ms).count();
   json pod = {
       {"apiVersion", "v1"},
@@ -207,14 +219,27 @@ std::string KubeRunner::pod_body(const LaunchRequest& request, int replica) cons
        {{"name", pod_name(request.key, request.epoch, replica)},
         {"namespace", spec.namespace_name},
         {"labels", labels},
-        {"annotations", {{"shoal.dev/key", request.key}, {"shoal.dev/source-cluster", request.source_cluster}}}}},
+        {"annotations", annotations}}},
       {"spec",
        {{"nodeName", request.nodes.at(static_cast<size_t>(replica))},
         {"restartPolicy", "Never"},
         {"automountServiceAccountToken", false},
         {"enableServiceLinks", false},
         {"terminationGracePeriodSeconds", grace},
+        {"securityContext", security},
         {"containers", json::array({container})}}}};
+  if (!cluster.priority_class_name.empty()) pod["spec"]["priorityClassName"] = cluster.priority_class_name;
+  for (const std::string& secret : cluster.image_pull_secrets) {
+    pod["spec"]["imagePullSecrets"].push_back({{"name", secret}});
+  }
+  for (const model::Toleration& toleration : cluster.tolerations) {
+    json item = {{"operator", toleration.exists ? "Exists" : "Equal"}};
+    if (!toleration.key.empty()) item["key"] = toleration.key;
+    if (!toleration.value.empty()) item["value"] = toleration.value;
+    if (!toleration.effect.empty()) item["effect"] = toleration.effect;
+    if (toleration.seconds) item["tolerationSeconds"] = *toleration.seconds;
+    pod["spec"]["tolerations"].push_back(std::move(item));
+  }
   return pod.dump();
 }
 
@@ -489,12 +514,12 @@ std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const
     if (pod.node_name.empty() || pod.terminal() || ours.count(name)) continue;
     taken[pod.node_name] += pod.requests;
   }
-  // A node that may take no new work (cordoned, NotReady, tainted) or is
-  // gone counts as full.
+  // A node that may take no new work (cordoned, NotReady, tainted with
+  // what the pods do not tolerate) or is gone counts as full.
   for (const std::string& node : options_.node_names) {
     auto it = snapshot_.nodes.find(node);
     if (!snapshot_.nodes_listed) continue;
-    if (it == snapshot_.nodes.end() || !it->second.usable()) {
+    if (it == snapshot_.nodes.end() || !it->second.usable(options_.spec.tolerations)) {
       taken[node] = model::Resources{int64_t{1} << 50, int64_t{1} << 60, int64_t{1} << 30};
     }
   }

@@ -63,6 +63,20 @@ TEST(KubeApiTest, CordonedNotReadyOrTaintedNodesAreNotUsable) {
   node = parse_node_event(R"({"type":"MODIFIED","object":)" + tainted + "}");
   ASSERT_TRUE(node.is_ok()) << node.status().message();
   EXPECT_FALSE(node->node->usable());
+  // Tolerated, the NoExecute taint keeps nothing away (PreferNoSchedule never did).
+  auto toleration = [](std::string key, bool exists, std::string value, std::string effect) {
+    model::Toleration made;
+    made.key = std::move(key);
+    made.exists = exists;
+    made.value = std::move(value);
+    made.effect = std::move(effect);
+    return std::vector<model::Toleration>{made};
+  };
+  EXPECT_TRUE(node->node->usable(toleration("x", true, "", "")));
+  EXPECT_TRUE(node->node->usable(toleration("", true, "", "")));
+  EXPECT_FALSE(node->node->usable(toleration("x", false, "v", "")));
+  EXPECT_FALSE(node->node->usable(toleration("x", true, "", "NoSchedule")));
+  EXPECT_FALSE(node->node->usable(toleration("k", true, "", "")));
   std::string not_ready =
       with(std::string(kNode), R"("status":"True","type":"Ready")", R"("status":"Unknown","type":"Ready")");
   node = parse_node_event(R"({"type":"ADDED","object":)" + not_ready + "}");

@@ -320,6 +320,53 @@ TEST(ManifestTest, AKubernetesClusterNamesItsKubeconfigAndTakesItsNodesFromTheCl
             std::string::npos);
 }
 
+TEST(ManifestTest, AKubernetesClustersPodsCarryWhatTheManifestSaysAndPassRestrictedByDefault) {
+  const std::string head =
+      "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: k}\nspec:\n  backend: kubernetes\n"
+      "  kubernetes:\n    inCluster: true\n";
+  auto plain = parse_cluster(head);
+  ASSERT_TRUE(plain.is_ok() && plain->kubernetes) << plain.status().message();
+  EXPECT_EQ(plain->kubernetes->run_as_user, 65534) << "not root unless asked";
+  EXPECT_TRUE(plain->kubernetes->tolerations.empty());
+
+  auto full = parse_cluster(head +
+                            "    tolerations: [{key: pool, operator: Equal, value: gpu, effect: NoSchedule},\n"
+                            "                  {operator: Exists, effect: NoExecute, tolerationSeconds: 30}]\n"
+                            "    priorityClassName: batch-low\n    imagePullSecrets: [regcred]\n"
+                            "    annotations: {example.com/team: ml}\n"
+                            "    securityContext: {runAsUser: 1000, runAsGroup: 2000}\n");
+  ASSERT_TRUE(full.is_ok() && full->kubernetes) << full.status().message();
+  const KubernetesSpec& spec = *full->kubernetes;
+  ASSERT_EQ(spec.tolerations.size(), 2u);
+  EXPECT_TRUE(spec.tolerations[0].tolerates("pool", "gpu", "NoSchedule"));
+  EXPECT_FALSE(spec.tolerations[0].tolerates("pool", "cpu", "NoSchedule"));
+  EXPECT_TRUE(spec.tolerations[1].tolerates("anything", "", "NoExecute"));
+  EXPECT_FALSE(spec.tolerations[1].tolerates("anything", "", "NoSchedule"));
+  EXPECT_EQ(spec.tolerations[1].seconds, 30);
+  EXPECT_EQ(spec.priority_class_name, "batch-low");
+  EXPECT_EQ(spec.image_pull_secrets, std::vector<std::string>{"regcred"});
+  EXPECT_EQ(spec.annotations.at("example.com/team"), "ml");
+  EXPECT_EQ(spec.run_as_user, 1000);
+  EXPECT_EQ(spec.run_as_group, 2000);
+
+  for (auto [bad, field] : std::initializer_list<std::pair<std::string, std::string>>{
+           {"    tolerations: [{key: a, operator: Maybe}]\n", "spec.kubernetes.tolerations[0].operator"},
+           {"    tolerations: [{key: a, operator: Exists, value: b}]\n", "spec.kubernetes.tolerations[0].value"},
+           {"    tolerations: [{value: b}]\n", "spec.kubernetes.tolerations[0].key"},
+           {"    tolerations: [{key: a, effect: NoRun}]\n", "spec.kubernetes.tolerations[0].effect"},
+           {"    tolerations: [{key: a, tolerationSeconds: 5}]\n", "spec.kubernetes.tolerations[0].tolerationSeconds"},
+           {"    priorityClassName: Batch_Low\n", "spec.kubernetes.priorityClassName"},
+           {"    imagePullSecrets: [\"a b\"]\n", "spec.kubernetes.imagePullSecrets[0]"},
+           {"    annotations: {\"-x\": y}\n", "spec.kubernetes.annotations"},
+           {"    securityContext: {runAsUser: -1}\n", "spec.kubernetes.securityContext.runAsUser"},
+           {"    securityContext: {privileged: true}\n", "spec.kubernetes.securityContext.privileged"}}) {
+    auto refused = parse_cluster(head + bad);
+    ASSERT_FALSE(refused.is_ok()) << bad;
+    EXPECT_NE(refused.status().message().find(field), std::string::npos) << refused.status().message();
+    EXPECT_EQ(refused.status().message().find('\n'), std::string::npos) << refused.status().message();
+  }
+}
+
 TEST(ManifestTest, ASlurmClusterNamesItsEndpointAndTakesItsNodesFromSlurm) {
   const std::string head = "apiVersion: shoal.dev/v1\nkind: Cluster\nmetadata: {name: east}\nspec:\n";
   auto parsed = parse_cluster(head +
