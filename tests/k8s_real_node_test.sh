@@ -99,7 +99,9 @@ $(kubectl -n shoal-system logs shoal-0 2>&1 | tail -n 20)"
 [ "$(kubectl -n shoal-system exec shoal-0 -- id -u)" = 10001 ] || fail "the agent does not run as uid 10001"
 east_card=$(kubectl -n shoal-system exec shoal-0 -- shoalctl identity)
 [[ "$east_card" == *":tcp://east.example.org:7400" ]] || fail "the agent advertises $east_card"
-kubectl -n shoal-system logs shoal-0 | grep -q 'listening on tcp://\*:7400' || fail "the agent does not bind tcp://*:7400"
+# Whole outputs, then grep: under pipefail, `grep -q` ending early fails the pipe.
+agent_log=$(kubectl -n shoal-system logs shoal-0)
+grep -q 'listening on tcp://\*:7400' <<<"$agent_log" || fail "the agent does not bind tcp://*:7400"
 
 # The outside agent lives on the test host, beside the node; it reaches the
 # in-cluster agent through the peer Service, under the advertised name.
@@ -144,7 +146,8 @@ kubectl -n shoal-system delete pod shoal-0 --wait=true >/dev/null
 kubectl -n shoal-system wait --for=condition=Ready pod/shoal-0 --timeout=120s >/dev/null ||
   fail "the agent's pod did not come back"
 [ "$(kubectl -n shoal-system exec shoal-0 -- shoalctl identity)" = "$east_card" ] || fail "the identity changed"
-kubectl -n shoal-system exec shoal-0 -- shoalctl invite list | grep -q batch || fail "the invitation was lost"
+invitations=$(kubectl -n shoal-system exec shoal-0 -- shoalctl invite list)
+grep -q batch <<<"$invitations" || fail "the invitation was lost: $invitations"
 
 helm uninstall shoal --namespace shoal-system --wait >/dev/null
 kubectl -n shoal-system wait --for=delete pod/shoal-0 --timeout=60s >/dev/null 2>&1 || true
@@ -155,7 +158,8 @@ left=$(kubectl -n shoal-system get all -o name 2>/dev/null)
 kill -TERM "$west_pid" && wait "$west_pid" || true
 west_pid=""
 "$dev" down "$work/k" >/dev/null
-ip netns list | grep -q "$netns" && fail "network namespace $netns left behind"
+namespaces=$(ip netns list)
+grep -q "$netns" <<<"$namespaces" && fail "network namespace $netns left behind"
 left=$(pgrep -af "$work/" || true)
 [ -z "$left" ] || fail "processes left behind: $left"
 grep -q " $work/" /proc/self/mountinfo && fail "mounts left behind: $(grep " $work/" /proc/self/mountinfo)"
