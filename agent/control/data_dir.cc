@@ -15,9 +15,7 @@ std::string database_path(const std::string& d) { return d + "/state.db"; }
 std::string control_socket_path(const std::string& d) { return d + "/control.sock"; }
 std::string control_endpoint(const std::string& d) { return "ipc://" + control_socket_path(d); }
 
-Status validate_listen(const std::string& listen, const std::string& field) {
-  return crypto::validate_endpoint(listen, field);
-}
+namespace {
 
 bool is_wildcard_endpoint(const std::string& endpoint) {
   for (const char* wildcard : {"tcp://*:", "tcp://0.0.0.0:", "tcp://[::]:", "tcp://[*]:"}) {
@@ -33,6 +31,25 @@ Status validate_advertise(const std::string& advertise, const std::string& field
                             quoted_text(advertise) + " (it binds every address but names none)");
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Status validate_listen(const std::string& listen, const std::string& field) {
+  return crypto::validate_endpoint(listen, field);
+}
+
+Result<std::string> advertised_endpoint(const std::string& listen, const std::string& advertise,
+                                        const std::string& field) {
+  if (!advertise.empty()) {
+    SHOAL_RETURN_IF_ERROR(validate_advertise(advertise, field));
+    return advertise;
+  }
+  if (is_wildcard_endpoint(listen)) {
+    return invalid_argument(field + ": expected the endpoint peers dial, tcp://HOST:PORT (listen " + listen +
+                            " binds every address but names none)");
+  }
+  return listen;
 }
 
 Result<YAML::Node> load_agent_yaml(const std::string& data_dir) {
@@ -62,16 +79,14 @@ Result<AgentName> agent_name_of(const YAML::Node& node) {
   SHOAL_RETURN_IF_ERROR(validate_name(name.org, "agent.yaml org"));
   SHOAL_RETURN_IF_ERROR(required("listen", &name.listen));
   SHOAL_RETURN_IF_ERROR(validate_listen(name.listen, "agent.yaml listen"));
-  if (const YAML::Node advertise = node["advertise"]; advertise && !advertise.IsNull()) {
-    if (!advertise.IsScalar()) return invalid_argument("agent.yaml advertise: expected tcp://HOST:PORT");
-    name.advertise = advertise.Scalar();
-    SHOAL_RETURN_IF_ERROR(validate_advertise(name.advertise, "agent.yaml advertise"));
-  } else if (is_wildcard_endpoint(name.listen)) {
-    return invalid_argument("agent.yaml advertise: expected the endpoint peers dial, tcp://HOST:PORT (listen " +
-                            name.listen + " binds every address but names none)");
-  } else {
-    name.advertise = name.listen;
+  std::string advertise;
+  if (const YAML::Node given = node["advertise"]; given && !given.IsNull()) {
+    if (!given.IsScalar() || given.Scalar().empty()) {
+      return invalid_argument("agent.yaml advertise: expected tcp://HOST:PORT");
+    }
+    advertise = given.Scalar();
   }
+  SHOAL_ASSIGN_OR_RETURN(name.advertise, advertised_endpoint(name.listen, advertise, "agent.yaml advertise"));
   return name;
 }
 

@@ -40,10 +40,11 @@ Result<AgentName> read_agent_name(const std::string& data_dir);
 
 // Checks a listen endpoint is tcp://HOST:PORT with a port in 1..65535.
 Status validate_listen(const std::string& listen, const std::string& field);
-// Checks an endpoint peers can dial: as validate_listen, and not a wildcard
-// host (*, 0.0.0.0, [::]) that names no machine.
-Status validate_advertise(const std::string& advertise, const std::string& field);
-// Whether `listen` binds every address of this host (tcp://*:PORT and the like).
-bool is_wildcard_endpoint(const std::string& endpoint);
+// The endpoint peers dial: `advertise` when given, checked as validate_listen
+// and not a wildcard host (*, 0.0.0.0, [::]) that names no machine; else
+// `listen`, which must then name a host. `field` names the advertise in the
+// error.
+Result<std::string> advertised_endpoint(const std::string& listen, const std::string& advertise,
+                                        const std::string& field);
 
 }  // namespace shoal::control

@@ -40,18 +40,13 @@ Status init_agent(const InitOptions& options) {
   SHOAL_RETURN_IF_ERROR(model::validate_name(options.cluster, "--cluster"));
   SHOAL_RETURN_IF_ERROR(model::validate_name(options.org, "--org"));
   SHOAL_RETURN_IF_ERROR(validate_listen(options.listen, "--listen"));
-  if (!options.advertise.empty()) {
-    SHOAL_RETURN_IF_ERROR(control::validate_advertise(options.advertise, "--advertise"));
-  } else if (control::is_wildcard_endpoint(options.listen)) {
-    return invalid_argument("--advertise: expected the endpoint peers dial, tcp://HOST:PORT (--listen " +
-                            options.listen + " binds every address but names none)");
-  }
-  SHOAL_RETURN_IF_ERROR(crypto::initialize());
   AgentFile file;
+  SHOAL_ASSIGN_OR_RETURN(file.advertise,
+                         control::advertised_endpoint(options.listen, options.advertise, "--advertise"));
+  SHOAL_RETURN_IF_ERROR(crypto::initialize());
   file.cluster = options.cluster;
   file.org = options.org;
   file.listen = options.listen;
-  file.advertise = options.advertise.empty() ? options.listen : options.advertise;
   if (!options.cluster_config.empty()) {
     file.cluster_config = std::filesystem::absolute(options.cluster_config).string();
     SHOAL_RETURN_IF_ERROR(load_cluster_spec(file).status());
@@ -90,24 +85,15 @@ Status configure_agent(const ConfigureOptions& options) {
     return invalid_argument("--org: this agent's organization is \"" + file.org + "\", got \"" +
                             options.org + "\" (fixed at init)");
   }
+  // "": peers dial the listen address (an advertise that only repeated the
+  // old listen follows a new one).
+  std::string advertise = file.advertise == file.listen ? "" : file.advertise;
   if (options.listen) {
     SHOAL_RETURN_IF_ERROR(validate_listen(*options.listen, "--listen"));
-    // An advertise that only repeated the old listen follows it.
-    if (file.advertise == file.listen) file.advertise = *options.listen;
     file.listen = *options.listen;
   }
-  if (options.advertise) {
-    if (options.advertise->empty()) {
-      file.advertise = file.listen;
-    } else {
-      SHOAL_RETURN_IF_ERROR(control::validate_advertise(*options.advertise, "--advertise"));
-      file.advertise = *options.advertise;
-    }
-  }
-  if (control::is_wildcard_endpoint(file.advertise)) {
-    return invalid_argument("--advertise: expected the endpoint peers dial, tcp://HOST:PORT (listen " +
-                            file.listen + " binds every address but names none)");
-  }
+  if (options.advertise) advertise = *options.advertise;
+  SHOAL_ASSIGN_OR_RETURN(file.advertise, control::advertised_endpoint(file.listen, advertise, "--advertise"));
   if (options.metrics_listen) {
     if (!options.metrics_listen->empty()) {
       SHOAL_RETURN_IF_ERROR(validate_metrics_listen(*options.metrics_listen));

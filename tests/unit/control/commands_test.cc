@@ -1,4 +1,5 @@
 #include "agent/control/commands.h"
+#include "agent/control/data_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -130,6 +131,20 @@ TEST(ParseRequest, RefusesWhatIsNotJsonAndWhatNestsTooDeep) {
   auto refused = parse_request(bomb);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().message(), "control request: nested deeper than 64 levels");
+}
+
+// Peers dial what the agent advertises; a wildcard bind names no machine.
+TEST(AdvertisedEndpoint, IsTheAdvertiseElseAListenThatNamesAHost) {
+  EXPECT_EQ(*advertised_endpoint("tcp://*:7400", "tcp://east.example.org:7400", "--advertise"),
+            "tcp://east.example.org:7400");
+  EXPECT_EQ(*advertised_endpoint("tcp://10.0.0.5:7400", "", "--advertise"), "tcp://10.0.0.5:7400");
+  for (auto [listen, advertise] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"tcp://*:7400", ""}, {"tcp://0.0.0.0:7400", ""}, {"tcp://[::]:7400", ""},
+           {"tcp://*:7400", "tcp://0.0.0.0:7400"}, {"tcp://*:7400", "east:7400"}}) {
+    Result<std::string> refused = advertised_endpoint(listen, advertise, "--advertise");
+    ASSERT_FALSE(refused.is_ok()) << listen << " " << advertise;
+    EXPECT_EQ(refused.status().message().rfind("--advertise: expected", 0), 0u) << refused.status().message();
+  }
 }
 
 }  // namespace
