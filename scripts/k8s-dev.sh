@@ -21,7 +21,8 @@
 #       DIRs are two independent clusters. --real-node (root; one per
 #       machine) adds the node shoal-node, whose pods run as containers:
 #       the whole cluster then lives in a network namespace of its own,
-#       reached through `exec`.
+#       reached through `exec`. Its kubelet runs the static pods whose
+#       manifests are in DIR/node/manifests.
 #   scripts/k8s-dev.sh exec DIR -- COMMAND...
 #       runs COMMAND where the cluster's API server answers (the real
 #       node's network namespace, or here).

@@ -186,6 +186,10 @@ class Cluster {
   // What the backend can say about `key`'s work for `describe` (how limits
   // are enforced, where it runs); empty when nothing.
   virtual std::string describe(const std::string& key) const = 0;
+  // Why `key`'s launched work has not started yet, as the backend last saw
+  // it (an image that cannot be pulled, a config it cannot make); "" when
+  // it says nothing. What a start timeout reports with its end.
+  virtual std::string unstarted_reason(const std::string&) const { return ""; }
 
   // Ok while the backend can take new work; else why not (its manager
   // does not answer, say). The agent then refuses candidates with

@@ -38,6 +38,8 @@ class Runner {
   // How it runs `key`'s work, for people: the message of its Started event
   // (e.g. whether resource limits are enforced); "" when nothing is worth saying.
   virtual std::string describe(const std::string& key) const = 0;
+  // As Cluster::unstarted_reason.
+  virtual std::string unstarted_reason(const std::string&) const { return ""; }
   virtual Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                                     size_t max_bytes) const = 0;
   // Room on each node (by name) that work not this agent's holds, as the
@@ -121,6 +123,7 @@ class NodeCluster final : public Cluster {
   TimePoint next_event_at() const override;
   void forget(const std::string& key) override { runner_->forget(key); }
   std::string describe(const std::string& key) const override { return runner_->describe(key); }
+  std::string unstarted_reason(const std::string& key) const override { return runner_->unstarted_reason(key); }
   Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                             size_t max_bytes) const override {
     return runner_->read_log(key, replica, offset, max_bytes);

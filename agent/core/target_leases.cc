@@ -183,6 +183,8 @@ void TargetRole::give_up_unstarted() {
     // source waits its backoff before the next round.
     std::string why = "not started within its startTimeout of " +
                       format_duration(record.spec.start_timeout) + " at " + config_.cluster;
+    std::string waits_for = cluster_.unstarted_reason(cluster_key(key.first, key.second));
+    if (!waits_for.empty()) why += " (" + waits_for + ")";
     record_event(record.uid, "given up: " + why);
     fail_copy(reservation, protocol::CopyCondition::kStartTimeout, "StartTimeout: " + why, now);
   }

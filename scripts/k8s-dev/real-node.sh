@@ -210,7 +210,9 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 serializeImagePulls: false
 maxPods: 110
+staticPodPath: $node/manifests
 EOF
+  mkdir -p "$node/manifests"
   start_kubelet "$bin"
 
   # Services: kube-proxy's rules, in the test host only.

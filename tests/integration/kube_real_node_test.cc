@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -250,6 +251,152 @@ TEST_F(RealNode, ACreateTheApiServerRefusesIsReportedWithItsReasonOnce) {
     ++refusals;
   }
   EXPECT_LE(refusals, 2u) << "a refused create is not retried:\n" << log;
+}
+
+// A pod of the cluster's own (not the agent's), bound by kube-scheduler to
+// the real node: `cpu` requested, sleeping.
+std::string local_pod(const std::string& name, const std::string& cpu, const std::string& priority_class = "") {
+  return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + ", namespace: default}\nspec:\n" +
+         (priority_class.empty() ? "" : "  priorityClassName: " + priority_class + "\n") +
+         "  nodeSelector: {kubernetes.io/hostname: shoal-node}\n  terminationGracePeriodSeconds: 0\n"
+         "  containers:\n  - {name: main, image: busybox:1.36, imagePullPolicy: Never, command: [sleep, \"600\"],\n"
+         "     resources: {requests: {cpu: " + cpu + ", memory: 16Mi}}}\n";
+}
+
+// "1500m" or "2" as millicores; -1 for anything else.
+int64_t millicores(const std::string& cpu) {
+  if (cpu.empty()) return -1;
+  char* end = nullptr;
+  double value = std::strtod(cpu.c_str(), &end);
+  if (std::string(end) == "m") return static_cast<int64_t>(value);
+  if (*end == '\0') return static_cast<int64_t>(value * 1000);
+  return -1;
+}
+
+// The image cannot be had (no registry answers in the test host): the pod
+// waits in ErrImagePull / ImagePullBackOff; east gives it up after its
+// startTimeout, saying why, and the source places it again at north.
+TEST_F(RealNode, APodWhoseImageCannotBePulledIsGivenUpAfterStartTimeoutWithTheKubeletsReason) {
+  std::string uid = submit("unpullable", "image: registry.invalid/shoal/none:1, startTimeout: 12s, " +
+                                             runs_until_ended());
+  ASSERT_TRUE(wait_until([&] { return !pod_of(uid, 1).empty(); }, 30s)) << context("unpullable");
+  EXPECT_EQ(status("unpullable").value("cluster", ""), "east") << context("unpullable");
+  invite_north();
+  ASSERT_TRUE(wait_until([&] {
+    return status("unpullable").value("cluster", "") == "north" && phase("unpullable") == "Running";
+  }, 90s)) << context("unpullable");
+  EXPECT_EQ(epoch("unpullable"), 2);
+  EXPECT_EQ(status("unpullable").value("disruptions", 0), 1) << context("unpullable");
+  bool why = false;
+  json described = describe("unpullable");
+  for (const json& event : described["events"]) {
+    std::string text = event.value("text", "");
+    why = why || (text.find("StartTimeout") != std::string::npos &&
+                  (text.find("ErrImagePull") != std::string::npos || text.find("ImagePullBackOff") != std::string::npos));
+  }
+  EXPECT_TRUE(why) << "the kubelet's reason is not shown at the source:\n" << context("unpullable");
+  EXPECT_TRUE(wait_until([&] { return pod_of(uid, 1).empty(); }, 30s)) << "east's pod is left behind";
+}
+
+// The kubelet refuses the agent's pod at admission: while the kubelet was
+// away, the agent bound its pod to the node and a static pod took the
+// room; the kubelet, back, admits its static pod first and fails the
+// agent's (OutOfcpu). The copy never ran: an eviction, placed again.
+TEST_F(RealNode, AKubeletsAdmissionRefusalIsPlacedAgain) {
+  std::string node = "bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh node " + real_node_dir();
+  std::string manifest = real_node_dir() + "/node/manifests/local-static.yaml";
+  struct Cleanup {
+    std::string manifest, node;
+    ~Cleanup() {
+      std::filesystem::remove(manifest);
+      run_shell(node + " start 2>&1");
+    }
+  } cleanup{manifest, node};
+  ASSERT_EQ(run_shell(node + " stop 2>&1"), "");
+  // The node stays Ready for the controller's grace period (16 s): the
+  // agent still lends it.
+  std::string uid = submit("refused", "resources: {cpu: \"1\", memory: 32Mi}, command: [sleep, \"600\"]");
+  ASSERT_TRUE(wait_until([&] { return !pod_of(uid, 1).empty(); }, 10s)) << context("refused");
+  std::ofstream(manifest) << local_pod("local-static", "1500m");
+  ASSERT_EQ(run_shell(node + " start 2>&1"), "");
+  invite_north();
+  expect_placed_again_after("refused", "Evicted");
+  bool admission = false;
+  json described = describe("refused");
+  for (const json& event : described["events"]) admission |= event.value("text", "").find("OutOfcpu") != std::string::npos;
+  EXPECT_TRUE(admission) << "not the kubelet's refusal:\n" << context("refused");
+  std::filesystem::remove(manifest);
+  EXPECT_TRUE(wait_until([&] { return kubectl("get pods -n default -o name 2>&1").find("local-static") == std::string::npos; },
+                         60s));
+}
+
+// kube-scheduler places the cluster's own pods beside the agent's, each
+// counting what the other bound: a local pod that does not fit beside the
+// agent's waits (Unschedulable), and runs once the agent's copy is gone;
+// the agent lends only the room the local pod leaves.
+TEST_F(RealNode, KubeSchedulerAndTheAgentNeverOverCommitTheNode) {
+  std::string uid = submit("big", "resources: {cpu: 1500m, memory: 32Mi}, terminationGracePeriod: 1s, "
+                                  "command: [sleep, \"600\"]");
+  await_running_at_east("big");
+  std::string pod = dir_.path() + "/local.yaml";
+  std::ofstream(pod) << local_pod("local", "1200m");
+  ASSERT_NE(kubectl("apply -f " + pod + " 2>&1").find("created"), std::string::npos);
+  struct Cleanup {
+    std::string command;
+    ~Cleanup() { run_shell(command); }
+  } cleanup{kubectl_ + " delete pod -n default local --grace-period=0 --force 2>&1"};
+  std::string jsonpath = "-o jsonpath='{.status.conditions[?(@.type==\"PodScheduled\")].reason}'";
+  ASSERT_TRUE(wait_until([&] { return kubectl("get pod -n default local " + jsonpath + " 2>&1") == "Unschedulable"; },
+                         30s))
+      << kubectl("describe pod -n default local 2>&1");
+  EXPECT_EQ(phase("big"), "Running");
+  EXPECT_EQ(epoch("big"), 1);
+
+  ASSERT_EQ(source_.ctl({"delete", "workload", "batch/big"}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] {
+    return kubectl("get pod -n default local -o jsonpath='{.status.phase}' 2>&1") == "Running";
+  }, 60s)) << kubectl("describe pod -n default local 2>&1");
+  // The scheduler counts a pod until its containers have ended (it is
+  // then terminal, or gone).
+  for (const json& left : pods_of(uid)) {
+    std::string left_phase = left["status"].value("phase", "");
+    EXPECT_TRUE(left_phase == "Succeeded" || left_phase == "Failed")
+        << "the local pod runs beside the agent's, which is " << left_phase;
+  }
+
+  // East now lends what the local pod leaves (less than a core): a
+  // workload of a core goes to north.
+  ASSERT_TRUE(wait_until([&] {
+    int64_t free = millicores(advertised_free_cpu(source_, "east", "batch"));
+    return free >= 0 && free < 1000;
+  }, 30s)) << advertised_free_cpu(source_, "east", "batch");
+  std::string second = submit("beside", "resources: {cpu: \"1\", memory: 32Mi}, command: [sleep, \"600\"]");
+  ASSERT_TRUE(wait_until([&] { return phase("beside") == "Running"; }, 60s)) << context("beside");
+  EXPECT_EQ(status("beside").value("cluster", ""), "north") << context("beside");
+  EXPECT_EQ(epoch("beside"), 1);
+}
+
+// kube-scheduler preempts the agent's pod for a local pod of higher
+// priority (DisruptionTarget PreemptionByScheduler): a preemption, placed
+// again; the local pod runs once the agent's has ended.
+TEST_F(RealNode, KubeSchedulersPreemptionIsPlacedAgain) {
+  kubectl("create priorityclass shoal-test-urgent --value=1000000 2>&1");
+  struct Cleanup {
+    std::string kubectl;
+    ~Cleanup() {
+      run_shell(kubectl + " delete pod -n default urgent --grace-period=0 --force 2>&1");
+      run_shell(kubectl + " delete priorityclass shoal-test-urgent 2>&1");
+    }
+  } cleanup{kubectl_};
+  submit("preempted", "resources: {cpu: 1500m, memory: 32Mi}, terminationGracePeriod: 2s, command: [sleep, \"600\"]");
+  await_running_at_east("preempted");
+  std::string pod = dir_.path() + "/urgent.yaml";
+  std::ofstream(pod) << local_pod("urgent", "1200m", "shoal-test-urgent");
+  ASSERT_NE(kubectl("apply -f " + pod + " 2>&1").find("created"), std::string::npos);
+  expect_placed_again_after("preempted", "Preempted");
+  EXPECT_TRUE(wait_until([&] {
+    return kubectl("get pod -n default urgent -o jsonpath='{.status.phase}' 2>&1") == "Running";
+  }, 60s)) << kubectl("describe pod -n default urgent 2>&1");
 }
 
 // A Cluster whose pods tolerate the pool's taint lends that tainted node.

@@ -364,11 +364,13 @@ TEST_F(SlurmBackend, AJobItsPartitionKeepsPendingIsCancelledAfterStartTimeoutAnd
   EXPECT_EQ(described["status"]["cluster"], "west");
   EXPECT_EQ(described["status"]["disruptions"], 1);
   EXPECT_EQ(described["status"]["restarts"], 0);
-  bool told = false;
+  bool told = false, why = false;
   for (const auto& event : described["events"]) {
     told |= event["text"].get<std::string>().find("StartTimeout at east") != std::string::npos;
+    why |= event["text"].get<std::string>().find("pending: PartitionDown") != std::string::npos;
   }
   EXPECT_TRUE(told) << described["events"].dump(2);
+  EXPECT_TRUE(why) << "Slurm's reason for keeping it pending is not shown:\n" << described["events"].dump(2);
   std::vector<slurm::SlurmJob> jobs = jobs_of("/" + uid);
   ASSERT_EQ(jobs.size(), 1u) << "one job at Slurm, cancelled while pending";
   EXPECT_EQ(jobs[0].state, "CANCELLED");

@@ -83,6 +83,9 @@ struct KubePod {
   // condition's reason: EvictionByEvictionAPI, DeletionByTaintManager,
   // PreemptionByScheduler, DeletionByPodGC, TerminationByKubelet); "" if not.
   std::string disruption;
+  // Why its first waiting container has not started, as the kubelet says
+  // ("ErrImagePull: ...", "CreateContainerConfigError: ..."); "" if none waits.
+  std::string waiting;
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 

@@ -158,6 +158,15 @@ Result<KubePod> pod_from(const json& object, const std::string& where) {
   for (const json& container : *statuses) {
     if (!container.is_object()) return invalid_argument(where + ".status.containerStatuses[]: expected an object");
     SHOAL_ASSIGN_OR_RETURN(const json* state, object_at(container, "state", where + ".status.containerStatuses[]"));
+    SHOAL_ASSIGN_OR_RETURN(const json* waiting,
+                           object_at(*state, "waiting", where + ".status.containerStatuses[].state"));
+    if (!waiting->empty() && pod.waiting.empty()) {
+      SHOAL_ASSIGN_OR_RETURN(pod.waiting,
+                             string_at(*waiting, "reason", where + ".status.containerStatuses[].state.waiting"));
+      SHOAL_ASSIGN_OR_RETURN(std::string message,
+                             string_at(*waiting, "message", where + ".status.containerStatuses[].state.waiting"));
+      if (!pod.waiting.empty() && !message.empty()) pod.waiting += ": " + message;
+    }
     SHOAL_ASSIGN_OR_RETURN(const json* terminated,
                            object_at(*state, "terminated", where + ".status.containerStatuses[].state"));
     if (terminated->empty()) continue;

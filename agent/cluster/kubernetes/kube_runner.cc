@@ -29,6 +29,9 @@ constexpr auto kLogFreshFor = 1s;
 constexpr auto kLogKeptFor = 60s;
 constexpr int64_t kLogTailReadBytes = int64_t{4} << 20;
 
+// How much of a kubelet's message a reason carries.
+constexpr size_t kReasonBytes = 400;
+
 constexpr const char* kClusterLabel = "shoal.dev/cluster";
 
 // The first 16 hex digits of sha256(key): names a copy in a pod name, a
@@ -440,6 +443,25 @@ std::string KubeRunner::describe(const std::string& key) const {
   std::string pods;
   for (const std::string& pod : it->second.pods) pods += (pods.empty() ? "" : ", ") + pod;
   return "pod " + pods + " in namespace " + it->second.namespace_name + ", bound by the agent to its node";
+}
+
+std::string KubeRunner::unstarted_reason(const std::string& key) const {
+  auto it = runs_.find(key);
+  if (it == runs_.end()) return "";
+  std::lock_guard lock(mutex_);
+  for (const std::string& pod : it->second.pods) {
+    auto seen = snapshot_.pods.find(it->second.namespace_name + "/" + pod);
+    if (seen == snapshot_.pods.end() || seen->second.waiting.empty()) continue;
+    // Kept short for the copy's end reason: cut at a character's start.
+    std::string waiting = seen->second.waiting;
+    if (waiting.size() > kReasonBytes) {
+      size_t cut = kReasonBytes;
+      while (cut > 0 && (static_cast<unsigned char>(waiting[cut]) & 0xC0) == 0x80) --cut;
+      waiting = waiting.substr(0, cut) + "...";
+    }
+    return "pod " + pod + ": " + waiting;
+  }
+  return "";
 }
 
 Result<LogChunk> KubeRunner::read_log(const std::string& key, int replica, int64_t offset,

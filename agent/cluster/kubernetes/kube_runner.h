@@ -80,6 +80,8 @@ class KubeRunner final : public Runner {
   TimePoint next_event_at() const override;
   void forget(const std::string& key) override;
   std::string describe(const std::string& key) const override;
+  // The first of its pods that waits: "pod NAME: REASON: MESSAGE".
+  std::string unstarted_reason(const std::string& key) const override;
   Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                             size_t max_bytes) const override;
   std::map<std::string, model::Resources> room_taken_by_others() const override;

@@ -777,4 +777,15 @@ std::string SlurmRunner::describe(const std::string&) const {
          "; Slurm enforces cpu and memory as it is configured to";
 }
 
+std::string SlurmRunner::unstarted_reason(const std::string& key) const {
+  auto run = runs_.find(key);
+  if (run == runs_.end()) return "";
+  std::lock_guard lock(mutex_);
+  auto id = snapshot_.job_of.find({key, run->second.epoch});
+  if (id == snapshot_.job_of.end()) return "";
+  const SlurmJob& job = snapshot_.jobs.at(id->second);
+  if (job.state != "PENDING" || job.state_reason.empty() || job.state_reason == "None") return "";
+  return "Slurm job " + std::to_string(job.job_id) + " pending: " + job.state_reason;
+}
+
 }  // namespace shoal::cluster::slurm

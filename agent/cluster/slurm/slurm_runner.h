@@ -86,6 +86,8 @@ class SlurmRunner final : public Runner {
   TimePoint next_event_at() const override;
   void forget(const std::string& key) override;
   std::string describe(const std::string& key) const override;
+  // A pending job's Slurm reason: "Slurm job N pending: Resources".
+  std::string unstarted_reason(const std::string& key) const override;
   Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                             size_t max_bytes) const override;
   std::map<std::string, model::Resources> room_taken_by_others() const override;

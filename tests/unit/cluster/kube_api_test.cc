@@ -137,6 +137,28 @@ TEST(KubeApiTest, ADisruptionTargetAndADeletionAreRead) {
   EXPECT_FALSE(plain->pod->deleting);
 }
 
+// Why a pod has not started: its first waiting container's reason and
+// message, as the kubelet writes them; none while every container runs.
+TEST(KubeApiTest, AWaitingContainersReasonIsRead) {
+  std::string pulling = with(std::string(kFailedPod), R"({"terminated":{"exitCode":3,"reason":"Error"}})",
+                             R"({"waiting":{"reason":"ErrImagePull","message":"failed to pull \"x\""}})");
+  pulling = with(pulling, R"("phase":"Failed")", R"("phase":"Pending")");
+  auto event = parse_pod_event(R"({"type":"MODIFIED","object":)" + pulling + "}");
+  ASSERT_TRUE(event.is_ok()) << event.status().message();
+  EXPECT_EQ(event->pod->waiting, "ErrImagePull: failed to pull \"x\"");
+  EXPECT_EQ(event->pod->exit_code, 0);
+
+  auto ended = parse_pod_event(R"({"type":"MODIFIED","object":)" + std::string(kFailedPod) + "}");
+  ASSERT_TRUE(ended.is_ok()) << ended.status().message();
+  EXPECT_EQ(ended->pod->waiting, "");
+
+  std::string bad = with(pulling, R"("reason":"ErrImagePull")", R"("reason":7)");
+  auto refused = parse_pod_event(R"({"type":"MODIFIED","object":)" + bad + "}");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("state.waiting.reason"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(KubeApiTest, BookmarksAndTheGoneErrorAreEventsToo) {
   auto bookmark = parse_pod_event(R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"12"}}})");
   ASSERT_TRUE(bookmark.is_ok()) << bookmark.status().message();

@@ -681,6 +681,7 @@ class NeverStartsRunner final : public cluster::Runner {
   TimePoint next_event_at() const override { return TimePoint::max(); }
   void forget(const std::string&) override {}
   std::string describe(const std::string&) const override { return ""; }
+  std::string unstarted_reason(const std::string&) const override { return "ReqNodeNotAvail"; }
   Result<cluster::LogChunk> read_log(const std::string&, int, int64_t, size_t) const override {
     return not_found("none");
   }
@@ -736,6 +737,8 @@ TEST(LifecycleTest, ACopyNotStartedWithinItsStartTimeoutIsPlacedAgainElsewhere) 
   EXPECT_EQ(record->disruptions, 1);
   EXPECT_EQ(record->restarts, 0);
   EXPECT_TRUE(event_contains(*f.source, uid, "Failed at east: StartTimeout"));
+  // Why it waited there, as east's backend said, reaches the source.
+  EXPECT_TRUE(event_contains(*f.source, uid, "at east (ReqNodeNotAvail)"));
   EXPECT_TRUE(event_contains(*f.source, uid, "not placed there again"));
   // East stopped its pending job before the source placed the work again.
   const std::string key = f.source->id + "/" + uid;
