@@ -399,6 +399,52 @@ TEST_F(RealNode, KubeSchedulersPreemptionIsPlacedAgain) {
   }, 60s)) << kubectl("describe pod -n default urgent 2>&1");
 }
 
+// A pod that Succeeded and was deleted (an operator's cleanup, the pod
+// garbage collector) before the agent looked: it ended as it says, and
+// is not placed again. East is frozen meanwhile, so the watch brings both
+// changes together when it thaws.
+TEST_F(RealNode, APodDeletedAfterItSucceededIsASuccessNotAnEviction) {
+  std::string uid = submit("finished", "resources: {cpu: 100m, memory: 32Mi}, command: [sleep, \"3\"]");
+  await_running_at_east("finished");
+  std::string pod = pod_of(uid, 1);
+  ASSERT_FALSE(pod.empty());
+  east_.pause();
+  bool succeeded = wait_until([&] {
+    return kubectl("get pod -n batch " + pod + " -o jsonpath='{.status.phase}' 2>&1") == "Succeeded";
+  }, 30s);
+  std::string deleted = kubectl("delete pod -n batch " + pod + " --wait=true --timeout=30s 2>&1");
+  east_.resume();
+  ASSERT_TRUE(succeeded) << kubectl("describe pod -n batch " + pod + " 2>&1");
+  ASSERT_NE(deleted.find("deleted"), std::string::npos) << deleted;
+  ASSERT_TRUE(wait_until([&] { return phase("finished") == "Succeeded" || epoch("finished") > 1; }, 60s))
+      << context("finished");
+  EXPECT_EQ(phase("finished"), "Succeeded") << context("finished");
+  EXPECT_EQ(epoch("finished"), 1) << "run twice:\n" << context("finished");
+  EXPECT_EQ(status("finished").value("disruptions", 0), 0) << context("finished");
+}
+
+// The node deleted while its kubelet is away: the pod garbage collector
+// marks the pod Failed (DisruptionTarget DeletionByPodGC) and removes it:
+// a node failure, placed again. The kubelet, back, registers the node
+// again and stops the orphaned container.
+TEST_F(RealNode, APodTheGarbageCollectorRemovesWithItsNodeIsANodeFailurePlacedAgain) {
+  std::string node = "bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh node " + real_node_dir();
+  struct Cleanup {
+    std::string node, kubectl;
+    ~Cleanup() {
+      run_shell(node + " start 2>&1");
+      run_shell(kubectl + " wait node/shoal-node --for=condition=Ready --timeout=60s 2>&1");
+    }
+  } cleanup{node, kubectl_};
+  std::string uid = submit("orphaned", runs_until_ended());
+  await_running_at_east("orphaned");
+  ASSERT_EQ(run_shell(node + " stop 2>&1"), "");
+  ASSERT_NE(kubectl("delete node shoal-node 2>&1").find("deleted"), std::string::npos);
+  // The collector waits 40 s (its quarantine) before it removes the pod.
+  expect_placed_again_after("orphaned", "NodeFailed");
+  EXPECT_TRUE(pod_of(uid, 1).empty()) << pods_of(uid).dump(2);
+}
+
 // A Cluster whose pods tolerate the pool's taint lends that tainted node.
 class RealNodeTolerated : public RealNode {
  protected:

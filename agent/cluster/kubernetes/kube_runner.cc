@@ -32,8 +32,6 @@ constexpr int64_t kLogTailReadBytes = int64_t{4} << 20;
 // How much of a kubelet's message a reason carries.
 constexpr size_t kReasonBytes = 400;
 
-constexpr const char* kClusterLabel = "shoal.dev/cluster";
-
 // The first 16 hex digits of sha256(key): names a copy in a pod name, a
 // label value and a marker file, whatever bytes the key holds.
 std::string key_hash(const std::string& key) {
@@ -85,6 +83,11 @@ EndCause cause_of(const KubePod& pod) {
 }
 
 }  // namespace
+
+bool KubeRunner::ours(const KubePod& pod) const {
+  auto cluster = pod.labels.find(kClusterLabel);
+  return cluster != pod.labels.end() && cluster->second == options_.cluster_name;
+}
 
 std::string label_selector(const model::Labels& labels) {
   std::string selector;
@@ -290,11 +293,7 @@ bool KubeRunner::stop(const std::string& key, Duration grace) {
     const std::string copy = key_hash(key);
     for (const auto& [name, pod] : snapshot_.pods) {
       auto label = pod.labels.find("shoal.dev/copy");
-      auto cluster = pod.labels.find(kClusterLabel);
-      if (label == pod.labels.end() || label->second != copy || cluster == pod.labels.end() ||
-          cluster->second != options_.cluster_name || pod.terminal()) {
-        continue;
-      }
+      if (label == pod.labels.end() || label->second != copy || !ours(pod) || pod.terminal()) continue;
       stopped.namespace_name = pod.namespace_name;
       stopped.pods.push_back(pod.name);
     }
@@ -317,27 +316,32 @@ std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& 
   for (size_t i = 0; i < run.pods.size(); ++i) {
     std::string full = run.namespace_name + "/" + run.pods[i];
     auto pod = seen.pods.find(full);
-    if (pod == seen.pods.end()) {
+    auto gone = run.gone.find(i);
+    const KubePod* found = pod != seen.pods.end() ? &pod->second : nullptr;
+    // Deleted once it had ended: it ended as it says.
+    if (!found && gone != run.gone.end() && gone->second.terminal()) found = &gone->second;
+    if (!found) {
       if (auto refused = seen.refused.find(full); refused != seen.refused.end()) {
         *finished = true;
         return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
                              "the API server refused pod " + run.pods[i] + ": " + refused->second};
       }
-      if (run.seen[i] || (run.created_before && !seen.created.count(full))) {
+      if (gone != run.gone.end() || run.seen[i] || (run.created_before && !seen.created.count(full))) {
         // Gone: deleted behind our back (or while the agent was down).
         *finished = true;
-        if (!run.seen[i]) {
+        if (gone == run.gone.end() && !run.seen[i]) {
           return WorkloadEvent{key, WorkloadEventKind::kLost, now, 0,
                                "pod " + run.pods[i] + " is gone; it is not created twice"};
         }
         return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
-                             "pod " + run.pods[i] + " was deleted at the cluster", EndCause::kEvicted};
+                             "pod " + run.pods[i] + " was deleted at the cluster",
+                             gone != run.gone.end() ? cause_of(gone->second) : EndCause::kEvicted};
       }
       all_running = all_succeeded = false;  // not created yet
       continue;
     }
     run.seen[i] = true;
-    const KubePod& p = pod->second;
+    const KubePod& p = *found;
     // A pod deleted behind the agent's back stays Running while its
     // containers may (its grace period; a node lost, whose kubelet never
     // confirms): its room stays held and its end waits for the kubelet's
@@ -383,6 +387,17 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
   std::vector<WorkloadEvent> events;
   std::vector<std::string> ended;
   std::lock_guard lock(mutex_);
+  // The last word of each of our pods deleted since the last look, kept
+  // with its run; those of no run (a copy stopped or forgotten) go.
+  if (!snapshot_.gone.empty()) {
+    for (auto& [key, run] : runs_) {
+      for (size_t i = 0; i < run.pods.size(); ++i) {
+        auto gone = snapshot_.gone.find(run.namespace_name + "/" + run.pods[i]);
+        if (gone != snapshot_.gone.end()) run.gone[i] = std::move(gone->second);
+      }
+    }
+    snapshot_.gone.clear();
+  }
   for (auto& [key, run] : runs_) {
     bool finished = false;
     if (auto event = event_for(key, run, snapshot_, now, &finished)) events.push_back(std::move(*event));

@@ -128,6 +128,11 @@ class KubeRunner final : public Runner {
     std::map<std::string, KubeNode> nodes;  // by name
     std::set<std::string> created;          // our pods the server took (or had)
     std::map<std::string, std::string> refused;  // our pods the server refused, why
+    // Our pods the watch saw deleted, as they were last: a pod that
+    // Succeeded or Failed and was deleted before the loop looked (the pod
+    // garbage collector, an operator's cleanup) ended as it says, not by
+    // its deletion. The loop takes them into its runs at each observe.
+    std::map<std::string, KubePod> gone;
   };
   // A copy the loop launched.
   struct Run {
@@ -136,6 +141,7 @@ class KubeRunner final : public Runner {
     std::vector<std::string> pods;  // one per replica
     bool created_before = false;    // its marker existed at launch: never create again
     std::vector<bool> seen;         // per replica: its pod was in a snapshot once
+    std::map<size_t, KubePod> gone;  // per replica: its pod as last seen, once deleted
     bool start_reported = false;
   };
   // The pods of one copy that the loop no longer runs.
@@ -158,6 +164,9 @@ class KubeRunner final : public Runner {
   };
   // Lists `collection`, then watches it from the list's resourceVersion,
   // for as long as the runner lives; lists again after an error.
+  static constexpr const char* kClusterLabel = "shoal.dev/cluster";
+  // Whether `pod` is one of this agent's (labelled with its cluster).
+  bool ours(const KubePod& pod) const;
   void list_and_watch(const Collection& collection);
   void watch_pods();
   void watch_nodes();

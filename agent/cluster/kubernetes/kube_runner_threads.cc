@@ -98,6 +98,7 @@ void KubeRunner::watch_pods() {
            std::string name = event.pod->namespace_name + "/" + event.pod->name;
            if (event.type == KubeEvent::Type::kDeleted) {
              snapshot_.pods.erase(name);
+             if (ours(*event.pod)) snapshot_.gone[name] = std::move(*event.pod);
            } else {
              snapshot_.pods[name] = std::move(*event.pod);
            }
