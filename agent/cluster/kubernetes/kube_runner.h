@@ -162,11 +162,11 @@ class KubeRunner final : public Runner {
     std::function<Result<std::string>(std::string_view)> take_event;
     Status Snapshot::*reachable;  // how the last list or watch went
   };
-  // Lists `collection`, then watches it from the list's resourceVersion,
-  // for as long as the runner lives; lists again after an error.
   static constexpr const char* kClusterLabel = "shoal.dev/cluster";
   // Whether `pod` is one of this agent's (labelled with its cluster).
   bool ours(const KubePod& pod) const;
+  // Lists `collection`, then watches it from the list's resourceVersion,
+  // for as long as the runner lives; lists again after an error.
   void list_and_watch(const Collection& collection);
   void watch_pods();
   void watch_nodes();
