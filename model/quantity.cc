@@ -12,27 +12,39 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 enum class Scaled { kExact, kOverflow, kTooPrecise };
 
-// mantissa * 10^exponent into *out. A value finer than one unit is refused
-// rather than rounded: Kubernetes rounds cpu 0.0001 up to 1m, and a quota
-// that silently differs from what was written is worse than an error.
-Scaled scale(__int128 mantissa, int exponent, int64_t* out) {
+// mantissa * 10^exponent into *out; a value finer than one unit is
+// kTooPrecise, or rounded up under Rounding::kUp.
+Scaled scale(__int128 mantissa, int exponent, Rounding rounding, int64_t* out) {
   __int128 value = mantissa;
   for (; exponent > 0; --exponent) {
     value *= 10;
     if (value > kMax) return Scaled::kOverflow;
   }
-  for (; exponent < 0; ++exponent) {
-    if (value % 10 != 0) return Scaled::kTooPrecise;
+  bool dropped = false;
+  for (; exponent < 0 && value != 0; ++exponent) {
+    dropped = dropped || value % 10 != 0;
     value /= 10;
+  }
+  if (dropped) {
+    if (rounding == Rounding::kExact) return Scaled::kTooPrecise;
+    ++value;
   }
   if (value > kMax) return Scaled::kOverflow;
   *out = static_cast<int64_t>(value);
   return Scaled::kExact;
 }
 
+// Thousandths as whole units, refused or rounded up when there is a rest.
+Result<int64_t> whole(int64_t milli, Rounding rounding, const std::string& expected, std::string_view text,
+                      std::string_view field) {
+  if (milli % 1000 == 0) return milli / 1000;
+  if (rounding == Rounding::kUp) return milli / 1000 + 1;
+  return invalid_argument(std::string(field) + ": expected " + expected + ", got " + quoted_text(text));
+}
+
 }  // namespace
 
-Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view field) {
+Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view field, Rounding rounding) {
   auto fail = [&]() -> Status {
     return invalid_argument(std::string(field) +
                             ": expected a quantity like \"500m\", \"4\" or \"4Gi\", got " + quoted_text(text));
@@ -100,7 +112,7 @@ Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view fie
   mantissa *= binary_multiplier;
   if (mantissa > static_cast<__int128>(kMax) * 1000) return fail();
   int64_t out = 0;
-  switch (scale(mantissa, exponent, &out)) {
+  switch (scale(mantissa, exponent, rounding, &out)) {
     case Scaled::kExact: return out;
     case Scaled::kOverflow: return fail();
     case Scaled::kTooPrecise: break;
@@ -109,24 +121,18 @@ Result<int64_t> parse_quantity_milli(std::string_view text, std::string_view fie
                           quoted_text(text));
 }
 
-Result<int64_t> parse_cpu_milli(std::string_view text, std::string_view field) {
-  return parse_quantity_milli(text, field);
+Result<int64_t> parse_cpu_milli(std::string_view text, std::string_view field, Rounding rounding) {
+  return parse_quantity_milli(text, field, rounding);
 }
 
-Result<int64_t> parse_memory_bytes(std::string_view text, std::string_view field) {
-  SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field));
-  if (milli % 1000 != 0) {
-    return invalid_argument(std::string(field) + ": expected a whole number of bytes, got " + quoted_text(text));
-  }
-  return milli / 1000;
+Result<int64_t> parse_memory_bytes(std::string_view text, std::string_view field, Rounding rounding) {
+  SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field, rounding));
+  return whole(milli, rounding, "a whole number of bytes", text, field);
 }
 
-Result<int64_t> parse_count(std::string_view text, std::string_view field) {
-  SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field));
-  if (milli % 1000 != 0) {
-    return invalid_argument(std::string(field) + ": expected a whole number, got " + quoted_text(text));
-  }
-  return milli / 1000;
+Result<int64_t> parse_count(std::string_view text, std::string_view field, Rounding rounding) {
+  SHOAL_ASSIGN_OR_RETURN(int64_t milli, parse_quantity_milli(text, field, rounding));
+  return whole(milli, rounding, "a whole number", text, field);
 }
 
 std::string format_cpu(int64_t milli) {

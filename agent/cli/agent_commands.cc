@@ -66,6 +66,11 @@ int cmd_status(const Options& o) {
     std::cout << "  backend " << copy["backend"].value("name", "") << " UNAVAILABLE: "
               << copy["backend"].value("error", "") << " (refusing new candidates)\n";
   }
+  if (copy.contains("backend") && copy["backend"].contains("warnings")) {
+    for (const auto& warning : copy["backend"]["warnings"]) {
+      if (warning.is_string()) std::cout << "  backend warning: " << warning.get<std::string>() << "\n";
+    }
+  }
   if (int64_t backlog = copy.contains("backend") ? copy["backend"].value("backlog", int64_t{0}) : 0;
       backlog > 0) {
     std::cout << "  backend " << copy["backend"].value("name", "") << " backlog: " << backlog

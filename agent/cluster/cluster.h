@@ -195,6 +195,10 @@ class Cluster {
   // does not answer, say). The agent then refuses candidates with
   // BackendUnavailable and keeps serving everything else.
   virtual Status health() const { return Status::ok(); }
+  // What an operator should know while the backend works on (objects of
+  // its manager it cannot read and leaves out), one line each; empty
+  // when nothing. `shoalctl status` shows them.
+  virtual std::vector<std::string> warnings() const { return {}; }
   // Work waiting in the backend's own queue that is not this agent's (a
   // shared Slurm's pending jobs of its local users): it competes for the
   // same room, so weighted routing's `queue` metric counts it.

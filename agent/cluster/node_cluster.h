@@ -49,6 +49,8 @@ class Runner {
   virtual std::map<std::string, model::Resources> room_taken_by_others() const { return {}; }
   // Ok while the runner can carry out new work; else why not.
   virtual Status health() const { return Status::ok(); }
+  // As Cluster::warnings.
+  virtual std::vector<std::string> warnings() const { return {}; }
   // Ok when the runner can run `spec` at all; else why it never can
   // ("NeverFits: ..."). By default a workload that names a container image
   // is refused: only a runner that runs images says otherwise.
@@ -136,6 +138,7 @@ class NodeCluster final : public Cluster {
   const std::vector<std::string>& queue_names() const override { return queue_names_; }
   const std::vector<NodeUsage>& nodes() const override { return usage_; }
   Status health() const override { return runner_->health(); }
+  std::vector<std::string> warnings() const override { return runner_->warnings(); }
   int64_t backlog() const override { return runner_->backlog(); }
 
   // Asserts the bookkeeping: allocations match holdings (stopping ones

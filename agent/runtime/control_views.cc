@@ -137,6 +137,7 @@ json status_json(const ControlContext& context) {
        {{"name", context.cluster.spec().backend},
         {"healthy", backend_health.is_ok()},
         {"error", backend_health.message()},
+        {"warnings", context.cluster.warnings()},
         // Work of others waiting in the backend's own queue (Slurm's
         // pending jobs): counted in every queue of the CAPACITY advertised.
         {"backlog", context.cluster.backlog()}}},

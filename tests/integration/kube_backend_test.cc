@@ -300,6 +300,47 @@ TEST_F(KubeBackend, PodsLocalUsersCreateShrinkTheAdvertisedRoom) {
       << "advertised free cpu: " << free_cpu_at_source();
 }
 
+// Pods of the cluster's own that the API server accepts but that are odd:
+// memory "100m" (counted as Kubernetes rounds it: 1 byte), an extended
+// resource the agent does not know, no requests at all, and a quantity
+// beyond what the agent can hold (left out, and said in `status`). None
+// keeps work from the cluster; the room of those it can read is counted.
+TEST_F(KubeBackend, OddPodsOfTheClustersOwnNeitherBlindTheAgentNorGoUncounted) {
+  auto local = [&](const std::string& name, const std::string& requests) {
+    std::ofstream(dir_.path() + "/odd.json")
+        << R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" << name
+        << R"("},"spec":{"nodeName":"kwok-node-0","containers":[{"name":"c","image":"x","resources":)" << requests
+        << "}]}}";
+    std::string out = dev_k8s().kubectl("apply -f " + dir_.path() + "/odd.json 2>&1");
+    EXPECT_NE(out.find("created"), std::string::npos) << out;
+  };
+  local("tiny-memory", R"({"requests":{"cpu":"1","memory":"100m"}})");
+  local("extended", R"({"requests":{"cpu":"1","example.com/widget":"1"},"limits":{"example.com/widget":"1"}})");
+  local("no-requests", "{}");
+  local("huge", R"({"requests":{"cpu":"1","memory":"100E"}})");
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "30"; }, 10s))
+      << "the two readable pods' 2 cpus are counted; advertised: " << free_cpu_at_source() << "\n" << east_.log();
+  // Seen by the watch above; by the list, when east starts again.
+  east_.stop();
+  ASSERT_TRUE(east_.start()) << east_.log();
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "30"; }, 20s))
+      << "listed: advertised " << free_cpu_at_source() << "\n" << east_.log();
+  json status = east_.ctl_json({"status"});
+  ASSERT_FALSE(status.is_null());
+  EXPECT_TRUE(status["backend"].value("healthy", false)) << status.dump(2);
+  json warnings = status["backend"].value("warnings", json::array());
+  ASSERT_EQ(warnings.size(), 1u) << status.dump(2);
+  EXPECT_NE(warnings[0].get<std::string>().find("default/huge"), std::string::npos) << warnings.dump();
+  EXPECT_NE(warnings[0].get<std::string>().find("resources.requests.memory"), std::string::npos) << warnings.dump();
+  EXPECT_NE(east_.ctl({"status"}).out.find("backend warning: 1 pods"), std::string::npos);
+
+  submit("beside", "", "resources: {cpu: \"1\"}");
+  EXPECT_TRUE(wait_until([&] { return phase("beside") == "Running"; }, 20s)) << describe("beside").dump(2);
+  dev_k8s().kubectl("delete pod tiny-memory extended no-requests huge --grace-period=0 --force 2>&1");
+  EXPECT_TRUE(wait_until([&] { return east_.ctl_json({"status"})["backend"].value("warnings", json::array()).empty(); },
+                         10s));
+}
+
 // The agent runs with the chart's ServiceAccount: it may do what the
 // backend does and nothing more.
 TEST_F(KubeBackend, TheChartsServiceAccountMayDoWhatTheBackendDoesAndNoMore) {

@@ -89,10 +89,22 @@ struct KubePod {
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 
+// An object of a list or watch that could not be read (a field of a type
+// or size the agent cannot hold), as far as it names itself. It is left
+// out and reported, never the whole answer refused: one odd pod of the
+// cluster's must not blind the agent to all the others.
+struct Unreadable {
+  std::string namespace_name;  // "" when unreadable too
+  std::string name;
+  std::string error;  // one line naming the field
+  std::string full_name() const { return namespace_name + "/" + name; }
+};
+
 template <typename T>
 struct KubeList {
   std::string resource_version;  // where a watch of the same collection starts
   std::vector<T> items;
+  std::vector<Unreadable> unreadable;  // items left out
 };
 
 // One line of a watch. kError carries the API's Status (code 410: the
@@ -102,6 +114,9 @@ struct KubeEvent {
   std::string resource_version;  // of the object (a bookmark's: where to go on from)
   std::optional<KubeNode> node;  // kAdded, kModified, kDeleted of a Node watch
   std::optional<KubePod> pod;    // ... of a Pod watch
+  // kAdded, kModified, kDeleted whose object could not be read (then
+  // neither node nor pod is set).
+  std::optional<Unreadable> unreadable;
   int32_t error_code = 0;        // kError
   std::string error;
 };

@@ -56,13 +56,13 @@ Result<model::Resources> resources_at(const json& object, const char* name, cons
   model::Resources out;
   std::string prefix = where + "." + name + ".";
   if (auto it = quantities.find("cpu"); it != quantities.end()) {
-    SHOAL_ASSIGN_OR_RETURN(out.cpu_milli, model::parse_cpu_milli(it->second, prefix + "cpu"));
+    SHOAL_ASSIGN_OR_RETURN(out.cpu_milli, model::parse_cpu_milli(it->second, prefix + "cpu", model::Rounding::kUp));
   }
   if (auto it = quantities.find("memory"); it != quantities.end()) {
-    SHOAL_ASSIGN_OR_RETURN(out.memory_bytes, model::parse_memory_bytes(it->second, prefix + "memory"));
+    SHOAL_ASSIGN_OR_RETURN(out.memory_bytes, model::parse_memory_bytes(it->second, prefix + "memory", model::Rounding::kUp));
   }
   if (auto it = quantities.find("nvidia.com/gpu"); it != quantities.end()) {
-    SHOAL_ASSIGN_OR_RETURN(out.gpu, model::parse_count(it->second, prefix + "nvidia.com/gpu"));
+    SHOAL_ASSIGN_OR_RETURN(out.gpu, model::parse_count(it->second, prefix + "nvidia.com/gpu", model::Rounding::kUp));
   }
   return out;
 }
@@ -186,6 +186,22 @@ Result<KubePod> pod_from(const json& object, const std::string& where) {
   return pod;
 }
 
+// What an object that could not be read says of itself.
+Unreadable unreadable_of(const json& object, const Status& why) {
+  Unreadable out;
+  out.error = why.message();
+  if (!object.is_object()) return out;
+  auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return out;
+  auto text = [&](const char* name) {
+    auto it = metadata->find(name);
+    return it != metadata->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  out.namespace_name = text("namespace");
+  out.name = text("name");
+  return out;
+}
+
 template <typename T, typename From>
 Result<KubeList<T>> list_from(std::string_view body, const char* what, From from) {
   SHOAL_ASSIGN_OR_RETURN(json answer, parse_json_object(body, what));
@@ -200,8 +216,12 @@ Result<KubeList<T>> list_from(std::string_view body, const char* what, From from
   if (items->is_null()) return list;
   list.items.reserve(items->size());
   for (size_t i = 0; i < items->size(); ++i) {
-    SHOAL_ASSIGN_OR_RETURN(T item, from((*items)[i], std::string(what) + ".items[" + std::to_string(i) + "]"));
-    list.items.push_back(std::move(item));
+    Result<T> item = from((*items)[i], std::string(what) + ".items[" + std::to_string(i) + "]");
+    if (item.is_ok()) {
+      list.items.push_back(std::move(*item));
+    } else {
+      list.unreadable.push_back(unreadable_of((*items)[i], item.status()));
+    }
   }
   return list;
 }
@@ -231,7 +251,7 @@ Result<KubeEvent> event_from(std::string_view line, const char* what, From from)
   else if (type == "MODIFIED") out.type = KubeEvent::Type::kModified;
   else if (type == "DELETED") out.type = KubeEvent::Type::kDeleted;
   else return invalid_argument(std::string(what) + ".type: expected ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, got \"" + type + "\"");
-  SHOAL_RETURN_IF_ERROR(from(*object, where, out));
+  if (Status read = from(*object, where, out); !read.is_ok()) out.unreadable = unreadable_of(*object, read);
   return out;
 }
 

@@ -326,6 +326,10 @@ std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& 
         return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
                              "the API server refused pod " + run.pods[i] + ": " + refused->second};
       }
+      if (seen.unreadable_pods.count(full)) {
+        all_running = all_succeeded = false;  // how it is, the agent cannot read: it waits
+        continue;
+      }
       if (gone != run.gone.end() || run.seen[i] || (run.created_before && !seen.created.count(full))) {
         // Gone: deleted behind our back (or while the agent was down).
         *finished = true;
@@ -578,6 +582,20 @@ std::vector<model::NodeSpec> KubeRunner::take_new_nodes() {
     added.push_back({name, node.allocatable, node.labels});
   }
   return added;
+}
+
+std::vector<std::string> KubeRunner::warnings() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> lines;
+  const std::pair<const char*, const std::map<std::string, std::string>*> kinds[] = {
+      {"pods (their room is not counted)", &snapshot_.unreadable_pods},
+      {"nodes (they take no new work)", &snapshot_.unreadable_nodes}};
+  for (const auto& [what, unreadable] : kinds) {
+    if (unreadable->empty()) continue;
+    lines.push_back(std::to_string(unreadable->size()) + " " + what + " cannot be read; the first, " +
+                    unreadable->begin()->first + ": " + unreadable->begin()->second);
+  }
+  return lines;
 }
 
 Status KubeRunner::health() const {

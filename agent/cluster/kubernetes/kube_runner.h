@@ -85,6 +85,8 @@ class KubeRunner final : public Runner {
   Result<LogChunk> read_log(const std::string& key, int replica, int64_t offset,
                             size_t max_bytes) const override;
   std::map<std::string, model::Resources> room_taken_by_others() const override;
+  // The pods and nodes of the cluster it could not read, if any.
+  std::vector<std::string> warnings() const override;
   std::vector<model::NodeSpec> take_new_nodes() override;
   Status health() const override;
   // Any workload: one that names no image runs spec.kubernetes.image.
@@ -133,6 +135,10 @@ class KubeRunner final : public Runner {
     // garbage collector, an operator's cleanup) ended as it says, not by
     // its deletion. The loop takes them into its runs at each observe.
     std::map<std::string, KubePod> gone;
+    // Pods and nodes the agent could not read, by "namespace/name" (a
+    // node's: its name), with why: left out of the room counted. One of
+    // our pods unreadable is neither gone nor ended: its copy waits.
+    std::map<std::string, std::string> unreadable_pods, unreadable_nodes;
   };
   // A copy the loop launched.
   struct Run {

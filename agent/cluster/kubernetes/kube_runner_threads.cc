@@ -88,14 +88,28 @@ void KubeRunner::watch_pods() {
            std::string name = pod.namespace_name + "/" + pod.name;
            snapshot_.pods[name] = std::move(pod);
          }
+         snapshot_.unreadable_pods.clear();
+         for (const Unreadable& item : list.unreadable) snapshot_.unreadable_pods[item.full_name()] = item.error;
          snapshot_.pods_listed = true;
          return list.resource_version;
        },
        [this](std::string_view line) -> Result<std::string> {
          SHOAL_ASSIGN_OR_RETURN(KubeEvent event, parse_pod_event(line));
          if (event.type == KubeEvent::Type::kError) return Status(ErrorCode::kUnavailable, event.error);
+         if (event.unreadable) {
+           // What was known of it stays (one of ours must not look gone)
+           // until it is readable again or deleted.
+           std::string name = event.unreadable->full_name();
+           if (event.type == KubeEvent::Type::kDeleted) {
+             snapshot_.pods.erase(name);
+             snapshot_.unreadable_pods.erase(name);
+           } else {
+             snapshot_.unreadable_pods[name] = event.unreadable->error;
+           }
+         }
          if (event.pod) {
            std::string name = event.pod->namespace_name + "/" + event.pod->name;
+           snapshot_.unreadable_pods.erase(name);
            if (event.type == KubeEvent::Type::kDeleted) {
              snapshot_.pods.erase(name);
              if (ours(*event.pod)) snapshot_.gone[name] = std::move(*event.pod);
@@ -119,13 +133,25 @@ void KubeRunner::watch_nodes() {
          SHOAL_ASSIGN_OR_RETURN(KubeList<KubeNode> list, parse_node_list(body));
          snapshot_.nodes.clear();
          for (KubeNode& node : list.items) snapshot_.nodes[node.name] = std::move(node);
+         snapshot_.unreadable_nodes.clear();
+         for (const Unreadable& item : list.unreadable) snapshot_.unreadable_nodes[item.name] = item.error;
          snapshot_.nodes_listed = true;
          return list.resource_version;
        },
        [this](std::string_view line) -> Result<std::string> {
          SHOAL_ASSIGN_OR_RETURN(KubeEvent event, parse_node_event(line));
          if (event.type == KubeEvent::Type::kError) return Status(ErrorCode::kUnavailable, event.error);
+         if (event.unreadable) {
+           // Left out: a node the agent cannot read takes no new work.
+           snapshot_.nodes.erase(event.unreadable->name);
+           if (event.type == KubeEvent::Type::kDeleted) {
+             snapshot_.unreadable_nodes.erase(event.unreadable->name);
+           } else {
+             snapshot_.unreadable_nodes[event.unreadable->name] = event.unreadable->error;
+           }
+         }
          if (event.node) {
+           snapshot_.unreadable_nodes.erase(event.node->name);
            if (event.type == KubeEvent::Type::kDeleted) {
              snapshot_.nodes.erase(event.node->name);
            } else {

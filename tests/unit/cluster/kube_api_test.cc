@@ -154,9 +154,33 @@ TEST(KubeApiTest, AWaitingContainersReasonIsRead) {
 
   std::string bad = with(pulling, R"("reason":"ErrImagePull")", R"("reason":7)");
   auto refused = parse_pod_event(R"({"type":"MODIFIED","object":)" + bad + "}");
-  ASSERT_FALSE(refused.is_ok());
-  EXPECT_NE(refused.status().message().find("state.waiting.reason"), std::string::npos)
-      << refused.status().message();
+  ASSERT_TRUE(refused.is_ok()) << refused.status().message();
+  ASSERT_TRUE(refused->unreadable.has_value());
+  EXPECT_FALSE(refused->pod.has_value());
+  EXPECT_NE(refused->unreadable->error.find("state.waiting.reason"), std::string::npos) << refused->unreadable->error;
+}
+
+// One item the agent cannot read (a quantity beyond what it holds) is left
+// out and named; the rest of the list is read. A quantity finer than its
+// unit is read as Kubernetes reads it (memory "100m" is 1 byte).
+TEST(KubeApiTest, AnUnreadableItemIsLeftOutAndNamedNotTheWholeList) {
+  std::string huge = with(std::string(kFailedPod), R"("memory":"512Mi")", R"("memory":"100E")");
+  huge = with(huge, R"("name":"p1")", R"("name":"huge")");
+  std::string fine = with(std::string(kFailedPod), R"("memory":"512Mi")", R"("memory":"100m")");
+  auto list = parse_pod_list(R"({"metadata":{"resourceVersion":"7"},"items":[)" + huge + "," + fine + "]}");
+  ASSERT_TRUE(list.is_ok()) << list.status().message();
+  ASSERT_EQ(list->items.size(), 1u);
+  EXPECT_EQ(list->items[0].name, "p1");
+  EXPECT_EQ(list->items[0].requests.memory_bytes, 1);
+  ASSERT_EQ(list->unreadable.size(), 1u);
+  EXPECT_EQ(list->unreadable[0].full_name(), "default/huge");
+  EXPECT_NE(list->unreadable[0].error.find("PodList.items[0].spec.containers[].resources.requests.memory"),
+            std::string::npos)
+      << list->unreadable[0].error;
+  auto nameless = parse_pod_list(R"({"metadata":{"resourceVersion":"7"},"items":[7]})");
+  ASSERT_TRUE(nameless.is_ok());
+  ASSERT_EQ(nameless->unreadable.size(), 1u);
+  EXPECT_EQ(nameless->unreadable[0].name, "");
 }
 
 TEST(KubeApiTest, BookmarksAndTheGoneErrorAreEventsToo) {
@@ -173,7 +197,12 @@ TEST(KubeApiTest, BookmarksAndTheGoneErrorAreEventsToo) {
 }
 
 TEST(KubeApiTest, BadAnswersAreOneLineNamingTheField) {
-  auto error_of = [](const Result<KubeEvent>& result) { return result.status().message(); };
+  // A watch line that cannot be read is an error; an object in it that
+  // cannot be read is an event that says so.
+  auto error_of = [](const Result<KubeEvent>& result) {
+    if (!result.is_ok()) return result.status().message();
+    return result->unreadable ? result->unreadable->error : std::string("(read)");
+  };
   EXPECT_NE(error_of(parse_pod_event("not json")).find("expected a JSON object"), std::string::npos);
   EXPECT_NE(error_of(parse_pod_event(R"({"type":"SIDEWAYS","object":{}})")).find("type"), std::string::npos);
   std::string bad_cpu = with(std::string(kFailedPod), R"("cpu":"250m")", R"("cpu":"lots")");
@@ -186,10 +215,15 @@ TEST(KubeApiTest, BadAnswersAreOneLineNamingTheField) {
   auto list = parse_node_list(R"({"metadata":{"resourceVersion":"1"},"items":{}})");
   ASSERT_FALSE(list.is_ok());
   EXPECT_NE(list.status().message().find("NodeList.items: expected a list"), std::string::npos);
-  for (const auto& result : {parse_node_list("[]"), parse_node_list(R"({"items":[{"metadata":{}}]})")}) {
-    EXPECT_FALSE(result.is_ok());
-    EXPECT_EQ(result.status().message().find('\n'), std::string::npos);
-  }
+  auto not_a_list = parse_node_list("[]");
+  ASSERT_FALSE(not_a_list.is_ok());
+  EXPECT_EQ(not_a_list.status().message().find('\n'), std::string::npos);
+  auto nameless = parse_node_list(R"({"items":[{"metadata":{}}]})");
+  ASSERT_TRUE(nameless.is_ok()) << nameless.status().message();
+  ASSERT_EQ(nameless->unreadable.size(), 1u);
+  EXPECT_NE(nameless->unreadable[0].error.find("NodeList.items[0].metadata.name"), std::string::npos)
+      << nameless->unreadable[0].error;
+  EXPECT_EQ(nameless->unreadable[0].error.find('\n'), std::string::npos);
   EXPECT_EQ(kube_status_message(R"({"kind":"Status","message":"pods \"p\" already exists","code":409})"),
             "pods \"p\" already exists");
 }

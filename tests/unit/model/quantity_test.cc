@@ -27,6 +27,24 @@ TEST(QuantityTest, RefusesMorePrecisionThanOneUnitInsteadOfRounding) {
   EXPECT_NE(memory.status().message().find("whole number of bytes"), std::string::npos);
 }
 
+// What an API server answers is read as Kubernetes reads it: finer than
+// the unit rounds up (a pod's memory "100m" is 1 byte, as the scheduler
+// counts it), never refused.
+TEST(QuantityTest, RoundsUpAsKubernetesDoesWhenAsked) {
+  EXPECT_EQ(*parse_memory_bytes("100m", "memory", Rounding::kUp), 1);
+  EXPECT_EQ(*parse_memory_bytes("1500m", "memory", Rounding::kUp), 2);
+  EXPECT_EQ(*parse_memory_bytes("0.1Ki", "memory", Rounding::kUp), 103);
+  EXPECT_EQ(*parse_memory_bytes("2000m", "memory", Rounding::kUp), 2);
+  EXPECT_EQ(*parse_cpu_milli("0.0001", "cpu", Rounding::kUp), 1);
+  EXPECT_EQ(*parse_cpu_milli("1.5m", "cpu", Rounding::kUp), 2);
+  EXPECT_EQ(*parse_cpu_milli("1e-99", "cpu", Rounding::kUp), 1);
+  EXPECT_EQ(*parse_cpu_milli("0.0000", "cpu", Rounding::kUp), 0);
+  EXPECT_EQ(*parse_count("0.5", "gpu", Rounding::kUp), 1);
+  EXPECT_EQ(*parse_cpu_milli("250m", "cpu", Rounding::kUp), 250);
+  EXPECT_FALSE(parse_memory_bytes("-1", "memory", Rounding::kUp).is_ok());
+  EXPECT_FALSE(parse_memory_bytes("99999999999999999999Ei", "memory", Rounding::kUp).is_ok());
+}
+
 TEST(QuantityTest, ParsesMemoryInBytes) {
   EXPECT_EQ(*parse_memory_bytes("4Gi", "memory"), int64_t{4} << 30);
   EXPECT_EQ(*parse_memory_bytes("1536Mi", "memory"), int64_t{1536} << 20);
