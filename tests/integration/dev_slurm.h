@@ -28,6 +28,19 @@ inline std::string run_shell(const std::string& command) {
   return out;
 }
 
+// Runs `command` (run_shell) when it goes out of scope: a test's cleanup,
+// done whether its assertions held or not.
+class ShellAtExit {
+ public:
+  explicit ShellAtExit(std::string command) : command_(std::move(command)) {}
+  ~ShellAtExit() { run_shell(command_); }
+  ShellAtExit(const ShellAtExit&) = delete;
+  ShellAtExit& operator=(const ShellAtExit&) = delete;
+
+ private:
+  std::string command_;
+};
+
 // The pids of processes whose command line names `text` (a dev cluster's
 // directory): what a clean `down` leaves none of.
 inline std::vector<std::string> pids_naming(const std::string& text) {

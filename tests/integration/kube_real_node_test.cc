@@ -14,6 +14,7 @@
 
 #include "dev_slurm.h"  // run_shell
 #include "harness.h"
+#include "model/quantity.h"
 
 namespace shoal::testing {
 namespace {
@@ -263,16 +264,6 @@ std::string local_pod(const std::string& name, const std::string& cpu, const std
          "     resources: {requests: {cpu: " + cpu + ", memory: 16Mi}}}\n";
 }
 
-// "1500m" or "2" as millicores; -1 for anything else.
-int64_t millicores(const std::string& cpu) {
-  if (cpu.empty()) return -1;
-  char* end = nullptr;
-  double value = std::strtod(cpu.c_str(), &end);
-  if (std::string(end) == "m") return static_cast<int64_t>(value);
-  if (*end == '\0') return static_cast<int64_t>(value * 1000);
-  return -1;
-}
-
 // The image cannot be had (no registry answers in the test host): the pod
 // waits in ErrImagePull / ImagePullBackOff; east gives it up after its
 // startTimeout, saying why, and the source places it again at north.
@@ -305,13 +296,7 @@ TEST_F(RealNode, APodWhoseImageCannotBePulledIsGivenUpAfterStartTimeoutWithTheKu
 TEST_F(RealNode, AKubeletsAdmissionRefusalIsPlacedAgain) {
   std::string node = "bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh node " + real_node_dir();
   std::string manifest = real_node_dir() + "/node/manifests/local-static.yaml";
-  struct Cleanup {
-    std::string manifest, node;
-    ~Cleanup() {
-      std::filesystem::remove(manifest);
-      run_shell(node + " start 2>&1");
-    }
-  } cleanup{manifest, node};
+  ShellAtExit cleanup("rm -f " + manifest + "; " + node + " start 2>&1");
   ASSERT_EQ(run_shell(node + " stop 2>&1"), "");
   // The node stays Ready for the controller's grace period (16 s): the
   // agent still lends it.
@@ -341,10 +326,7 @@ TEST_F(RealNode, KubeSchedulerAndTheAgentNeverOverCommitTheNode) {
   std::string pod = dir_.path() + "/local.yaml";
   std::ofstream(pod) << local_pod("local", "1200m");
   ASSERT_NE(kubectl("apply -f " + pod + " 2>&1").find("created"), std::string::npos);
-  struct Cleanup {
-    std::string command;
-    ~Cleanup() { run_shell(command); }
-  } cleanup{kubectl_ + " delete pod -n default local --grace-period=0 --force 2>&1"};
+  ShellAtExit cleanup(kubectl_ + " delete pod -n default local --grace-period=0 --force 2>&1");
   std::string jsonpath = "-o jsonpath='{.status.conditions[?(@.type==\"PodScheduled\")].reason}'";
   ASSERT_TRUE(wait_until([&] { return kubectl("get pod -n default local " + jsonpath + " 2>&1") == "Unschedulable"; },
                          30s))
@@ -367,8 +349,8 @@ TEST_F(RealNode, KubeSchedulerAndTheAgentNeverOverCommitTheNode) {
   // East now lends what the local pod leaves (less than a core): a
   // workload of a core goes to north.
   ASSERT_TRUE(wait_until([&] {
-    int64_t free = millicores(advertised_free_cpu(source_, "east", "batch"));
-    return free >= 0 && free < 1000;
+    auto free = model::parse_cpu_milli(advertised_free_cpu(source_, "east", "batch"), "free cpu");
+    return free.is_ok() && *free < 1000;
   }, 30s)) << advertised_free_cpu(source_, "east", "batch");
   std::string second = submit("beside", "resources: {cpu: \"1\", memory: 32Mi}, command: [sleep, \"600\"]");
   ASSERT_TRUE(wait_until([&] { return phase("beside") == "Running"; }, 60s)) << context("beside");
@@ -381,13 +363,8 @@ TEST_F(RealNode, KubeSchedulerAndTheAgentNeverOverCommitTheNode) {
 // again; the local pod runs once the agent's has ended.
 TEST_F(RealNode, KubeSchedulersPreemptionIsPlacedAgain) {
   kubectl("create priorityclass shoal-test-urgent --value=1000000 2>&1");
-  struct Cleanup {
-    std::string kubectl;
-    ~Cleanup() {
-      run_shell(kubectl + " delete pod -n default urgent --grace-period=0 --force 2>&1");
-      run_shell(kubectl + " delete priorityclass shoal-test-urgent 2>&1");
-    }
-  } cleanup{kubectl_};
+  ShellAtExit cleanup(kubectl_ + " delete pod -n default urgent --grace-period=0 --force 2>&1; " + kubectl_ +
+                      " delete priorityclass shoal-test-urgent 2>&1");
   submit("preempted", "resources: {cpu: 1500m, memory: 32Mi}, terminationGracePeriod: 2s, command: [sleep, \"600\"]");
   await_running_at_east("preempted");
   std::string pod = dir_.path() + "/urgent.yaml";
@@ -429,13 +406,7 @@ TEST_F(RealNode, APodDeletedAfterItSucceededIsASuccessNotAnEviction) {
 // again and stops the orphaned container.
 TEST_F(RealNode, APodTheGarbageCollectorRemovesWithItsNodeIsANodeFailurePlacedAgain) {
   std::string node = "bash " SHOAL_SOURCE_DIR "/scripts/k8s-dev.sh node " + real_node_dir();
-  struct Cleanup {
-    std::string node, kubectl;
-    ~Cleanup() {
-      run_shell(node + " start 2>&1");
-      run_shell(kubectl + " wait node/shoal-node --for=condition=Ready --timeout=60s 2>&1");
-    }
-  } cleanup{node, kubectl_};
+  ShellAtExit cleanup(node + " start 2>&1; " + kubectl_ + " wait node/shoal-node --for=condition=Ready --timeout=60s 2>&1");
   std::string uid = submit("orphaned", runs_until_ended());
   await_running_at_east("orphaned");
   ASSERT_EQ(run_shell(node + " stop 2>&1"), "");

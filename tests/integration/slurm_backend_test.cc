@@ -336,10 +336,7 @@ TEST_F(SlurmBackend, AJobWhoseNodeFailsIsPlacedAgainElsewhereAndSucceeds) {
 TEST_F(SlurmBackend, AJobItsPartitionKeepsPendingIsCancelledAfterStartTimeoutAndRunsElsewhere) {
   std::string scontrol = "SLURM_CONF=" + dev_slurm().dir() + "/etc/slurm.conf scontrol update PartitionName=dev";
   run_shell(scontrol + " State=DOWN 2>&1");
-  struct Up {
-    std::string command;
-    ~Up() { run_shell(command + " State=UP 2>&1"); }
-  } up{scontrol};
+  ShellAtExit up(scontrol + " State=UP 2>&1");
   std::string uid = submit("held", "resources: {cpu: \"1\"}, duration: 2s, startTimeout: 4s, "
                                    "command: [sh, -c, 'sleep 1']");
   ASSERT_TRUE(wait_until(
