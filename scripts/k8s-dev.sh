@@ -109,29 +109,37 @@ build() {
   k8s_version+=" -X k8s.io/component-base/version.gitMinor=$minor"
   k8s_version+=" -X k8s.io/component-base/version.gitTreeState=clean"
   k8s_version+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
-  step() {  # NAME MODULE PACKAGE [LDFLAGS]
-    local name=$1 module=$2 package=$3 ldflags="-s -w ${4:-}" started=$SECONDS
-    echo "k8s-dev: building $name ($package)" >&2
+  # One `go build` per module for all of its commands, so that Go compiles
+  # the packages they share once and links them side by side.
+  step() {  # MODULE LDFLAGS OUTPUT PACKAGE...: OUTPUT a file for one package, a folder for more
+    local module=$1 ldflags="-s -w $2" output=$3 started=$SECONDS
+    shift 3
+    echo "k8s-dev: building $module: $*" >&2
     if ! (cd "$PINS/$module" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags" \
-            -o "$staging/$name" "$package") >>"$log" 2>&1; then
+            -o "$output" "$@") >>"$log" 2>&1; then
       tail -n 20 "$log" >&2
-      fail "building $name failed (whole log: $log). Is the Go module proxy reachable? (go env GOPROXY: $(go env GOPROXY))"
+      fail "building $module failed (whole log: $log). Is the Go module proxy reachable? (go env GOPROXY: $(go env GOPROXY))"
     fi
-    echo "k8s-dev: built $name in $((SECONDS - started)) s" >&2
+    echo "k8s-dev: built $module in $((SECONDS - started)) s" >&2
   }
-  step etcd etcd go.etcd.io/etcd/server/v3  # its main package; the binary would be named "server"
-  step kwok kwok sigs.k8s.io/kwok/cmd/kwok "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
-  step kubectl kubernetes k8s.io/kubernetes/cmd/kubectl "$k8s_version"
-  step helm helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
-  step kube-apiserver kubernetes k8s.io/kubernetes/cmd/kube-apiserver "$k8s_version"
-  step kubelet kubernetes k8s.io/kubernetes/cmd/kubelet "$k8s_version"
-  step kube-controller-manager kubernetes k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_version"
-  step kube-scheduler kubernetes k8s.io/kubernetes/cmd/kube-scheduler "$k8s_version"
-  step kube-proxy kubernetes k8s.io/kubernetes/cmd/kube-proxy "$k8s_version"
-  local plugin
-  for plugin in main/bridge ipam/host-local main/loopback meta/portmap; do
-    step "cni/${plugin#*/}" cni "github.com/containernetworking/plugins/plugins/$plugin"
+  # The modules' sources, fetched side by side first: downloads wait on the
+  # network, not on the two cores the builds keep busy.
+  local module started=$SECONDS
+  for module in etcd kwok kubernetes helm cni; do
+    (cd "$PINS/$module" && GOFLAGS=-mod=readonly go mod download) >>"$log" 2>&1 &
   done
+  wait || true  # a failed download shows as the build's error, with its log
+  echo "k8s-dev: fetched the modules in $((SECONDS - started)) s" >&2
+  step etcd "" "$staging/etcd" go.etcd.io/etcd/server/v3  # its main package; the binary would be named "server"
+  step kwok "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" "$staging/kwok" sigs.k8s.io/kwok/cmd/kwok
+  step kubernetes "$k8s_version" "$staging/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
+  step helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "$staging/helm" helm.sh/helm/v3/cmd/helm
+  step cni "" "$staging/cni/" github.com/containernetworking/plugins/plugins/main/bridge \
+    github.com/containernetworking/plugins/plugins/ipam/host-local \
+    github.com/containernetworking/plugins/plugins/main/loopback \
+    github.com/containernetworking/plugins/plugins/meta/portmap
   # The pod sandbox's process, static so that its image needs nothing else.
   gcc -static -Os -o "$staging/pause" "$PINS/pause/pause.c" >>"$log" 2>&1 ||
     fail "building pause failed (log: $log; gcc and libc6-dev are in scripts/install-deps.sh)"

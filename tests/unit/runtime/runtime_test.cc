@@ -20,9 +20,9 @@ namespace shoal::runtime {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = PeerRateLimiter::Clock;
+using LimiterClock = PeerRateLimiter::Clock;
 
-int admitted(PeerRateLimiter& limiter, const std::string& peer, int tries, Clock::time_point at) {
+int admitted(PeerRateLimiter& limiter, const std::string& peer, int tries, LimiterClock::time_point at) {
   int count = 0;
   for (int i = 0; i < tries; ++i) count += limiter.admit(peer, at);
   return count;
@@ -30,7 +30,7 @@ int admitted(PeerRateLimiter& limiter, const std::string& peer, int tries, Clock
 
 TEST(PeerRateLimiterTest, ABurstIsAdmittedThenOnlyTheRate) {
   PeerRateLimiter limiter(/*rate=*/100, /*burst=*/10);
-  Clock::time_point t0{};
+  LimiterClock::time_point t0{};
   EXPECT_EQ(admitted(limiter, "flooder", 50, t0), 10);
   EXPECT_EQ(limiter.limited(), 40u);
   // 100 a second: 50 ms refills 5 tokens, never more than the burst.
@@ -40,14 +40,14 @@ TEST(PeerRateLimiterTest, ABurstIsAdmittedThenOnlyTheRate) {
 
 TEST(PeerRateLimiterTest, OnePeersFloodLeavesAnotherPeersBucketFull) {
   PeerRateLimiter limiter(100, 10);
-  Clock::time_point t0{};
+  LimiterClock::time_point t0{};
   EXPECT_EQ(admitted(limiter, "flooder", 1000, t0), 10);
   EXPECT_EQ(admitted(limiter, "honest", 10, t0), 10);
 }
 
 TEST(PeerRateLimiterTest, ManyConnectionsDoNotGrowItWithoutBound) {
   PeerRateLimiter limiter(100, 10);
-  Clock::time_point t0{};
+  LimiterClock::time_point t0{};
   // Connection ids a stranger mints: idle buckets are forgotten, and a
   // forgotten one starts full again, which is what it would have refilled to.
   for (int i = 0; i < 20000; ++i) {
