@@ -89,6 +89,10 @@ class Unpacked {
   msgpack::zone* zone_;  // owned; null once moved from
 };
 
+// The most elements one array may hold for unpack_one: a sender that
+// packs more (a BATCH of many small messages) must split them.
+inline constexpr size_t kMaxArrayItems = 4096;
+
 // Unpacks exactly one object from `bytes`; anything after it is an error.
 // `what` names the thing being decoded in errors ("envelope", "token").
 inline Result<Unpacked> unpack_one(std::span<const uint8_t> bytes, std::string_view what) {
@@ -96,7 +100,7 @@ inline Result<Unpacked> unpack_one(std::span<const uint8_t> bytes, std::string_v
     Unpacked unpacked;
     size_t offset = 0;
     // Limits bound the memory an attacker can make us allocate.
-    msgpack::unpack_limit limits(/*array=*/4096, /*map=*/1024, /*str=*/1 << 20,
+    msgpack::unpack_limit limits(/*array=*/kMaxArrayItems, /*map=*/1024, /*str=*/1 << 20,
                                  /*bin=*/1 << 20, /*ext=*/0, /*depth=*/16);
     unpacked.object_ = msgpack::unpack(*unpacked.zone_, reinterpret_cast<const char*>(bytes.data()),
                                        bytes.size(), offset, nullptr, nullptr, limits);

@@ -91,6 +91,20 @@ Result<Envelope> open(std::span<const uint8_t> wire, DropReason* reason,
   return envelope;
 }
 
+static_assert(kMaxBatchItems <= kMaxArrayItems, "a BATCH its receiver cannot decode");
+
+size_t next_envelope_items(std::span<const BatchItem> items) {
+  if (items.empty()) return 0;
+  size_t count = 1;
+  size_t bytes = items[0].body.size() + kBatchItemOverheadBytes;
+  while (count < items.size() && count < kMaxBatchItems &&
+         bytes + items[count].body.size() + kBatchItemOverheadBytes <= kMaxBodyBytes) {
+    bytes += items[count].body.size() + kBatchItemOverheadBytes;
+    ++count;
+  }
+  return count;
+}
+
 std::vector<uint8_t> encode_batch(std::span<const BatchItem> items) {
   size_t expected = 8;
   for (const BatchItem& item : items) expected += item.body.size() + kBatchItemOverheadBytes;

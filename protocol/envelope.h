@@ -7,8 +7,8 @@
 // An envelope of type BATCH carries several messages to one peer under one
 // signature and one (boot, seq): its body is [[type, body: bin], ...]. An
 // agent seals everything one loop iteration sends to a peer into as few
-// envelopes as kMaxBodyBytes allows (core::Context::seal_outgoing); a lone
-// message goes as a plain envelope.
+// envelopes as kMaxBodyBytes and kMaxBatchItems allow
+// (core::Context::seal_outgoing); a lone message goes as a plain envelope.
 #pragma once
 
 #include <cstdint>
@@ -77,9 +77,15 @@ struct BatchItem {
   uint8_t type = 0;
   std::vector<uint8_t> body;
 };
+// The most messages one BATCH carries: the receiver's decoder takes no
+// longer array (kMaxArrayItems, common/msgpack_io.h).
+inline constexpr size_t kMaxBatchItems = 4096;
 // What each item adds to a BATCH body at most (array and bin headers).
 inline constexpr size_t kBatchItemOverheadBytes = 16;
 std::vector<uint8_t> encode_batch(std::span<const BatchItem> items);
+// How many of `items` (at least one) the next envelope carries: as many as
+// fit in kMaxBodyBytes and kMaxBatchItems.
+size_t next_envelope_items(std::span<const BatchItem> items);
 // At least one item; each [type: uint8, body: bin].
 Result<std::vector<BatchItem>> decode_batch(std::span<const uint8_t> body);
 

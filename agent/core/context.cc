@@ -106,15 +106,9 @@ void Context::seal_outgoing() {
     envelope.acked_sent_at_ms = peer->newest_sent_at_ms;
     std::span<protocol::BatchItem> rest(messages);
     while (!rest.empty()) {
-      // As many as fit in one envelope; a lone message goes plain.
-      size_t count = 1;
-      size_t bytes = rest[0].body.size() + protocol::kBatchItemOverheadBytes;
-      while (count < rest.size() &&
-             bytes + rest[count].body.size() + protocol::kBatchItemOverheadBytes <=
-                 protocol::kMaxBodyBytes) {
-        bytes += rest[count].body.size() + protocol::kBatchItemOverheadBytes;
-        ++count;
-      }
+      // As many as fit in one envelope and its receiver's decoder; a lone
+      // message goes plain.
+      size_t count = protocol::next_envelope_items(rest);
       if (count == 1) {
         envelope.type = static_cast<protocol::MessageType>(rest[0].type);
         envelope.body = std::move(rest[0].body);

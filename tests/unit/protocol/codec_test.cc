@@ -447,6 +447,28 @@ TEST(BatchTest, ItemsRoundTripInOrderWithTheirRawTypes) {
   EXPECT_NE(as_body.status().message().find("BATCH"), std::string::npos);
 }
 
+// Many small messages to one peer (thousands of reports in one step) fill
+// an envelope by count before bytes: each envelope's BATCH is one its
+// receiver decodes; big ones still split by bytes.
+TEST(BatchTest, AnEnvelopeCarriesNoMoreMessagesThanItsReceiverDecodes) {
+  std::vector<BatchItem> small(kMaxBatchItems + 500, BatchItem{7, std::vector<uint8_t>(40, 0x01)});
+  std::span<const BatchItem> rest(small);
+  std::vector<size_t> envelopes;
+  while (!rest.empty()) {
+    size_t count = next_envelope_items(rest);
+    ASSERT_GE(count, 1u);
+    auto decoded = decode_batch(encode_batch(rest.first(count)));
+    EXPECT_TRUE(decoded.is_ok()) << decoded.status().message();
+    envelopes.push_back(count);
+    rest = rest.subspan(count);
+  }
+  EXPECT_EQ(envelopes, (std::vector<size_t>{kMaxBatchItems, 500}));
+  std::vector<BatchItem> big(3, BatchItem{7, std::vector<uint8_t>(kMaxBodyBytes / 2, 0x01)});
+  EXPECT_EQ(next_envelope_items(big), 1u) << "two halves and their headers exceed a body";
+  std::vector<BatchItem> beyond(kMaxBatchItems + 1, BatchItem{7, {0x01}});
+  EXPECT_FALSE(decode_batch(encode_batch(beyond)).is_ok()) << "the decoder's limit moved: kMaxBatchItems too";
+}
+
 TEST(BatchTest, MalformedBatchesAreCleanErrorsNamingTheField) {
   auto error_of = [](const std::vector<uint8_t>& bytes) {
     auto decoded = decode_batch(bytes);
