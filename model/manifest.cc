@@ -515,7 +515,7 @@ Result<KubernetesSpec> parse_kubernetes(Fields& f, const YAML::Node& node) {
   }
   SHOAL_RETURN_IF_ERROR(f.only_known(node, "spec.kubernetes",
                                      {"kubeconfig", "context", "inCluster", "nodeSelector", "image", "timeout",
-                                      "tolerations", "priorityClassName", "imagePullSecrets", "annotations",
+                                      "parallelCalls", "tolerations", "priorityClassName", "imagePullSecrets", "annotations",
                                       "securityContext"}));
   KubernetesSpec spec;
   if (node["kubeconfig"]) {
@@ -547,6 +547,10 @@ Result<KubernetesSpec> parse_kubernetes(Fields& f, const YAML::Node& node) {
       return f.fail("spec.kubernetes.timeout", "expected a duration from 10ms to 1m");
     }
     spec.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  }
+  if (node["parallelCalls"]) {
+    SHOAL_ASSIGN_OR_RETURN(int64_t calls, f.integer(node["parallelCalls"], "spec.kubernetes.parallelCalls", 1, 64));
+    spec.parallel_calls = static_cast<int>(calls);
   }
   SHOAL_RETURN_IF_ERROR(parse_pod_fields(f, node, &spec));
   return spec;

@@ -112,6 +112,9 @@ struct KubernetesSpec {
   // args run in this image.
   std::string image = "busybox:1.36";
   std::chrono::milliseconds timeout{5000};  // per API call
+  // How many pod creates, deletes and log reads may be out at once, each
+  // on a connection of its own (one pod's calls go one after the other).
+  int parallel_calls = 16;
   // Tainted nodes the agent may lend: its pods carry these, and a node
   // whose NoSchedule and NoExecute taints they all tolerate is usable.
   std::vector<Toleration> tolerations;

@@ -139,6 +139,7 @@ class KubeClient {
   struct Answer {
     long status = 0;  // HTTP status
     std::string body;
+    std::chrono::seconds retry_after{0};  // its Retry-After header, 0 when none
   };
 
   explicit KubeClient(KubeClientOptions options);

@@ -148,6 +148,10 @@ Result<KubeClient::Answer> KubeClient::call(const char* method, const std::strin
                   std::string("kube-apiserver: ") + method + " " + path + ": " + curl_easy_strerror(code));
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
+  curl_off_t retry_after = 0;  // seconds, from either form of the header
+  if (curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK && retry_after > 0) {
+    answer.retry_after = std::chrono::seconds(retry_after);
+  }
   return answer;
 }
 

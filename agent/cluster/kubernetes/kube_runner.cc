@@ -32,6 +32,13 @@ constexpr int64_t kLogTailReadBytes = int64_t{4} << 20;
 // How much of a kubelet's message a reason carries.
 constexpr size_t kReasonBytes = 400;
 
+// A pod's grace in whole seconds, at least 1: a delete with 0 removes the
+// pod from the API at once while its containers may still run (on a node
+// whose kubelet cannot be reached), and its room could be taken twice.
+int64_t grace_seconds(Duration grace) {
+  return std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(grace + 999ms).count());
+}
+
 // The first 16 hex digits of sha256(key): names a copy in a pod name, a
 // label value and a marker file, whatever bytes the key holds.
 std::string key_hash(const std::string& key) {
@@ -150,11 +157,14 @@ Result<std::unique_ptr<KubeRunner>> KubeRunner::create(KubeRunnerOptions options
   auto runner = std::unique_ptr<KubeRunner>(new KubeRunner(std::move(options)));
   runner->threads_.emplace_back([raw = runner.get()] { raw->watch_pods(); });
   runner->threads_.emplace_back([raw = runner.get()] { raw->watch_nodes(); });
-  runner->threads_.emplace_back([raw = runner.get()] { raw->run_commands(); });
+  for (int i = 0; i < std::max(1, runner->options_.spec.parallel_calls); ++i) {
+    runner->threads_.emplace_back([raw = runner.get(), i] { raw->make_calls(/*probes=*/i == 0); });
+  }
   return runner;
 }
 
-KubeRunner::KubeRunner(KubeRunnerOptions options) : options_(std::move(options)) {}
+KubeRunner::KubeRunner(KubeRunnerOptions options)
+    : options_(std::move(options)), jitter_(std::random_device{}()) {}
 
 KubeRunner::~KubeRunner() {
   quit_ = true;
@@ -166,12 +176,21 @@ std::string KubeRunner::marker_path(const std::string& key, uint64_t epoch) cons
   return options_.state_dir + "/" + key_hash(key) + "." + std::to_string(epoch);
 }
 
-void KubeRunner::enqueue(Command command) {
+void KubeRunner::enqueue(KubeCall call) {
   {
     std::lock_guard lock(mutex_);
-    commands_.push_back(std::move(command));
+    calls_.push(std::move(call));
   }
-  wake_.notify_all();
+  wake_.notify_one();
+}
+
+void KubeRunner::forget_calls_of(const Pods& pods) {
+  for (const std::string& pod : pods.pods) {
+    std::string full = pods.namespace_name + "/" + pod;
+    snapshot_.created.erase(full);
+    snapshot_.refused.erase(full);
+    snapshot_.given_up.erase(full);
+  }
 }
 
 std::string KubeRunner::pod_body(const LaunchRequest& request, int replica) const {
@@ -217,7 +236,7 @@ std::string KubeRunner::pod_body(const LaunchRequest& request, int replica) cons
   for (const auto& [key, value] : cluster.annotations) annotations[key] = value;
   annotations["shoal.dev/key"] = request.key;
   annotations["shoal.dev/source-cluster"] = request.source_cluster;
-  auto grace = std::chrono::duration_cast<std::chrono::seconds>(spec.termination_grace + 999ms).count();
+  int64_t grace = grace_seconds(spec.termination_grace);
   json pod = {
       {"apiVersion", "v1"},
       {"kind", "Pod"},
@@ -258,6 +277,7 @@ Status KubeRunner::launch(const LaunchRequest& request) {
   Run run;
   run.epoch = request.epoch;
   run.namespace_name = request.spec.namespace_name;
+  run.grace_seconds = grace_seconds(request.spec.termination_grace);
   for (int replica = 0; replica < request.spec.replicas; ++replica) {
     run.pods.push_back(pod_name(request.key, request.epoch, replica));
   }
@@ -269,8 +289,7 @@ Status KubeRunner::launch(const LaunchRequest& request) {
   } else {
     SHOAL_RETURN_IF_ERROR(write_marker(marker));
     for (int replica = 0; replica < request.spec.replicas; ++replica) {
-      enqueue({Command::Kind::kCreate, run.namespace_name, run.pods[static_cast<size_t>(replica)],
-               pod_body(request, replica), 0});
+      enqueue(KubeCall::create(run.namespace_name, run.pods[static_cast<size_t>(replica)], pod_body(request, replica)));
     }
   }
   run.seen.assign(run.pods.size(), false);
@@ -279,12 +298,14 @@ Status KubeRunner::launch(const LaunchRequest& request) {
 }
 
 bool KubeRunner::stop(const std::string& key, Duration grace) {
-  auto seconds = std::chrono::duration_cast<std::chrono::seconds>(grace + 999ms).count();
+  int64_t seconds = grace_seconds(grace);
   Pods stopped;
   auto it = runs_.find(key);
   if (it != runs_.end()) {
     stopped = {it->second.namespace_name, it->second.pods};
     runs_.erase(it);
+    std::lock_guard lock(mutex_);
+    forget_calls_of(stopped);
   } else {
     // Restored after a restart and not launched again: whatever pods of
     // the key the cluster still runs for this agent, by their labels (none
@@ -300,7 +321,7 @@ bool KubeRunner::stop(const std::string& key, Duration grace) {
   }
   if (stopped.pods.empty()) return true;  // nothing runs: the room is free now
   for (const std::string& pod : stopped.pods) {
-    enqueue({Command::Kind::kDelete, stopped.namespace_name, pod, "", seconds});
+    enqueue(KubeCall::remove(stopped.namespace_name, pod, seconds));
   }
   stopping_[key].push_back(std::move(stopped));
   return false;  // the room stays held until the pods are gone
@@ -325,6 +346,12 @@ std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& 
         *finished = true;
         return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
                              "the API server refused pod " + run.pods[i] + ": " + refused->second};
+      }
+      if (auto given_up = seen.given_up.find(full); given_up != seen.given_up.end()) {
+        *finished = true;
+        return WorkloadEvent{key, WorkloadEventKind::kFailed, now, -1,
+                             "the API server did not take pod " + run.pods[i] + ": " + given_up->second,
+                             EndCause::kEvicted};
       }
       if (seen.unreadable_pods.count(full)) {
         all_running = all_succeeded = false;  // how it is, the agent cannot read: it waits
@@ -384,7 +411,7 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
       continue;
     }
     for (const std::string& pod : it->second.first.pods) {
-      enqueue({Command::Kind::kDelete, it->second.first.namespace_name, pod, "", 0});
+      enqueue(KubeCall::remove(it->second.first.namespace_name, pod, 1));
     }
     it = forgotten_.erase(it);
   }
@@ -408,19 +435,22 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
     if (finished) ended.push_back(key);
   }
   for (const std::string& key : ended) {
-    // A gang whose replica failed stops the others; finished pods stay (as
-    // Kubernetes keeps them) until the copy is forgotten.
+    // A gang whose replica failed stops the others, by name: those not yet
+    // seen too (a create still waiting is dropped; one out is deleted once
+    // made). Finished pods stay (as Kubernetes keeps them) until the copy
+    // is forgotten.
     Run& run = runs_.at(key);
     for (const std::string& pod : run.pods) {
       auto it = snapshot_.pods.find(run.namespace_name + "/" + pod);
-      if (it != snapshot_.pods.end() && !it->second.terminal()) {
-        commands_.push_back({Command::Kind::kDelete, run.namespace_name, pod, "", 0});
+      if (it == snapshot_.pods.end() || !it->second.terminal()) {
+        calls_.push(KubeCall::remove(run.namespace_name, pod, run.grace_seconds));
       }
     }
     ended_[key] = {run.namespace_name, run.pods};
+    forget_calls_of(ended_[key]);
     runs_.erase(key);
   }
-  if (!ended.empty()) wake_.notify_all();
+  if (!ended.empty()) wake_.notify_all();  // calls were queued
   if (!snapshot_.pods_listed) return events;
   for (auto it = stopping_.begin(); it != stopping_.end();) {
     std::deque<Pods>& stops = it->second;
@@ -530,7 +560,7 @@ Result<LogChunk> KubeRunner::read_log(const std::string& key, int replica, int64
     read.offset = offset;
     read.max_bytes = max_bytes;
     read.limit_bytes = limit;
-    commands_.push_front({Command::Kind::kReadLog, copy->namespace_name, pod, "", 0, limit});
+    calls_.push(KubeCall::read_log(copy->namespace_name, pod, limit));
     wake_.notify_all();
   }
   LogChunk pending;

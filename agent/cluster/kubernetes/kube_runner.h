@@ -5,10 +5,14 @@
 // room accounting stays exact and kube-scheduler never sees them pending).
 //
 // Every API call runs on the runner's own threads: one lists then watches
-// the cluster's pods, one its nodes, one creates and deletes pods, reads
-// their logs (read_log answers "pending" until it has) and, when idle,
-// asks /readyz every second (a watch on a server that stopped
-// answering stays open and silent). The agent's loop only reads their
+// the cluster's pods, one its nodes, and spec.parallelCalls threads, each
+// on a connection of its own, create and delete pods and read their logs
+// (read_log answers "pending" until it has), one pod's calls one after the
+// other (KubeCallQueue); idle, one of them asks /readyz every second (a
+// watch on a server that stopped answering stays open and silent). A call
+// the server did not settle (no answer, 5xx, 429) is made again after an
+// exponential backoff with jitter, never sooner than its Retry-After; a
+// create, at most 9 times. The agent's loop only reads their
 // latest snapshot and queues creates and deletes, so a slow or dead API
 // server never blocks it: the runner turns unhealthy (the agent answers
 // candidates BackendUnavailable) and recovers by itself when the server
@@ -29,12 +33,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/cluster/kubernetes/kube_api.h"
+#include "agent/cluster/kubernetes/kube_calls.h"
 #include "agent/cluster/node_cluster.h"
 #include "model/manifest.h"
 
@@ -96,15 +102,6 @@ class KubeRunner final : public Runner {
  private:
   explicit KubeRunner(KubeRunnerOptions options);
 
-  // What the loop asks of the command thread.
-  struct Command {
-    enum class Kind { kCreate, kDelete, kReadLog } kind;
-    std::string namespace_name;
-    std::string name;
-    std::string body;         // kCreate: the pod
-    int64_t grace_seconds = 0;  // kDelete
-    int64_t limit_bytes = 0;    // kReadLog: the most of the output to read
-  };
   // A pod's output as the command thread last read it (pods/log) for one
   // ask of read_log: the window at `offset` (< 0: that far before the end).
   struct LogRead {
@@ -130,6 +127,9 @@ class KubeRunner final : public Runner {
     std::map<std::string, KubeNode> nodes;  // by name
     std::set<std::string> created;          // our pods the server took (or had)
     std::map<std::string, std::string> refused;  // our pods the server refused, why
+    // Our pods whose create was given up without an answer that settles
+    // it, why: the cluster failed the copy, not the job.
+    std::map<std::string, std::string> given_up;
     // Our pods the watch saw deleted, as they were last: a pod that
     // Succeeded or Failed and was deleted before the loop looked (the pod
     // garbage collector, an operator's cleanup) ended as it says, not by
@@ -144,6 +144,7 @@ class KubeRunner final : public Runner {
   struct Run {
     uint64_t epoch = 0;
     std::string namespace_name;
+    int64_t grace_seconds = 1;      // for its pods' deletes
     std::vector<std::string> pods;  // one per replica
     bool created_before = false;    // its marker existed at launch: never create again
     std::vector<bool> seen;         // per replica: its pod was in a snapshot once
@@ -176,13 +177,21 @@ class KubeRunner final : public Runner {
   void list_and_watch(const Collection& collection);
   void watch_pods();
   void watch_nodes();
-  void run_commands();
-  // The command thread's part of a kReadLog: GET pods/log, into logs_.
-  void read_pod_log(KubeClient& api, const Command& command);
+  // One of the threads that make the calls of calls_; `probes`: the one
+  // that, idle, asks whether the server still answers.
+  void make_calls(bool probes);
+  // Under mutex_: `call` was answered (or not) with `answer`: settled,
+  // made again after a backoff, or given up.
+  void take_answer(KubeCall call, const Result<KubeClient::Answer>& answer);
+  // A call thread's part of a kReadLog: GET pods/log, into logs_.
+  void read_pod_log(KubeClient& api, const KubeCall& call);
   // The pod of replica `replica` of `request`, as JSON.
   std::string pod_body(const LaunchRequest& request, int replica) const;
   std::string marker_path(const std::string& key, uint64_t epoch) const;
-  void enqueue(Command command);
+  void enqueue(KubeCall call);
+  // Under mutex_: what the call threads noted of `pods`' creates, once no
+  // run waits on it.
+  void forget_calls_of(const Pods& pods);
   // What `run`'s pods say now, as at most one event (none when nothing
   // new); `finished` when that event ends the copy.
   std::optional<WorkloadEvent> event_for(const std::string& key, Run& run, const Snapshot& seen,
@@ -206,7 +215,8 @@ class KubeRunner final : public Runner {
   // mutable: read_log (const, as every Runner's) queues reads of output.
   mutable std::condition_variable wake_;
   Snapshot snapshot_;
-  mutable std::deque<Command> commands_;
+  mutable KubeCallQueue calls_;
+  std::minstd_rand jitter_;  // spreads the retries' backoffs
   mutable std::map<std::string, LogRead> logs_;  // by "namespace/pod"
   std::atomic<bool> quit_{false};
   std::vector<std::thread> threads_;

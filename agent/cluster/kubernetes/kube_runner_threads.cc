@@ -2,6 +2,7 @@
 // lists and watches that keep the snapshot, and the creates, deletes and
 // probes of the API server. Nothing here runs on the agent's loop.
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "agent/cluster/kubernetes/kube_runner.h"
 
@@ -15,8 +16,15 @@ namespace {
 // How long a watch lasts before it is opened again from where it left off
 // (the server ends it at timeoutSeconds; the client's bound is a little later).
 constexpr int kWatchSeconds = 60;
-// After a failed call, list or watch, the next try waits this long.
+// After a failed list or watch, the next try waits this long.
 constexpr auto kRetryPause = 1s;
+// A create or delete without an answer that settles it (none, 5xx, 429) is
+// made again after kFirstBackoff, doubled each time up to kMaxBackoff; a
+// create is given up after kCreateAttempts (one to two minutes), and its
+// copy ends failed at the cluster with the server's last answer.
+constexpr std::chrono::milliseconds kFirstBackoff = 500ms;
+constexpr std::chrono::milliseconds kMaxBackoff = 30s;
+constexpr int kCreateAttempts = 9;
 // How often an idle runner asks the server whether it still answers.
 constexpr auto kProbeInterval = 1s;
 
@@ -163,62 +171,102 @@ void KubeRunner::watch_nodes() {
        &Snapshot::nodes_reachable});
 }
 
-void KubeRunner::run_commands() {
+void KubeRunner::make_calls(bool probes) {
   KubeClient api({options_.config, options_.spec.timeout});
+  auto idle_until = std::chrono::steady_clock::now() + kProbeInterval;
   while (true) {
-    Command command;
+    std::optional<KubeCall> call;
     {
       std::unique_lock lock(mutex_);
-      bool due = wake_.wait_for(lock, kProbeInterval, [&] { return quit_.load() || !commands_.empty(); });
-      if (quit_) return;
-      if (!due) {
-        // Idle: is the server still answering? A watch on a server that
-        // stopped answering stays open and silent, so only a call can tell.
-        lock.unlock();
-        Result<KubeClient::Answer> probe = api.call("GET", "/readyz");
-        Status answered = probe.is_ok() ? Status::ok() : probe.status();
-        if (answered.is_ok() && probe->status != 200) {
-          answered = Status(ErrorCode::kUnavailable, "kube-apiserver: /readyz: HTTP " +
-                                                         std::to_string(probe->status) + ": " +
-                                                         kube_status_message(probe->body));
+      while (!quit_ && !(call = calls_.take(std::chrono::steady_clock::now()))) {
+        auto now = std::chrono::steady_clock::now();
+        if (probes && now >= idle_until) {
+          // Idle: is the server still answering? A watch on a server that
+          // stopped answering stays open and silent, so only a call can tell.
+          lock.unlock();
+          Result<KubeClient::Answer> probe = api.call("GET", "/readyz");
+          Status answered = probe.is_ok() ? Status::ok() : probe.status();
+          if (answered.is_ok() && probe->status != 200) {
+            answered = Status(ErrorCode::kUnavailable, "kube-apiserver: /readyz: HTTP " +
+                                                           std::to_string(probe->status) + ": " +
+                                                           kube_status_message(probe->body));
+          }
+          lock.lock();
+          snapshot_.server_reachable = answered;
+          idle_until = std::chrono::steady_clock::now() + kProbeInterval;
+          continue;
         }
-        lock.lock();
-        snapshot_.server_reachable = answered;
-        continue;
+        auto until = probes ? idle_until : now + kProbeInterval;
+        if (auto retry = calls_.next_retry()) until = std::min(until, *retry);
+        wake_.wait_until(lock, until);
       }
-      command = std::move(commands_.front());
-      commands_.pop_front();
+      if (quit_) return;
     }
-    if (command.kind == Command::Kind::kReadLog) {
-      read_pod_log(api, command);
+    idle_until = std::chrono::steady_clock::now() + kProbeInterval;
+    if (call->kind == KubeCall::Kind::kReadLog) {
+      read_pod_log(api, *call);
+      std::lock_guard lock(mutex_);
+      calls_.settled(*call);
       continue;
     }
-    std::string full = command.namespace_name + "/" + command.name;
     Result<KubeClient::Answer> answer =
-        command.kind == Command::Kind::kCreate
-            ? api.call("POST", "/api/v1/namespaces/" + command.namespace_name + "/pods", command.body)
-            : api.call("DELETE", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name,
-                       json{{"gracePeriodSeconds", command.grace_seconds}}.dump());
-    std::unique_lock lock(mutex_);
-    snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
-    if (!answer.is_ok() || answer->status >= 500 || answer->status == 429) {
-      // No answer (the create may still have happened: a second one is
-      // AlreadyExists): again after a pause.
-      commands_.push_back(std::move(command));
-      wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
-      continue;
+        call->kind == KubeCall::Kind::kCreate
+            ? api.call("POST", "/api/v1/namespaces/" + call->namespace_name + "/pods", call->body)
+            : api.call("DELETE", "/api/v1/namespaces/" + call->namespace_name + "/pods/" + call->name,
+                       json{{"gracePeriodSeconds", call->grace_seconds}}.dump());
+    {
+      std::lock_guard lock(mutex_);
+      take_answer(std::move(*call), answer);
     }
-    if (command.kind == Command::Kind::kCreate) {
-      if (answer->status == 201 || answer->status == 200 || answer->status == 409) {
-        snapshot_.created.insert(full);
-      } else {
-        snapshot_.refused[full] = "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
-      }
-    }
+    wake_.notify_one();  // the pod's next call, if any, may go
   }
 }
 
-void KubeRunner::read_pod_log(KubeClient& api, const Command& command) {
+void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& answer) {
+  snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
+  std::string pod = call.pod();
+  if (answer.is_ok() && answer->status < 500 && answer->status != 429) {
+    calls_.settled(call);
+    if (call.kind != KubeCall::Kind::kCreate) return;  // a delete: done, or the pod was gone (404)
+    if (answer->status == 201 || answer->status == 200 || answer->status == 409) {
+      snapshot_.created.insert(pod);
+    } else {
+      snapshot_.refused[pod] = "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
+    }
+    return;
+  }
+  // No answer (a create may still have happened: made again, it is
+  // AlreadyExists), or the server asked to be called later.
+  ++call.attempts;
+  call.last_error = !answer.is_ok() ? answer.status().message()
+                                    : "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
+  if (call.kind == KubeCall::Kind::kCreate && call.attempts >= kCreateAttempts) {
+    spdlog::warn("kubernetes: gave up creating pod {} after {} tries; the last: {}", pod, call.attempts,
+                 call.last_error);
+    snapshot_.given_up[pod] = "no answer after " + std::to_string(call.attempts) + " tries (the last: " +
+                              call.last_error + ")";
+    calls_.settled(call);
+    // It may have been made all the same: deleted, so it never runs for a
+    // copy its source has given up.
+    calls_.push(KubeCall::remove(call.namespace_name, call.name, 1));
+    return;
+  }
+  // Exponential, capped, and spread (half to all of it) so that calls
+  // refused together do not come back together; never sooner than the
+  // server's Retry-After.
+  auto backoff = std::min<std::chrono::milliseconds>(kMaxBackoff, kFirstBackoff * (1 << std::min(call.attempts - 1, 16)));
+  auto spread = std::chrono::milliseconds(
+      std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(jitter_));
+  if (answer.is_ok()) spread = std::max<std::chrono::milliseconds>(spread, answer->retry_after);
+  if (call.attempts == 1 || call.attempts % 5 == 0) {
+    spdlog::info("kubernetes: {} of pod {} again in {} ms (try {}): {}",
+                 call.kind == KubeCall::Kind::kCreate ? "create" : "delete", pod, spread.count(), call.attempts + 1,
+                 call.last_error);
+  }
+  calls_.again(std::move(call), std::chrono::steady_clock::now() + spread);
+}
+
+void KubeRunner::read_pod_log(KubeClient& api, const KubeCall& command) {
   std::string full = command.namespace_name + "/" + command.name;
   bool ended_before = false;  // then the read below holds all it ever will
   {

@@ -275,7 +275,7 @@ TEST(ManifestTest, AKubernetesClusterNamesItsKubeconfigAndTakesItsNodesFromTheCl
   auto parsed = parse_cluster(head +
                               "  backend: kubernetes\n  kubernetes:\n    kubeconfig: /etc/shoal/kubeconfig\n"
                               "    context: prod\n    nodeSelector: {pool: batch}\n    image: alpine:3\n"
-                              "    timeout: 750ms\n");
+                              "    timeout: 750ms\n    parallelCalls: 4\n");
   ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
   ASSERT_TRUE(parsed->kubernetes.has_value());
   EXPECT_EQ(parsed->kubernetes->kubeconfig, "/etc/shoal/kubeconfig");
@@ -284,10 +284,12 @@ TEST(ManifestTest, AKubernetesClusterNamesItsKubeconfigAndTakesItsNodesFromTheCl
   EXPECT_EQ(parsed->kubernetes->node_selector, (Labels{{"pool", "batch"}}));
   EXPECT_EQ(parsed->kubernetes->image, "alpine:3");
   EXPECT_EQ(parsed->kubernetes->timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(parsed->kubernetes->parallel_calls, 4);
   EXPECT_TRUE(parsed->nodes.empty()) << "the cluster's Nodes are read when the agent starts";
   auto in_cluster = parse_cluster(head + "  backend: kubernetes\n  kubernetes: {inCluster: true}\n");
   ASSERT_TRUE(in_cluster.is_ok()) << in_cluster.status().message();
   EXPECT_TRUE(in_cluster->kubernetes->in_cluster);
+  EXPECT_EQ(in_cluster->kubernetes->parallel_calls, 16) << "the default";
 
   auto error_of = [&](const std::string& body) {
     auto result = parse_cluster(head + body);
@@ -306,6 +308,13 @@ TEST(ManifestTest, AKubernetesClusterNamesItsKubeconfigAndTakesItsNodesFromTheCl
   EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {inCluster: true, timeout: 1h}\n")
                 .find("spec.kubernetes.timeout"),
             std::string::npos);
+  for (const char* calls : {"0", "65", "many"}) {
+    EXPECT_NE(error_of(std::string("  backend: kubernetes\n  kubernetes: {inCluster: true, parallelCalls: ") + calls +
+                       "}\n")
+                  .find("spec.kubernetes.parallelCalls"),
+              std::string::npos)
+        << calls;
+  }
   EXPECT_NE(error_of("  backend: kubernetes\n  kubernetes: {inCluster: true, namespace: x}\n")
                 .find("spec.kubernetes.namespace: unknown field"),
             std::string::npos);
