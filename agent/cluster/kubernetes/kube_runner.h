@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include <spdlog/logger.h>
+
 #include "agent/cluster/kubernetes/kube_api.h"
 #include "agent/cluster/kubernetes/kube_calls.h"
 #include "agent/cluster/node_cluster.h"
@@ -72,6 +74,8 @@ struct KubeRunnerOptions {
   // How long a finished copy's pods (and so their logs) outlive the core's
   // record of it (exec.keepFinished in agent.yaml).
   std::chrono::seconds keep_finished = std::chrono::hours(1);
+  // Where retries and given-up creates are told (the agent's log); none: untold.
+  std::shared_ptr<spdlog::logger> logger;
 };
 
 class KubeRunner final : public Runner {

@@ -2,7 +2,6 @@
 // lists and watches that keep the snapshot, and the creates, deletes and
 // probes of the API server. Nothing here runs on the agent's loop.
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "agent/cluster/kubernetes/kube_runner.h"
 
@@ -25,6 +24,9 @@ constexpr auto kRetryPause = 1s;
 constexpr std::chrono::milliseconds kFirstBackoff = 500ms;
 constexpr std::chrono::milliseconds kMaxBackoff = 30s;
 constexpr int kCreateAttempts = 9;
+// A Retry-After longer than this is read as this: a server's hint, not a
+// reason to stall a pod for an hour.
+constexpr std::chrono::milliseconds kLongestRetryAfter = 5min;
 // How often an idle runner asks the server whether it still answers.
 constexpr auto kProbeInterval = 1s;
 
@@ -241,8 +243,10 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
   call.last_error = !answer.is_ok() ? answer.status().message()
                                     : "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
   if (call.kind == KubeCall::Kind::kCreate && call.attempts >= kCreateAttempts) {
-    spdlog::warn("kubernetes: gave up creating pod {} after {} tries; the last: {}", pod, call.attempts,
-                 call.last_error);
+    if (options_.logger) {
+      options_.logger->warn("kubernetes: gave up creating pod {} after {} tries; the last: {}", pod, call.attempts,
+                            call.last_error);
+    }
     snapshot_.given_up[pod] = "no answer after " + std::to_string(call.attempts) + " tries (the last: " +
                               call.last_error + ")";
     calls_.settled(call);
@@ -257,11 +261,14 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
   auto backoff = std::min<std::chrono::milliseconds>(kMaxBackoff, kFirstBackoff * (1 << std::min(call.attempts - 1, 16)));
   auto spread = std::chrono::milliseconds(
       std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(jitter_));
-  if (answer.is_ok()) spread = std::max<std::chrono::milliseconds>(spread, answer->retry_after);
-  if (call.attempts == 1 || call.attempts % 5 == 0) {
-    spdlog::info("kubernetes: {} of pod {} again in {} ms (try {}): {}",
-                 call.kind == KubeCall::Kind::kCreate ? "create" : "delete", pod, spread.count(), call.attempts + 1,
-                 call.last_error);
+  if (answer.is_ok()) {
+    spread = std::max<std::chrono::milliseconds>(spread, std::min<std::chrono::milliseconds>(answer->retry_after,
+                                                                                            kLongestRetryAfter));
+  }
+  if (options_.logger && (call.attempts == 1 || call.attempts % 5 == 0)) {
+    options_.logger->info("kubernetes: {} of pod {} again in {} ms (try {}): {}",
+                          call.kind == KubeCall::Kind::kCreate ? "create" : "delete", pod, spread.count(),
+                          call.attempts + 1, call.last_error);
   }
   calls_.again(std::move(call), std::chrono::steady_clock::now() + spread);
 }
