@@ -12,6 +12,9 @@
 #       ($SHOAL_K8S_CACHE, else ~/.cache/shoal-k8s) keyed by those pins; a
 #       second build with the same pins does nothing. Needs Go 1.26 and the
 #       Go module proxy; the first build takes tens of minutes.
+#   scripts/k8s-dev.sh fetch
+#       only downloads what build compiles (nothing once built): a caller
+#       starts it beside other work and builds later.
 #   scripts/k8s-dev.sh bin-dir
 #       prints the folder that holds the built binaries (after build).
 #   scripts/k8s-dev.sh up DIR [--nodes N] [--cpus C] [--memory M] [--real-node]
@@ -81,6 +84,18 @@ built() {
   for name in "${BINARIES[@]}"; do [ -x "$dir/$name" ] || return 1; done
 }
 
+# The modules' sources into Go's module cache, side by side: downloads wait
+# on the network, not on the cores a build keeps busy. A failed download
+# shows as the build's error, with its log.
+fetch_modules() {  # LOG
+  local module started=$SECONDS
+  for module in etcd kwok kubernetes helm cni; do
+    (cd "$PINS/$module" && GOFLAGS=-mod=readonly go mod download) >>"$1" 2>&1 &
+  done
+  wait || true
+  echo "k8s-dev: fetched the modules in $((SECONDS - started)) s" >&2
+}
+
 build() {
   local dir
   dir=$(bin_dir)
@@ -122,14 +137,7 @@ build() {
     fi
     echo "k8s-dev: built $module in $((SECONDS - started)) s" >&2
   }
-  # The modules' sources, fetched side by side first: downloads wait on the
-  # network, not on the two cores the builds keep busy.
-  local module started=$SECONDS
-  for module in etcd kwok kubernetes helm cni; do
-    (cd "$PINS/$module" && GOFLAGS=-mod=readonly go mod download) >>"$log" 2>&1 &
-  done
-  wait || true  # a failed download shows as the build's error, with its log
-  echo "k8s-dev: fetched the modules in $((SECONDS - started)) s" >&2
+  fetch_modules "$log"
   step etcd "" "$staging/etcd" go.etcd.io/etcd/server/v3  # its main package; the binary would be named "server"
   step kwok "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" "$staging/kwok" sigs.k8s.io/kwok/cmd/kwok
   step kubernetes "$k8s_version" "$staging/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl \
@@ -382,6 +390,12 @@ command=$1
 shift
 case "$command" in
   build) build; exit 0 ;;
+  fetch)
+    built "$(bin_dir)" && exit 0
+    command -v go >/dev/null || exit 0  # build says what is missing
+    mkdir -p "$CACHE"
+    fetch_modules "$CACHE/fetch.log"
+    exit 0 ;;
   bin-dir) built "$(bin_dir)" || fail "not built: run scripts/k8s-dev.sh build first"; bin_dir; exit 0 ;;
   up | down | status | exec | load-images | node) ;;
   *) usage ;;

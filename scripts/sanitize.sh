@@ -36,4 +36,6 @@ cd "$BUILD_DIR"
 # What the sanitizers can say something about: the C++ the tests run. The
 # checks of scripts, source text and the package's layout run in the plain
 # build (scripts/test.sh) and would say nothing more here.
-ctest --output-on-failure -j "$(nproc)" --timeout 900 -LE "script"
+# One more at a time than cores: the integration tests mostly wait on
+# timers and processes, and would leave the cores idle.
+ctest --output-on-failure -j "$(($(nproc) + 1))" --timeout 900 -LE "script"

@@ -53,6 +53,9 @@ summary() {
 }
 
 stage "build"
+# The Kubernetes binaries' sources download while shoal compiles.
+bash scripts/k8s-dev.sh fetch >"$LOGS/k8s-fetch.log" 2>&1 &
+fetch=$!
 bash scripts/build.sh
 BUILD_DIR="${SHOAL_BUILD_DIR:-build}"
 asan_build=""
@@ -64,6 +67,7 @@ if [ "${SHOAL_QUICK:-0}" != 1 ]; then
   trap 'kill "$asan_build" 2>/dev/null || true' EXIT
 fi
 stage "Kubernetes test cluster (scripts/k8s-dev.sh build; cached after the first)"
+wait "$fetch" || true  # what failed to download fails the build, with its log
 status=0
 bash scripts/k8s-dev.sh build 2>&1 | tail -n 30 || status=$?
 count_one "k8s-dev build" "$status"
