@@ -48,20 +48,12 @@ import json, sys
 page = json.load(sys.stdin)
 print(len(page["items"]) + page["metadata"].get("remainingItemCount", 0))' 2>/dev/null || echo 0
 }
-# Waits until `count` pods are Running (at most 20 minutes); prints when.
-await_running() {
-  local count=$1 deadline=$((SECONDS + 1200))
-  until [ "$(running)" -ge "$count" ]; do
-    [ $SECONDS -lt $deadline ] || { echo "only $(running) of $count pods Running after 20 minutes" >&2; exit 1; }
-    sleep 0.5
-  done
-  now
-}
-# Waits until the API server holds `count` pods (at most 20 minutes); prints when.
-await_existing() {
-  local count=$1 deadline=$((SECONDS + 1200))
-  until [ "$(existing)" -ge "$count" ]; do
-    [ $SECONDS -lt $deadline ] || { echo "only $(existing) of $count pods created after 20 minutes" >&2; exit 1; }
+# Waits until COUNTER (running, existing) says at least COUNT (at most 20
+# minutes); prints when.
+await_count() {
+  local counter=$1 count=$2 deadline=$((SECONDS + 1200))
+  until [ "$($counter)" -ge "$count" ]; do
+    [ $SECONDS -lt $deadline ] || { echo "only $($counter) of $count pods ($counter) after 20 minutes" >&2; exit 1; }
     sleep 0.2
   done
   now
@@ -92,7 +84,7 @@ for c in $(seq 0 $((CLIENTS - 1))); do
 done
 for pid in "${clients[@]}"; do wait "$pid"; done
 created=$(now)
-end=$(await_running "$WORKLOADS")
+end=$(await_count running "$WORKLOADS")
 raw_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
 raw_seconds=$(elapsed "$start" "$end")
 raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
@@ -149,8 +141,8 @@ spec: {{resources: {{cpu: "1"}}, command: [sleep, "3600"]}}""")
 PY
 start=$(now)
 ctl lab submit -f "$WORK/workloads.yaml" >/dev/null
-created=$(await_existing "$WORKLOADS")
-end=$(await_running "$WORKLOADS")
+created=$(await_count existing "$WORKLOADS")
+end=$(await_count running "$WORKLOADS")
 shoal_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
 shoal_seconds=$(elapsed "$start" "$end")
 shoal_rate=$(rate "$WORKLOADS" "$shoal_seconds")

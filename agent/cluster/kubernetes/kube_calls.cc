@@ -4,29 +4,32 @@
 
 namespace shoal::cluster::kubernetes {
 
-KubeCall KubeCall::create(std::string namespace_name, std::string name, std::string body) {
+namespace {
+
+KubeCall call_of(KubeCall::Kind kind, std::string namespace_name, std::string name) {
   KubeCall call;
-  call.kind = Kind::kCreate;
+  call.kind = kind;
   call.namespace_name = std::move(namespace_name);
   call.name = std::move(name);
+  return call;
+}
+
+}  // namespace
+
+KubeCall KubeCall::create(std::string namespace_name, std::string name, std::string body) {
+  KubeCall call = call_of(Kind::kCreate, std::move(namespace_name), std::move(name));
   call.body = std::move(body);
   return call;
 }
 
 KubeCall KubeCall::remove(std::string namespace_name, std::string name, int64_t grace_seconds) {
-  KubeCall call;
-  call.kind = Kind::kDelete;
-  call.namespace_name = std::move(namespace_name);
-  call.name = std::move(name);
+  KubeCall call = call_of(Kind::kDelete, std::move(namespace_name), std::move(name));
   call.grace_seconds = grace_seconds;
   return call;
 }
 
 KubeCall KubeCall::read_log(std::string namespace_name, std::string name, int64_t limit_bytes) {
-  KubeCall call;
-  call.kind = Kind::kReadLog;
-  call.namespace_name = std::move(namespace_name);
-  call.name = std::move(name);
+  KubeCall call = call_of(Kind::kReadLog, std::move(namespace_name), std::move(name));
   call.limit_bytes = limit_bytes;
   return call;
 }
