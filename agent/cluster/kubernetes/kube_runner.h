@@ -106,7 +106,7 @@ class KubeRunner final : public Runner {
  private:
   explicit KubeRunner(KubeRunnerOptions options);
 
-  // A pod's output as the command thread last read it (pods/log) for one
+  // A pod's output as a call thread last read it (pods/log) for one
   // ask of read_log: the window at `offset` (< 0: that far before the end).
   struct LogRead {
     int64_t offset = 0;
