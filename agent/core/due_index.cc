@@ -96,16 +96,25 @@ void DueIndex::refile(const std::string& uid) {
 TimePoint DueIndex::earliest_awake_due() {
   // Refile the front under its own due time until the front already is:
   // then every other key, no later than its own due time, is no earlier
-  // than the front's, and the front's is the earliest. Each round refiles
-  // one workload under its due time, so this ends.
+  // than the front's, and the front's is the earliest.
+  // Each workload is refiled at most once per search: one due "now" reads
+  // the clock, and by the time it comes round to the front again the clock
+  // has moved, so its key is again a little early. A search that refiled
+  // it again would chase the clock through every workload due now until a
+  // fixed due time came (seconds, under load). Its key from this search is
+  // its due time as of this search: a lower bound, and tight enough.
   // Until the entries change, the front stays exact (or early, when its due
   // time moved later): most envelopes touch no workload, and the check
   // is a lookup.
+  ++search_;
   while (!awake_by_key_.empty() && !front_checked_) {
     auto [key, uid] = *awake_by_key_.begin();
+    Awake& front = awake_.at(uid);
+    if (front.refiled_in_search == search_) break;
     std::optional<TimePoint> own = times_.own_due(uid, ResendBound::kNow);
     if (!own) break;  // forgotten in this tick: visited, then dropped
     if (key != TimePoint::min() && *own == key) break;
+    front.refiled_in_search = search_;
     refile(uid);
     if (awake_by_key_.begin()->first == key && awake_by_key_.begin()->second == uid) break;
   }

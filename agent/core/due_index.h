@@ -18,6 +18,7 @@
 // broken_invariant() checks all of it against the owner's due times.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -97,6 +98,7 @@ class DueIndex {
   struct Awake {
     TimePoint key;
     std::string watched;  // winner, or ""
+    uint64_t refiled_in_search = 0;  // earliest_awake_due's search_, when it refiled this one
   };
   void file_key(const std::string& uid, Awake& awake, TimePoint key);
   // Drops uid from the workloads `winner` is watched for ("": none).
@@ -114,6 +116,7 @@ class DueIndex {
   // Whether the front of awake_by_key_ was refiled under its own due time
   // since the entries last changed (earliest_awake_due).
   bool front_checked_ = false;
+  uint64_t search_ = 0;  // earliest_awake_due's searches so far
   // Touched since the last tick. next_deadline() refiles the awake ones and
   // folds the due times of the others into touched_due_ (a loop iteration
   // asks once per batch, and 20,000 submitted at once were walked on every

@@ -1,10 +1,12 @@
 // A federation-wide quota with real agents: a source's quota of 16 cpu for
-// namespace ml, three targets with room for far more. Sampled while it
-// runs, never more than 16 cpu of ml runs anywhere at once; the rest waits
-// at the source, Pending with QuotaExceeded; every workload finishes.
+// namespace ml, three targets with room for far more. Sampled at the
+// targets while it runs, never more than 16 cpu of ml is held anywhere at
+// once; the rest waits at the source, Pending with QuotaExceeded; every
+// workload finishes.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "harness.h"
 
@@ -58,18 +60,35 @@ TEST(Quota, ANamespaceHoldsNoMoreThanItsQuotaAcrossTheFederation) {
   }
   ASSERT_EQ(source.ctl({"submit", "-f", work}).exit_code, 0);
 
+  // The targets are read one after another, so one pass is no snapshot: a
+  // copy read at t1 may end, and the quota it frees go to a copy read at t3
+  // moments later. A copy's phase only moves forward (Bound, Running, then
+  // ended), so a copy held at its target in two passes in a row was held all
+  // the time between them; every such copy was held at once, between the end
+  // of the first pass and the start of the second.
+  using Held = std::set<std::string>;  // "uid/epoch" of copies Bound or Running
+  auto held_at = [&](AgentProcess& target) {
+    Held held;
+    json listed = target.ctl_json({"get", "reservations"});
+    for (const auto& r : listed.value("items", json::array())) {
+      if (r["phase"] == "Running" || r["phase"] == "Bound") {
+        held.insert(r["uid"].get<std::string>() + "/" + std::to_string(r["epoch"].get<int64_t>()));
+      }
+    }
+    return held;
+  };
+  std::vector<Held> last_pass(targets.size());
   int64_t most_running = 0;
   bool saw_quota_wait = false;
   bool done = wait_until(
       [&] {
-        int64_t running = 0;
-        for (auto& target : targets) {
-          json held = target->ctl_json({"get", "reservations"});
-          for (const auto& r : held.value("items", json::array())) {
-            if (r["phase"] == "Running" || r["phase"] == "Bound") running += 2;
-          }
+        int64_t held_throughout = 0;
+        for (size_t i = 0; i < targets.size(); ++i) {
+          Held now = held_at(*targets[i]);
+          for (const auto& copy : now) held_throughout += 2 * static_cast<int64_t>(last_pass[i].count(copy));
+          last_pass[i] = std::move(now);
         }
-        most_running = std::max(most_running, running);
+        most_running = std::max(most_running, held_throughout);
         json listed = source.ctl_json({"get", "workloads", "-n", "ml"});
         int succeeded = 0;
         for (const auto& w : listed.value("items", json::array())) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 namespace shoal::core {
 namespace {
@@ -51,6 +52,41 @@ TEST(DueIndexTest, AWokenWorkloadIsVisitedByTheNextTickThenOnlyWhenItsTimeComes)
   index.sleep("b");
   EXPECT_FALSE(index.is_awake("b"));
   EXPECT_EQ(index.awake_count(), 1u);
+}
+
+// An owner whose workloads are due "now" by the clock it reads, and whose
+// clock moves on with every question, as a real one does while thousands
+// are asked about: each answer is a little later than the key it was
+// filed under a moment ago.
+struct DueNowOwner : DueIndex::Times {
+  mutable TimePoint clock = at(0);
+  mutable int asked = 0;
+  int frozen_after = 0;  // the clock stops here, so a search that chases it ends
+  std::set<std::string> due_now;
+  TimePoint later = at(30);  // the one workload with a fixed time
+  std::optional<TimePoint> own_due(const std::string& uid, DueIndex::ResendBound) const override {
+    if (++asked < frozen_after) clock += 1ms;
+    return due_now.count(uid) ? clock : later;
+  }
+  const std::string* watched(const std::string&) const override { return nullptr; }
+  TimePoint lost_at(const std::string&) const override { return TimePoint::max(); }
+};
+
+TEST(DueIndexTest, WorkloadsDueNowByAMovingClockCostOneLookupEachNotAChaseOfTheClock) {
+  DueNowOwner owner;
+  DueIndex index(owner);
+  constexpr int kDueNow = 500;
+  owner.frozen_after = 100 * kDueNow;
+  for (int i = 0; i < kDueNow; ++i) {
+    std::string uid = "now-" + std::to_string(i);
+    owner.due_now.insert(uid);
+    index.wake(uid);
+  }
+  index.wake("fixed");
+  TimePoint deadline = index.next_deadline();
+  EXPECT_LE(owner.asked, 3 * (kDueNow + 1)) << "each workload is refiled at most once per question";
+  EXPECT_LT(deadline, owner.later) << "the workloads due now make the deadline now";
+  EXPECT_EQ(index.broken_invariant(deadline), "");
 }
 
 TEST(DueIndexTest, ATouchedWorkloadIsFiledAfreshSoItsEarlierTimeIsNotMissed) {
