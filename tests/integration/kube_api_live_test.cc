@@ -1,18 +1,28 @@
-// KubeClient against a real kube-apiserver (the dev cluster of
-// scripts/k8s-dev.sh): nodes listed, a pod created once (a second create is
-// AlreadyExists) and watched through its phases to its exit code, a token
-// the server does not know refused, and a server that does not answer
-// reported Unavailable within the timeout.
+// KubeClient and KubeRunner against a real kube-apiserver (the dev cluster
+// of scripts/k8s-dev.sh): nodes listed, a pod created once (a second create
+// is AlreadyExists) and watched through its phases to its exit code, a token
+// the server does not know refused, a server that does not answer reported
+// Unavailable within the timeout; the runner's lists read in pages, and its
+// watches, cut on the way, going on from where they were.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/cluster/kubernetes/kube_api.h"
+#include "agent/cluster/kubernetes/kube_runner.h"
 #include "dev_k8s.h"
 
 namespace shoal::cluster::kubernetes {
@@ -154,6 +164,201 @@ TEST_F(KubeApiLive, AServerThatDoesNotAnswerIsUnavailableWithinTheTimeout) {
   EXPECT_EQ(answer.status().code(), ErrorCode::kUnavailable);
   EXPECT_NE(answer.status().message().find("GET /api/v1/nodes"), std::string::npos) << answer.status().message();
   EXPECT_LT(took, 10s) << "bounded by the timeout, not by the server";
+}
+
+// A TCP proxy on loopback in front of the API server. TLS passes through
+// it untouched; cut() closes every connection open at that moment, as a
+// load balancer that restarts or drops idle streams does.
+class CuttableProxy {
+ public:
+  explicit CuttableProxy(uint16_t upstream) : upstream_(upstream) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address = loopback(0);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || listen(listener_, 64) != 0) {
+      std::abort();
+    }
+    socklen_t length = sizeof address;
+    getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~CuttableProxy() {
+    quit_ = true;
+    thread_.join();
+    for (auto [client, server] : open_) {
+      close(client);
+      close(server);
+    }
+    close(listener_);
+  }
+  uint16_t port() const { return port_; }
+  void cut() { cut_requested_ = true; }
+  int connections_cut() const { return cut_.load(); }
+
+ private:
+  static sockaddr_in loopback(uint16_t port) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    return address;
+  }
+  // One thread: accepts, pumps bytes both ways, and closes what cut() asks.
+  void serve() {
+    while (!quit_) {
+      if (cut_requested_.exchange(false)) {
+        for (auto [client, server] : open_) {
+          close(client);
+          close(server);
+        }
+        cut_ += static_cast<int>(open_.size());
+        open_.clear();
+      }
+      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      for (auto [client, server] : open_) {
+        fds.push_back({client, POLLIN, 0});
+        fds.push_back({server, POLLIN, 0});
+      }
+      if (poll(fds.data(), fds.size(), 50) <= 0) continue;
+      if (fds[0].revents & POLLIN) {
+        int client = accept(listener_, nullptr, nullptr);
+        int server = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address = loopback(upstream_);
+        if (client >= 0 && connect(server, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+          open_.push_back({client, server});
+        } else {
+          close(client);
+          close(server);
+        }
+      }
+      std::vector<std::pair<int, int>> kept;
+      for (size_t i = 0; i < (fds.size() - 1) / 2; ++i) {
+        auto [client, server] = open_[i];
+        bool alive = pump(fds[1 + 2 * i], server) && pump(fds[2 + 2 * i], client);
+        if (alive) {
+          kept.push_back(open_[i]);
+        } else {
+          close(client);
+          close(server);
+        }
+      }
+      kept.insert(kept.end(), open_.begin() + static_cast<long>((fds.size() - 1) / 2), open_.end());
+      open_ = std::move(kept);
+    }
+  }
+  // Copies what `from` has to `to`; false once either end is closed.
+  static bool pump(const pollfd& from, int to) {
+    if (!(from.revents & (POLLIN | POLLHUP | POLLERR))) return true;
+    char buffer[65536];
+    ssize_t got = read(from.fd, buffer, sizeof buffer);
+    if (got <= 0) return false;
+    for (ssize_t sent = 0; sent < got;) {
+      ssize_t wrote = write(to, buffer + sent, static_cast<size_t>(got - sent));
+      if (wrote <= 0) return false;
+      sent += wrote;
+    }
+    return true;
+  }
+
+  uint16_t upstream_;
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> quit_{false};
+  std::atomic<bool> cut_requested_{false};
+  std::atomic<int> cut_{0};
+  std::vector<std::pair<int, int>> open_;  // serve()'s: client, server
+  std::thread thread_;
+};
+
+bool await(const std::function<bool()>& condition, std::chrono::seconds longest) {
+  auto until = std::chrono::steady_clock::now() + longest;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+// Pods of somebody else's on one node, each asking `cpu`; deleted at the end.
+class OthersPods {
+ public:
+  OthersPods(KubeClient& api, const std::string& node, const std::string& prefix, int count, const std::string& cpu)
+      : api_(api) {
+    for (int i = 0; i < count; ++i) {
+      std::string name = prefix + "-" + std::to_string(i);
+      auto created = api_.call("POST", "/api/v1/namespaces/default/pods",
+                               R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
+                                   R"(","namespace":"default"},"spec":{"nodeName":")" + node +
+                                   R"(","containers":[{"name":"main","image":"none","resources":{"requests":{"cpu":")" +
+                                   cpu + R"("}}}]}})");
+      EXPECT_TRUE(created.is_ok() && created->status == 201) << name;
+      names_.push_back(name);
+    }
+  }
+  ~OthersPods() {
+    for (const std::string& name : names_) {
+      (void)api_.call("DELETE", "/api/v1/namespaces/default/pods/" + name, R"({"gracePeriodSeconds":0})");
+    }
+  }
+
+ private:
+  KubeClient& api_;
+  std::vector<std::string> names_;
+};
+
+class KubeRunnerLive : public KubeApiLive {
+ protected:
+  void TearDown() override { std::filesystem::remove_all(state_dir_); }
+  std::unique_ptr<KubeRunner> start_runner(const std::string& server, int page_size) {
+    KubeRunnerOptions options;
+    options.config = config_;
+    options.config.server = server;
+    options.cluster_name = "live";
+    options.state_dir = state_dir_;
+    options.node_names = {"kwok-node-0", "kwok-node-1"};
+    options.list_page_size = page_size;
+    auto runner = KubeRunner::create(std::move(options));
+    EXPECT_TRUE(runner.is_ok()) << runner.status().message();
+    return runner.is_ok() ? std::move(*runner) : nullptr;
+  }
+  int64_t others_cpu_on(const KubeRunner& runner, const std::string& node) {
+    auto taken = runner.room_taken_by_others();
+    auto found = taken.find(node);
+    return found == taken.end() ? 0 : found->second.cpu_milli;
+  }
+  std::string state_dir_ = std::filesystem::temp_directory_path() / ("shoal-runner-live-" + std::to_string(getpid()));
+};
+
+TEST_F(KubeRunnerLive, AListReadInPagesCountsEveryPodOfEveryPage) {
+  KubeClient api = client();
+  OthersPods others(api, "kwok-node-0", "paged", 5, "300m");
+  std::unique_ptr<KubeRunner> runner = start_runner(config_.server, /*page_size=*/2);
+  ASSERT_TRUE(runner);
+  EXPECT_TRUE(await([&] { return runner->health().is_ok() && others_cpu_on(*runner, "kwok-node-0") >= 1500; }, 20s))
+      << runner->health().message();
+  EXPECT_EQ(others_cpu_on(*runner, "kwok-node-0"), 1500) << "5 pods of 300m, read 2 to a page";
+  EXPECT_EQ(runner->watch_counts().lists, 3) << "our pods, others' pods and the nodes, once each";
+}
+
+TEST_F(KubeRunnerLive, AWatchCutOnTheWayGoesOnFromItsVersionWithoutListingAgain) {
+  uint16_t upstream = static_cast<uint16_t>(std::stoi(config_.server.substr(config_.server.rfind(':') + 1)));
+  CuttableProxy proxy(upstream);
+  std::unique_ptr<KubeRunner> runner = start_runner("https://127.0.0.1:" + std::to_string(proxy.port()), 500);
+  ASSERT_TRUE(runner);
+  ASSERT_TRUE(await([&] { return runner->health().is_ok() && runner->watch_counts().lists == 3; }, 20s))
+      << runner->health().message();
+
+  // A watch cut while open ends in a transport error (or, read as the
+  // server's own end, cleanly): either way it goes on from its version.
+  proxy.cut();
+  ASSERT_TRUE(await([&] { return runner->watch_counts().watches_resumed >= 1; }, 20s))
+      << "connections cut: " << proxy.connections_cut();
+  KubeClient api = client();
+  OthersPods others(api, "kwok-node-1", "after-cut", 1, "700m");
+  EXPECT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 700; }, 20s))
+      << "a pod made after the cut is seen by the watch that went on";
+  EXPECT_EQ(runner->watch_counts().lists, 3) << "no list again: the watches went on from their versions";
+  EXPECT_TRUE(await([&] { return runner->health().is_ok(); }, 20s)) << runner->health().message();
 }
 
 }  // namespace

@@ -103,6 +103,7 @@ struct Unreadable {
 template <typename T>
 struct KubeList {
   std::string resource_version;  // where a watch of the same collection starts
+  std::string continue_token;    // asks for the next page of the list; "" on the last
   std::vector<T> items;
   std::vector<Unreadable> unreadable;  // items left out
 };
@@ -157,8 +158,14 @@ class KubeClient {
   // second). Ok in all four cases; Unavailable when the watch could not be
   // opened or broke; PermissionDenied or Unavailable with the API's message
   // for an HTTP error. A line longer than 16 MiB is refused (Corrupt).
+  // What a watch's caller learns besides its lines (`progress`, if given).
+  struct WatchProgress {
+    long http_status = 0;          // what the server answered, 0 for none
+    std::function<void()> on_open;  // once it answered 200, before any line
+  };
   Status watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
-               std::chrono::milliseconds longest, const std::atomic<bool>* cancel = nullptr);
+               std::chrono::milliseconds longest, const std::atomic<bool>* cancel = nullptr,
+               WatchProgress* progress = nullptr);
 
  private:
   // Sets what every request shares: the URL, TLS, authentication.

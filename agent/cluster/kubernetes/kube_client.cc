@@ -33,6 +33,7 @@ struct WatchSink {
   bool too_long = false;   // a line passed kMaxWatchLine
   long status = 0;
   std::string error_body;  // an HTTP error's body
+  KubeClient::WatchProgress* progress = nullptr;
 };
 
 size_t take_watch_bytes(char* data, size_t size, size_t count, void* out) {
@@ -63,6 +64,10 @@ size_t take_watch_bytes(char* data, size_t size, size_t count, void* out) {
 // redirect or a 100 Continue comes before).
 size_t take_watch_header(char* data, size_t size, size_t count, void* out) {
   std::string_view line(data, size * count);
+  auto* sink = static_cast<WatchSink*>(out);
+  if ((line == "\r\n" || line == "\n") && sink->status == 200 && sink->progress && sink->progress->on_open) {
+    sink->progress->on_open();  // the headers' end: the stream is open
+  }
   if (line.starts_with("HTTP/")) {
     size_t space = line.find(' ');
     if (space != std::string_view::npos && line.size() >= space + 4) {
@@ -156,13 +161,15 @@ Result<KubeClient::Answer> KubeClient::call(const char* method, const std::strin
 }
 
 Status KubeClient::watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
-                         std::chrono::milliseconds longest, const std::atomic<bool>* cancel) {
+                         std::chrono::milliseconds longest, const std::atomic<bool>* cancel,
+                         WatchProgress* progress) {
   // A handle of its own: a watch may run on one thread while calls run on
   // another's client, and it holds its connection for as long as it lasts.
   CURL* curl = curl_easy_init();
   if (!curl) return Status(ErrorCode::kUnavailable, "kube-apiserver: no HTTP client (curl_easy_init failed)");
   WatchSink sink;
   sink.on_line = &on_line;
+  sink.progress = progress;
   sink.cancel = cancel;
   if (cancel) {
     // Called at least once a second while the transfer lasts.
@@ -181,6 +188,7 @@ Status KubeClient::watch(const std::string& path, const std::function<bool(std::
   CURLcode code = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
+  if (progress) progress->http_status = sink.status;
   if (sink.too_long) {
     return Status(ErrorCode::kCorrupt, "kube-apiserver: watch " + path + ": an event longer than 16 MiB");
   }

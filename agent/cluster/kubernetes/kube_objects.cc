@@ -209,6 +209,10 @@ Result<KubeList<T>> list_from(std::string_view body, const char* what, From from
   SHOAL_ASSIGN_OR_RETURN(const json* metadata, object_at(answer, "metadata", what));
   SHOAL_ASSIGN_OR_RETURN(list.resource_version,
                          string_at(*metadata, "resourceVersion", std::string(what) + ".metadata"));
+  if (auto token = metadata->find("continue"); token != metadata->end() && !token->is_null()) {
+    if (!token->is_string()) return invalid_argument(std::string(what) + ".metadata.continue: expected a string");
+    list.continue_token = token->get<std::string>();
+  }
   auto items = answer.find("items");
   if (items == answer.end() || !(items->is_array() || items->is_null())) {
     return invalid_argument(std::string(what) + ".items: expected a list");

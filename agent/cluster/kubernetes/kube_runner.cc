@@ -96,13 +96,9 @@ bool KubeRunner::ours(const KubePod& pod) const {
   return cluster != pod.labels.end() && cluster->second == options_.cluster_name;
 }
 
-std::string label_selector(const model::Labels& labels) {
-  std::string selector;
-  for (const auto& [key, value] : labels) {
-    selector += (selector.empty() ? "" : ",") + key + "=" + value;
-  }
+std::string url_escaped(std::string_view text) {
   std::string escaped;
-  for (char c : selector) {
+  for (char c : text) {
     if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') {
       escaped += c;
     } else {
@@ -112,6 +108,14 @@ std::string label_selector(const model::Labels& labels) {
     }
   }
   return escaped;
+}
+
+std::string label_selector(const model::Labels& labels) {
+  std::string selector;
+  for (const auto& [key, value] : labels) {
+    selector += (selector.empty() ? "" : ",") + key + "=" + value;
+  }
+  return url_escaped(selector);
 }
 
 Result<KubeConfig> config_for(const model::KubernetesSpec& spec) {
@@ -155,7 +159,8 @@ Result<std::unique_ptr<KubeRunner>> KubeRunner::create(KubeRunnerOptions options
                                            error.message());
   }
   auto runner = std::unique_ptr<KubeRunner>(new KubeRunner(std::move(options)));
-  runner->threads_.emplace_back([raw = runner.get()] { raw->watch_pods(); });
+  runner->threads_.emplace_back([raw = runner.get()] { raw->watch_own_pods(); });
+  runner->threads_.emplace_back([raw = runner.get()] { raw->watch_other_pods(); });
   runner->threads_.emplace_back([raw = runner.get()] { raw->watch_nodes(); });
   for (int i = 0; i < std::max(1, runner->options_.spec.parallel_calls); ++i) {
     runner->threads_.emplace_back([raw = runner.get(), i] { raw->make_calls(/*probes=*/i == 0); });
@@ -618,7 +623,8 @@ std::vector<std::string> KubeRunner::warnings() const {
   std::lock_guard lock(mutex_);
   std::vector<std::string> lines;
   const std::pair<const char*, const std::map<std::string, std::string>*> kinds[] = {
-      {"pods (their room is not counted)", &snapshot_.unreadable_pods},
+      {"of our pods (their copies wait)", &snapshot_.unreadable_pods},
+      {"pods (their room is not counted)", &snapshot_.unreadable_other_pods},
       {"nodes (they take no new work)", &snapshot_.unreadable_nodes}};
   for (const auto& [what, unreadable] : kinds) {
     if (unreadable->empty()) continue;
@@ -628,12 +634,20 @@ std::vector<std::string> KubeRunner::warnings() const {
   return lines;
 }
 
+KubeRunner::WatchCounts KubeRunner::watch_counts() const {
+  std::lock_guard lock(mutex_);
+  return snapshot_.counts;
+}
+
 Status KubeRunner::health() const {
   std::lock_guard lock(mutex_);
   if (!snapshot_.server_reachable.is_ok()) return snapshot_.server_reachable;
   if (!snapshot_.pods_reachable.is_ok()) return snapshot_.pods_reachable;
+  if (!snapshot_.other_pods_reachable.is_ok()) return snapshot_.other_pods_reachable;
   if (!snapshot_.nodes_reachable.is_ok()) return snapshot_.nodes_reachable;
-  if (!snapshot_.pods_listed) return Status(ErrorCode::kUnavailable, "kube-apiserver: pods not listed yet");
+  if (!snapshot_.pods_listed || !snapshot_.other_pods_listed) {
+    return Status(ErrorCode::kUnavailable, "kube-apiserver: pods not listed yet");
+  }
   return Status::ok();
 }
 

@@ -4,8 +4,9 @@
 // (spec.nodeName: the agent is the scheduler of the pods it creates, so its
 // room accounting stays exact and kube-scheduler never sees them pending).
 //
-// Every API call runs on the runner's own threads: one lists then watches
-// the cluster's pods, one its nodes, and spec.parallelCalls threads, each
+// Every API call runs on the runner's own threads: two list then watch
+// the cluster's pods (ours by label; others' by a field selector that
+// leaves out ended ones), one its nodes, and spec.parallelCalls threads, each
 // on a connection of its own, create and delete pods and read their logs
 // (read_log answers "pending" until it has), one pod's calls one after the
 // other (KubeCallQueue); idle, one of them asks /readyz every second (a
@@ -58,6 +59,9 @@ Result<KubeConfig> config_for(const model::KubernetesSpec& spec);
 // KubeRunner::take_new_nodes).
 Result<std::vector<model::NodeSpec>> discover_nodes(const model::KubernetesSpec& spec);
 
+// `text` as a URL query value: every byte but [A-Za-z0-9._-] as %XX.
+std::string url_escaped(std::string_view text);
+
 // `labels` as a labelSelector query value, URL-encoded ("a%3Db%2Cc%3Dd").
 std::string label_selector(const model::Labels& labels);
 
@@ -76,6 +80,9 @@ struct KubeRunnerOptions {
   std::chrono::seconds keep_finished = std::chrono::hours(1);
   // Where retries and given-up creates are told (the agent's log); none: untold.
   std::shared_ptr<spdlog::logger> logger;
+  // Objects per page of a list (limit): a list of a big cluster's pods in
+  // one answer would outlast the call timeout and hold it all in memory.
+  int list_page_size = 500;
 };
 
 class KubeRunner final : public Runner {
@@ -99,6 +106,12 @@ class KubeRunner final : public Runner {
   std::vector<std::string> warnings() const override;
   std::vector<model::NodeSpec> take_new_nodes() override;
   Status health() const override;
+  // What the list-and-watch threads have done since the start.
+  struct WatchCounts {
+    int64_t lists = 0;            // whole lists (every page), of any collection
+    int64_t watches_resumed = 0;  // watches that broke and went on from their resourceVersion
+  };
+  WatchCounts watch_counts() const;
   // Any workload: one that names no image runs spec.kubernetes.image.
   Status supports(const model::WorkloadSpec&) const override { return Status::ok(); }
   bool reports_starts() const override { return true; }
@@ -122,12 +135,15 @@ class KubeRunner final : public Runner {
   };
   // What the threads last saw. Guarded by mutex_.
   struct Snapshot {
-    bool pods_listed = false;   // the pods were listed once since the start
+    bool pods_listed = false;   // our pods were listed once since the start
+    bool other_pods_listed = false;
     bool nodes_listed = false;
-    Status pods_reachable = Status::ok();   // the last list or watch of pods
+    Status pods_reachable = Status::ok();   // the last list or watch of our pods
+    Status other_pods_reachable = Status::ok();  // ... of others' pods
     Status nodes_reachable = Status::ok();  // ... of nodes
     Status server_reachable = Status::ok();  // the last call: a create, a delete, or the probe
-    std::map<std::string, KubePod> pods;   // every pod, by "namespace/name"
+    // Our pods, and others' that have not ended, by "namespace/name".
+    std::map<std::string, KubePod> pods;
     std::map<std::string, KubeNode> nodes;  // by name
     std::set<std::string> created;          // our pods the server took (or had)
     std::map<std::string, std::string> refused;  // our pods the server refused, why
@@ -142,7 +158,8 @@ class KubeRunner final : public Runner {
     // Pods and nodes the agent could not read, by "namespace/name" (a
     // node's: its name), with why: left out of the room counted. One of
     // our pods unreadable is neither gone nor ended: its copy waits.
-    std::map<std::string, std::string> unreadable_pods, unreadable_nodes;
+    std::map<std::string, std::string> unreadable_pods, unreadable_other_pods, unreadable_nodes;
+    WatchCounts counts;
   };
   // A copy the loop launched.
   struct Run {
@@ -161,25 +178,39 @@ class KubeRunner final : public Runner {
     std::vector<std::string> pods;
   };
 
-  // One collection of the API (pods, nodes) as the snapshot keeps it.
+  // One collection of the API (our pods, others' pods, nodes) as the
+  // snapshot keeps it. Pages and events are parsed on the watching thread
+  // with mutex_ free; only what they hold is taken in under it.
+  template <typename Item>
   struct Collection {
     const char* what;      // "pods", for messages
     std::string path;      // "/api/v1/pods"
-    std::string selector;  // "labelSelector=..." or ""
-    // Under mutex_: takes a list's body into the snapshot; its resourceVersion.
-    std::function<Result<std::string>(std::string_view)> take_list;
-    // Under mutex_: applies one watch line; its resourceVersion ("" for
-    // none). An error (a 410 Gone among them) lists again.
-    std::function<Result<std::string>(std::string_view)> take_event;
+    std::string selector;  // "labelSelector=...&fieldSelector=..." or ""
+    Result<KubeList<Item>> (*parse_list)(std::string_view);
+    Result<KubeEvent> (*parse_event)(std::string_view);
+    // Under mutex_: the whole collection, every page of one list.
+    std::function<void(KubeList<Item>&&)> take_list;
+    // Under mutex_: one watch event (not an error: those list again).
+    std::function<void(KubeEvent&&)> take_event;
     Status Snapshot::*reachable;  // how the last list or watch went
   };
   static constexpr const char* kClusterLabel = "shoal.dev/cluster";
   // Whether `pod` is one of this agent's (labelled with its cluster).
   bool ours(const KubePod& pod) const;
-  // Lists `collection`, then watches it from the list's resourceVersion,
-  // for as long as the runner lives; lists again after an error.
-  void list_and_watch(const Collection& collection);
-  void watch_pods();
+  // Lists `collection` in pages, then watches it from the list's
+  // resourceVersion, for as long as the runner lives. A broken watch goes
+  // on from the last resourceVersion it saw; only an error event (410 Gone:
+  // too old to watch from) or an unreadable line lists again. A failed list
+  // or watch is tried again after a backoff.
+  template <typename Item>
+  void list_and_watch(const Collection<Item>& collection);
+  // Every page of one list (limit, continue), parsed.
+  template <typename Item>
+  Result<KubeList<Item>> list_pages(KubeClient& api, const Collection<Item>& collection);
+  // Our pods (by label), others' pods that have not ended (by field: a
+  // finished pod of theirs takes no room, and a cluster holds many), nodes.
+  void watch_own_pods();
+  void watch_other_pods();
   void watch_nodes();
   // One of the threads that make the calls of calls_; `probes`: the one
   // that, idle, asks whether the server still answers.

@@ -1,6 +1,10 @@
 // The kubernetes backend's threads (kube_runner.h): the pods and nodes
 // lists and watches that keep the snapshot, and the creates, deletes and
 // probes of the API server. Nothing here runs on the agent's loop.
+#include <algorithm>
+#include <iterator>
+#include <random>
+
 #include <nlohmann/json.hpp>
 
 #include "agent/cluster/kubernetes/kube_runner.h"
@@ -15,8 +19,9 @@ namespace {
 // How long a watch lasts before it is opened again from where it left off
 // (the server ends it at timeoutSeconds; the client's bound is a little later).
 constexpr int kWatchSeconds = 60;
-// After a failed list or watch, the next try waits this long.
-constexpr auto kRetryPause = 1s;
+// A failed list or watch is tried again after a backoff as a call's is
+// (backoff_after): lists of every pod, at once and in a loop, are what
+// overloads an API server that has just come back.
 // A create or delete without an answer that settles it (none, 5xx, 429) is
 // made again after kFirstBackoff, doubled each time up to kMaxBackoff; a
 // create is given up after kCreateAttempts (one to two minutes), and its
@@ -30,82 +35,145 @@ constexpr std::chrono::milliseconds kLongestRetryAfter = 5min;
 // How often an idle runner asks the server whether it still answers.
 constexpr auto kProbeInterval = 1s;
 
+// The pause before try `attempts` + 1 of something that failed `attempts`
+// times: exponential, capped, and spread (half to all of it) so that what
+// failed together does not come back together.
+std::chrono::milliseconds backoff_after(int attempts, std::minstd_rand& random) {
+  auto backoff = std::min<std::chrono::milliseconds>(kMaxBackoff, kFirstBackoff * (1 << std::clamp(attempts - 1, 0, 16)));
+  return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(random));
+}
+
 }  // namespace
 
-void KubeRunner::list_and_watch(const Collection& collection) {
+template <typename Item>
+Result<KubeList<Item>> KubeRunner::list_pages(KubeClient& api, const Collection<Item>& collection) {
+  KubeList<Item> whole;
+  std::string token;  // the next page's continue token; "" on the first
+  do {
+    std::string query = "limit=" + std::to_string(std::max(1, options_.list_page_size));
+    if (!token.empty()) query += "&continue=" + url_escaped(token);
+    if (!collection.selector.empty()) query += "&" + collection.selector;
+    SHOAL_ASSIGN_OR_RETURN(KubeClient::Answer answer, api.call("GET", collection.path + "?" + query));
+    if (answer.status != 200) {
+      // 410 on a later page: the snapshot it pages through is gone; the
+      // next try lists from the start.
+      return Status(ErrorCode::kUnavailable, std::string("kube-apiserver: listing ") + collection.what + ": HTTP " +
+                                                 std::to_string(answer.status) + ": " +
+                                                 kube_status_message(answer.body));
+    }
+    SHOAL_ASSIGN_OR_RETURN(KubeList<Item> page, collection.parse_list(answer.body));
+    if (token.empty()) whole.resource_version = page.resource_version;  // every page is of that one
+    whole.items.insert(whole.items.end(), std::make_move_iterator(page.items.begin()),
+                       std::make_move_iterator(page.items.end()));
+    whole.unreadable.insert(whole.unreadable.end(), page.unreadable.begin(), page.unreadable.end());
+    token = std::move(page.continue_token);
+  } while (!token.empty() && !quit_);
+  return whole;
+}
+
+template <typename Item>
+void KubeRunner::list_and_watch(const Collection<Item>& collection) {
   KubeClient api({options_.config, options_.spec.timeout});
-  auto query = [&](const std::string& rest) {
-    std::string joined = rest;
-    if (!collection.selector.empty()) joined += (joined.empty() ? "" : "&") + collection.selector;
-    return collection.path + (joined.empty() ? "" : "?" + joined);
-  };
-  auto fail = [&](Status why) {
+  std::minstd_rand random(std::random_device{}());
+  int failures = 0;  // in a row, since the last list or watch that went well
+  // `why`: what the runner's health says meanwhile; none: unchanged.
+  auto pause = [&](std::optional<Status> why) {
+    auto backoff = backoff_after(++failures, random);
     std::unique_lock lock(mutex_);
-    snapshot_.*collection.reachable = std::move(why);
-    wake_.wait_for(lock, kRetryPause, [&] { return quit_.load(); });
+    if (why) snapshot_.*collection.reachable = std::move(*why);
+    wake_.wait_for(lock, backoff, [&] { return quit_.load(); });
   };
+  auto fail = [&](Status why) { pause(std::move(why)); };
   std::string version;  // "" : list (again) before watching
   while (!quit_) {
     if (version.empty()) {
-      Result<KubeClient::Answer> answer = api.call("GET", query(""));
-      if (!answer.is_ok()) {
-        fail(answer.status());
-        continue;
-      }
-      if (answer->status != 200) {
-        fail(Status(ErrorCode::kUnavailable, std::string("kube-apiserver: listing ") + collection.what + ": HTTP " +
-                                                 std::to_string(answer->status) + ": " +
-                                                 kube_status_message(answer->body)));
-        continue;
-      }
-      std::lock_guard lock(mutex_);
-      Result<std::string> listed = collection.take_list(answer->body);
+      Result<KubeList<Item>> listed = list_pages(api, collection);
       if (!listed.is_ok()) {
-        snapshot_.*collection.reachable = listed.status();
-        continue;  // the pause comes with the next failure; a bad list is rare
+        fail(listed.status());
+        continue;
       }
+      version = listed->resource_version;
+      std::lock_guard lock(mutex_);
+      collection.take_list(std::move(*listed));
       snapshot_.*collection.reachable = Status::ok();
-      version = *listed;
+      ++snapshot_.counts.lists;
+      failures = 0;
     }
+    std::optional<Status> relist;  // why the watch's own stream said to list again
+    KubeClient::WatchProgress progress;
+    progress.on_open = [&] {
+      std::lock_guard lock(mutex_);
+      snapshot_.*collection.reachable = Status::ok();  // a watch that goes on after a break
+    };
     Status watched = api.watch(
-        query("watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
-              "&resourceVersion=" + version),
+        collection.path + "?" + (collection.selector.empty() ? "" : collection.selector + "&") +
+            "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
+            "&resourceVersion=" + version,
         [&](std::string_view line) {
-          std::lock_guard lock(mutex_);
-          Result<std::string> taken = collection.take_event(line);
-          if (!taken.is_ok()) {
-            version.clear();  // list again (410 Gone: too old to watch from)
+          Result<KubeEvent> event = collection.parse_event(line);
+          if (!event.is_ok()) {
+            relist = event.status();  // a change we cannot read may be any change
             return false;
           }
-          if (!taken->empty()) version = *taken;
+          if (event->type == KubeEvent::Type::kError) {
+            if (event->error_code != 410) {
+              relist = Status(ErrorCode::kUnavailable, std::string("kube-apiserver: watching ") + collection.what +
+                                                           ": " + event->error);
+            } else {
+              relist = Status::ok();  // too old to watch from: list again, at once
+            }
+            return false;
+          }
+          std::string seen = event->resource_version;
+          std::lock_guard lock(mutex_);
+          collection.take_event(std::move(*event));
+          if (!seen.empty()) version = std::move(seen);
+          failures = 0;
           return !quit_.load();
         },
-        std::chrono::seconds(kWatchSeconds + 10), &quit_);
-    if (!watched.is_ok()) {
+        std::chrono::seconds(kWatchSeconds + 10), &quit_, &progress);
+    if (relist) {
       version.clear();
-      fail(watched);
+      if (!relist->is_ok()) fail(*relist);
+      continue;
+    }
+    if (!watched.is_ok()) {
+      // The server refused the watch (a 410 among them): list again. Not
+      // opened (no answer) or broken on the way (a proxy, a restart): go on
+      // from the last version seen, which the server holds for minutes. One
+      // that was open and broke says nothing of the server's health: the
+      // next one is opened after a pause, and says.
+      if (progress.http_status >= 300) {
+        version.clear();
+      } else {
+        std::lock_guard lock(mutex_);
+        ++snapshot_.counts.watches_resumed;
+      }
+      if (progress.http_status == 200) {
+        pause(std::nullopt);
+      } else {
+        fail(watched);
+      }
     }
   }
 }
 
-void KubeRunner::watch_pods() {
-  list_and_watch(
-      {"pods", "/api/v1/pods", "",
-       [this](std::string_view body) -> Result<std::string> {
-         SHOAL_ASSIGN_OR_RETURN(KubeList<KubePod> list, parse_pod_list(body));
-         snapshot_.pods.clear();
+void KubeRunner::watch_own_pods() {
+  list_and_watch<KubePod>(
+      {"pods", "/api/v1/pods", "labelSelector=" + url_escaped(std::string(kClusterLabel) + "=" + options_.cluster_name),
+       parse_pod_list, parse_pod_event,
+       [this](KubeList<KubePod>&& list) {
+         std::erase_if(snapshot_.pods, [&](const auto& entry) { return ours(entry.second); });
          for (KubePod& pod : list.items) {
+           if (!ours(pod)) continue;  // relabelled between the selector and us: not ours now
            std::string name = pod.namespace_name + "/" + pod.name;
            snapshot_.pods[name] = std::move(pod);
          }
          snapshot_.unreadable_pods.clear();
          for (const Unreadable& item : list.unreadable) snapshot_.unreadable_pods[item.full_name()] = item.error;
          snapshot_.pods_listed = true;
-         return list.resource_version;
        },
-       [this](std::string_view line) -> Result<std::string> {
-         SHOAL_ASSIGN_OR_RETURN(KubeEvent event, parse_pod_event(line));
-         if (event.type == KubeEvent::Type::kError) return Status(ErrorCode::kUnavailable, event.error);
+       [this](KubeEvent&& event) {
          if (event.unreadable) {
            // What was known of it stays (one of ours must not look gone)
            // until it is readable again or deleted.
@@ -127,9 +195,46 @@ void KubeRunner::watch_pods() {
              snapshot_.pods[name] = std::move(*event.pod);
            }
          }
-         return event.resource_version;
        },
        &Snapshot::pods_reachable});
+}
+
+void KubeRunner::watch_other_pods() {
+  list_and_watch<KubePod>(
+      {"pods", "/api/v1/pods",
+       "labelSelector=" + url_escaped(std::string(kClusterLabel) + "!=" + options_.cluster_name) +
+           "&fieldSelector=" + url_escaped("status.phase!=Succeeded,status.phase!=Failed"),
+       parse_pod_list, parse_pod_event,
+       [this](KubeList<KubePod>&& list) {
+         std::erase_if(snapshot_.pods, [&](const auto& entry) { return !ours(entry.second); });
+         for (KubePod& pod : list.items) {
+           if (ours(pod)) continue;
+           std::string name = pod.namespace_name + "/" + pod.name;
+           snapshot_.pods[name] = std::move(pod);
+         }
+         snapshot_.unreadable_other_pods.clear();
+         for (const Unreadable& item : list.unreadable) snapshot_.unreadable_other_pods[item.full_name()] = item.error;
+         snapshot_.other_pods_listed = true;
+       },
+       [this](KubeEvent&& event) {
+         // DELETED also when one ends: it no longer matches the field selector.
+         std::string name = event.pod ? event.pod->namespace_name + "/" + event.pod->name
+                                      : event.unreadable ? event.unreadable->full_name() : "";
+         if (name.empty()) return;
+         auto known = snapshot_.pods.find(name);
+         if (known != snapshot_.pods.end() && ours(known->second)) return;  // the other watch's
+         if (event.type == KubeEvent::Type::kDeleted) {
+           snapshot_.pods.erase(name);
+           snapshot_.unreadable_other_pods.erase(name);
+         } else if (event.pod) {
+           snapshot_.unreadable_other_pods.erase(name);
+           snapshot_.pods[name] = std::move(*event.pod);
+         } else {
+           snapshot_.pods.erase(name);  // its room is no longer known: reported, not counted
+           snapshot_.unreadable_other_pods[name] = event.unreadable->error;
+         }
+       },
+       &Snapshot::other_pods_reachable});
 }
 
 void KubeRunner::watch_nodes() {
@@ -137,20 +242,16 @@ void KubeRunner::watch_nodes() {
   if (!options_.spec.node_selector.empty()) {
     selector = "labelSelector=" + label_selector(options_.spec.node_selector);
   }
-  list_and_watch(
-      {"nodes", "/api/v1/nodes", selector,
-       [this](std::string_view body) -> Result<std::string> {
-         SHOAL_ASSIGN_OR_RETURN(KubeList<KubeNode> list, parse_node_list(body));
+  list_and_watch<KubeNode>(
+      {"nodes", "/api/v1/nodes", selector, parse_node_list, parse_node_event,
+       [this](KubeList<KubeNode>&& list) {
          snapshot_.nodes.clear();
          for (KubeNode& node : list.items) snapshot_.nodes[node.name] = std::move(node);
          snapshot_.unreadable_nodes.clear();
          for (const Unreadable& item : list.unreadable) snapshot_.unreadable_nodes[item.name] = item.error;
          snapshot_.nodes_listed = true;
-         return list.resource_version;
        },
-       [this](std::string_view line) -> Result<std::string> {
-         SHOAL_ASSIGN_OR_RETURN(KubeEvent event, parse_node_event(line));
-         if (event.type == KubeEvent::Type::kError) return Status(ErrorCode::kUnavailable, event.error);
+       [this](KubeEvent&& event) {
          if (event.unreadable) {
            // Left out: a node the agent cannot read takes no new work.
            snapshot_.nodes.erase(event.unreadable->name);
@@ -168,7 +269,6 @@ void KubeRunner::watch_nodes() {
              snapshot_.nodes[event.node->name] = std::move(*event.node);
            }
          }
-         return event.resource_version;
        },
        &Snapshot::nodes_reachable});
 }
@@ -255,12 +355,9 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
     calls_.push(KubeCall::remove(call.namespace_name, call.name, 1));
     return;
   }
-  // Exponential, capped, and spread (half to all of it) so that calls
-  // refused together do not come back together; never sooner than the
-  // server's Retry-After.
-  auto backoff = std::min<std::chrono::milliseconds>(kMaxBackoff, kFirstBackoff * (1 << std::min(call.attempts - 1, 16)));
-  auto spread = std::chrono::milliseconds(
-      std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(jitter_));
+  // Spread so that calls refused together do not come back together;
+  // never sooner than the server's Retry-After.
+  auto spread = backoff_after(call.attempts, jitter_);
   if (answer.is_ok()) {
     spread = std::max<std::chrono::milliseconds>(spread, std::min<std::chrono::milliseconds>(answer->retry_after,
                                                                                             kLongestRetryAfter));

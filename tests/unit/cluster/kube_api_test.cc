@@ -183,6 +183,19 @@ TEST(KubeApiTest, AnUnreadableItemIsLeftOutAndNamedNotTheWholeList) {
   EXPECT_EQ(nameless->unreadable[0].name, "");
 }
 
+// A page of a list names the next (metadata.continue); the last, none.
+TEST(KubeApiTest, APageOfAListNamesTheNextOne) {
+  auto first = parse_pod_list(R"({"metadata":{"resourceVersion":"7","continue":"eyJ2IjoibWV0YSJ9"},"items":[]})");
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  EXPECT_EQ(first->continue_token, "eyJ2IjoibWV0YSJ9");
+  auto last = parse_node_list(R"({"metadata":{"resourceVersion":"7"},"items":[]})");
+  ASSERT_TRUE(last.is_ok()) << last.status().message();
+  EXPECT_EQ(last->continue_token, "");
+  auto odd = parse_pod_list(R"({"metadata":{"resourceVersion":"7","continue":7},"items":[]})");
+  ASSERT_FALSE(odd.is_ok());
+  EXPECT_EQ(odd.status().message(), "PodList.metadata.continue: expected a string");
+}
+
 TEST(KubeApiTest, BookmarksAndTheGoneErrorAreEventsToo) {
   auto bookmark = parse_pod_event(R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"12"}}})");
   ASSERT_TRUE(bookmark.is_ok()) << bookmark.status().message();
