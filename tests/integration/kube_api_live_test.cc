@@ -2,8 +2,9 @@
 // of scripts/k8s-dev.sh): nodes listed, a pod created once (a second create
 // is AlreadyExists) and watched through its phases to its exit code, a token
 // the server does not know refused, a server that does not answer reported
-// Unavailable within the timeout; the runner's lists read in pages, and its
-// watches, cut on the way, going on from where they were.
+// Unavailable within the timeout, a token file read again after a 401; the
+// runner's lists read in pages, and its watches, cut on the way, going on
+// from where they were.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -16,10 +17,13 @@
 #include <functional>
 #include <memory>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "agent/cluster/kubernetes/kube_api.h"
 #include "agent/cluster/kubernetes/kube_runner.h"
@@ -164,6 +168,55 @@ TEST_F(KubeApiLive, AServerThatDoesNotAnswerIsUnavailableWithinTheTimeout) {
   EXPECT_EQ(answer.status().code(), ErrorCode::kUnavailable);
   EXPECT_NE(answer.status().message().find("GET /api/v1/nodes"), std::string::npos) << answer.status().message();
   EXPECT_LT(took, 10s) << "bounded by the timeout, not by the server";
+}
+
+// A bound ServiceAccount token rotates: the kubelet writes the new one into
+// the pod's file, and a client that read it once is refused (401) once the
+// old one expires. The file is read again after a 401, so the next call
+// goes with the new token.
+TEST_F(KubeApiLive, ATokenFileIsReadAgainAfterTheServerRefusesTheTokenItHeld) {
+  KubeClient admin = client();
+  auto account = admin.call("POST", "/api/v1/namespaces/default/serviceaccounts",
+                            R"({"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"rotating"}})");
+  ASSERT_TRUE(account.is_ok() && (account->status == 201 || account->status == 409)) << account.status().message();
+  auto requested = admin.call("POST", "/api/v1/namespaces/default/serviceaccounts/rotating/token",
+                              R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest",)"
+                              R"("spec":{"expirationSeconds":600}})");
+  ASSERT_TRUE(requested.is_ok()) << requested.status().message();
+  ASSERT_EQ(requested->status, 201) << requested->body;
+  std::string fresh = nlohmann::json::parse(requested->body)["status"]["token"];
+
+  std::string file = std::filesystem::temp_directory_path() / ("shoal-token-" + std::to_string(getpid()));
+  auto write = [&](const std::string& token) {
+    std::string next = file + ".new";
+    { std::ofstream(next) << token << "\n"; }
+    std::filesystem::rename(next, file);  // as the kubelet swaps it: whole
+  };
+  write("expired-token");
+  KubeConfig rotating = config_;
+  rotating.client_cert_pem.clear();
+  rotating.client_key_pem.clear();
+  rotating.token_file = file;
+  auto read = read_token_file(file, "tokenFile");
+  ASSERT_TRUE(read.is_ok()) << read.status().message();
+  rotating.token = *read;
+  KubeClient api({rotating, 5s});
+  // Discovery is for any authenticated caller, and for no one else.
+  auto refused = api.call("GET", "/api");
+  ASSERT_TRUE(refused.is_ok()) << refused.status().message();
+  EXPECT_EQ(refused->status, 401);
+
+  write(fresh);
+  auto known = api.call("GET", "/api");
+  auto who = api.call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                      R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})");
+  std::filesystem::remove(file);
+  (void)admin.call("DELETE", "/api/v1/namespaces/default/serviceaccounts/rotating");
+  ASSERT_TRUE(known.is_ok()) << known.status().message();
+  EXPECT_EQ(known->status, 200) << known->body;
+  ASSERT_TRUE(who.is_ok()) << who.status().message();
+  EXPECT_EQ(who->status, 201) << who->body;
+  EXPECT_NE(who->body.find("system:serviceaccount:default:rotating"), std::string::npos) << who->body;
 }
 
 // A TCP proxy on loopback in front of the API server. TLS passes through

@@ -32,6 +32,10 @@ struct KubeConfig {
   std::string server;           // "https://host:port"
   std::string ca_pem;           // the cluster's CA (PEM); empty: the system's roots
   std::string token;            // a bearer token, or empty
+  // Where `token` was read from, or empty (given inline). Bound
+  // ServiceAccount tokens rotate, so KubeClient reads it again as client-go
+  // does: every minute, and at once after a 401.
+  std::string token_file;
   std::string client_cert_pem;  // a client certificate and its key (PEM), or empty
   std::string client_key_pem;
   std::string namespace_name;   // the context's namespace (in the cluster: the pod's)
@@ -44,6 +48,8 @@ struct KubeConfig {
 Result<KubeConfig> parse_kubeconfig(std::string_view text, const std::string& where,
                                     const std::string& base_dir, const std::string& context = "");
 Result<KubeConfig> load_kubeconfig(const std::string& path, const std::string& context = "");
+// A token file's token, without its trailing newline; `field` prefixes errors.
+Result<std::string> read_token_file(const std::string& path, const std::string& field);
 // The pod's own service account: its token, CA and namespace under
 // `secrets_dir`, the API server from KUBERNETES_SERVICE_HOST and _PORT.
 Result<KubeConfig> in_cluster_config(
@@ -170,8 +176,15 @@ class KubeClient {
  private:
   // Sets what every request shares: the URL, TLS, authentication.
   void prepare(void* curl, const char* method, const std::string& path, long timeout_ms) const;
+  // The token to send: options_.config's, read again from its file when a
+  // minute old or after a 401 (the last one read stays while the file
+  // cannot be read).
+  const std::string& token();
+  // The server said 401: the token file is read again before the next call.
+  void note_status(long status);
 
   KubeClientOptions options_;
+  std::chrono::steady_clock::time_point token_read_at_ = std::chrono::steady_clock::now();
   void* curl_ = nullptr;  // one CURL handle for calls, reused (keeps the connection)
 };
 

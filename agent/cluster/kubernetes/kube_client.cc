@@ -85,14 +85,15 @@ int cancel_watch(void* data, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return 1;  // aborts the transfer
 }
 
-curl_slist* headers_for(const KubeConfig& config, bool has_body) {
+curl_slist* headers_for(const std::string& token, bool has_body) {
   curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
   if (has_body) headers = curl_slist_append(headers, "Content-Type: application/json");
-  if (!config.token.empty()) {
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + config.token).c_str());
-  }
+  if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   return headers;
 }
+
+// How often a token file is read again (client-go's cached token source).
+constexpr auto kTokenRereadInterval = std::chrono::minutes(1);
 
 }  // namespace
 
@@ -103,6 +104,21 @@ KubeClient::KubeClient(KubeClientOptions options) : options_(std::move(options))
 
 KubeClient::~KubeClient() {
   if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
+
+const std::string& KubeClient::token() {
+  KubeConfig& config = options_.config;
+  auto now = std::chrono::steady_clock::now();
+  if (config.token_file.empty() || now - token_read_at_ < kTokenRereadInterval) return config.token;
+  token_read_at_ = now;
+  if (Result<std::string> read = read_token_file(config.token_file, "tokenFile"); read.is_ok()) {
+    config.token = std::move(*read);
+  }
+  return config.token;
+}
+
+void KubeClient::note_status(long status) {
+  if (status == 401) token_read_at_ = {};
 }
 
 void KubeClient::prepare(void* handle, const char* method, const std::string& path, long timeout_ms) const {
@@ -140,7 +156,7 @@ Result<KubeClient::Answer> KubeClient::call(const char* method, const std::strin
   prepare(curl, method, path, static_cast<long>(options_.timeout.count()));
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer.body);
-  curl_slist* headers = headers_for(options_.config, !body.empty());
+  curl_slist* headers = headers_for(token(), !body.empty());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   if (!body.empty()) {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
@@ -148,11 +164,14 @@ Result<KubeClient::Answer> KubeClient::call(const char* method, const std::strin
   }
   CURLcode code = curl_easy_perform(curl);
   curl_slist_free_all(headers);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
+  // Even when the transfer broke after the status (a 401 to a POST may
+  // close the stream before its body is read): the token is read again.
+  note_status(answer.status);
   if (code != CURLE_OK) {
     return Status(ErrorCode::kUnavailable,
                   std::string("kube-apiserver: ") + method + " " + path + ": " + curl_easy_strerror(code));
   }
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
   curl_off_t retry_after = 0;  // seconds, from either form of the header
   if (curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK && retry_after > 0) {
     answer.retry_after = std::chrono::seconds(retry_after);
@@ -183,12 +202,13 @@ Status KubeClient::watch(const std::string& path, const std::function<bool(std::
   // The status is known before the first byte of the body.
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, take_watch_header);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &sink);
-  curl_slist* headers = headers_for(options_.config, false);
+  curl_slist* headers = headers_for(token(), false);
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   CURLcode code = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   if (progress) progress->http_status = sink.status;
+  note_status(sink.status);
   if (sink.too_long) {
     return Status(ErrorCode::kCorrupt, "kube-apiserver: watch " + path + ": an event longer than 16 MiB");
   }

@@ -122,9 +122,8 @@ Result<KubeConfig> parse_kubeconfig(std::string_view text, const std::string& wh
     if (!token_file.empty()) {
       std::filesystem::path resolved(token_file);
       if (resolved.is_relative()) resolved = std::filesystem::path(base_dir) / resolved;
-      SHOAL_ASSIGN_OR_RETURN(config.token, read_bounded_file(resolved.string(), kMaxCredentialBytes,
-                                                             prefix + user_path + ".tokenFile"));
-      trim_trailing_space(config.token);
+      config.token_file = resolved.string();
+      SHOAL_ASSIGN_OR_RETURN(config.token, read_token_file(config.token_file, prefix + user_path + ".tokenFile"));
     }
   }
   SHOAL_ASSIGN_OR_RETURN(config.client_cert_pem,
@@ -144,6 +143,13 @@ Result<KubeConfig> parse_kubeconfig(std::string_view text, const std::string& wh
   return config;
 }
 
+Result<std::string> read_token_file(const std::string& path, const std::string& field) {
+  SHOAL_ASSIGN_OR_RETURN(std::string token, read_bounded_file(path, kMaxCredentialBytes, field));
+  trim_trailing_space(token);
+  if (token.empty()) return invalid_argument(field + ": " + path + " holds no token");
+  return token;
+}
+
 Result<KubeConfig> load_kubeconfig(const std::string& path, const std::string& context) {
   SHOAL_ASSIGN_OR_RETURN(std::string text, read_bounded_file(path, kMaxCredentialBytes, "kubeconfig"));
   std::string base_dir = std::filesystem::path(path).parent_path().string();
@@ -161,8 +167,8 @@ Result<KubeConfig> in_cluster_config(const std::string& secrets_dir) {
   std::string address = host;
   if (address.find(':') != std::string::npos) address = "[" + address + "]";  // IPv6
   config.server = "https://" + address + ":" + port;
-  SHOAL_ASSIGN_OR_RETURN(config.token, read_bounded_file(secrets_dir + "/token", kMaxCredentialBytes, "inCluster token"));
-  trim_trailing_space(config.token);
+  config.token_file = secrets_dir + "/token";
+  SHOAL_ASSIGN_OR_RETURN(config.token, read_token_file(config.token_file, "inCluster token"));
   SHOAL_ASSIGN_OR_RETURN(config.ca_pem, read_bounded_file(secrets_dir + "/ca.crt", kMaxCredentialBytes, "inCluster CA"));
   SHOAL_ASSIGN_OR_RETURN(config.namespace_name,
                          read_bounded_file(secrets_dir + "/namespace", kMaxCredentialBytes, "inCluster namespace"));

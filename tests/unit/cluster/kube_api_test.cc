@@ -333,6 +333,22 @@ TEST_F(KubeconfigTest, WhatCannotBeUsedIsRefusedNamingTheField) {
   EXPECT_NE(error_of("clusters: []\n").find("current-context"), std::string::npos);
 }
 
+TEST_F(KubeconfigTest, ATokenFileIsRememberedToBeReadAgainAndMayNotBeEmpty) {
+  std::ofstream(dir_ + "/ca.crt") << "CA";
+  std::ofstream(dir_ + "/token") << "rotating\n";
+  std::string kubeconfig = "clusters:\n- name: c\n  cluster: {server: \"https://10.0.0.1:6443\", certificate-authority: ca.crt}\n"
+                           "users:\n- name: u\n  user: {tokenFile: token}\n"
+                           "contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n";
+  auto config = parse_kubeconfig(kubeconfig, "kubeconfig k", dir_);
+  ASSERT_TRUE(config.is_ok()) << config.status().message();
+  EXPECT_EQ(config->token, "rotating");
+  EXPECT_EQ(config->token_file, dir_ + "/token");
+  std::ofstream(dir_ + "/token") << "\n";
+  auto empty = parse_kubeconfig(kubeconfig, "kubeconfig k", dir_);
+  ASSERT_FALSE(empty.is_ok());
+  EXPECT_EQ(empty.status().message(), "kubeconfig k: users[0].user.tokenFile: " + dir_ + "/token holds no token");
+}
+
 TEST_F(KubeconfigTest, InClusterReadsThePodsServiceAccount) {
   std::ofstream(dir_ + "/token") << "sa-token\n";
   std::ofstream(dir_ + "/ca.crt") << "CA";
@@ -345,6 +361,7 @@ TEST_F(KubeconfigTest, InClusterReadsThePodsServiceAccount) {
   ASSERT_TRUE(config.is_ok()) << config.status().message();
   EXPECT_EQ(config->server, "https://10.96.0.1:443");
   EXPECT_EQ(config->token, "sa-token");
+  EXPECT_EQ(config->token_file, dir_ + "/token") << "read again as the kubelet rotates it";
   EXPECT_EQ(config->namespace_name, "shoal-system");
   auto outside = in_cluster_config(dir_);
   ASSERT_FALSE(outside.is_ok());
