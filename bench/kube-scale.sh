@@ -13,7 +13,8 @@
 # ratios shoal/raw (goals: creates >= 0.8, Running >= 0.9) and the target
 # agent's peak RSS with NODES nodes and WORKLOADS pods watched (goal:
 # < 200 MiB). Needs the Kubernetes binaries (scripts/k8s-dev.sh build) and
-# a build (scripts/build.sh).
+# a build (scripts/build.sh). PROFILE=DIR records both agents with perf
+# while their pods are created (DIR/target.perf, DIR/source.perf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES="${NODES:-1000}"
@@ -139,9 +140,18 @@ kind: Workload
 metadata: {{name: w-{i}, namespace: default}}
 spec: {{resources: {{cpu: "1"}}, command: [sleep, "3600"]}}""")
 PY
+profilers=()
+if [ -n "${PROFILE:-}" ]; then
+  mkdir -p "$PROFILE"
+  perf record -q -F 499 -g -p "$TARGET_PID" -o "$PROFILE/target.perf" 2>/dev/null &
+  profilers+=($!)
+  perf record -q -F 499 -g -p "${PIDS[1]}" -o "$PROFILE/source.perf" 2>/dev/null &
+  profilers+=($!)
+fi
 start=$(now)
 ctl lab submit -f "$WORK/workloads.yaml" >/dev/null
 created=$(await_count existing "$WORKLOADS")
+for pid in "${profilers[@]}"; do kill -INT "$pid"; wait "$pid" || true; done
 end=$(await_count running "$WORKLOADS")
 shoal_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
 shoal_seconds=$(elapsed "$start" "$end")

@@ -393,6 +393,30 @@ TEST_F(KubeRunnerLive, AListReadInPagesCountsEveryPodOfEveryPage) {
   EXPECT_EQ(runner->watch_counts().lists, 3) << "our pods, others' pods and the nodes, once each";
 }
 
+// The kubelet admits at most allocatable.pods pods: a node holding that
+// many takes no more work, whatever cpu it has left (else OutOfpods).
+TEST_F(KubeRunnerLive, ANodeHoldingAsManyPodsAsItsKubeletAdmitsCountsAsFull) {
+  KubeClient api = client();
+  auto set_pods = [&](const char* pods) {
+    std::string out = dev_k8s().kubectl(
+        std::string("patch node kwok-node-1 --subresource=status --type=merge -p "
+                    "'{\"status\":{\"allocatable\":{\"pods\":\"") +
+        pods + "\"}}}' 2>&1");
+    return out.find("patched") != std::string::npos;
+  };
+  std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500);
+  ASSERT_TRUE(runner);
+  OthersPods others(api, "kwok-node-1", "one-slot", 1, "100m");
+  ASSERT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
+      << "one pod of 100m, room for 110";
+  ASSERT_TRUE(set_pods("1"));
+  bool full = await([&] { return others_cpu_on(*runner, "kwok-node-1") >= int64_t{1} << 50; }, 20s);
+  EXPECT_TRUE(set_pods("110"));
+  EXPECT_TRUE(full) << "the node's one pod slot is taken";
+  EXPECT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
+      << "room again once the kubelet admits more";
+}
+
 TEST_F(KubeRunnerLive, AWatchCutOnTheWayGoesOnFromItsVersionWithoutListingAgain) {
   uint16_t upstream = static_cast<uint16_t>(std::stoi(config_.server.substr(config_.server.rfind(':') + 1)));
   CuttableProxy proxy(upstream);

@@ -59,6 +59,7 @@ struct KubeNode {
   std::string name;
   std::map<std::string, std::string> labels;
   model::Resources allocatable;  // cpu, memory, nvidia.com/gpu
+  int64_t allocatable_pods = 0;  // how many pods the kubelet admits; 0: not said
   bool ready = false;            // condition Ready is True
   bool unschedulable = false;    // cordoned
   // Its NoSchedule and NoExecute taints (those that keep pods away).
@@ -78,8 +79,8 @@ struct KubePod {
   std::map<std::string, std::string> labels;
   std::string node_name;  // "" until bound
   std::string phase;      // Pending, Running, Succeeded, Failed, Unknown
-  // What the scheduler counts against its node: the containers' requests
-  // summed, and at least each init container's.
+  // What the scheduler counts against its node (the effective request):
+  // the containers and sidecars, at least each init step, plus overhead.
   model::Resources requests;
   bool deleting = false;   // metadata.deletionTimestamp is set
   int32_t exit_code = 0;   // the first terminated container's

@@ -98,6 +98,11 @@ Result<KubeNode> node_from(const json& object, const std::string& where) {
   }
   SHOAL_ASSIGN_OR_RETURN(const json* status, object_at(object, "status", where));
   SHOAL_ASSIGN_OR_RETURN(node.allocatable, resources_at(*status, "allocatable", where + ".status"));
+  SHOAL_ASSIGN_OR_RETURN(auto allocatable, string_map_at(*status, "allocatable", where + ".status"));
+  if (auto pods = allocatable.find("pods"); pods != allocatable.end()) {
+    SHOAL_ASSIGN_OR_RETURN(node.allocatable_pods,
+                           model::parse_count(pods->second, where + ".status.allocatable.pods"));
+  }
   SHOAL_ASSIGN_OR_RETURN(const json* conditions, array_at(*status, "conditions", where + ".status"));
   for (const json& condition : *conditions) {
     if (!condition.is_object()) return invalid_argument(where + ".status.conditions[]: expected an object");
@@ -121,26 +126,39 @@ Result<KubePod> pod_from(const json& object, const std::string& where) {
   pod.deleting = !deletion.empty();
   SHOAL_ASSIGN_OR_RETURN(const json* spec, object_at(object, "spec", where));
   SHOAL_ASSIGN_OR_RETURN(pod.node_name, string_at(*spec, "nodeName", where + ".spec"));
-  // As the scheduler counts it: the sum of the containers, at least the
-  // largest init container (each runs alone before them).
+  // As the scheduler counts it (the pod's effective request): init
+  // containers run one at a time before the others, each beside the
+  // sidecars (restartPolicy: Always) started before it; the containers
+  // then run beside every sidecar; the pod's overhead comes on top.
   SHOAL_ASSIGN_OR_RETURN(const json* containers, array_at(*spec, "containers", where + ".spec"));
+  model::Resources running;
   for (const json& container : *containers) {
     if (!container.is_object()) return invalid_argument(where + ".spec.containers[]: expected an object");
     SHOAL_ASSIGN_OR_RETURN(const json* resources,
                            object_at(container, "resources", where + ".spec.containers[]"));
     SHOAL_ASSIGN_OR_RETURN(model::Resources requests,
                            resources_at(*resources, "requests", where + ".spec.containers[].resources"));
-    pod.requests += requests;
+    running += requests;
   }
   SHOAL_ASSIGN_OR_RETURN(const json* inits, array_at(*spec, "initContainers", where + ".spec"));
+  model::Resources sidecars;  // those started so far
+  model::Resources starting;  // the most any init step needs
   for (const json& container : *inits) {
     if (!container.is_object()) return invalid_argument(where + ".spec.initContainers[]: expected an object");
     SHOAL_ASSIGN_OR_RETURN(const json* resources,
                            object_at(container, "resources", where + ".spec.initContainers[]"));
     SHOAL_ASSIGN_OR_RETURN(model::Resources requests,
                            resources_at(*resources, "requests", where + ".spec.initContainers[].resources"));
-    pod.requests = model::Resources::max(pod.requests, requests);
+    SHOAL_ASSIGN_OR_RETURN(std::string restart, string_at(container, "restartPolicy", where + ".spec.initContainers[]"));
+    model::Resources step = sidecars;
+    step += requests;
+    starting = model::Resources::max(starting, step);
+    if (restart == "Always") sidecars += requests;
   }
+  running += sidecars;
+  pod.requests = model::Resources::max(running, starting);
+  SHOAL_ASSIGN_OR_RETURN(model::Resources overhead, resources_at(*spec, "overhead", where + ".spec"));
+  pod.requests += overhead;
   SHOAL_ASSIGN_OR_RETURN(const json* status, object_at(object, "status", where));
   SHOAL_ASSIGN_OR_RETURN(pod.phase, string_at(*status, "phase", where + ".status"));
   SHOAL_ASSIGN_OR_RETURN(pod.reason, string_at(*status, "reason", where + ".status"));

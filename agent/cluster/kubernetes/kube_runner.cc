@@ -586,16 +586,20 @@ std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const
       for (const std::string& pod : stop.pods) ours.insert(stop.namespace_name + "/" + pod);
     }
   }
+  std::map<std::string, int64_t> pods_on;  // every pod that holds a place on its node, ours too
   for (const auto& [name, pod] : snapshot_.pods) {
-    if (pod.node_name.empty() || pod.terminal() || ours.count(name)) continue;
-    taken[pod.node_name] += pod.requests;
+    if (pod.node_name.empty() || pod.terminal()) continue;
+    ++pods_on[pod.node_name];
+    if (!ours.count(name)) taken[pod.node_name] += pod.requests;
   }
   // A node that may take no new work (cordoned, NotReady, tainted with
-  // what the pods do not tolerate) or is gone counts as full.
+  // what the pods do not tolerate, as many pods as its kubelet admits) or
+  // is gone counts as full.
   for (const std::string& node : options_.node_names) {
     auto it = snapshot_.nodes.find(node);
     if (!snapshot_.nodes_listed) continue;
-    if (it == snapshot_.nodes.end() || !it->second.usable(options_.spec.tolerations)) {
+    if (it == snapshot_.nodes.end() || !it->second.usable(options_.spec.tolerations) ||
+        (it->second.allocatable_pods > 0 && pods_on[node] >= it->second.allocatable_pods)) {
       taken[node] = model::Resources{int64_t{1} << 50, int64_t{1} << 60, int64_t{1} << 30};
     }
   }

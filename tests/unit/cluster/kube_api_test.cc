@@ -48,8 +48,41 @@ TEST(KubeApiTest, ANodeListIsReadWithItsResourceVersionReadinessAndAllocatable) 
   EXPECT_EQ(node.allocatable.cpu_milli, 8000);
   EXPECT_EQ(node.allocatable.memory_bytes, int64_t{32} << 30);
   EXPECT_EQ(node.allocatable.gpu, 2);
+  EXPECT_EQ(node.allocatable_pods, 110);
   EXPECT_TRUE(node.ready);
   EXPECT_TRUE(node.usable());
+}
+
+// The effective request, as kube-scheduler and the kubelet count it: init
+// containers one at a time beside the sidecars started before them, the
+// containers beside every sidecar, and the pod's overhead on top.
+TEST(KubeApiTest, APodTakesWhatTheSchedulerCountsSidecarsInitStepsAndOverhead) {
+  auto requests_of = [](const std::string& spec) {
+    auto event = parse_pod_event(
+        R"({"type":"ADDED","object":{"metadata":{"name":"p","namespace":"d","resourceVersion":"1"},"spec":)" + spec +
+        R"(,"status":{"phase":"Pending"}}})");
+    EXPECT_TRUE(event.is_ok()) << event.status().message();
+    return event.is_ok() && event->pod ? event->pod->requests : model::Resources{};
+  };
+  auto cpu = [](const char* milli) { return std::string(R"({"requests":{"cpu":")") + milli + R"("}})"; };
+  // Two containers of 1 and 0.25 cpu; one init step of 2 cpu: the init step.
+  EXPECT_EQ(requests_of(R"({"containers":[{"resources":)" + cpu("1") + R"(},{"resources":)" + cpu("250m") +
+                        R"(}],"initContainers":[{"resources":)" + cpu("2") + "}]}")
+                .cpu_milli,
+            2000);
+  // A sidecar of 0.5 cpu, then an init step of 1 cpu beside it (1.5), then
+  // a container of 1.25 beside the sidecar (1.75), with 0.1 overhead.
+  EXPECT_EQ(requests_of(R"({"containers":[{"resources":)" + cpu("1250m") + R"(}],"initContainers":[)"
+                        R"({"restartPolicy":"Always","resources":)" + cpu("500m") + R"(},{"resources":)" + cpu("1") +
+                        R"(}],"overhead":{"cpu":"100m","memory":"64Mi"}})"),
+            (model::Resources{1850, int64_t{64} << 20, 0}));
+  // An init step after two sidecars needs them both beside it.
+  EXPECT_EQ(requests_of(R"({"containers":[{"resources":)" + cpu("100m") + R"(}],"initContainers":[)"
+                        R"({"restartPolicy":"Always","resources":)" + cpu("1") + R"(},)"
+                        R"({"restartPolicy":"Always","resources":)" + cpu("1") + R"(},{"resources":)" + cpu("3") +
+                        "}]}")
+                .cpu_milli,
+            5000);
 }
 
 TEST(KubeApiTest, CordonedNotReadyOrTaintedNodesAreNotUsable) {
