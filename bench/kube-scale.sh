@@ -143,9 +143,9 @@ PY
 profilers=()
 if [ -n "${PROFILE:-}" ]; then
   mkdir -p "$PROFILE"
-  perf record -q -F 499 -g -p "$TARGET_PID" -o "$PROFILE/target.perf" 2>/dev/null &
+  perf record -q -F 199 --call-graph dwarf,16384 -p "$TARGET_PID" -o "$PROFILE/target.perf" 2>/dev/null &
   profilers+=($!)
-  perf record -q -F 499 -g -p "${PIDS[1]}" -o "$PROFILE/source.perf" 2>/dev/null &
+  perf record -q -F 199 --call-graph dwarf,16384 -p "${PIDS[1]}" -o "$PROFILE/source.perf" 2>/dev/null &
   profilers+=($!)
 fi
 start=$(now)

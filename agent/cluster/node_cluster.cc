@@ -111,8 +111,12 @@ std::string NodeCluster::queued_reason(const std::string& key) const {
 
 Status NodeCluster::fits_when_idle(const model::WorkloadSpec& spec) const {
   SHOAL_RETURN_IF_ERROR(runner_->supports(spec));
-  FairShareScheduler idle = idle_scheduler_;
-  return idle.admit("idle-check", spec).status();
+  // Placed on the idle scheduler and taken off again: it holds nothing
+  // before and after, and no copy of the whole cluster (a thousand nodes
+  // with their labels) is made for every candidate.
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> nodes, idle_scheduler_.admit("idle-check", spec));
+  idle_scheduler_.release(spec, nodes);
+  return Status::ok();
 }
 
 Status NodeCluster::restore(const std::string& key, const model::WorkloadSpec& spec,

@@ -185,7 +185,9 @@ class NodeCluster final : public Cluster {
   model::ClusterSpec spec_;
   std::vector<std::string> queue_names_;  // of spec_.queues, in order
   FairShareScheduler scheduler_;
-  FairShareScheduler idle_scheduler_;  // the same cluster with nothing held: fits_when_idle
+  // The same cluster with nothing held (fits_when_idle places a workload
+  // on it and takes it off again, so it stays empty between calls).
+  mutable FairShareScheduler idle_scheduler_;
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
   // Bumped by everything that changes what capacity_for() reads: room held
   // (hold), freed (free_room), taken by others (refresh_room_taken) or

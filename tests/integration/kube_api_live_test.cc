@@ -362,8 +362,10 @@ class OthersPods {
 class KubeRunnerLive : public KubeApiLive {
  protected:
   void TearDown() override { std::filesystem::remove_all(state_dir_); }
-  std::unique_ptr<KubeRunner> start_runner(const std::string& server, int page_size) {
+  std::unique_ptr<KubeRunner> start_runner(const std::string& server, int page_size,
+                                           std::chrono::seconds keep_finished = std::chrono::hours(1)) {
     KubeRunnerOptions options;
+    options.keep_finished = keep_finished;
     options.config = config_;
     options.config.server = server;
     options.cluster_name = "live";
@@ -415,6 +417,41 @@ TEST_F(KubeRunnerLive, ANodeHoldingAsManyPodsAsItsKubeletAdmitsCountsAsFull) {
   EXPECT_TRUE(full) << "the node's one pod slot is taken";
   EXPECT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
       << "room again once the kubelet admits more";
+}
+
+// A copy forgotten just before a restart leaves its finished pods with no
+// record of them: they are found and deleted once keepFinished has passed.
+// A pod of ours that still runs is never taken for left behind (its copy
+// may be one restored and launched again).
+TEST_F(KubeRunnerLive, AFinishedPodOfOursThatNoCopyHoldsIsDeletedOnceKeepFinishedHasPassed) {
+  KubeClient api = client();
+  auto make = [&](const std::string& name, const std::string& labels) {
+    auto created = api.call("POST", "/api/v1/namespaces/default/pods",
+                            R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
+                                R"(","namespace":"default","labels":{"shoal.dev/cluster":"live")" + labels +
+                                R"(}},"spec":{"nodeName":"kwok-node-0","restartPolicy":"Never","containers":)"
+                                R"([{"name":"main","image":"none"}]}})");
+    return created.is_ok() && created->status == 201;
+  };
+  auto exists = [&](const std::string& name) {
+    auto got = api.call("GET", "/api/v1/namespaces/default/pods/" + name);
+    return got.is_ok() && got->status == 200;
+  };
+  ASSERT_TRUE(make("left-behind", R"(,"shoal.dev/kwok-run-for":"0s")"));
+  ASSERT_TRUE(make("still-running", ""));
+  std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500, std::chrono::seconds(1));
+  ASSERT_TRUE(runner);
+  bool swept = await(
+      [&] {
+        (void)runner->observe(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()));
+        return !exists("left-behind");
+      },
+      60s);
+  bool running_kept = exists("still-running");
+  (void)api.call("DELETE", "/api/v1/namespaces/default/pods/still-running", R"({"gracePeriodSeconds":0})");
+  (void)api.call("DELETE", "/api/v1/namespaces/default/pods/left-behind", R"({"gracePeriodSeconds":0})");
+  EXPECT_TRUE(swept) << "the finished pod no copy holds is deleted";
+  EXPECT_TRUE(running_kept) << "a running pod of ours is not";
 }
 
 TEST_F(KubeRunnerLive, AWatchCutOnTheWayGoesOnFromItsVersionWithoutListingAgain) {

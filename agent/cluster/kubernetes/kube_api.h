@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/time.h"
 #include "model/manifest.h"
 #include "model/resources.h"
 
@@ -84,6 +85,7 @@ struct KubePod {
   model::Resources requests;
   bool deleting = false;   // metadata.deletionTimestamp is set
   int32_t exit_code = 0;   // the first terminated container's
+  std::optional<TimePoint> finished_at;  // ... when it ended, if it says
   std::string reason;      // the pod's (Evicted, ...), else its container's (OOMKilled, Error, ...)
   std::string message;
   // Why the cluster is ending it, when it says (the DisruptionTarget

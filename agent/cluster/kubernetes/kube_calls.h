@@ -20,6 +20,10 @@ struct KubeCall {
   std::string namespace_name;
   std::string name;           // the pod's
   std::string body;           // kCreate: the pod
+  // kCreate: the copy's marker file, made durable (fsync, and its folder's)
+  // before the pod is created, on the call's thread and not the agent's
+  // loop: many creates sync together, and the loop never waits on the disk.
+  std::string marker;
   int64_t grace_seconds = 0;  // kDelete
   int64_t limit_bytes = 0;    // kReadLog: the most of the output to read
   int attempts = 0;           // how often it was made without an answer that settles it

@@ -194,6 +194,11 @@ Result<KubePod> pod_from(const json& object, const std::string& where) {
       return invalid_argument(where + ".status.containerStatuses[].state.terminated.exitCode: expected a whole number");
     }
     pod.exit_code = static_cast<int32_t>(code->get<int64_t>());
+    // Only to tell when a finished pod of ours nobody holds may go: a time
+    // it cannot read is no reason to refuse the pod.
+    if (auto finished = terminated->find("finishedAt"); finished != terminated->end() && finished->is_string()) {
+      if (Result<TimePoint> at = parse_time(finished->get<std::string>(), "finishedAt"); at.is_ok()) pod.finished_at = *at;
+    }
     SHOAL_ASSIGN_OR_RETURN(std::string reason,
                            string_at(*terminated, "reason", where + ".status.containerStatuses[].state.terminated"));
     // The pod's own reason (Evicted, NodeShutdown) says who ended it; the

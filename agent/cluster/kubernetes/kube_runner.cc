@@ -50,18 +50,12 @@ std::string key_hash(const std::string& key) {
 }
 
 // Durable before the create that it guards: the file and its directory entry.
+// Creates the marker, not yet durable: sync_marker makes it so before the
+// first create of its pods goes out.
 Status write_marker(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status(ErrorCode::kStorage, "kubernetes backend: cannot create " + path);
-  bool synced = ::fsync(fd) == 0;
   ::close(fd);
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    synced = ::fsync(dir_fd) == 0 && synced;
-    ::close(dir_fd);
-  }
-  if (!synced) return Status(ErrorCode::kStorage, "kubernetes backend: cannot sync " + path);
   return Status::ok();
 }
 
@@ -88,6 +82,9 @@ EndCause cause_of(const KubePod& pod) {
   }
   return EndCause::kOwn;  // its exit code, or OOMKilled: its own process
 }
+
+// How often finished pods of ours that no copy holds are looked for.
+constexpr std::chrono::seconds kSweepInterval{10};
 
 }  // namespace
 
@@ -294,7 +291,10 @@ Status KubeRunner::launch(const LaunchRequest& request) {
   } else {
     SHOAL_RETURN_IF_ERROR(write_marker(marker));
     for (int replica = 0; replica < request.spec.replicas; ++replica) {
-      enqueue(KubeCall::create(run.namespace_name, run.pods[static_cast<size_t>(replica)], pod_body(request, replica)));
+      KubeCall create = KubeCall::create(run.namespace_name, run.pods[static_cast<size_t>(replica)],
+                                         pod_body(request, replica));
+      create.marker = marker;
+      enqueue(std::move(create));
     }
   }
   run.seen.assign(run.pods.size(), false);
@@ -423,6 +423,11 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
   std::vector<WorkloadEvent> events;
   std::vector<std::string> ended;
   std::lock_guard lock(mutex_);
+  if (now >= next_sweep_ && snapshot_.pods_listed) {
+    sweep_orphans(now);
+    next_sweep_ = now + kSweepInterval;
+    wake_.notify_all();  // deletes may have been queued
+  }
   // The last word of each of our pods deleted since the last look, kept
   // with its run; those of no run (a copy stopped or forgotten) go.
   if (!snapshot_.gone.empty()) {
@@ -470,6 +475,36 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
     it = stops.empty() ? stopping_.erase(it) : std::next(it);
   }
   return events;
+}
+
+void KubeRunner::sweep_orphans(TimePoint now) {
+  std::set<std::string> known;
+  auto know = [&](const Pods& pods) {
+    for (const std::string& pod : pods.pods) known.insert(pods.namespace_name + "/" + pod);
+  };
+  for (const auto& [key, run] : runs_) know({run.namespace_name, run.pods});
+  for (const auto& [key, stops] : stopping_) std::for_each(stops.begin(), stops.end(), know);
+  for (const auto& [key, pods] : ended_) know(pods);
+  for (const auto& [key, entry] : forgotten_) know(entry.first);
+  std::map<std::string, TimePoint> still;
+  for (const auto& [name, pod] : snapshot_.pods) {
+    if (!ours(pod) || !pod.terminal() || known.count(name)) continue;
+    auto seen = orphans_.find(name);
+    if (seen == orphans_.end()) {
+      // First seen now: not before the next sweep, and not before it has
+      // been finished for keep_finished.
+      still[name] = std::max(now + kSweepInterval, pod.finished_at.value_or(now) + options_.keep_finished);
+    } else if (now >= seen->second) {
+      if (options_.logger) {
+        options_.logger->info("kubernetes: deleting pod {}, finished and held by no copy here", name);
+      }
+      calls_.push(KubeCall::remove(pod.namespace_name, pod.name, 1));
+      still[name] = TimePoint::max();  // asked once; gone from the list once deleted
+    } else {
+      still[name] = seen->second;
+    }
+  }
+  orphans_ = std::move(still);
 }
 
 TimePoint KubeRunner::next_event_at() const {

@@ -245,6 +245,15 @@ class KubeRunner final : public Runner {
   std::map<std::string, Pods> ended_;
   std::map<std::string, std::pair<Pods, TimePoint>> forgotten_;
   TimePoint last_observed_{};
+  // Finished pods of ours that no copy the loop knows holds (a copy
+  // forgotten before a restart left them), with when they may go: finished
+  // keep_finished ago, and seen at one sweep before (the copies restored at
+  // a restart are launched again, and so known, by then).
+  std::map<std::string, TimePoint> orphans_;
+  TimePoint next_sweep_{};
+  // Under mutex_: deletes the orphans whose time has come (the loop's
+  // observe calls it every 10 s).
+  void sweep_orphans(TimePoint now);
 
   mutable std::mutex mutex_;
   // mutable: read_log (const, as every Runner's) queues reads of output.

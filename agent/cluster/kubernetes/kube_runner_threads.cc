@@ -1,7 +1,11 @@
 // The kubernetes backend's threads (kube_runner.h): the pods and nodes
 // lists and watches that keep the snapshot, and the creates, deletes and
 // probes of the API server. Nothing here runs on the agent's loop.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <iterator>
 #include <random>
 
@@ -41,6 +45,24 @@ constexpr auto kProbeInterval = 1s;
 std::chrono::milliseconds backoff_after(int attempts, std::minstd_rand& random) {
   auto backoff = std::min<std::chrono::milliseconds>(kMaxBackoff, kFirstBackoff * (1 << std::clamp(attempts - 1, 0, 16)));
   return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(random));
+}
+
+// Makes a copy's marker durable: the file, then its folder's entry.
+Status sync_marker(const std::string& path) {
+  bool synced = false;
+  if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    synced = ::fsync(fd) == 0;
+    ::close(fd);
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
+    synced = ::fsync(dir_fd) == 0 && synced;
+    ::close(dir_fd);
+  } else {
+    synced = false;
+  }
+  if (!synced) return Status(ErrorCode::kStorage, "kubernetes backend: cannot make " + path + " durable");
+  return Status::ok();
 }
 
 }  // namespace
@@ -310,6 +332,15 @@ void KubeRunner::make_calls(bool probes) {
       std::lock_guard lock(mutex_);
       calls_.settled(*call);
       continue;
+    }
+    if (call->kind == KubeCall::Kind::kCreate && !call->marker.empty()) {
+      if (Status synced = sync_marker(call->marker); !synced.is_ok()) {
+        // Never created without a durable marker: a restart could create it again.
+        std::lock_guard lock(mutex_);
+        snapshot_.refused[call->pod()] = synced.message();
+        calls_.settled(*call);
+        continue;
+      }
     }
     Result<KubeClient::Answer> answer =
         call->kind == KubeCall::Kind::kCreate

@@ -87,6 +87,16 @@ TEST(SimClusterTest, AWorkloadThatNamesAnImageNeverFitsABackendThatRunsNone) {
   EXPECT_TRUE(cluster.fits_when_idle(spec).is_ok());
 }
 
+TEST(SimClusterTest, AskingWhetherWorkFitsAnIdleClusterHoldsNothing) {
+  auto owned = make();
+  NodeCluster& cluster = *owned;
+  model::WorkloadSpec everything = work(4000, 1000, 2);  // both nodes' whole memory
+  for (int ask = 0; ask < 3; ++ask) EXPECT_TRUE(cluster.fits_when_idle(everything).is_ok()) << "ask " << ask;
+  EXPECT_TRUE(cluster.reserve("a", everything).is_ok()) << "the asks reserved nothing";
+  EXPECT_TRUE(cluster.fits_when_idle(everything).is_ok()) << "idle means as if nothing were held";
+  EXPECT_FALSE(cluster.fits_when_idle(work(4000, 1000, 3)).is_ok()) << "three replicas never fit two nodes";
+}
+
 TEST(SimClusterTest, RestoreRefusesWhatNoLongerFits) {
   auto owned = make();
   NodeCluster& cluster = *owned;
