@@ -6,11 +6,13 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/cluster/fair_share.h"
+#include "common/histogram.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "model/manifest.h"
@@ -94,6 +96,19 @@ struct PreemptionCost {
 struct Preemption {
   std::vector<std::string> nodes;    // the preemptor's, one per replica
   std::vector<std::string> victims;  // keys of the work stopped for it
+};
+
+// A backend's calls to its manager's API, as /metrics shows them.
+struct ApiStats {
+  // Latency in seconds, by (verb, HTTP status or "none" when no answer
+  // came): verbs POST, DELETE, GET (logs, probes), LIST (one page), WATCH
+  // (how long it stayed open).
+  std::map<std::pair<std::string, std::string>, Histogram> calls;
+  int64_t lists = 0;            // whole lists (every page): at start and after a 410
+  int64_t watches_resumed = 0;  // watches that broke and went on from their version
+  int64_t queued = 0;           // calls waiting or backing off now
+  int64_t refused = 0;          // creates the server refused (4xx)
+  int64_t given_up = 0;         // creates given up after their last try
 };
 
 class Cluster {
@@ -199,6 +214,9 @@ class Cluster {
   // its manager it cannot read and leaves out), one line each; empty
   // when nothing. `shoalctl status` shows them.
   virtual std::vector<std::string> warnings() const { return {}; }
+  // What the backend's manager answered (a Kubernetes API server), for
+  // /metrics; nullopt for a backend without one.
+  virtual std::optional<ApiStats> api_stats() const { return std::nullopt; }
   // Work waiting in the backend's own queue that is not this agent's (a
   // shared Slurm's pending jobs of its local users): it competes for the
   // same room, so weighted routing's `queue` metric counts it.

@@ -51,6 +51,8 @@ class Runner {
   virtual Status health() const { return Status::ok(); }
   // As Cluster::warnings.
   virtual std::vector<std::string> warnings() const { return {}; }
+  // As Cluster::api_stats.
+  virtual std::optional<ApiStats> api_stats() const { return std::nullopt; }
   // Ok when the runner can run `spec` at all; else why it never can
   // ("NeverFits: ..."). By default a workload that names a container image
   // is refused: only a runner that runs images says otherwise.
@@ -139,6 +141,7 @@ class NodeCluster final : public Cluster {
   const std::vector<NodeUsage>& nodes() const override { return usage_; }
   Status health() const override { return runner_->health(); }
   std::vector<std::string> warnings() const override { return runner_->warnings(); }
+  std::optional<ApiStats> api_stats() const override { return runner_->api_stats(); }
   int64_t backlog() const override { return runner_->backlog(); }
 
   // Asserts the bookkeeping: allocations match holdings (stopping ones

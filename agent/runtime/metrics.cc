@@ -40,14 +40,23 @@ class Exposition {
   }
   void histogram(const std::string& name, const char* help, const Histogram& histogram) {
     family(name, "histogram", help);
+    histogram_samples(name, {}, histogram);
+  }
+  // One histogram's series under `labels` (its family declared before).
+  void histogram_samples(const std::string& name, const Labels& labels, const Histogram& histogram) {
+    auto with = [&](std::pair<std::string, std::string> extra) {
+      Labels all = labels;
+      all.push_back(std::move(extra));
+      return all;
+    };
     uint64_t cumulative = 0;
     for (size_t i = 0; i < histogram.upper_bounds().size(); ++i) {
       cumulative += histogram.counts()[i];
-      sample(name + "_bucket", {{"le", number(histogram.upper_bounds()[i])}}, static_cast<double>(cumulative));
+      sample(name + "_bucket", with({"le", number(histogram.upper_bounds()[i])}), static_cast<double>(cumulative));
     }
-    sample(name + "_bucket", {{"le", "+Inf"}}, static_cast<double>(histogram.count()));
-    sample(name + "_sum", {}, histogram.sum());
-    sample(name + "_count", {}, static_cast<double>(histogram.count()));
+    sample(name + "_bucket", with({"le", "+Inf"}), static_cast<double>(histogram.count()));
+    sample(name + "_sum", labels, histogram.sum());
+    sample(name + "_count", labels, static_cast<double>(histogram.count()));
   }
   std::string text() const { return out_.str(); }
 
@@ -180,6 +189,28 @@ std::string render_metrics(const ControlContext& context) {
                 context.commits.written_latency);
   out.gauge("shoal_store_writable", "1 while the state database can be written; 0 while read-only.",
             context.storage_fault.empty() ? 1 : 0);
+
+  if (std::optional<cluster::ApiStats> api = context.cluster.api_stats()) {
+    out.family("shoal_backend_api_request_duration_seconds", "histogram",
+               "Calls to the backend's API server, by verb (LIST: one page; WATCH: how long it stayed open) "
+               "and HTTP status (none: no answer).");
+    for (const auto& [key, latency] : api->calls) {
+      out.histogram_samples("shoal_backend_api_request_duration_seconds", {{"verb", key.first}, {"code", key.second}},
+                            latency);
+    }
+    out.counter("shoal_backend_api_lists_total", "Whole lists of a collection (at start, and after a 410 Gone).",
+                static_cast<double>(api->lists));
+    out.counter("shoal_backend_api_watches_resumed_total",
+                "Watches that broke on the way and went on from their last resourceVersion.",
+                static_cast<double>(api->watches_resumed));
+    out.gauge("shoal_backend_api_calls_queued", "Creates, deletes and log reads waiting or backing off.",
+              static_cast<double>(api->queued));
+    out.counter("shoal_backend_api_creates_refused_total", "Creates the API server refused (4xx).",
+                static_cast<double>(api->refused));
+    out.counter("shoal_backend_api_creates_given_up_total",
+                "Creates given up after their last try without an answer that settles them.",
+                static_cast<double>(api->given_up));
+  }
   return out.text();
 }
 

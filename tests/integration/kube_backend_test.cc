@@ -5,6 +5,7 @@
 // the pod, a restarted target re-adopts its pod, and pods that local users
 // create shrink what the agent advertises.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <fstream>
 #include <string>
@@ -68,6 +69,8 @@ class KubeBackend : public ::testing::Test {
                         << agent_kubeconfig() << "\n    timeout: 2s\n";
     source_.init({"--cluster-config", tiny});
     east_.init({"--cluster-config", east});
+    metrics_port_ = free_port();
+    east_.set_config("metricsListen", "127.0.0.1:" + std::to_string(metrics_port_));
     for (AgentProcess* agent : {&source_, &east_}) {
       agent->set_config("heartbeatInterval", "300ms");
       agent->set_config("gcInterval", "1s");
@@ -106,9 +109,22 @@ class KubeBackend : public ::testing::Test {
     return parsed.is_discarded() ? json::array() : parsed.value("items", json::array());
   }
 
+  // The value of `series` (its name and labels as exposed) in east's
+  // /metrics; -1 when absent.
+  double east_metric(const std::string& series) {
+    httplib::Client client("127.0.0.1", metrics_port_);
+    client.set_read_timeout(10);
+    auto response = client.Get("/metrics");
+    if (!response || response->status != 200) return -1;
+    size_t at = response->body.find("\n" + series + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(response->body.substr(at + series.size() + 2));
+  }
+
   TempDir dir_;
   AgentProcess source_{"source", dir_.path()};
   AgentProcess east_{"east", dir_.path()};
+  int metrics_port_ = 0;
 };
 
 TEST_F(KubeBackend, AWorkloadRunsAsALabelledPodOnAKwokNodeAndItsEndIsMirrored) {
@@ -125,6 +141,13 @@ TEST_F(KubeBackend, AWorkloadRunsAsALabelledPodOnAKwokNodeAndItsEndIsMirrored) {
   EXPECT_EQ(pod["spec"]["containers"][0]["image"], "busybox:1.36") << "the cluster's default image";
   EXPECT_EQ(describe("ok")["status"]["nodes"][0], node) << "the node the agent reserved is the pod's";
   ASSERT_TRUE(wait_until([&] { return phase("ok") == "Succeeded"; }, 20s)) << describe("ok").dump(2);
+  // What the API server answered, as /metrics tells an operator.
+  EXPECT_GE(east_metric(R"(shoal_backend_api_request_duration_seconds_count{verb="POST",code="201"})"), 1)
+      << "its pod's create";
+  EXPECT_GE(east_metric(R"(shoal_backend_api_request_duration_seconds_count{verb="LIST",code="200"})"), 3)
+      << "our pods, others' pods and the nodes";
+  EXPECT_EQ(east_metric("shoal_backend_api_lists_total"), 3) << "listed once each, then watched";
+  EXPECT_EQ(east_metric("shoal_backend_api_creates_refused_total"), 0);
 
   submit("three", "shoal.dev/kwok-run-for: 1s, shoal.dev/kwok-exit-code: \"3\"", "resources: {cpu: \"1\"}");
   ASSERT_TRUE(wait_until([&] { return phase("three") == "Failed"; }, 20s)) << describe("three").dump(2);

@@ -673,6 +673,25 @@ std::vector<std::string> KubeRunner::warnings() const {
   return lines;
 }
 
+void KubeRunner::note_call(const char* verb, long status, std::chrono::steady_clock::duration took) {
+  auto key = std::make_pair(std::string(verb), status > 0 ? std::to_string(status) : std::string("none"));
+  auto found = snapshot_.calls.find(key);
+  if (found == snapshot_.calls.end()) found = snapshot_.calls.emplace(key, Histogram(latency_buckets_seconds())).first;
+  found->second.observe(std::chrono::duration<double>(took).count());
+}
+
+std::optional<ApiStats> KubeRunner::api_stats() const {
+  std::lock_guard lock(mutex_);
+  ApiStats stats;
+  stats.calls = snapshot_.calls;
+  stats.lists = snapshot_.counts.lists;
+  stats.watches_resumed = snapshot_.counts.watches_resumed;
+  stats.queued = static_cast<int64_t>(calls_.size());
+  stats.refused = snapshot_.refused_total;
+  stats.given_up = snapshot_.given_up_total;
+  return stats;
+}
+
 KubeRunner::WatchCounts KubeRunner::watch_counts() const {
   std::lock_guard lock(mutex_);
   return snapshot_.counts;

@@ -112,6 +112,7 @@ class KubeRunner final : public Runner {
     int64_t watches_resumed = 0;  // watches that broke and went on from their resourceVersion
   };
   WatchCounts watch_counts() const;
+  std::optional<ApiStats> api_stats() const override;
   // Any workload: one that names no image runs spec.kubernetes.image.
   Status supports(const model::WorkloadSpec&) const override { return Status::ok(); }
   bool reports_starts() const override { return true; }
@@ -160,6 +161,9 @@ class KubeRunner final : public Runner {
     // our pods unreadable is neither gone nor ended: its copy waits.
     std::map<std::string, std::string> unreadable_pods, unreadable_other_pods, unreadable_nodes;
     WatchCounts counts;
+    // Every call's latency by (verb, status), and creates refused or given up.
+    std::map<std::pair<std::string, std::string>, Histogram> calls;
+    int64_t refused_total = 0, given_up_total = 0;
   };
   // A copy the loop launched.
   struct Run {
@@ -195,6 +199,9 @@ class KubeRunner final : public Runner {
     Status Snapshot::*reachable;  // how the last list or watch went
   };
   static constexpr const char* kClusterLabel = "shoal.dev/cluster";
+  // Under mutex_: one call to the API server, answered with HTTP `status`
+  // (0: none) after `took`.
+  void note_call(const char* verb, long status, std::chrono::steady_clock::duration took);
   // Whether `pod` is one of this agent's (labelled with its cluster).
   bool ours(const KubePod& pod) const;
   // Lists `collection` in pages, then watches it from the list's

@@ -75,7 +75,13 @@ Result<KubeList<Item>> KubeRunner::list_pages(KubeClient& api, const Collection<
     std::string query = "limit=" + std::to_string(std::max(1, options_.list_page_size));
     if (!token.empty()) query += "&continue=" + url_escaped(token);
     if (!collection.selector.empty()) query += "&" + collection.selector;
-    SHOAL_ASSIGN_OR_RETURN(KubeClient::Answer answer, api.call("GET", collection.path + "?" + query));
+    auto asked = std::chrono::steady_clock::now();
+    Result<KubeClient::Answer> listed = api.call("GET", collection.path + "?" + query);
+    {
+      std::lock_guard lock(mutex_);
+      note_call("LIST", listed.is_ok() ? listed->status : 0, std::chrono::steady_clock::now() - asked);
+    }
+    SHOAL_ASSIGN_OR_RETURN(KubeClient::Answer answer, std::move(listed));
     if (answer.status != 200) {
       // 410 on a later page: the snapshot it pages through is gone; the
       // next try lists from the start.
@@ -127,6 +133,7 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
       std::lock_guard lock(mutex_);
       snapshot_.*collection.reachable = Status::ok();  // a watch that goes on after a break
     };
+    auto opened = std::chrono::steady_clock::now();
     Status watched = api.watch(
         collection.path + "?" + (collection.selector.empty() ? "" : collection.selector + "&") +
             "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
@@ -154,6 +161,10 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
           return !quit_.load();
         },
         std::chrono::seconds(kWatchSeconds + 10), &quit_, &progress);
+    {
+      std::lock_guard lock(mutex_);
+      note_call("WATCH", progress.http_status, std::chrono::steady_clock::now() - opened);
+    }
     if (relist) {
       version.clear();
       if (!relist->is_ok()) fail(*relist);
@@ -308,7 +319,9 @@ void KubeRunner::make_calls(bool probes) {
           // Idle: is the server still answering? A watch on a server that
           // stopped answering stays open and silent, so only a call can tell.
           lock.unlock();
+          auto asked = std::chrono::steady_clock::now();
           Result<KubeClient::Answer> probe = api.call("GET", "/readyz");
+          auto took = std::chrono::steady_clock::now() - asked;
           Status answered = probe.is_ok() ? Status::ok() : probe.status();
           if (answered.is_ok() && probe->status != 200) {
             answered = Status(ErrorCode::kUnavailable, "kube-apiserver: /readyz: HTTP " +
@@ -316,6 +329,7 @@ void KubeRunner::make_calls(bool probes) {
                                                            kube_status_message(probe->body));
           }
           lock.lock();
+          note_call("GET", probe.is_ok() ? probe->status : 0, took);
           snapshot_.server_reachable = answered;
           idle_until = std::chrono::steady_clock::now() + kProbeInterval;
           continue;
@@ -342,6 +356,7 @@ void KubeRunner::make_calls(bool probes) {
         continue;
       }
     }
+    auto asked = std::chrono::steady_clock::now();
     Result<KubeClient::Answer> answer =
         call->kind == KubeCall::Kind::kCreate
             ? api.call("POST", "/api/v1/namespaces/" + call->namespace_name + "/pods", call->body)
@@ -349,6 +364,8 @@ void KubeRunner::make_calls(bool probes) {
                        json{{"gracePeriodSeconds", call->grace_seconds}}.dump());
     {
       std::lock_guard lock(mutex_);
+      note_call(call->kind == KubeCall::Kind::kCreate ? "POST" : "DELETE", answer.is_ok() ? answer->status : 0,
+                std::chrono::steady_clock::now() - asked);
       take_answer(std::move(*call), answer);
     }
     wake_.notify_one();  // the pod's next call, if any, may go
@@ -365,6 +382,7 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
       snapshot_.created.insert(pod);
     } else {
       snapshot_.refused[pod] = "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
+      ++snapshot_.refused_total;
     }
     return;
   }
@@ -378,6 +396,7 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
       options_.logger->warn("kubernetes: gave up creating pod {} after {} tries; the last: {}", pod, call.attempts,
                             call.last_error);
     }
+    ++snapshot_.given_up_total;
     snapshot_.given_up[pod] = "no answer after " + std::to_string(call.attempts) + " tries (the last: " +
                               call.last_error + ")";
     calls_.settled(call);
@@ -409,10 +428,12 @@ void KubeRunner::read_pod_log(KubeClient& api, const KubeCall& command) {
     auto pod = snapshot_.pods.find(full);
     ended_before = pod != snapshot_.pods.end() && pod->second.terminal();
   }
+  auto asked = std::chrono::steady_clock::now();
   Result<KubeClient::Answer> answer =
       api.call("GET", "/api/v1/namespaces/" + command.namespace_name + "/pods/" + command.name +
                           "/log?container=main&limitBytes=" + std::to_string(command.limit_bytes));
   std::lock_guard lock(mutex_);
+  note_call("GET", answer.is_ok() ? answer->status : 0, std::chrono::steady_clock::now() - asked);
   auto it = logs_.find(full);
   if (it == logs_.end() || !it->second.reading || it->second.limit_bytes != command.limit_bytes) {
     return;  // asked differently since: that read is queued
