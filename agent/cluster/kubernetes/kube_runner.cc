@@ -49,7 +49,6 @@ std::string key_hash(const std::string& key) {
   return hex;
 }
 
-// Durable before the create that it guards: the file and its directory entry.
 // Creates the marker, not yet durable: sync_marker makes it so before the
 // first create of its pods goes out.
 Status write_marker(const std::string& path) {

@@ -36,6 +36,9 @@ constexpr int kCreateAttempts = 9;
 // A Retry-After longer than this is read as this: a server's hint, not a
 // reason to stall a pod for an hour.
 constexpr std::chrono::milliseconds kLongestRetryAfter = 5min;
+// A watch the server ends sooner than this, having said nothing, is opened
+// again only after a backoff.
+constexpr auto kShortestQuietWatch = 1s;
 // How often an idle runner asks the server whether it still answers.
 constexpr auto kProbeInterval = 1s;
 
@@ -134,11 +137,13 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
       snapshot_.*collection.reachable = Status::ok();  // a watch that goes on after a break
     };
     auto opened = std::chrono::steady_clock::now();
+    bool heard = false;  // a line came
     Status watched = api.watch(
         collection.path + "?" + (collection.selector.empty() ? "" : collection.selector + "&") +
             "watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(kWatchSeconds) +
             "&resourceVersion=" + version,
         [&](std::string_view line) {
+          heard = true;
           Result<KubeEvent> event = collection.parse_event(line);
           if (!event.is_ok()) {
             relist = event.status();  // a change we cannot read may be any change
@@ -168,6 +173,12 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
     if (relist) {
       version.clear();
       if (!relist->is_ok()) fail(*relist);
+      continue;
+    }
+    if (watched.is_ok() && !heard && std::chrono::steady_clock::now() - opened < kShortestQuietWatch) {
+      // Ended at once with nothing said (a proxy that closes streams): not
+      // opened again in a tight loop either.
+      pause(std::nullopt);
       continue;
     }
     if (!watched.is_ok()) {
