@@ -219,6 +219,9 @@ class KubeRunner final : public Runner {
   void watch_own_pods();
   void watch_other_pods();
   void watch_nodes();
+  // Under mutex_: a whole list of our pods (`own`) or of others', in place
+  // of what the snapshot held of them.
+  void take_pod_list(KubeList<KubePod>&& list, bool own);
   // One of the threads that make the calls of calls_; `probes`: the one
   // that, idle, asks whether the server still answers.
   void make_calls(bool probes);

@@ -202,21 +202,24 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
   }
 }
 
+void KubeRunner::take_pod_list(KubeList<KubePod>&& list, bool own) {
+  std::erase_if(snapshot_.pods, [&](const auto& entry) { return ours(entry.second) == own; });
+  for (KubePod& pod : list.items) {
+    if (ours(pod) != own) continue;  // relabelled between the selector and us: the other watch's
+    std::string name = pod.namespace_name + "/" + pod.name;
+    snapshot_.pods[name] = std::move(pod);
+  }
+  std::map<std::string, std::string>& unreadable = own ? snapshot_.unreadable_pods : snapshot_.unreadable_other_pods;
+  unreadable.clear();
+  for (const Unreadable& item : list.unreadable) unreadable[item.full_name()] = item.error;
+  (own ? snapshot_.pods_listed : snapshot_.other_pods_listed) = true;
+}
+
 void KubeRunner::watch_own_pods() {
   list_and_watch<KubePod>(
       {"pods", "/api/v1/pods", "labelSelector=" + url_escaped(std::string(kClusterLabel) + "=" + options_.cluster_name),
        parse_pod_list, parse_pod_event,
-       [this](KubeList<KubePod>&& list) {
-         std::erase_if(snapshot_.pods, [&](const auto& entry) { return ours(entry.second); });
-         for (KubePod& pod : list.items) {
-           if (!ours(pod)) continue;  // relabelled between the selector and us: not ours now
-           std::string name = pod.namespace_name + "/" + pod.name;
-           snapshot_.pods[name] = std::move(pod);
-         }
-         snapshot_.unreadable_pods.clear();
-         for (const Unreadable& item : list.unreadable) snapshot_.unreadable_pods[item.full_name()] = item.error;
-         snapshot_.pods_listed = true;
-       },
+       [this](KubeList<KubePod>&& list) { take_pod_list(std::move(list), /*own=*/true); },
        [this](KubeEvent&& event) {
          if (event.unreadable) {
            // What was known of it stays (one of ours must not look gone)
@@ -249,17 +252,7 @@ void KubeRunner::watch_other_pods() {
        "labelSelector=" + url_escaped(std::string(kClusterLabel) + "!=" + options_.cluster_name) +
            "&fieldSelector=" + url_escaped("status.phase!=Succeeded,status.phase!=Failed"),
        parse_pod_list, parse_pod_event,
-       [this](KubeList<KubePod>&& list) {
-         std::erase_if(snapshot_.pods, [&](const auto& entry) { return !ours(entry.second); });
-         for (KubePod& pod : list.items) {
-           if (ours(pod)) continue;
-           std::string name = pod.namespace_name + "/" + pod.name;
-           snapshot_.pods[name] = std::move(pod);
-         }
-         snapshot_.unreadable_other_pods.clear();
-         for (const Unreadable& item : list.unreadable) snapshot_.unreadable_other_pods[item.full_name()] = item.error;
-         snapshot_.other_pods_listed = true;
-       },
+       [this](KubeList<KubePod>&& list) { take_pod_list(std::move(list), /*own=*/false); },
        [this](KubeEvent&& event) {
          // DELETED also when one ends: it no longer matches the field selector.
          std::string name = event.pod ? event.pod->namespace_name + "/" + event.pod->name
