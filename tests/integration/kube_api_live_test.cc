@@ -392,7 +392,7 @@ TEST_F(KubeRunnerLive, AListReadInPagesCountsEveryPodOfEveryPage) {
   EXPECT_TRUE(await([&] { return runner->health().is_ok() && others_cpu_on(*runner, "kwok-node-0") >= 1500; }, 20s))
       << runner->health().message();
   EXPECT_EQ(others_cpu_on(*runner, "kwok-node-0"), 1500) << "5 pods of 300m, read 2 to a page";
-  EXPECT_EQ(runner->watch_counts().lists, 3) << "our pods, others' pods and the nodes, once each";
+  EXPECT_EQ(runner->api_stats()->lists, 3) << "our pods, others' pods and the nodes, once each";
 }
 
 // The kubelet admits at most allocatable.pods pods: a node holding that
@@ -459,19 +459,19 @@ TEST_F(KubeRunnerLive, AWatchCutOnTheWayGoesOnFromItsVersionWithoutListingAgain)
   CuttableProxy proxy(upstream);
   std::unique_ptr<KubeRunner> runner = start_runner("https://127.0.0.1:" + std::to_string(proxy.port()), 500);
   ASSERT_TRUE(runner);
-  ASSERT_TRUE(await([&] { return runner->health().is_ok() && runner->watch_counts().lists == 3; }, 20s))
+  ASSERT_TRUE(await([&] { return runner->health().is_ok() && runner->api_stats()->lists == 3; }, 20s))
       << runner->health().message();
 
   // A watch cut while open ends in a transport error (or, read as the
   // server's own end, cleanly): either way it goes on from its version.
   proxy.cut();
-  ASSERT_TRUE(await([&] { return runner->watch_counts().watches_resumed >= 1; }, 20s))
+  ASSERT_TRUE(await([&] { return runner->api_stats()->watches_resumed >= 1; }, 20s))
       << "connections cut: " << proxy.connections_cut();
   KubeClient api = client();
   OthersPods others(api, "kwok-node-1", "after-cut", 1, "700m");
   EXPECT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 700; }, 20s))
       << "a pod made after the cut is seen by the watch that went on";
-  EXPECT_EQ(runner->watch_counts().lists, 3) << "no list again: the watches went on from their versions";
+  EXPECT_EQ(runner->api_stats()->lists, 3) << "no list again: the watches went on from their versions";
   EXPECT_TRUE(await([&] { return runner->health().is_ok(); }, 20s)) << runner->health().message();
 }
 

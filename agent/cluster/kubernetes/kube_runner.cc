@@ -683,17 +683,12 @@ std::optional<ApiStats> KubeRunner::api_stats() const {
   std::lock_guard lock(mutex_);
   ApiStats stats;
   stats.calls = snapshot_.calls;
-  stats.lists = snapshot_.counts.lists;
-  stats.watches_resumed = snapshot_.counts.watches_resumed;
+  stats.lists = snapshot_.lists;
+  stats.watches_resumed = snapshot_.watches_resumed;
   stats.queued = static_cast<int64_t>(calls_.size());
   stats.refused = snapshot_.refused_total;
   stats.given_up = snapshot_.given_up_total;
   return stats;
-}
-
-KubeRunner::WatchCounts KubeRunner::watch_counts() const {
-  std::lock_guard lock(mutex_);
-  return snapshot_.counts;
 }
 
 Status KubeRunner::health() const {

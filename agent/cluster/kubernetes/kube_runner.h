@@ -106,12 +106,6 @@ class KubeRunner final : public Runner {
   std::vector<std::string> warnings() const override;
   std::vector<model::NodeSpec> take_new_nodes() override;
   Status health() const override;
-  // What the list-and-watch threads have done since the start.
-  struct WatchCounts {
-    int64_t lists = 0;            // whole lists (every page), of any collection
-    int64_t watches_resumed = 0;  // watches that broke and went on from their resourceVersion
-  };
-  WatchCounts watch_counts() const;
   std::optional<ApiStats> api_stats() const override;
   // Any workload: one that names no image runs spec.kubernetes.image.
   Status supports(const model::WorkloadSpec&) const override { return Status::ok(); }
@@ -160,10 +154,10 @@ class KubeRunner final : public Runner {
     // node's: its name), with why: left out of the room counted. One of
     // our pods unreadable is neither gone nor ended: its copy waits.
     std::map<std::string, std::string> unreadable_pods, unreadable_other_pods, unreadable_nodes;
-    WatchCounts counts;
-    // Every call's latency by (verb, status), and creates refused or given up.
+    // What api_stats() reports: every call's latency by (verb, status),
+    // whole lists, watches resumed, creates refused or given up.
     std::map<std::pair<std::string, std::string>, Histogram> calls;
-    int64_t refused_total = 0, given_up_total = 0;
+    int64_t lists = 0, watches_resumed = 0, refused_total = 0, given_up_total = 0;
   };
   // A copy the loop launched.
   struct Run {

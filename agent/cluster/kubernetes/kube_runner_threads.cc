@@ -127,7 +127,7 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
       std::lock_guard lock(mutex_);
       collection.take_list(std::move(*listed));
       snapshot_.*collection.reachable = Status::ok();
-      ++snapshot_.counts.lists;
+      ++snapshot_.lists;
       failures = 0;
     }
     std::optional<Status> relist;  // why the watch's own stream said to list again
@@ -191,7 +191,7 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
         version.clear();
       } else {
         std::lock_guard lock(mutex_);
-        ++snapshot_.counts.watches_resumed;
+        ++snapshot_.watches_resumed;
       }
       if (progress.http_status == 200) {
         pause(std::nullopt);
