@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <functional>
 #include <memory>
 #include <filesystem>
 #include <fstream>
@@ -28,12 +27,14 @@
 #include "agent/cluster/kubernetes/kube_api.h"
 #include "agent/cluster/kubernetes/kube_runner.h"
 #include "dev_k8s.h"
+#include "harness.h"
 
 namespace shoal::cluster::kubernetes {
 namespace {
 
 using namespace std::chrono_literals;
 using shoal::testing::DevK8s;
+using shoal::testing::wait_until;
 
 DevK8s& dev_k8s() {
   static DevK8s cluster;
@@ -323,15 +324,6 @@ class CuttableProxy {
   std::thread thread_;
 };
 
-bool await(const std::function<bool()>& condition, std::chrono::seconds longest) {
-  auto until = std::chrono::steady_clock::now() + longest;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
 // Pods of somebody else's on one node, each asking `cpu`; deleted at the end.
 class OthersPods {
  public:
@@ -389,7 +381,7 @@ TEST_F(KubeRunnerLive, AListReadInPagesCountsEveryPodOfEveryPage) {
   OthersPods others(api, "kwok-node-0", "paged", 5, "300m");
   std::unique_ptr<KubeRunner> runner = start_runner(config_.server, /*page_size=*/2);
   ASSERT_TRUE(runner);
-  EXPECT_TRUE(await([&] { return runner->health().is_ok() && others_cpu_on(*runner, "kwok-node-0") >= 1500; }, 20s))
+  EXPECT_TRUE(wait_until([&] { return runner->health().is_ok() && others_cpu_on(*runner, "kwok-node-0") >= 1500; }, 20s))
       << runner->health().message();
   EXPECT_EQ(others_cpu_on(*runner, "kwok-node-0"), 1500) << "5 pods of 300m, read 2 to a page";
   EXPECT_EQ(runner->api_stats()->lists, 3) << "our pods, others' pods and the nodes, once each";
@@ -409,13 +401,13 @@ TEST_F(KubeRunnerLive, ANodeHoldingAsManyPodsAsItsKubeletAdmitsCountsAsFull) {
   std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500);
   ASSERT_TRUE(runner);
   OthersPods others(api, "kwok-node-1", "one-slot", 1, "100m");
-  ASSERT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
+  ASSERT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
       << "one pod of 100m, room for 110";
   ASSERT_TRUE(set_pods("1"));
-  bool full = await([&] { return others_cpu_on(*runner, "kwok-node-1") >= int64_t{1} << 50; }, 20s);
+  bool full = wait_until([&] { return others_cpu_on(*runner, "kwok-node-1") >= int64_t{1} << 50; }, 20s);
   EXPECT_TRUE(set_pods("110"));
   EXPECT_TRUE(full) << "the node's one pod slot is taken";
-  EXPECT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
+  EXPECT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
       << "room again once the kubelet admits more";
 }
 
@@ -441,7 +433,7 @@ TEST_F(KubeRunnerLive, AFinishedPodOfOursThatNoCopyHoldsIsDeletedOnceKeepFinishe
   ASSERT_TRUE(make("still-running", ""));
   std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500, std::chrono::seconds(1));
   ASSERT_TRUE(runner);
-  bool swept = await(
+  bool swept = wait_until(
       [&] {
         (void)runner->observe(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()));
         return !exists("left-behind");
@@ -459,20 +451,20 @@ TEST_F(KubeRunnerLive, AWatchCutOnTheWayGoesOnFromItsVersionWithoutListingAgain)
   CuttableProxy proxy(upstream);
   std::unique_ptr<KubeRunner> runner = start_runner("https://127.0.0.1:" + std::to_string(proxy.port()), 500);
   ASSERT_TRUE(runner);
-  ASSERT_TRUE(await([&] { return runner->health().is_ok() && runner->api_stats()->lists == 3; }, 20s))
+  ASSERT_TRUE(wait_until([&] { return runner->health().is_ok() && runner->api_stats()->lists == 3; }, 20s))
       << runner->health().message();
 
   // A watch cut while open ends in a transport error (or, read as the
   // server's own end, cleanly): either way it goes on from its version.
   proxy.cut();
-  ASSERT_TRUE(await([&] { return runner->api_stats()->watches_resumed >= 1; }, 20s))
+  ASSERT_TRUE(wait_until([&] { return runner->api_stats()->watches_resumed >= 1; }, 20s))
       << "connections cut: " << proxy.connections_cut();
   KubeClient api = client();
   OthersPods others(api, "kwok-node-1", "after-cut", 1, "700m");
-  EXPECT_TRUE(await([&] { return others_cpu_on(*runner, "kwok-node-1") == 700; }, 20s))
+  EXPECT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-1") == 700; }, 20s))
       << "a pod made after the cut is seen by the watch that went on";
   EXPECT_EQ(runner->api_stats()->lists, 3) << "no list again: the watches went on from their versions";
-  EXPECT_TRUE(await([&] { return runner->health().is_ok(); }, 20s)) << runner->health().message();
+  EXPECT_TRUE(wait_until([&] { return runner->health().is_ok(); }, 20s)) << runner->health().message();
 }
 
 }  // namespace
