@@ -217,6 +217,11 @@ void SourceRole::on_status(const std::string& from, const protocol::WorkloadStat
   take_copy_status(*workload, message);
 }
 
+bool SourceRole::overtaken_by_status(const SourceWorkload& workload, const std::string& from) const {
+  return workload.last_status_from == from &&
+         context_.envelope_order().precedes(workload.last_status_order);
+}
+
 void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& message) {
   // The target's side of reconciliation: the source owns each workload, so
   // it decides what every mismatch means. Never two running copies of one
@@ -235,6 +240,9 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
       continue;  // its copy, or one being adopted (the APPROVE re-epochs it)
     }
     if (!running || record.deleting) continue;
+    // A snapshot sealed before a STATUS we took from this target about this
+    // workload is older news: that STATUS may have said the copy ended.
+    if (overtaken_by_status(*workload, from)) continue;
     if (record.winner.empty() && !model::is_finished(record.phase) && copy.epoch <= record.epoch &&
         may_place_at(record, from)) {
       adopt(*workload, from, copy.epoch);
@@ -251,10 +259,7 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
     const store::WorkloadRecord& record = workload.record;
     if (record.winner != from || held.count(uid) || record.deleting) continue;
     if (record.phase != model::Phase::kBound && record.phase != model::Phase::kRunning) continue;
-    if (workload.last_status_from == from &&
-        context_.envelope_order().precedes(workload.last_status_order)) {
-      continue;
-    }
+    if (overtaken_by_status(workload, from)) continue;
     requeue_lost(workload, "LostAtTarget: " + record.cluster + " no longer holds epoch " +
                                std::to_string(record.epoch));
   }

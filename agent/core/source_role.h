@@ -264,6 +264,10 @@ class SourceRole : private DueIndex::Times {
   // source_copies.cc: the winner's copy.
   // A copy at `target` still runs while we have no winner: take it back.
   void adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch);
+  // Whether the message being handled was sealed by `from` before a STATUS
+  // about `workload` we already took from it: envelopes can be overtaken
+  // (a redial, parallel checks), and such a snapshot is older news.
+  bool overtaken_by_status(const SourceWorkload& workload, const std::string& from) const;
   // The copy at the winner is gone without finishing: place again now.
   void requeue_lost(SourceWorkload& workload, const std::string& why);
   void keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,

@@ -83,6 +83,49 @@ TEST(FaultTest, AHoldingsOvertakenByANewerStatusDoesNotMakeACopyLost) {
   EXPECT_EQ(running_copies(*f.east, uid), 1);
 }
 
+// The converse, seen with a real kubelet: a HOLDINGS east sealed while the
+// copy still ran, overtaken by the STATUS saying the copy ended (its
+// cluster preempted it). The copy is gone; adopting it from the old
+// snapshot re-approves a copy that no longer runs, and its second end is
+// counted as a second disruption.
+TEST(FaultTest, AHoldingsOvertakenByAStatusOfTheCopysEndAdoptsNothing) {
+  Federation f(2s);
+  std::string uid = f.bind_at_east(workload("job", 4000, 3600s), 1s);
+  ASSERT_EQ(phase_of(*f.source, "job"), model::Phase::kRunning);
+  uint64_t epoch = f.source->agent->find_workload("default", "job")->epoch;
+
+  // Hold back a HOLDINGS from east that lists the running copy.
+  std::vector<uint8_t> running_holdings;
+  f.world.run_for(2s, 250ms, [&](const Wire& w) {
+    bool holdings = w.from == f.east->id && w.type == protocol::MessageType::kHoldings;
+    if (holdings && running_holdings.empty()) {
+      running_holdings = w.bytes;
+      return false;
+    }
+    return true;
+  });
+  ASSERT_FALSE(running_holdings.empty()) << "east answered no DIGEST";
+
+  // The copy ends at east; its STATUS arrives first.
+  f.world.step(*f.east, [&] { ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok()); });
+  f.world.deliver();
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(record->disruptions, 1);
+  ASSERT_TRUE(record->cluster.empty() || record->epoch != epoch) << "the ended copy is let go";
+
+  size_t handled = 0;
+  f.world.step(*f.source, [&] { handled = f.source->agent->handle_wire(running_holdings); });
+  ASSERT_EQ(handled, 1u) << "taken (within the replay window), not dropped";
+  f.world.deliver();
+  EXPECT_FALSE(event_contains(*f.source, uid, "adopting it"));
+  f.world.run_for(5s);
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
+  EXPECT_EQ(record->disruptions, 1) << "one end, counted once";
+  EXPECT_NE(record->epoch, epoch) << "placed again in a new round";
+  EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 1);
+}
+
 // A source frozen past workerLostTimeout wakes with its targets' reports
 // still unread. It must read them before it calls anyone lost: the job
 // finished at east, and placing it again would run it twice.
