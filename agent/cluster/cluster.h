@@ -40,8 +40,11 @@ struct CapacitySummary {
 // agent was down: reason AgentRestart). kStopped says work stopped after
 // release() or stop() is gone and its room free again (no key reservation
 // remains; the core only advertises the room); with an empty key, room that
-// others' work held on a shared backend is free again.
-enum class WorkloadEventKind { kStarted, kSucceeded, kFailed, kLost, kStopped };
+// others' work held on a shared backend is free again. kWaiting says why
+// launched work that has not started waits, when the backend's reason is
+// not the usual start (an image it cannot pull, a missing Secret); its
+// message is that reason, empty once there is none. It changes no room.
+enum class WorkloadEventKind { kStarted, kSucceeded, kFailed, kLost, kStopped, kWaiting };
 
 // Who ended a kFailed copy: the job itself (its exit code, its own process
 // killed for memory), or the cluster around it. A copy the cluster ended is

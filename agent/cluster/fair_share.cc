@@ -129,8 +129,14 @@ void FairShareScheduler::set_room_taken(std::vector<Resources> taken) {
   taken_ = std::move(taken);
 }
 
-void FairShareScheduler::add_node(const model::NodeSpec& node) {
-  if (node_index_.count(node.name)) return;
+void FairShareScheduler::put_node(const model::NodeSpec& node) {
+  if (auto known = node_index_.find(node.name); known != node_index_.end()) {
+    model::NodeSpec& have = spec_.nodes[known->second];
+    capacity_ -= have.capacity;
+    capacity_ += node.capacity;
+    have = node;
+    return;
+  }
   node_index_[node.name] = spec_.nodes.size();
   spec_.nodes.push_back(node);
   allocated_.push_back({});

@@ -128,9 +128,11 @@ class FairShareScheduler {
   // stays (restore() ignores it: it re-applies what is known to run).
   void set_room_taken(std::vector<model::Resources> taken);
   // Adds a node the cluster gained while running (one that joined a
-  // Kubernetes cluster), empty and last in node order; a name it has
-  // already is ignored.
-  void add_node(const model::NodeSpec& node);
+  // Kubernetes cluster), empty and last in node order; for a name it has
+  // already, takes the node's labels and capacity in place of the old. The
+  // caller never lowers a capacity (NodeCluster counts room a node lost as
+  // room taken), so what is held stays within it.
+  void put_node(const model::NodeSpec& node);
 
   int64_t namespace_weight(const std::string& namespace_name) const;
   const std::vector<model::Resources>& node_allocated() const { return allocated_; }

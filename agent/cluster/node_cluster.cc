@@ -65,6 +65,7 @@ NodeCluster::NodeCluster(model::ClusterSpec spec, FairShareScheduler scheduler,
       idle_scheduler_(std::move(scheduler)),
       runner_(std::move(runner)) {
   for (const auto& node : spec_.nodes) usage_.push_back({node.name, node.capacity, {}, {}, {}});
+  withheld_.resize(usage_.size());
   for (const auto& queue : spec_.queues) queue_names_.push_back(queue.name);
 }
 
@@ -229,7 +230,7 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   std::vector<WorkloadEvent> observed = runner_->observe(now);
   events.insert(events.end(), std::make_move_iterator(observed.begin()),
                 std::make_move_iterator(observed.end()));
-  bool grew = add_nodes(runner_->take_new_nodes());
+  bool grew = take_nodes(runner_->take_node_changes());
   if (refresh_room_taken() || grew) {
     events.push_back({"", WorkloadEventKind::kStopped, now, 0, "room freed by work not ours"});
   }
@@ -248,7 +249,7 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
         followers.push_back(preempted_event(event.key, event.at));
         victim_gone(event.key, gone.preempted_for, now, &followers);
       }
-    } else if (event.kind != WorkloadEventKind::kStarted) {
+    } else if (event.kind != WorkloadEventKind::kStarted && event.kind != WorkloadEventKind::kWaiting) {
       // Work that ended on its own frees its room at once; the core's later
       // release() of the finished key is a no-op.
       auto it = holdings_.find(event.key);
@@ -262,20 +263,30 @@ std::vector<WorkloadEvent> NodeCluster::observe(TimePoint now) {
   return events;
 }
 
-bool NodeCluster::add_nodes(const std::vector<model::NodeSpec>& nodes) {
-  bool added = false;
+bool NodeCluster::take_nodes(const std::vector<model::NodeSpec>& nodes) {
+  bool grew = false;
   for (const model::NodeSpec& node : nodes) {
-    bool known = std::any_of(spec_.nodes.begin(), spec_.nodes.end(),
-                             [&](const model::NodeSpec& have) { return have.name == node.name; });
-    if (known) continue;
-    spec_.nodes.push_back(node);
-    usage_.push_back({node.name, node.capacity, {}, {}, {}});
-    scheduler_.add_node(node);
-    idle_scheduler_.add_node(node);
-    added = true;
+    auto known = std::find_if(spec_.nodes.begin(), spec_.nodes.end(),
+                              [&](const model::NodeSpec& have) { return have.name == node.name; });
+    model::NodeSpec taken = node;
+    if (known == spec_.nodes.end()) {
+      spec_.nodes.push_back(node);
+      usage_.push_back({node.name, node.capacity, {}, {}, {}});
+      withheld_.emplace_back();
+      grew = true;
+    } else {
+      auto i = static_cast<size_t>(known - spec_.nodes.begin());
+      taken.capacity = model::Resources::max(known->capacity, node.capacity);
+      grew = grew || !known->capacity.fits(taken.capacity);  // less withheld: refresh_room_taken
+      withheld_[i] = taken.capacity - node.capacity;
+      *known = taken;
+      usage_[i].capacity = taken.capacity;
+    }
+    scheduler_.put_node(taken);
+    idle_scheduler_.put_node(taken);
   }
-  if (added) ++capacity_version_;
-  return added;
+  if (!nodes.empty()) ++capacity_version_;
+  return grew;
 }
 
 bool NodeCluster::refresh_room_taken() {
@@ -284,7 +295,7 @@ bool NodeCluster::refresh_room_taken() {
   std::vector<model::Resources> by_index(usage_.size());
   for (size_t i = 0; i < usage_.size(); ++i) {
     auto it = taken.find(usage_[i].name);
-    by_index[i] = it == taken.end() ? model::Resources{} : it->second;
+    by_index[i] = withheld_[i] + (it == taken.end() ? model::Resources{} : it->second);
     const model::Resources& before = usage_[i].taken_by_others;
     if (by_index[i] == before) continue;
     changed = true;

@@ -62,10 +62,12 @@ class Runner {
   }
   // As Cluster::backlog, as the runner last saw it.
   virtual int64_t backlog() const { return 0; }
-  // Nodes the runner found since it last said (one that joined a
-  // Kubernetes cluster): the cluster schedules on them from now on. A node
-  // that leaves stays, as room taken (room_taken_by_others).
-  virtual std::vector<model::NodeSpec> take_new_nodes() { return {}; }
+  // Nodes that joined since the runner last said (one that joined a
+  // Kubernetes cluster), and known nodes whose allocatable or labels
+  // changed (a device plugin registering its GPUs, an operator's label), as
+  // they are now: the cluster schedules with them from now on. A node that
+  // leaves stays, as room taken (room_taken_by_others).
+  virtual std::vector<model::NodeSpec> take_node_changes() { return {}; }
   // True when the runner reports each launch's kStarted itself, once the
   // work really starts (a backend's own queue may hold it first); else
   // NodeCluster reports it at launch.
@@ -181,9 +183,12 @@ class NodeCluster final : public Cluster {
   void free_room(const Holding& holding);
   // Takes in the runner's room_taken_by_others(); true when some was freed.
   bool refresh_room_taken();
-  // Appends the runner's new nodes to spec_, usage_ and both schedulers
-  // (indexes held so far stay valid); true when one was added.
-  bool add_nodes(const std::vector<model::NodeSpec>& nodes);
+  // Takes the runner's node changes into spec_, usage_ and both
+  // schedulers: a new node goes last (indexes held so far stay valid); a
+  // known one takes its labels, and its capacity only grows: what it lost
+  // below the most it had is withheld (room taken), so what is held never
+  // exceeds its capacity. True when some room was added.
+  bool take_nodes(const std::vector<model::NodeSpec>& nodes);
 
   model::ClusterSpec spec_;
   std::vector<std::string> queue_names_;  // of spec_.queues, in order
@@ -192,6 +197,9 @@ class NodeCluster final : public Cluster {
   // on it and takes it off again, so it stays empty between calls).
   mutable FairShareScheduler idle_scheduler_;
   std::vector<NodeUsage> usage_;  // parallel to spec_.nodes
+  // Per node: its capacity minus its allocatable now, component-wise at
+  // least 0 (take_nodes); counted in taken_by_others.
+  std::vector<model::Resources> withheld_;
   // Bumped by everything that changes what capacity_for() reads: room held
   // (hold), freed (free_room), taken by others (refresh_room_taken) or
   // added (add_nodes), in usage_ and the scheduler alike.

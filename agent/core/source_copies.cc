@@ -156,6 +156,7 @@ void SourceRole::take_copy_status(SourceWorkload& workload,
                                   const protocol::WorkloadStatus& message) {
   store::WorkloadRecord& record = workload.record;
   model::Phase old_phase = record.phase;
+  std::string old_reason = std::move(record.reason);
   record.phase = message.phase;
   record.nodes = message.nodes;
   record.started_at_ms = message.started_at_ms;
@@ -164,7 +165,14 @@ void SourceRole::take_copy_status(SourceWorkload& workload,
   record.reason = message.message;
   record.updated_at = clock_.now();
   persist(record);
-  if (old_phase == record.phase) return;
+  if (old_phase == record.phase) {
+    // A bound copy's target says why it has not started (or no longer).
+    if (record.phase == model::Phase::kBound && old_reason != record.reason) {
+      record_event(record.uid, "at " + record.cluster + ": " +
+                                   (record.reason.empty() ? "no longer waits" : "waits: " + record.reason));
+    }
+    return;
+  }
   record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " + record.cluster +
                                (message.message.empty() ? "" : ": " + message.message));
   if (record.phase == model::Phase::kFailed) on_copy_failed(workload, message.condition);

@@ -134,7 +134,14 @@ void TargetRole::apply_cluster_events() {
         lease_end && *lease_end <= event.at) {
       continue;
     }
+    std::string told;  // what this target's history says of the change
     switch (event.kind) {
+      case cluster::WorkloadEventKind::kWaiting:
+        // Why a bound copy has not started: its source shows it in describe.
+        if (record.phase != store::ReservationPhase::kBound || record.message == event.message) continue;
+        record.message = event.message;
+        told = event.message.empty() ? "no longer waits" : "waits: " + event.message;
+        break;
       case cluster::WorkloadEventKind::kStarted:
         if (record.phase != store::ReservationPhase::kBound) continue;
         record.phase = store::ReservationPhase::kRunning;
@@ -170,9 +177,8 @@ void TargetRole::apply_cluster_events() {
     }
     record.generation += 1;
     persist(record);
-    record_event(record.uid,
-                 "at " + config_.cluster + ": " +
-                     std::string(store::kReservationPhaseNames[static_cast<int>(record.phase)]));
+    if (told.empty()) told = store::kReservationPhaseNames[static_cast<int>(record.phase)];
+    record_event(record.uid, "at " + config_.cluster + ": " + told);
     changed.insert(key);
   }
   for (const auto& key : changed) send_status(table_.entries().at(key), /*lazily=*/true);

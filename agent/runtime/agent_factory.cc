@@ -73,7 +73,7 @@ Result<AgentInstance> AgentFactory::make() const {
     options.state_dir = data_dir_ + "/kubernetes";
     options.keep_finished = exec_options_.keep_finished;
     options.logger = logger_;
-    for (const model::NodeSpec& node : cluster_spec_.nodes) options.node_names.push_back(node.name);
+    options.nodes = cluster_spec_.nodes;
     SHOAL_ASSIGN_OR_RETURN(runner, cluster::kubernetes::KubeRunner::create(std::move(options)));
   } else {
     runner = std::make_unique<cluster::SimRunner>();

@@ -362,7 +362,7 @@ class KubeRunnerLive : public KubeApiLive {
     options.config.server = server;
     options.cluster_name = "live";
     options.state_dir = state_dir_;
-    options.node_names = {"kwok-node-0", "kwok-node-1"};
+    options.nodes = {{"kwok-node-0", {}, {}}, {"kwok-node-1", {}, {}}};
     options.list_page_size = page_size;
     auto runner = KubeRunner::create(std::move(options));
     EXPECT_TRUE(runner.is_ok()) << runner.status().message();
@@ -409,6 +409,56 @@ TEST_F(KubeRunnerLive, ANodeHoldingAsManyPodsAsItsKubeletAdmitsCountsAsFull) {
   EXPECT_TRUE(full) << "the node's one pod slot is taken";
   EXPECT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
       << "room again once the kubelet admits more";
+}
+
+// A node's allocatable and labels change after it joined (the kubelet
+// reserves more, a device plugin registers, an operator labels it): the
+// nodes watch tells the cluster the node as it is now, once per change.
+TEST_F(KubeRunnerLive, ANodesNewAllocatableAndLabelsAreToldOncePerChange) {
+  auto patch_cpu = [&](const char* cpu) {
+    std::string out = dev_k8s().kubectl(
+        std::string("patch node kwok-node-1 --subresource=status --type=merge -p "
+                    "'{\"status\":{\"allocatable\":{\"cpu\":\"") +
+        cpu + "\"}}}' 2>&1");
+    return out.find("patched") != std::string::npos;
+  };
+  std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500);
+  ASSERT_TRUE(runner);
+  // What the runner was started with differs from the nodes' real
+  // allocatable: both are told first.
+  std::map<std::string, model::NodeSpec> told;
+  auto take = [&] {
+    for (model::NodeSpec& node : runner->take_node_changes()) told[node.name] = std::move(node);
+  };
+  ASSERT_TRUE(wait_until([&] { take(); return told.count("kwok-node-0") && told.count("kwok-node-1"); }, 20s));
+  EXPECT_EQ(told["kwok-node-1"].capacity.cpu_milli, 8000);
+  told.clear();
+
+  ASSERT_TRUE(patch_cpu("6"));
+  std::string labelled = dev_k8s().kubectl("label node kwok-node-1 shoal.dev/test-pool=relabelled 2>&1");
+  bool seen = wait_until(
+      [&] {
+        take();
+        auto it = told.find("kwok-node-1");
+        return it != told.end() && it->second.capacity.cpu_milli == 6000 &&
+               it->second.labels.count("shoal.dev/test-pool");
+      },
+      20s);
+  EXPECT_TRUE(patch_cpu("8"));
+  dev_k8s().kubectl("label node kwok-node-1 shoal.dev/test-pool- 2>&1");
+  EXPECT_NE(labelled.find("labeled"), std::string::npos) << labelled;
+  EXPECT_TRUE(seen) << "6 cpus and the new label told";
+  EXPECT_FALSE(told.count("kwok-node-0")) << "an unchanged node is not told again";
+  told.clear();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        take();
+        auto it = told.find("kwok-node-1");
+        return it != told.end() && it->second.capacity.cpu_milli == 8000 &&
+               !it->second.labels.count("shoal.dev/test-pool");
+      },
+      20s))
+      << "and back";
 }
 
 // A copy forgotten just before a restart leaves its finished pods with no

@@ -265,13 +265,21 @@ std::string local_pod(const std::string& name, const std::string& cpu, const std
 }
 
 // The image cannot be had (no registry answers in the test host): the pod
-// waits in ErrImagePull / ImagePullBackOff; east gives it up after its
-// startTimeout, saying why, and the source places it again at north.
+// waits in ErrImagePull / ImagePullBackOff, which the source shows while
+// the copy is Bound; east gives it up after its startTimeout, saying why,
+// and the source places it again at north.
 TEST_F(RealNode, APodWhoseImageCannotBePulledIsGivenUpAfterStartTimeoutWithTheKubeletsReason) {
-  std::string uid = submit("unpullable", "image: registry.invalid/shoal/none:1, startTimeout: 12s, " +
+  std::string uid = submit("unpullable", "image: registry.invalid/shoal/none:1, startTimeout: 20s, " +
                                              runs_until_ended());
   ASSERT_TRUE(wait_until([&] { return !pod_of(uid, 1).empty(); }, 30s)) << context("unpullable");
   EXPECT_EQ(status("unpullable").value("cluster", ""), "east") << context("unpullable");
+  auto pull_failed = [](const std::string& text) {
+    return text.find("ErrImagePull") != std::string::npos || text.find("ImagePullBackOff") != std::string::npos;
+  };
+  EXPECT_TRUE(wait_until([&] {
+    json now = status("unpullable");
+    return now.value("phase", "") == "Bound" && pull_failed(now.value("reason", ""));
+  }, 20s)) << "the kubelet's waiting reason is not shown while the copy is Bound:\n" << context("unpullable");
   invite_north();
   ASSERT_TRUE(wait_until([&] {
     return status("unpullable").value("cluster", "") == "north" && phase("unpullable") == "Running";
@@ -282,8 +290,7 @@ TEST_F(RealNode, APodWhoseImageCannotBePulledIsGivenUpAfterStartTimeoutWithTheKu
   json described = describe("unpullable");
   for (const json& event : described["events"]) {
     std::string text = event.value("text", "");
-    why = why || (text.find("StartTimeout") != std::string::npos &&
-                  (text.find("ErrImagePull") != std::string::npos || text.find("ImagePullBackOff") != std::string::npos));
+    why = why || (text.find("StartTimeout") != std::string::npos && pull_failed(text));
   }
   EXPECT_TRUE(why) << "the kubelet's reason is not shown at the source:\n" << context("unpullable");
   EXPECT_TRUE(wait_until([&] { return pod_of(uid, 1).empty(); }, 30s)) << "east's pod is left behind";

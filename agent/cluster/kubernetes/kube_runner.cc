@@ -32,6 +32,16 @@ constexpr int64_t kLogTailReadBytes = int64_t{4} << 20;
 // How much of a kubelet's message a reason carries.
 constexpr size_t kReasonBytes = 400;
 
+// The reason of a waiting_reason ("pod NAME: REASON: MESSAGE"), with a
+// pull's error and its backoff (the kubelet alternates them) as one.
+std::string_view reason_word(std::string_view waiting) {
+  size_t start = waiting.find(": ");
+  if (start == std::string_view::npos) return waiting;
+  waiting.remove_prefix(start + 2);
+  std::string_view word = waiting.substr(0, waiting.find(':'));
+  return word == "ErrImagePull" ? std::string_view("ImagePullBackOff") : word;
+}
+
 // A pod's grace in whole seconds, at least 1: a delete with 0 removes the
 // pod from the API at once while its containers may still run (on a node
 // whose kubelet cannot be reached), and its room could be taken twice.
@@ -165,7 +175,9 @@ Result<std::unique_ptr<KubeRunner>> KubeRunner::create(KubeRunnerOptions options
 }
 
 KubeRunner::KubeRunner(KubeRunnerOptions options)
-    : options_(std::move(options)), jitter_(std::random_device{}()) {}
+    : options_(std::move(options)), jitter_(std::random_device{}()) {
+  for (const model::NodeSpec& node : options_.nodes) nodes_told_[node.name] = node;
+}
 
 KubeRunner::~KubeRunner() {
   quit_ = true;
@@ -404,6 +416,15 @@ std::optional<WorkloadEvent> KubeRunner::event_for(const std::string& key, Run& 
     run.start_reported = true;
     return WorkloadEvent{key, WorkloadEventKind::kStarted, now, 0, describe(key)};
   }
+  if (!run.start_reported) {
+    // Told again only when the reason itself changes, not its message (the
+    // kubelet's backoff seconds) nor between a pull's error and its backoff.
+    std::string waiting = waiting_reason(run, seen, /*unusual=*/true);
+    if (reason_word(waiting) != reason_word(run.waiting_told)) {
+      run.waiting_told = waiting;
+      return WorkloadEvent{key, WorkloadEventKind::kWaiting, now, 0, std::move(waiting)};
+    }
+  }
   return std::nullopt;
 }
 
@@ -533,15 +554,15 @@ std::string KubeRunner::describe(const std::string& key) const {
   return "pod " + pods + " in namespace " + it->second.namespace_name + ", bound by the agent to its node";
 }
 
-std::string KubeRunner::unstarted_reason(const std::string& key) const {
-  auto it = runs_.find(key);
-  if (it == runs_.end()) return "";
-  std::lock_guard lock(mutex_);
-  for (const std::string& pod : it->second.pods) {
-    auto seen = snapshot_.pods.find(it->second.namespace_name + "/" + pod);
-    if (seen == snapshot_.pods.end() || seen->second.waiting.empty()) continue;
-    // Kept short for the copy's end reason: cut at a character's start.
-    std::string waiting = seen->second.waiting;
+std::string KubeRunner::waiting_reason(const Run& run, const Snapshot& seen, bool unusual) {
+  for (const std::string& pod : run.pods) {
+    auto found = seen.pods.find(run.namespace_name + "/" + pod);
+    if (found == seen.pods.end() || found->second.waiting.empty()) continue;
+    std::string waiting = found->second.waiting;
+    if (unusual && (waiting.rfind("ContainerCreating", 0) == 0 || waiting.rfind("PodInitializing", 0) == 0)) {
+      continue;
+    }
+    // Kept short for the copy's reason: cut at a character's start.
     if (waiting.size() > kReasonBytes) {
       size_t cut = kReasonBytes;
       while (cut > 0 && (static_cast<unsigned char>(waiting[cut]) & 0xC0) == 0x80) --cut;
@@ -550,6 +571,13 @@ std::string KubeRunner::unstarted_reason(const std::string& key) const {
     return "pod " + pod + ": " + waiting;
   }
   return "";
+}
+
+std::string KubeRunner::unstarted_reason(const std::string& key) const {
+  auto it = runs_.find(key);
+  if (it == runs_.end()) return "";
+  std::lock_guard lock(mutex_);
+  return waiting_reason(it->second, snapshot_, /*unusual=*/false);
 }
 
 Result<LogChunk> KubeRunner::read_log(const std::string& key, int replica, int64_t offset,
@@ -629,32 +657,35 @@ std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const
   // A node that may take no new work (cordoned, NotReady, tainted with
   // what the pods do not tolerate, as many pods as its kubelet admits) or
   // is gone counts as full.
-  for (const std::string& node : options_.node_names) {
-    auto it = snapshot_.nodes.find(node);
-    if (!snapshot_.nodes_listed) continue;
-    if (it == snapshot_.nodes.end() || !it->second.usable(options_.spec.tolerations) ||
-        (it->second.allocatable_pods > 0 && pods_on[node] >= it->second.allocatable_pods)) {
-      taken[node] = model::Resources{int64_t{1} << 50, int64_t{1} << 60, int64_t{1} << 30};
-    }
-  }
   for (auto it = taken.begin(); it != taken.end();) {
-    it = std::find(options_.node_names.begin(), options_.node_names.end(), it->first) == options_.node_names.end() ? taken.erase(it)
-                                                                                          : std::next(it);
+    it = nodes_told_.count(it->first) ? std::next(it) : taken.erase(it);
+  }
+  if (!snapshot_.nodes_listed) return taken;
+  for (const auto& [name, told] : nodes_told_) {
+    auto it = snapshot_.nodes.find(name);
+    if (it == snapshot_.nodes.end() || !it->second.usable(options_.spec.tolerations) ||
+        (it->second.allocatable_pods > 0 && pods_on[name] >= it->second.allocatable_pods)) {
+      taken[name] = model::Resources{int64_t{1} << 50, int64_t{1} << 60, int64_t{1} << 30};
+    }
   }
   return taken;
 }
 
-std::vector<model::NodeSpec> KubeRunner::take_new_nodes() {
-  std::vector<model::NodeSpec> added;
+std::vector<model::NodeSpec> KubeRunner::take_node_changes() {
+  std::vector<model::NodeSpec> changed;
   std::lock_guard lock(mutex_);
   for (const auto& [name, node] : snapshot_.nodes) {
-    if (node.allocatable.is_zero()) continue;
-    std::vector<std::string>& known = options_.node_names;
-    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
-    known.push_back(name);
-    added.push_back({name, node.allocatable, node.labels});
+    auto told = nodes_told_.find(name);
+    if (told == nodes_told_.end()) {
+      if (node.allocatable.is_zero()) continue;  // nothing to schedule on (yet)
+    } else if (told->second.capacity == node.allocatable && told->second.labels == node.labels) {
+      continue;
+    }
+    model::NodeSpec now{name, node.allocatable, node.labels};
+    nodes_told_[name] = now;
+    changed.push_back(std::move(now));
   }
-  return added;
+  return changed;
 }
 
 std::vector<std::string> KubeRunner::warnings() const {

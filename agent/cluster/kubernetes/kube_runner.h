@@ -55,8 +55,8 @@ Result<KubeConfig> config_for(const model::KubernetesSpec& spec);
 
 // The cluster's nodes (those spec.nodeSelector selects) as the agent's
 // nodes: allocatable cpu, memory and GPUs, and their labels, as the agent
-// starts (a node that joins later is found by the nodes watch:
-// KubeRunner::take_new_nodes).
+// starts (a node that joins later, or changes, is found by the nodes watch:
+// KubeRunner::take_node_changes).
 Result<std::vector<model::NodeSpec>> discover_nodes(const model::KubernetesSpec& spec);
 
 // `text` as a URL query value: every byte but [A-Za-z0-9._-] as %XX.
@@ -74,7 +74,9 @@ struct KubeRunnerOptions {
   KubeConfig config;
   std::string cluster_name;  // the agent's: labels its pods as its own
   std::string state_dir;     // <data>/kubernetes: the create markers
-  std::vector<std::string> node_names;  // the cluster's nodes: discover_nodes, then take_new_nodes
+  // The cluster's nodes as the agent starts with them (discover_nodes);
+  // take_node_changes tells what differs from them.
+  std::vector<model::NodeSpec> nodes;
   // How long a finished copy's pods (and so their logs) outlive the core's
   // record of it (exec.keepFinished in agent.yaml).
   std::chrono::seconds keep_finished = std::chrono::hours(1);
@@ -104,7 +106,9 @@ class KubeRunner final : public Runner {
   std::map<std::string, model::Resources> room_taken_by_others() const override;
   // The pods and nodes of the cluster it could not read, if any.
   std::vector<std::string> warnings() const override;
-  std::vector<model::NodeSpec> take_new_nodes() override;
+  // Nodes new or whose allocatable or labels differ from what was last
+  // told (options.nodes at first), as the nodes watch sees them now.
+  std::vector<model::NodeSpec> take_node_changes() override;
   Status health() const override;
   std::optional<ApiStats> api_stats() const override;
   // Any workload: one that names no image runs spec.kubernetes.image.
@@ -169,6 +173,7 @@ class KubeRunner final : public Runner {
     std::vector<bool> seen;         // per replica: its pod was in a snapshot once
     std::map<size_t, KubePod> gone;  // per replica: its pod as last seen, once deleted
     bool start_reported = false;
+    std::string waiting_told;  // the last kWaiting's message
   };
   // The pods of one copy that the loop no longer runs.
   struct Pods {
@@ -231,6 +236,11 @@ class KubeRunner final : public Runner {
   // Under mutex_: what the call threads noted of `pods`' creates, once no
   // run waits on it.
   void forget_calls_of(const Pods& pods);
+  // Why the first of `run`'s pods in `seen` that waits to start does so,
+  // "pod NAME: REASON: MESSAGE" cut to kReasonBytes; "" when none waits.
+  // `unusual`: only reasons that are not every start's (ContainerCreating,
+  // PodInitializing).
+  static std::string waiting_reason(const Run& run, const Snapshot& seen, bool unusual);
   // What `run`'s pods say now, as at most one event (none when nothing
   // new); `finished` when that event ends the copy.
   std::optional<WorkloadEvent> event_for(const std::string& key, Run& run, const Snapshot& seen,
@@ -249,6 +259,9 @@ class KubeRunner final : public Runner {
   std::map<std::string, Pods> ended_;
   std::map<std::string, std::pair<Pods, TimePoint>> forgotten_;
   TimePoint last_observed_{};
+  // Each node the cluster schedules on, as last told to it (options.nodes,
+  // then take_node_changes).
+  std::map<std::string, model::NodeSpec> nodes_told_;
   // Finished pods of ours that no copy the loop knows holds (a copy
   // forgotten before a restart left them), with when they may go: finished
   // keep_finished ago, and seen at one sweep before (the copies restored at

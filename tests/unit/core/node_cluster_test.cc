@@ -139,9 +139,10 @@ class SharedRunner final : public Runner {
   Status healthy = Status::ok();
   bool own_starts = false;
   std::vector<model::NodeSpec> joined;  // handed over at the next observe
+  std::vector<WorkloadEvent> events;     // reported at the next observe
   Status launch(const LaunchRequest&) override { return Status::ok(); }
   bool stop(const std::string&, Duration) override { return true; }
-  std::vector<WorkloadEvent> observe(TimePoint) override { return {}; }
+  std::vector<WorkloadEvent> observe(TimePoint) override { return std::exchange(events, {}); }
   TimePoint next_event_at() const override { return TimePoint::max(); }
   void forget(const std::string&) override {}
   std::string describe(const std::string&) const override { return ""; }
@@ -151,7 +152,7 @@ class SharedRunner final : public Runner {
   std::map<std::string, model::Resources> room_taken_by_others() const override { return taken; }
   Status health() const override { return healthy; }
   bool reports_starts() const override { return own_starts; }
-  std::vector<model::NodeSpec> take_new_nodes() override { return std::exchange(joined, {}); }
+  std::vector<model::NodeSpec> take_node_changes() override { return std::exchange(joined, {}); }
 };
 
 // two_nodes() on a SharedRunner, which the test steers through `runner`.
@@ -228,6 +229,53 @@ TEST(SharedBackendTest, ANodeThatJoinsIsScheduledOnAndItsRoomAdvertised) {
   selected.node_selector = {{"pool", "new"}};
   EXPECT_TRUE(cluster.fits_when_idle(selected).is_ok()) << "its labels select it";
   cluster.release("held");
+  EXPECT_TRUE(cluster.check_invariants());
+}
+
+// A known node's allocatable and labels change after it joined: a device
+// plugin registers GPUs, an operator labels the node, the kubelet reserves
+// more for the system. What grew or was relabelled is scheduled on; what
+// shrank under the work it holds keeps that work and takes nothing new
+// until there is room again.
+TEST(SharedBackendTest, ANodesNewAllocatableAndLabelsAreScheduledWith) {
+  SharedCluster made = make_shared_cluster();
+  ASSERT_NE(made.cluster, nullptr);
+  NodeCluster& cluster = *made.cluster;
+  TimePoint now = from_millis(1000);
+  model::WorkloadSpec gpu_job = work(1000, 10);
+  gpu_job.resources.gpu = 2;
+  gpu_job.node_selector = {{"accelerator", "a100"}};
+  EXPECT_FALSE(cluster.fits_when_idle(gpu_job).is_ok());
+
+  // n0 gains two GPUs and a label.
+  made.runner->joined = {{"n0", {4000, 1000, 2}, {{"accelerator", "a100"}}}};
+  std::vector<WorkloadEvent> events = cluster.observe(now);
+  ASSERT_EQ(events.size(), 1u) << "its room grew";
+  EXPECT_EQ(events[0].kind, WorkloadEventKind::kStopped);
+  ASSERT_EQ(cluster.nodes().size(), 2u) << "the same node, changed, not a new one";
+  EXPECT_TRUE(cluster.fits_when_idle(gpu_job).is_ok()) << "its new labels and GPUs select it";
+  auto held = cluster.reserve("gpu", gpu_job);
+  ASSERT_TRUE(held.is_ok()) << held.status().message();
+  EXPECT_EQ(*held, std::vector<std::string>{"n0"});
+
+  // Its allocatable shrinks under what it holds: the copy stays, nothing
+  // new fits there, and the books stay within capacity.
+  made.runner->joined = {{"n0", {1500, 1000, 2}, {{"accelerator", "a100"}}}};
+  uint64_t version = cluster.capacity_version();
+  EXPECT_TRUE(cluster.observe(now).empty()) << "no room was freed";
+  EXPECT_GT(cluster.capacity_version(), version);
+  model::WorkloadSpec small = work(1000, 10);
+  small.node_selector = {{"accelerator", "a100"}};
+  EXPECT_FALSE(cluster.reserve("small", small).is_ok()) << "1.5 cpu, 1 held: no room for 1 more";
+  EXPECT_TRUE(cluster.check_invariants());
+
+  // Back to 4 cpus: the room it had is free again.
+  made.runner->joined = {{"n0", {4000, 1000, 2}, {{"accelerator", "a100"}}}};
+  events = cluster.observe(now);
+  ASSERT_EQ(events.size(), 1u) << "room was freed";
+  EXPECT_TRUE(cluster.reserve("small", small).is_ok());
+  cluster.release("gpu");
+  cluster.release("small");
   EXPECT_TRUE(cluster.check_invariants());
 }
 
@@ -320,6 +368,33 @@ TEST(SharedBackendTest, ALaunchIsStartedAtOnceUnlessTheRunnerReportsStartsItself
       EXPECT_EQ(events[0].kind, WorkloadEventKind::kStarted);
     }
   }
+}
+
+// Why launched work waits to start (an image it cannot pull) is passed on
+// and frees nothing: the work may still start, in the room it holds.
+TEST(SharedBackendTest, AWaitingReasonIsPassedOnAndKeepsTheRoomHeld) {
+  SharedCluster made = make_shared_cluster();
+  ASSERT_NE(made.cluster, nullptr);
+  NodeCluster& cluster = *made.cluster;
+  made.runner->own_starts = true;
+  auto nodes = cluster.reserve("a", work(3000, 10));
+  ASSERT_TRUE(nodes.is_ok());
+  LaunchRequest request;
+  request.key = "a";
+  request.epoch = 1;
+  request.spec = work(3000, 10);
+  request.nodes = *nodes;
+  ASSERT_TRUE(cluster.launch(request).is_ok());
+  int64_t free_cpu = cluster.capacity().free.cpu_milli;
+  made.runner->events = {{"a", WorkloadEventKind::kWaiting, from_millis(1000), 0, "pod p: ImagePullBackOff"}};
+  std::vector<WorkloadEvent> events = cluster.observe(from_millis(1000));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, WorkloadEventKind::kWaiting);
+  EXPECT_EQ(events[0].message, "pod p: ImagePullBackOff");
+  EXPECT_EQ(cluster.capacity().free.cpu_milli, free_cpu) << "its room stays held";
+  cluster.release("a");
+  EXPECT_EQ(cluster.capacity().free.cpu_milli, free_cpu + 3000);
+  EXPECT_TRUE(cluster.check_invariants());
 }
 
 }  // namespace
