@@ -202,6 +202,7 @@ void KubeRunner::forget_calls_of(const Pods& pods) {
     std::string full = pods.namespace_name + "/" + pod;
     snapshot_.created.erase(full);
     snapshot_.refused.erase(full);
+    snapshot_.giving_up.erase(full);
     snapshot_.given_up.erase(full);
   }
 }
@@ -309,6 +310,8 @@ Status KubeRunner::launch(const LaunchRequest& request) {
     }
   }
   run.seen.assign(run.pods.size(), false);
+  if (existing != runs_.end()) know({existing->second.namespace_name, existing->second.pods}, -1);
+  know({run.namespace_name, run.pods}, +1);
   runs_[request.key] = std::move(run);
   return Status::ok();
 }
@@ -320,6 +323,7 @@ bool KubeRunner::stop(const std::string& key, Duration grace) {
   if (it != runs_.end()) {
     stopped = {it->second.namespace_name, it->second.pods};
     runs_.erase(it);
+    know(stopped, -1);
     std::lock_guard lock(mutex_);
     forget_calls_of(stopped);
   } else {
@@ -339,6 +343,7 @@ bool KubeRunner::stop(const std::string& key, Duration grace) {
   for (const std::string& pod : stopped.pods) {
     enqueue(KubeCall::remove(stopped.namespace_name, pod, seconds));
   }
+  know(stopped, +1);
   stopping_[key].push_back(std::move(stopped));
   return false;  // the room stays held until the pods are gone
 }
@@ -478,6 +483,7 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
     }
     ended_[key] = {run.namespace_name, run.pods};
     forget_calls_of(ended_[key]);
+    know(ended_[key], -1);
     runs_.erase(key);
   }
   if (!ended.empty()) wake_.notify_all();  // calls were queued
@@ -490,6 +496,7 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
                                             return found != snapshot_.pods.end() && !found->second.terminal();
                                           })) {
       events.push_back({it->first, WorkloadEventKind::kStopped, now, 0, ""});
+      know(stops.front(), -1);
       stops.pop_front();
     }
     it = stops.empty() ? stopping_.erase(it) : std::next(it);
@@ -636,31 +643,31 @@ Result<LogChunk> KubeRunner::read_log(const std::string& key, int replica, int64
   return pending;
 }
 
+void KubeRunner::know(const Pods& pods, int delta) {
+  for (const std::string& pod : pods.pods) {
+    std::string full = pods.namespace_name + "/" + pod;
+    int& count = known_pods_[full];
+    count += delta;
+    if (count <= 0) known_pods_.erase(full);
+  }
+}
+
 std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const {
   std::map<std::string, model::Resources> taken;
   std::lock_guard lock(mutex_);
-  std::set<std::string> ours;  // our pods the loop knows of, running or stopping
-  for (const auto& [key, run] : runs_) {
-    for (const std::string& pod : run.pods) ours.insert(run.namespace_name + "/" + pod);
-  }
-  for (const auto& [key, stops] : stopping_) {
-    for (const Pods& stop : stops) {
-      for (const std::string& pod : stop.pods) ours.insert(stop.namespace_name + "/" + pod);
-    }
-  }
-  std::map<std::string, int64_t> pods_on;  // every pod that holds a place on its node, ours too
+  std::unordered_map<std::string, int64_t> pods_on;  // every pod that holds a place on its node, ours too
   for (const auto& [name, pod] : snapshot_.pods) {
     if (pod.node_name.empty() || pod.terminal()) continue;
     ++pods_on[pod.node_name];
-    if (!ours.count(name)) taken[pod.node_name] += pod.requests;
+    if (!known_pods_.count(name)) taken[pod.node_name] += pod.requests;
   }
+  for (auto it = taken.begin(); it != taken.end();) {
+    it = nodes_told_.count(it->first) ? std::next(it) : taken.erase(it);  // not a node the cluster has
+  }
+  if (!snapshot_.nodes_listed) return taken;
   // A node that may take no new work (cordoned, NotReady, tainted with
   // what the pods do not tolerate, as many pods as its kubelet admits) or
   // is gone counts as full.
-  for (auto it = taken.begin(); it != taken.end();) {
-    it = nodes_told_.count(it->first) ? std::next(it) : taken.erase(it);
-  }
-  if (!snapshot_.nodes_listed) return taken;
   for (const auto& [name, told] : nodes_told_) {
     auto it = snapshot_.nodes.find(name);
     if (it == snapshot_.nodes.end() || !it->second.usable(options_.spec.tolerations) ||

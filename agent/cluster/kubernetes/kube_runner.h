@@ -38,6 +38,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <spdlog/logger.h>
@@ -147,8 +148,10 @@ class KubeRunner final : public Runner {
     std::set<std::string> created;          // our pods the server took (or had)
     std::map<std::string, std::string> refused;  // our pods the server refused, why
     // Our pods whose create was given up without an answer that settles
-    // it, why: the cluster failed the copy, not the job.
-    std::map<std::string, std::string> given_up;
+    // it, why: giving_up while their delete has not yet found them gone
+    // (the create may have been made all the same), then given_up: the
+    // cluster failed the copy, not the job.
+    std::map<std::string, std::string> giving_up, given_up;
     // Our pods the watch saw deleted, as they were last: a pod that
     // Succeeded or Failed and was deleted before the loop looked (the pod
     // garbage collector, an operator's cleanup) ended as it says, not by
@@ -259,6 +262,12 @@ class KubeRunner final : public Runner {
   std::map<std::string, Pods> ended_;
   std::map<std::string, std::pair<Pods, TimePoint>> forgotten_;
   TimePoint last_observed_{};
+  // The pods of runs_ and stopping_ ("namespace/name", each with how many
+  // of them hold it): room_taken_by_others leaves them out, so each look
+  // costs a lookup per pod, not a set built anew.
+  std::unordered_map<std::string, int> known_pods_;
+  // Adds `delta` to the count of each of `pods`.
+  void know(const Pods& pods, int delta);
   // Each node the cluster schedules on, as last told to it (options.nodes,
   // then take_node_changes).
   std::map<std::string, model::NodeSpec> nodes_told_;

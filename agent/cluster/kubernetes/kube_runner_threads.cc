@@ -379,6 +379,24 @@ void KubeRunner::make_calls(bool probes) {
 void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& answer) {
   snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
   std::string pod = call.pod();
+  if (auto giving_up = snapshot_.giving_up.find(pod);
+      giving_up != snapshot_.giving_up.end() && call.kind == KubeCall::Kind::kDelete && answer.is_ok() &&
+      answer->status < 500 && answer->status != 429) {
+    // A create given up may have been made all the same. Its copy fails
+    // only once the pod is known gone (404): one still terminating, or a
+    // delete refused, is asked about again, so the copy is never placed
+    // again while its pod may run.
+    if (answer->status == 404) {
+      snapshot_.given_up[pod] = std::move(giving_up->second);
+      snapshot_.giving_up.erase(giving_up);
+      calls_.settled(call);
+    } else {
+      ++call.attempts;
+      calls_.again(std::move(call), std::chrono::steady_clock::now() +
+                                        std::max<std::chrono::milliseconds>(1s, backoff_after(call.attempts, jitter_)));
+    }
+    return;
+  }
   if (answer.is_ok() && answer->status < 500 && answer->status != 429) {
     calls_.settled(call);
     if (call.kind != KubeCall::Kind::kCreate) return;  // a delete: done, or the pod was gone (404)
@@ -392,6 +410,12 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
   }
   // No answer (a create may still have happened: made again, it is
   // AlreadyExists), or the server asked to be called later.
+  if (call.kind == KubeCall::Kind::kCreate && snapshot_.pods.count(pod)) {
+    // Its answer was lost, but the watch saw the pod: it was made.
+    calls_.settled(call);
+    snapshot_.created.insert(pod);
+    return;
+  }
   ++call.attempts;
   call.last_error = !answer.is_ok() ? answer.status().message()
                                     : "HTTP " + std::to_string(answer->status) + ": " + kube_status_message(answer->body);
@@ -401,12 +425,13 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
                             call.last_error);
     }
     ++snapshot_.given_up_total;
-    snapshot_.given_up[pod] = "no answer after " + std::to_string(call.attempts) + " tries (the last: " +
-                              call.last_error + ")";
-    calls_.settled(call);
-    // It may have been made all the same: deleted, so it never runs for a
-    // copy its source has given up.
-    calls_.push(KubeCall::remove(call.namespace_name, call.name, 1));
+    snapshot_.giving_up[pod] = "no answer after " + std::to_string(call.attempts) + " tries (the last: " +
+                               call.last_error + ")";
+    // It may have been made all the same: deleted first, before anything
+    // else of its pod's, and the copy failed once it is known gone.
+    KubeCall removal = KubeCall::remove(call.namespace_name, call.name, 1);
+    removal.order = call.order;
+    calls_.again(std::move(removal), std::chrono::steady_clock::now());
     return;
   }
   // Spread so that calls refused together do not come back together;
