@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Scale into Kubernetes: one dev cluster of NODES KWOK nodes (1,000) behind
-# an agent, one source, WORKLOADS one-cpu workloads (5,000). Measured in the
-# same run, on the same cluster:
+# Scale into Kubernetes: one dev cluster of NODES KWOK nodes (1,000, of
+# NODE_CPUS cpus, 16) behind an agent, one source, WORKLOADS one-cpu
+# workloads (5,000), beside FOREIGN pods of the cluster's own (0; running
+# in namespace others before either client starts, each asking 1m cpu, all
+# watched by the agent). Measured in the same run, on the same cluster:
 #   raw    a plain parallel client: CLIENTS (16) `kubectl create -f`
 #          processes, each over one keep-alive connection, create WORKLOADS
 #          pods bound to nodes;
@@ -19,6 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES="${NODES:-1000}"
 WORKLOADS="${WORKLOADS:-5000}"
+NODE_CPUS="${NODE_CPUS:-16}"
+FOREIGN="${FOREIGN:-0}"
 CLIENTS="${CLIENTS:-16}"
 CALLS="${CALLS:-16}"
 BUILD_DIR="${SHOAL_BUILD_DIR:-build}"
@@ -38,9 +42,9 @@ elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv
 rate() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.0f}')" "$1" "$2"; }
 
 echo "== a dev Kubernetes of $NODES KWOK nodes"
-KUBECONFIG_FILE=$(bash scripts/k8s-dev.sh up "$WORK/k8s" --nodes "$NODES" --cpus 8 --memory 32Gi 2>/dev/null | tail -1)
+KUBECONFIG_FILE=$(bash scripts/k8s-dev.sh up "$WORK/k8s" --nodes "$NODES" --cpus "$NODE_CPUS" --memory 64Gi 2>/dev/null | tail -1)
 kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
-running() { kubectl get pods -n default --field-selector=status.phase=Running -o name 2>/dev/null | wc -l; }
+running() { kubectl get pods -n "${1:-default}" --field-selector=status.phase=Running -o name 2>/dev/null | wc -l; }
 # How many pods the API server holds: one item asked for, the rest counted
 # by the server (cheap beside listing them all while the clients run).
 existing() {
@@ -53,37 +57,52 @@ print(len(page["items"]) + page["metadata"].get("remainingItemCount", 0))' 2>/de
 # minutes); prints when.
 await_count() {
   local counter=$1 count=$2 deadline=$((SECONDS + 1200))
-  until [ "$($counter)" -ge "$count" ]; do
+  until [ "$($counter "${@:3}")" -ge "$count" ]; do
     [ $SECONDS -lt $deadline ] || { echo "only $($counter) of $count pods ($counter) after 20 minutes" >&2; exit 1; }
     sleep 0.2
   done
   now
 }
 
-echo "== raw: $CLIENTS kubectl processes create $WORKLOADS pods bound to nodes"
-python3 - "$WORKLOADS" "$NODES" "$CLIENTS" "$WORK" <<'PY'
+# COUNT pods named PREFIX-i asking CPU, bound round the nodes, into
+# namespace NS, from CLIENTS kubectl processes at once.
+create_pods() {
+  local count=$1 prefix=$2 ns=$3 cpu=$4
+  python3 - "$count" "$NODES" "$CLIENTS" "$WORK" "$prefix" "$ns" "$cpu" <<'PY'
 import sys
 count, nodes, clients, work = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+prefix, ns, cpu = sys.argv[5], sys.argv[6], sys.argv[7]
 files = [open(f"{work}/pods-{c}.yaml", "w") for c in range(clients)]
 for i in range(count):
     print(file=files[i % clients], end=f"""---
 apiVersion: v1
 kind: Pod
-metadata: {{name: raw-{i}, namespace: default}}
+metadata: {{name: {prefix}-{i}, namespace: {ns}}}
 spec:
   nodeName: kwok-node-{i % nodes}
   automountServiceAccountToken: false
   restartPolicy: Never
-  containers: [{{name: main, image: busybox, resources: {{requests: {{cpu: "1"}}, limits: {{cpu: "1"}}}}}}]
+  containers: [{{name: main, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}, limits: {{cpu: "{cpu}"}}}}}}]
 """)
 PY
+  local clients=()
+  for c in $(seq 0 $((CLIENTS - 1))); do
+    kubectl create -f "$WORK/pods-$c.yaml" >/dev/null &
+    clients+=($!)
+  done
+  for pid in "${clients[@]}"; do wait "$pid"; done
+}
+
+if [ "$FOREIGN" -gt 0 ]; then
+  echo "== $FOREIGN pods of the cluster's own, in namespace others"
+  kubectl create namespace others >/dev/null
+  create_pods "$FOREIGN" foreign others 1m
+  await_count running "$FOREIGN" others >/dev/null
+fi
+
+echo "== raw: $CLIENTS kubectl processes create $WORKLOADS pods bound to nodes"
 start=$(now)
-clients=()
-for c in $(seq 0 $((CLIENTS - 1))); do
-  kubectl create -f "$WORK/pods-$c.yaml" >/dev/null &
-  clients+=($!)
-done
-for pid in "${clients[@]}"; do wait "$pid"; done
+create_pods "$WORKLOADS" raw default 1
 created=$(now)
 end=$(await_count running "$WORKLOADS")
 raw_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
@@ -159,11 +178,12 @@ shoal_rate=$(rate "$WORKLOADS" "$shoal_seconds")
 rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$TARGET_PID/status")
 echo "shoal: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $shoal_create_rate/s; Running in ${shoal_seconds}s: $shoal_rate/s"
 python3 - "$raw_create_rate" "$shoal_create_rate" "$raw_rate" "$shoal_rate" "$rss_kib" "$NODES" "$WORKLOADS" \
-  "$CLIENTS" "$CALLS" <<'PY'
+  "$CLIENTS" "$CALLS" "$FOREIGN" <<'PY'
 import sys
 raw_create, shoal_create, raw, shoal = map(float, sys.argv[1:5])
-rss, nodes, pods, clients, calls = int(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8], sys.argv[9]
+rss, nodes, pods, clients, calls, foreign = int(sys.argv[5]), *sys.argv[6:11]
 print(f"creates shoal/raw: {shoal_create / raw_create:.2f} (goal >= 0.80; {calls} calls out at once "
       f"against {clients} kubectl processes); Running shoal/raw: {shoal / raw:.2f} (goal >= 0.90); "
-      f"target agent peak RSS with {nodes} nodes and {pods} pods: {rss / 1024:.0f} MiB (goal < 200)")
+      f"target agent peak RSS with {nodes} nodes, {pods} pods and {foreign} foreign pods: "
+      f"{rss / 1024:.0f} MiB (goal < 200)")
 PY

@@ -384,7 +384,56 @@ TEST_F(KubeRunnerLive, AListReadInPagesCountsEveryPodOfEveryPage) {
   EXPECT_TRUE(wait_until([&] { return runner->health().is_ok() && others_cpu_on(*runner, "kwok-node-0") >= 1500; }, 20s))
       << runner->health().message();
   EXPECT_EQ(others_cpu_on(*runner, "kwok-node-0"), 1500) << "5 pods of 300m, read 2 to a page";
+  EXPECT_EQ(runner->broken_tally(), "");
   EXPECT_EQ(runner->api_stats()->lists, 3) << "our pods, others' pods and the nodes, once each";
+}
+
+// The room of our own pods is ours, not others': while the copy runs; after
+// a restart, until the copy is known again (here: stopped, as a copy the
+// core did not launch again is); and once it is gone. The tallies kept
+// event by event agree with a count over every pod throughout.
+TEST_F(KubeRunnerLive, OurPodsRoomIsNeverOthersAndTheTalliesAgreeWithACountOverEveryPod) {
+  KubeClient api = client();
+  OthersPods others(api, "kwok-node-0", "beside", 2, "250m");
+  std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500);
+  ASSERT_TRUE(runner);
+  ASSERT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-0") == 500; }, 20s));
+  LaunchRequest request;
+  request.key = "src/tally";
+  request.uid = "tally";
+  request.epoch = 1;
+  request.source_cluster = "src";
+  request.spec.name = "tally";
+  request.spec.namespace_name = "default";
+  request.spec.resources.cpu_milli = 2000;
+  request.spec.labels = {{"shoal.dev/kwok-run-for", "1h"}};
+  request.nodes = {"kwok-node-0"};
+  ASSERT_TRUE(runner->launch(request).is_ok());
+  auto now = [] { return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()); };
+  auto observed = [&](WorkloadEventKind kind) {
+    return wait_until([&] {
+      for (const WorkloadEvent& event : runner->observe(now())) {
+        if (event.key == request.key && event.kind == kind) return true;
+      }
+      return false;
+    }, 30s);
+  };
+  ASSERT_TRUE(observed(WorkloadEventKind::kStarted));
+  EXPECT_EQ(others_cpu_on(*runner, "kwok-node-0"), 500) << "its 2 cpus are the copy's own";
+  EXPECT_EQ(runner->broken_tally(), "");
+
+  runner.reset();  // the agent restarts: its pod runs on
+  runner = start_runner(config_.server, 500);
+  ASSERT_TRUE(runner);
+  ASSERT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-0") == 2500; }, 20s))
+      << "a pod of ours that no copy holds yet takes room";
+  EXPECT_EQ(runner->broken_tally(), "");
+  ASSERT_FALSE(runner->stop(request.key, Duration(1000))) << "its pod still runs";
+  EXPECT_EQ(others_cpu_on(*runner, "kwok-node-0"), 500) << "stopping, the copy holds its room";
+  EXPECT_EQ(runner->broken_tally(), "");
+  ASSERT_TRUE(observed(WorkloadEventKind::kStopped));
+  EXPECT_EQ(others_cpu_on(*runner, "kwok-node-0"), 500);
+  EXPECT_EQ(runner->broken_tally(), "");
 }
 
 // The kubelet admits at most allocatable.pods pods: a node holding that
@@ -409,6 +458,7 @@ TEST_F(KubeRunnerLive, ANodeHoldingAsManyPodsAsItsKubeletAdmitsCountsAsFull) {
   EXPECT_TRUE(full) << "the node's one pod slot is taken";
   EXPECT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-1") == 100; }, 20s))
       << "room again once the kubelet admits more";
+  EXPECT_EQ(runner->broken_tally(), "");
 }
 
 // A node's allocatable and labels change after it joined (the kubelet

@@ -310,8 +310,11 @@ Status KubeRunner::launch(const LaunchRequest& request) {
     }
   }
   run.seen.assign(run.pods.size(), false);
-  if (existing != runs_.end()) know({existing->second.namespace_name, existing->second.pods}, -1);
-  know({run.namespace_name, run.pods}, +1);
+  {
+    std::lock_guard lock(mutex_);
+    if (existing != runs_.end()) know({existing->second.namespace_name, existing->second.pods}, -1);
+    know({run.namespace_name, run.pods}, +1);
+  }
   runs_[request.key] = std::move(run);
   return Status::ok();
 }
@@ -323,8 +326,8 @@ bool KubeRunner::stop(const std::string& key, Duration grace) {
   if (it != runs_.end()) {
     stopped = {it->second.namespace_name, it->second.pods};
     runs_.erase(it);
-    know(stopped, -1);
     std::lock_guard lock(mutex_);
+    know(stopped, -1);
     forget_calls_of(stopped);
   } else {
     // Restored after a restart and not launched again: whatever pods of
@@ -343,7 +346,10 @@ bool KubeRunner::stop(const std::string& key, Duration grace) {
   for (const std::string& pod : stopped.pods) {
     enqueue(KubeCall::remove(stopped.namespace_name, pod, seconds));
   }
-  know(stopped, +1);
+  {
+    std::lock_guard lock(mutex_);
+    know(stopped, +1);
+  }
   stopping_[key].push_back(std::move(stopped));
   return false;  // the room stays held until the pods are gone
 }
@@ -647,22 +653,82 @@ void KubeRunner::know(const Pods& pods, int delta) {
   for (const std::string& pod : pods.pods) {
     std::string full = pods.namespace_name + "/" + pod;
     int& count = known_pods_[full];
+    int before = count;
     count += delta;
+    bool known = count > 0;
     if (count <= 0) known_pods_.erase(full);
+    if ((before > 0) == known) continue;
+    // Known now (or no longer): its room leaves (or joins) others'.
+    auto seen = snapshot_.pods.find(full);
+    if (seen == snapshot_.pods.end() || !holds_room(seen->second)) continue;
+    model::Resources& room = snapshot_.others_room[seen->second.node_name];
+    if (known) {
+      room -= seen->second.requests;
+    } else {
+      room += seen->second.requests;
+    }
   }
+}
+
+bool KubeRunner::holds_room(const KubePod& pod) { return !pod.node_name.empty() && !pod.terminal(); }
+
+void KubeRunner::tally(const std::string& name, const KubePod& pod, int sign) {
+  if (!holds_room(pod)) return;
+  snapshot_.pods_on[pod.node_name] += sign;
+  if (known_pods_.count(name)) return;
+  model::Resources& room = snapshot_.others_room[pod.node_name];
+  if (sign > 0) {
+    room += pod.requests;
+  } else {
+    room -= pod.requests;
+  }
+}
+
+void KubeRunner::put_pod(const std::string& name, KubePod&& pod) {
+  auto [it, fresh] = snapshot_.pods.try_emplace(name);
+  if (!fresh) tally(name, it->second, -1);
+  it->second = std::move(pod);
+  tally(name, it->second, +1);
+}
+
+void KubeRunner::erase_pod(const std::string& name) {
+  auto it = snapshot_.pods.find(name);
+  if (it == snapshot_.pods.end()) return;
+  tally(name, it->second, -1);
+  snapshot_.pods.erase(it);
+}
+
+std::string KubeRunner::broken_tally() const {
+  std::lock_guard lock(mutex_);
+  std::unordered_map<std::string, int64_t> pods_on;
+  std::unordered_map<std::string, model::Resources> others;
+  for (const auto& [name, pod] : snapshot_.pods) {
+    if (!holds_room(pod)) continue;
+    ++pods_on[pod.node_name];
+    if (!known_pods_.count(name)) others[pod.node_name] += pod.requests;
+  }
+  for (const auto& [node, count] : snapshot_.pods_on) {
+    auto it = pods_on.find(node);
+    if (count != (it == pods_on.end() ? 0 : it->second)) return "node " + node + ": " + std::to_string(count) + " pods tallied";
+  }
+  for (const auto& [node, room] : snapshot_.others_room) {
+    auto it = others.find(node);
+    if (room != (it == others.end() ? model::Resources{} : it->second)) {
+      return "node " + node + ": others' room tallied as " + room.to_string();
+    }
+  }
+  for (const auto& [node, room] : others) {
+    auto it = snapshot_.others_room.find(node);
+    if (it == snapshot_.others_room.end() || it->second != room) return "node " + node + ": others' room untallied";
+  }
+  return "";
 }
 
 std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const {
   std::map<std::string, model::Resources> taken;
   std::lock_guard lock(mutex_);
-  std::unordered_map<std::string, int64_t> pods_on;  // every pod that holds a place on its node, ours too
-  for (const auto& [name, pod] : snapshot_.pods) {
-    if (pod.node_name.empty() || pod.terminal()) continue;
-    ++pods_on[pod.node_name];
-    if (!known_pods_.count(name)) taken[pod.node_name] += pod.requests;
-  }
-  for (auto it = taken.begin(); it != taken.end();) {
-    it = nodes_told_.count(it->first) ? std::next(it) : taken.erase(it);  // not a node the cluster has
+  for (const auto& [node, room] : snapshot_.others_room) {
+    if (room != model::Resources{} && nodes_told_.count(node)) taken[node] = room;
   }
   if (!snapshot_.nodes_listed) return taken;
   // A node that may take no new work (cordoned, NotReady, tainted with
@@ -671,7 +737,7 @@ std::map<std::string, model::Resources> KubeRunner::room_taken_by_others() const
   for (const auto& [name, told] : nodes_told_) {
     auto it = snapshot_.nodes.find(name);
     if (it == snapshot_.nodes.end() || !it->second.usable(options_.spec.tolerations) ||
-        (it->second.allocatable_pods > 0 && pods_on[name] >= it->second.allocatable_pods)) {
+        (it->second.allocatable_pods > 0 && pods_on(name) >= it->second.allocatable_pods)) {
       taken[name] = model::Resources{int64_t{1} << 50, int64_t{1} << 60, int64_t{1} << 30};
     }
   }

@@ -111,6 +111,9 @@ class KubeRunner final : public Runner {
   // told (options.nodes at first), as the nodes watch sees them now.
   std::vector<model::NodeSpec> take_node_changes() override;
   Status health() const override;
+  // A tally of the snapshot (pods per node, others' room) that differs from
+  // a count over every pod, described; empty when they agree. For tests.
+  std::string broken_tally() const;
   std::optional<ApiStats> api_stats() const override;
   // Any workload: one that names no image runs spec.kubernetes.image.
   Status supports(const model::WorkloadSpec&) const override { return Status::ok(); }
@@ -142,8 +145,16 @@ class KubeRunner final : public Runner {
     Status other_pods_reachable = Status::ok();  // ... of others' pods
     Status nodes_reachable = Status::ok();  // ... of nodes
     Status server_reachable = Status::ok();  // the last call: a create, a delete, or the probe
-    // Our pods, and others' that have not ended, by "namespace/name".
+    // Our pods, and others' that have not ended, by "namespace/name":
+    // changed only through put_pod and erase_pod, which keep the two
+    // tallies below.
     std::map<std::string, KubePod> pods;
+    // Per node, of the pods above that hold room there (holds_room): how
+    // many there are, ours too; and what those the loop does not know
+    // (known_pods_) ask, which room_taken_by_others reports without a
+    // pass over every pod.
+    std::unordered_map<std::string, int64_t> pods_on;
+    std::unordered_map<std::string, model::Resources> others_room;
     std::map<std::string, KubeNode> nodes;  // by name
     std::set<std::string> created;          // our pods the server took (or had)
     std::map<std::string, std::string> refused;  // our pods the server refused, why
@@ -262,12 +273,26 @@ class KubeRunner final : public Runner {
   std::map<std::string, Pods> ended_;
   std::map<std::string, std::pair<Pods, TimePoint>> forgotten_;
   TimePoint last_observed_{};
-  // The pods of runs_ and stopping_ ("namespace/name", each with how many
-  // of them hold it): room_taken_by_others leaves them out, so each look
-  // costs a lookup per pod, not a set built anew.
+  // Under mutex_: the pods of runs_ and stopping_ ("namespace/name", each
+  // with how many of them hold it), whose room is the loop's own, not
+  // others'.
   std::unordered_map<std::string, int> known_pods_;
-  // Adds `delta` to the count of each of `pods`.
+  // Under mutex_: adds `delta` to the count of each of `pods`, moving the
+  // room of those that become known (or unknown) out of (into) others'.
   void know(const Pods& pods, int delta);
+  // Whether `pod` holds room on a node: bound there and not ended.
+  static bool holds_room(const KubePod& pod);
+  // Under mutex_: adds (`sign` 1) or takes away (-1) `pod`'s part in the
+  // snapshot's tallies.
+  void tally(const std::string& name, const KubePod& pod, int sign);
+  // Under mutex_: `pod` in place of what the snapshot held as `name`, or
+  // nothing in its place, with the tallies kept.
+  void put_pod(const std::string& name, KubePod&& pod);
+  void erase_pod(const std::string& name);
+  int64_t pods_on(const std::string& node) const {
+    auto it = snapshot_.pods_on.find(node);
+    return it == snapshot_.pods_on.end() ? 0 : it->second;
+  }
   // Each node the cluster schedules on, as last told to it (options.nodes,
   // then take_node_changes).
   std::map<std::string, model::NodeSpec> nodes_told_;

@@ -203,11 +203,15 @@ void KubeRunner::list_and_watch(const Collection<Item>& collection) {
 }
 
 void KubeRunner::take_pod_list(KubeList<KubePod>&& list, bool own) {
-  std::erase_if(snapshot_.pods, [&](const auto& entry) { return ours(entry.second) == own; });
+  for (auto it = snapshot_.pods.begin(); it != snapshot_.pods.end();) {
+    auto next = std::next(it);
+    if (ours(it->second) == own) erase_pod(it->first);
+    it = next;
+  }
   for (KubePod& pod : list.items) {
     if (ours(pod) != own) continue;  // relabelled between the selector and us: the other watch's
     std::string name = pod.namespace_name + "/" + pod.name;
-    snapshot_.pods[name] = std::move(pod);
+    put_pod(name, std::move(pod));
   }
   std::map<std::string, std::string>& unreadable = own ? snapshot_.unreadable_pods : snapshot_.unreadable_other_pods;
   unreadable.clear();
@@ -226,7 +230,7 @@ void KubeRunner::watch_own_pods() {
            // until it is readable again or deleted.
            std::string name = event.unreadable->full_name();
            if (event.type == KubeEvent::Type::kDeleted) {
-             snapshot_.pods.erase(name);
+             erase_pod(name);
              snapshot_.unreadable_pods.erase(name);
            } else {
              snapshot_.unreadable_pods[name] = event.unreadable->error;
@@ -236,10 +240,10 @@ void KubeRunner::watch_own_pods() {
            std::string name = event.pod->namespace_name + "/" + event.pod->name;
            snapshot_.unreadable_pods.erase(name);
            if (event.type == KubeEvent::Type::kDeleted) {
-             snapshot_.pods.erase(name);
+             erase_pod(name);
              if (ours(*event.pod)) snapshot_.gone[name] = std::move(*event.pod);
            } else {
-             snapshot_.pods[name] = std::move(*event.pod);
+             put_pod(name, std::move(*event.pod));
            }
          }
        },
@@ -261,13 +265,13 @@ void KubeRunner::watch_other_pods() {
          auto known = snapshot_.pods.find(name);
          if (known != snapshot_.pods.end() && ours(known->second)) return;  // the other watch's
          if (event.type == KubeEvent::Type::kDeleted) {
-           snapshot_.pods.erase(name);
+           erase_pod(name);
            snapshot_.unreadable_other_pods.erase(name);
          } else if (event.pod) {
            snapshot_.unreadable_other_pods.erase(name);
-           snapshot_.pods[name] = std::move(*event.pod);
+           put_pod(name, std::move(*event.pod));
          } else {
-           snapshot_.pods.erase(name);  // its room is no longer known: reported, not counted
+           erase_pod(name);  // its room is no longer known: reported, not counted
            snapshot_.unreadable_other_pods[name] = event.unreadable->error;
          }
        },
