@@ -315,6 +315,9 @@ Status KubeRunner::launch(const LaunchRequest& request) {
     if (existing != runs_.end()) know({existing->second.namespace_name, existing->second.pods}, -1);
     know({run.namespace_name, run.pods}, +1);
   }
+  if (existing != runs_.end()) index_run(request.key, existing->second, false);
+  index_run(request.key, run, true);
+  launched_.insert(request.key);
   runs_[request.key] = std::move(run);
   return Status::ok();
 }
@@ -325,6 +328,7 @@ bool KubeRunner::stop(const std::string& key, Duration grace) {
   auto it = runs_.find(key);
   if (it != runs_.end()) {
     stopped = {it->second.namespace_name, it->second.pods};
+    index_run(key, it->second, false);
     runs_.erase(it);
     std::lock_guard lock(mutex_);
     know(stopped, -1);
@@ -454,26 +458,43 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
   std::vector<WorkloadEvent> events;
   std::vector<std::string> ended;
   std::lock_guard lock(mutex_);
+  // Only the copies whose pods changed are looked at again (and those just
+  // launched); every one at each sweep, which bounds what a change missed
+  // could cost to its interval.
+  bool everything = snapshot_.touched_all;
   if (now >= next_sweep_ && snapshot_.pods_listed) {
     sweep_orphans(now);
     next_sweep_ = now + kSweepInterval;
     wake_.notify_all();  // deletes may have been queued
+    everything = true;
   }
+  std::set<std::string> look = std::move(launched_);
+  launched_.clear();
+  for (const std::string& pod : snapshot_.touched) {
+    if (auto it = run_of_pod_.find(pod); it != run_of_pod_.end()) look.insert(it->second.first);
+  }
+  snapshot_.touched.clear();
+  snapshot_.touched_all = false;
   // The last word of each of our pods deleted since the last look, kept
   // with its run; those of no run (a copy stopped or forgotten) go.
-  if (!snapshot_.gone.empty()) {
-    for (auto& [key, run] : runs_) {
-      for (size_t i = 0; i < run.pods.size(); ++i) {
-        auto gone = snapshot_.gone.find(run.namespace_name + "/" + run.pods[i]);
-        if (gone != snapshot_.gone.end()) run.gone[i] = std::move(gone->second);
-      }
-    }
-    snapshot_.gone.clear();
+  for (auto& [pod, last] : snapshot_.gone) {
+    auto it = run_of_pod_.find(pod);
+    if (it == run_of_pod_.end()) continue;
+    runs_.at(it->second.first).gone[it->second.second] = std::move(last);
+    look.insert(it->second.first);
   }
-  for (auto& [key, run] : runs_) {
+  snapshot_.gone.clear();
+  auto look_at = [&](const std::string& key, Run& run) {
     bool finished = false;
     if (auto event = event_for(key, run, snapshot_, now, &finished)) events.push_back(std::move(*event));
     if (finished) ended.push_back(key);
+  };
+  if (everything) {
+    for (auto& [key, run] : runs_) look_at(key, run);
+  } else {
+    for (const std::string& key : look) {
+      if (auto it = runs_.find(key); it != runs_.end()) look_at(key, it->second);
+    }
   }
   for (const std::string& key : ended) {
     // A gang whose replica failed stops the others, by name: those not yet
@@ -490,6 +511,7 @@ std::vector<WorkloadEvent> KubeRunner::observe(TimePoint now) {
     ended_[key] = {run.namespace_name, run.pods};
     forget_calls_of(ended_[key]);
     know(ended_[key], -1);
+    index_run(key, run, false);
     runs_.erase(key);
   }
   if (!ended.empty()) wake_.notify_all();  // calls were queued
@@ -649,6 +671,17 @@ Result<LogChunk> KubeRunner::read_log(const std::string& key, int replica, int64
   return pending;
 }
 
+void KubeRunner::index_run(const std::string& key, const Run& run, bool add) {
+  for (size_t i = 0; i < run.pods.size(); ++i) {
+    std::string full = run.namespace_name + "/" + run.pods[i];
+    if (add) {
+      run_of_pod_[full] = {key, i};
+    } else {
+      run_of_pod_.erase(full);
+    }
+  }
+}
+
 void KubeRunner::know(const Pods& pods, int delta) {
   for (const std::string& pod : pods.pods) {
     std::string full = pods.namespace_name + "/" + pod;
@@ -689,12 +722,14 @@ void KubeRunner::put_pod(const std::string& name, KubePod&& pod) {
   if (!fresh) tally(name, it->second, -1);
   it->second = std::move(pod);
   tally(name, it->second, +1);
+  if (ours(it->second)) snapshot_.touched.insert(name);
 }
 
 void KubeRunner::erase_pod(const std::string& name) {
   auto it = snapshot_.pods.find(name);
   if (it == snapshot_.pods.end()) return;
   tally(name, it->second, -1);
+  if (ours(it->second)) snapshot_.touched.insert(name);
   snapshot_.pods.erase(it);
 }
 

@@ -39,6 +39,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <spdlog/logger.h>
@@ -155,6 +156,11 @@ class KubeRunner final : public Runner {
     // pass over every pod.
     std::unordered_map<std::string, int64_t> pods_on;
     std::unordered_map<std::string, model::Resources> others_room;
+    // Our pods whose state (in pods, created, refused, given_up,
+    // unreadable_pods) changed since the loop last looked, or all of them
+    // (a list): observe looks again only at their copies.
+    std::unordered_set<std::string> touched;
+    bool touched_all = false;
     std::map<std::string, KubeNode> nodes;  // by name
     std::set<std::string> created;          // our pods the server took (or had)
     std::map<std::string, std::string> refused;  // our pods the server refused, why
@@ -273,6 +279,12 @@ class KubeRunner final : public Runner {
   std::map<std::string, Pods> ended_;
   std::map<std::string, std::pair<Pods, TimePoint>> forgotten_;
   TimePoint last_observed_{};
+  // The loop's: each pod of runs_ ("namespace/name") with its run's key and
+  // replica, and the runs launched since observe last looked.
+  std::unordered_map<std::string, std::pair<std::string, size_t>> run_of_pod_;
+  std::set<std::string> launched_;
+  // Adds (or removes) `run`'s pods in run_of_pod_.
+  void index_run(const std::string& key, const Run& run, bool add);
   // Under mutex_: the pods of runs_ and stopping_ ("namespace/name", each
   // with how many of them hold it), whose room is the loop's own, not
   // others'.

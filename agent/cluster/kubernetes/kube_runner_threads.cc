@@ -213,6 +213,7 @@ void KubeRunner::take_pod_list(KubeList<KubePod>&& list, bool own) {
     std::string name = pod.namespace_name + "/" + pod.name;
     put_pod(name, std::move(pod));
   }
+  if (own) snapshot_.touched_all = true;
   std::map<std::string, std::string>& unreadable = own ? snapshot_.unreadable_pods : snapshot_.unreadable_other_pods;
   unreadable.clear();
   for (const Unreadable& item : list.unreadable) unreadable[item.full_name()] = item.error;
@@ -235,10 +236,12 @@ void KubeRunner::watch_own_pods() {
            } else {
              snapshot_.unreadable_pods[name] = event.unreadable->error;
            }
+           snapshot_.touched.insert(name);
          }
          if (event.pod) {
            std::string name = event.pod->namespace_name + "/" + event.pod->name;
            snapshot_.unreadable_pods.erase(name);
+           snapshot_.touched.insert(name);
            if (event.type == KubeEvent::Type::kDeleted) {
              erase_pod(name);
              if (ours(*event.pod)) snapshot_.gone[name] = std::move(*event.pod);
@@ -360,6 +363,7 @@ void KubeRunner::make_calls(bool probes) {
         // Never created without a durable marker: a restart could create it again.
         std::lock_guard lock(mutex_);
         snapshot_.refused[call->pod()] = synced.message();
+        snapshot_.touched.insert(call->pod());
         calls_.settled(*call);
         continue;
       }
@@ -392,6 +396,7 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
     // again while its pod may run.
     if (answer->status == 404) {
       snapshot_.given_up[pod] = std::move(giving_up->second);
+      snapshot_.touched.insert(pod);
       snapshot_.giving_up.erase(giving_up);
       calls_.settled(call);
     } else {
@@ -404,6 +409,7 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
   if (answer.is_ok() && answer->status < 500 && answer->status != 429) {
     calls_.settled(call);
     if (call.kind != KubeCall::Kind::kCreate) return;  // a delete: done, or the pod was gone (404)
+    snapshot_.touched.insert(pod);
     if (answer->status == 201 || answer->status == 200 || answer->status == 409) {
       snapshot_.created.insert(pod);
     } else {
@@ -418,6 +424,7 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
     // Its answer was lost, but the watch saw the pod: it was made.
     calls_.settled(call);
     snapshot_.created.insert(pod);
+    snapshot_.touched.insert(pod);
     return;
   }
   ++call.attempts;
