@@ -5,6 +5,7 @@
 // Header-only: the suites that use it are separate binaries.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -109,11 +110,61 @@ class DevK8s {
   std::string kubectl(const std::string& args) const { return run_shell(kubectl_command() + " " + args); }
   std::string kubectl_command() const { return "timeout 60 " + bin_ + "/kubectl --kubeconfig " + kubeconfig_; }
 
+  // Pods of the cluster's own, bound to `node`, as odd as the API server
+  // takes them: memory "100m" (one byte, rounded up), an extended resource
+  // the agent does not know, no requests at all, and memory "100E" (beyond
+  // what the agent reads). Each asks 1 cpu but the one without requests.
+  // Returns their names (namespace default); a creation that failed fails
+  // the test that asked.
+  std::vector<std::string> create_odd_pods(const std::string& node) const {
+    const std::pair<const char*, const char*> pods[] = {
+        {"tiny-memory", R"({"requests":{"cpu":"1","memory":"100m"}})"},
+        {"extended", R"({"requests":{"cpu":"1","example.com/widget":"1"},"limits":{"example.com/widget":"1"}})"},
+        {"no-requests", "{}"},
+        {"huge", R"({"requests":{"cpu":"1","memory":"100E"}})"}};
+    std::vector<std::string> names;
+    for (const auto& [name, resources] : pods) {
+      std::ofstream(dir_ + "/odd.json") << R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" << name
+                                        << R"("},"spec":{"nodeName":")" << node
+                                        << R"(","containers":[{"name":"c","image":"x","resources":)" << resources
+                                        << "}]}}";
+      std::string out = kubectl("apply -f " + dir_ + "/odd.json 2>&1");
+      EXPECT_NE(out.find("created"), std::string::npos) << out;
+      names.push_back(name);
+    }
+    return names;
+  }
+
   const std::string& dir() const { return dir_; }
   const std::string& kubeconfig() const { return kubeconfig_; }
 
  private:
   std::string dir_, kubeconfig_, bin_;
+};
+
+// One dev cluster of a test binary: up before its first test (`nodes` KWOK
+// nodes of `cpus` cpus; the Helm chart's ServiceAccount installed, its
+// kubeconfig's path in *chart_kubeconfig, when given), down after its
+// last, checked to leave no process behind.
+class DevK8sEnvironment : public ::testing::Environment {
+ public:
+  DevK8sEnvironment(DevK8s& cluster, int nodes, int cpus, std::string* chart_kubeconfig = nullptr)
+      : cluster_(cluster), nodes_(nodes), cpus_(cpus), chart_kubeconfig_(chart_kubeconfig) {}
+  void SetUp() override {
+    if (!dev_k8s_unavailable().empty()) return;
+    cluster_.up(nodes_, cpus_);
+    if (chart_kubeconfig_ && !cluster_.kubeconfig().empty()) *chart_kubeconfig_ = cluster_.install_chart_rbac();
+  }
+  void TearDown() override {
+    std::string out;
+    std::vector<std::string> left = cluster_.down(&out);
+    EXPECT_TRUE(left.empty()) << left.size() << " processes of a dev cluster left behind:\n" << out;
+  }
+
+ private:
+  DevK8s& cluster_;
+  int nodes_, cpus_;
+  std::string* chart_kubeconfig_;
 };
 
 }  // namespace shoal::testing

@@ -34,24 +34,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using shoal::testing::DevK8s;
+using shoal::testing::DevK8sEnvironment;
 using shoal::testing::wait_until;
 
 DevK8s& dev_k8s() {
   static DevK8s cluster;
   return cluster;
 }
-class DevK8sEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (shoal::testing::dev_k8s_unavailable().empty()) dev_k8s().up(2, 8);
-  }
-  void TearDown() override {
-    std::string out;
-    std::vector<std::string> left = dev_k8s().down(&out);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes of the dev cluster left behind:\n" << out;
-  }
-};
-const auto* const kDevK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment);
+const auto* const kDevK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment(dev_k8s(), 2, 8));
 
 class KubeApiLive : public ::testing::Test {
  protected:

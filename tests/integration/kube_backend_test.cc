@@ -34,23 +34,9 @@ std::string& agent_kubeconfig() {
   static std::string path;
   return path;
 }
-class DevK8sEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (!dev_k8s_unavailable().empty()) return;
-    dev_k8s().up(4, 8);
-    if (!dev_k8s().kubeconfig().empty()) agent_kubeconfig() = dev_k8s().install_chart_rbac();
-    other_k8s().up(2, 8);
-  }
-  void TearDown() override {
-    for (DevK8s* cluster : {&dev_k8s(), &other_k8s()}) {
-      std::string out;
-      std::vector<std::string> left = cluster->down(&out);
-      EXPECT_TRUE(left.empty()) << left.size() << " processes of a dev cluster left behind:\n" << out;
-    }
-  }
-};
-const auto* const kDevK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment);
+const auto* const kDevK8s =
+    ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment(dev_k8s(), 4, 8, &agent_kubeconfig()));
+const auto* const kOtherK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment(other_k8s(), 2, 8));
 
 class KubeBackend : public ::testing::Test {
  protected:
@@ -329,18 +315,7 @@ TEST_F(KubeBackend, PodsLocalUsersCreateShrinkTheAdvertisedRoom) {
 // beyond what the agent can hold (left out, and said in `status`). None
 // keeps work from the cluster; the room of those it can read is counted.
 TEST_F(KubeBackend, OddPodsOfTheClustersOwnNeitherBlindTheAgentNorGoUncounted) {
-  auto local = [&](const std::string& name, const std::string& requests) {
-    std::ofstream(dir_.path() + "/odd.json")
-        << R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" << name
-        << R"("},"spec":{"nodeName":"kwok-node-0","containers":[{"name":"c","image":"x","resources":)" << requests
-        << "}]}}";
-    std::string out = dev_k8s().kubectl("apply -f " + dir_.path() + "/odd.json 2>&1");
-    EXPECT_NE(out.find("created"), std::string::npos) << out;
-  };
-  local("tiny-memory", R"({"requests":{"cpu":"1","memory":"100m"}})");
-  local("extended", R"({"requests":{"cpu":"1","example.com/widget":"1"},"limits":{"example.com/widget":"1"}})");
-  local("no-requests", "{}");
-  local("huge", R"({"requests":{"cpu":"1","memory":"100E"}})");
+  dev_k8s().create_odd_pods("kwok-node-0");
   ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "30"; }, 10s))
       << "the two readable pods' 2 cpus are counted; advertised: " << free_cpu_at_source() << "\n" << east_.log();
   // Seen by the watch above; by the list, when east starts again.

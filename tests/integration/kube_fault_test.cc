@@ -32,20 +32,8 @@ std::string& agent_kubeconfig() {
   static std::string path;
   return path;
 }
-class DevK8sEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (!dev_k8s_unavailable().empty()) return;
-    dev_k8s().up(4, 8);
-    if (!dev_k8s().kubeconfig().empty()) agent_kubeconfig() = dev_k8s().install_chart_rbac();
-  }
-  void TearDown() override {
-    std::string out;
-    std::vector<std::string> left = dev_k8s().down(&out);
-    EXPECT_TRUE(left.empty()) << left.size() << " processes of the dev cluster left behind:\n" << out;
-  }
-};
-const auto* const kDevK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment);
+const auto* const kDevK8s =
+    ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment(dev_k8s(), 4, 8, &agent_kubeconfig()));
 
 constexpr int kWorkloads = 300;
 
@@ -55,18 +43,7 @@ TEST(KubeFaults, EveryCopysPodIsCreatedOnceAndNothingIsLostOrLeftBehindThroughAM
   TempDir dir;
   // The cluster's own pods, which the agent must read as Kubernetes does,
   // one of them beyond what it can read at all.
-  auto local = [&](const std::string& name, const std::string& requests) {
-    std::ofstream(dir.path() + "/odd.json")
-        << R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" << name
-        << R"("},"spec":{"nodeName":"kwok-node-3","containers":[{"name":"c","image":"x","resources":)" << requests
-        << "}]}}";
-    std::string out = dev_k8s().kubectl("apply -f " + dir.path() + "/odd.json 2>&1");
-    EXPECT_NE(out.find("created"), std::string::npos) << out;
-  };
-  local("tiny-memory", R"({"requests":{"cpu":"1","memory":"100m"}})");
-  local("extended", R"({"requests":{"cpu":"1","example.com/widget":"1"},"limits":{"example.com/widget":"1"}})");
-  local("no-requests", "{}");
-  local("huge", R"({"requests":{"cpu":"1","memory":"100E"}})");
+  dev_k8s().create_odd_pods("kwok-node-3");
 
   // East reaches the API server only through the proxy.
   std::ifstream in(agent_kubeconfig());

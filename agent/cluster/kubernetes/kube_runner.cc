@@ -744,7 +744,9 @@ std::string KubeRunner::broken_tally() const {
   }
   for (const auto& [node, count] : snapshot_.pods_on) {
     auto it = pods_on.find(node);
-    if (count != (it == pods_on.end() ? 0 : it->second)) return "node " + node + ": " + std::to_string(count) + " pods tallied";
+    if (count != (it == pods_on.end() ? 0 : it->second)) {
+      return "node " + node + ": " + std::to_string(count) + " pods tallied";
+    }
   }
   for (const auto& [node, room] : snapshot_.others_room) {
     auto it = others.find(node);
