@@ -155,6 +155,18 @@ class SharedRunner final : public Runner {
   std::vector<model::NodeSpec> take_node_changes() override { return std::exchange(joined, {}); }
 };
 
+// Reserves room for `spec` as `key` and launches it at epoch 1.
+bool reserve_and_launch(NodeCluster& cluster, const std::string& key, const model::WorkloadSpec& spec) {
+  auto nodes = cluster.reserve(key, spec);
+  if (!nodes.is_ok()) return false;
+  LaunchRequest request;
+  request.key = key;
+  request.epoch = 1;
+  request.spec = spec;
+  request.nodes = *nodes;
+  return cluster.launch(request).is_ok();
+}
+
 // two_nodes() on a SharedRunner, which the test steers through `runner`.
 struct SharedCluster {
   SharedRunner* runner = nullptr;
@@ -352,14 +364,7 @@ TEST(SharedBackendTest, ALaunchIsStartedAtOnceUnlessTheRunnerReportsStartsItself
     auto made = NodeCluster::create(two_nodes(), std::move(runner));
     ASSERT_TRUE(made.is_ok());
     NodeCluster& cluster = **made;
-    auto nodes = cluster.reserve("a", work(1000, 10));
-    ASSERT_TRUE(nodes.is_ok());
-    LaunchRequest request;
-    request.key = "a";
-    request.epoch = 1;
-    request.spec = work(1000, 10);
-    request.nodes = *nodes;
-    ASSERT_TRUE(cluster.launch(request).is_ok());
+    ASSERT_TRUE(reserve_and_launch(cluster, "a", work(1000, 10)));
     std::vector<WorkloadEvent> events = cluster.observe(from_millis(1000));
     if (own_starts) {
       EXPECT_TRUE(events.empty());
@@ -377,14 +382,7 @@ TEST(SharedBackendTest, AWaitingReasonIsPassedOnAndKeepsTheRoomHeld) {
   ASSERT_NE(made.cluster, nullptr);
   NodeCluster& cluster = *made.cluster;
   made.runner->own_starts = true;
-  auto nodes = cluster.reserve("a", work(3000, 10));
-  ASSERT_TRUE(nodes.is_ok());
-  LaunchRequest request;
-  request.key = "a";
-  request.epoch = 1;
-  request.spec = work(3000, 10);
-  request.nodes = *nodes;
-  ASSERT_TRUE(cluster.launch(request).is_ok());
+  ASSERT_TRUE(reserve_and_launch(cluster, "a", work(3000, 10)));
   int64_t free_cpu = cluster.capacity().free.cpu_milli;
   made.runner->events = {{"a", WorkloadEventKind::kWaiting, from_millis(1000), 0, "pod p: ImagePullBackOff"}};
   std::vector<WorkloadEvent> events = cluster.observe(from_millis(1000));
