@@ -387,9 +387,10 @@ void KubeRunner::make_calls(bool probes) {
 void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& answer) {
   snapshot_.server_reachable = answer.is_ok() ? Status::ok() : answer.status();
   std::string pod = call.pod();
+  // An answer that settles the call: anything but none, a 5xx or a 429.
+  bool settles = answer.is_ok() && answer->status < 500 && answer->status != 429;
   if (auto giving_up = snapshot_.giving_up.find(pod);
-      giving_up != snapshot_.giving_up.end() && call.kind == KubeCall::Kind::kDelete && answer.is_ok() &&
-      answer->status < 500 && answer->status != 429) {
+      settles && giving_up != snapshot_.giving_up.end() && call.kind == KubeCall::Kind::kDelete) {
     // A create given up may have been made all the same. Its copy fails
     // only once the pod is known gone (404): one still terminating, or a
     // delete refused, is asked about again, so the copy is never placed
@@ -406,7 +407,7 @@ void KubeRunner::take_answer(KubeCall call, const Result<KubeClient::Answer>& an
     }
     return;
   }
-  if (answer.is_ok() && answer->status < 500 && answer->status != 429) {
+  if (settles) {
     calls_.settled(call);
     if (call.kind != KubeCall::Kind::kCreate) return;  // a delete: done, or the pod was gone (404)
     snapshot_.touched.insert(pod);
