@@ -53,6 +53,45 @@ import json, sys
 page = json.load(sys.stdin)
 print(len(page["items"]) + page["metadata"].get("remainingItemCount", 0))' 2>/dev/null || echo 0
 }
+# CPU seconds each process of the run has used so far, and the machine's
+# idle seconds: "NAME SECONDS" lines into FILE. Two snapshots tell which
+# process a phase's cores went to (cpu_used).
+cpu_snapshot() {  # FILE
+  python3 - "$WORK/k8s/run" "$1" "${PIDS[@]}" <<'PY'
+import os, sys
+run, out, agents = sys.argv[1], sys.argv[2], sys.argv[3:]
+tick = os.sysconf("SC_CLK_TCK")
+def used(pid):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, ValueError, IndexError):
+        return 0.0
+rows = {}
+for name in os.listdir(run):
+    if name.endswith(".pid"):
+        rows[name[:-4]] = used(open(f"{run}/{name}").read().strip())
+for name, pid in zip(["target agent", "source agent"], agents):
+    rows[name] = used(pid)
+rows["idle (all cores)"] = int(open("/proc/stat").readline().split()[4]) / tick
+with open(out, "w") as f:
+    for name, seconds in rows.items():
+        print(f"{name}\t{seconds}", file=f)
+PY
+}
+# Prints, for the phase between snapshots BEFORE and AFTER, each process's
+# CPU seconds and its share of the phase's wall time.
+cpu_used() {  # LABEL BEFORE AFTER WALL_SECONDS
+  python3 - "$@" <<'PY'
+import sys
+label, before, after, wall = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+def read(path):
+    return {n: float(s) for n, s in (line.rstrip("\n").split("\t") for line in open(path))}
+b, a = read(before), read(after)
+parts = [f"{n} {a[n] - b.get(n, 0):.1f}s ({(a[n] - b.get(n, 0)) / wall:.0%})" for n in a if a[n] - b.get(n, 0) >= 0.05]
+print(f"  cpu, {label} ({wall:.1f}s): " + ", ".join(parts))
+PY
+}
 # Waits until COUNTER (running, existing) says at least COUNT (at most 20
 # minutes); prints when.
 await_count() {
@@ -101,14 +140,19 @@ if [ "$FOREIGN" -gt 0 ]; then
 fi
 
 echo "== raw: $CLIENTS kubectl processes create $WORKLOADS pods bound to nodes"
+cpu_snapshot "$WORK/cpu-raw-0"
 start=$(now)
 create_pods "$WORKLOADS" raw default 1
 created=$(now)
+cpu_snapshot "$WORK/cpu-raw-1"
 end=$(await_count running "$WORKLOADS")
+cpu_snapshot "$WORK/cpu-raw-2"
 raw_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
 raw_seconds=$(elapsed "$start" "$end")
 raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
 echo "raw: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $raw_create_rate/s; Running in ${raw_seconds}s: $raw_rate/s"
+cpu_used "raw, creating" "$WORK/cpu-raw-0" "$WORK/cpu-raw-1" "$(elapsed "$start" "$created")"
+cpu_used "raw, until Running" "$WORK/cpu-raw-1" "$WORK/cpu-raw-2" "$(elapsed "$created" "$end")"
 kubectl delete pods -n default --all --grace-period=0 --wait=false >/dev/null
 until [ "$(kubectl get pods -n default -o name | wc -l)" -eq 0 ]; do sleep 0.5; done
 
@@ -167,16 +211,21 @@ if [ -n "${PROFILE:-}" ]; then
   perf record -q -F 199 --call-graph dwarf,16384 -p "${PIDS[1]}" -o "$PROFILE/source.perf" 2>/dev/null &
   profilers+=($!)
 fi
+cpu_snapshot "$WORK/cpu-shoal-0"
 start=$(now)
 ctl lab submit -f "$WORK/workloads.yaml" >/dev/null
 created=$(await_count existing "$WORKLOADS")
+cpu_snapshot "$WORK/cpu-shoal-1"
 for pid in "${profilers[@]}"; do kill -INT "$pid"; wait "$pid" || true; done
 end=$(await_count running "$WORKLOADS")
+cpu_snapshot "$WORK/cpu-shoal-2"
 shoal_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
 shoal_seconds=$(elapsed "$start" "$end")
 shoal_rate=$(rate "$WORKLOADS" "$shoal_seconds")
 rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$TARGET_PID/status")
 echo "shoal: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $shoal_create_rate/s; Running in ${shoal_seconds}s: $shoal_rate/s"
+cpu_used "shoal, creating" "$WORK/cpu-shoal-0" "$WORK/cpu-shoal-1" "$(elapsed "$start" "$created")"
+cpu_used "shoal, until Running" "$WORK/cpu-shoal-1" "$WORK/cpu-shoal-2" "$(elapsed "$created" "$end")"
 python3 - "$raw_create_rate" "$shoal_create_rate" "$raw_rate" "$shoal_rate" "$rss_kib" "$NODES" "$WORKLOADS" \
   "$CLIENTS" "$CALLS" "$FOREIGN" <<'PY'
 import sys

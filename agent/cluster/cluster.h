@@ -165,9 +165,22 @@ class Cluster {
   virtual Result<Preemption> preempt(const std::string& key, const model::WorkloadSpec& spec,
                                      const std::function<bool(const std::string&)>& may_stop,
                                      TimePoint now) = 0;
+  // How far a copy restored after a restart had got before it.
+  enum class Restored {
+    kReserved,  // never launched: nothing of it runs
+    kLaunched,  // launched (bound): its work may run on its nodes
+  };
   // Re-establishes a reservation on the given nodes (after a restart).
+  // Unavailable when a node is gone, or when a copy no longer fits that
+  // is kReserved, or kLaunched onto a node where a victim restored by
+  // restore_preempted still stops (the victim's preemptor, whose launch
+  // waited for it: it must not start beside it). Otherwise a kLaunched
+  // copy is held even on a node whose capacity shrank while the agent was
+  // down: it may run there, and refused, it would be placed again while it
+  // still ran. The shortfall is withheld, as for a node that shrinks under
+  // held work, so nothing new goes there until the held work left room.
   virtual Status restore(const std::string& key, const model::WorkloadSpec& spec,
-                         const std::vector<std::string>& nodes) = 0;
+                         const std::vector<std::string>& nodes, Restored restored) = 0;
   // After a restart, a victim that was still stopping when the agent went
   // down: its room on `nodes` is held again until it is gone (so nothing
   // else starts beside it, the preemptor included), it is stopped again

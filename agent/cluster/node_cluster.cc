@@ -121,8 +121,9 @@ Status NodeCluster::fits_when_idle(const model::WorkloadSpec& spec) const {
 }
 
 Status NodeCluster::restore(const std::string& key, const model::WorkloadSpec& spec,
-                           const std::vector<std::string>& nodes) {
+                           const std::vector<std::string>& nodes, Restored restored) {
   if (holdings_.count(key)) return Status(ErrorCode::kAlreadyExists, "already reserved: " + key);
+  if (restored == Restored::kLaunched) grow_to_hold(spec, nodes);
   SHOAL_RETURN_IF_ERROR(scheduler_.restore(spec, nodes));
   hold(key, spec, nodes);
   return Status::ok();
@@ -130,7 +131,8 @@ Status NodeCluster::restore(const std::string& key, const model::WorkloadSpec& s
 
 Status NodeCluster::restore_preempted(const std::string& key, const model::WorkloadSpec& spec,
                                       const std::vector<std::string>& nodes, TimePoint now) {
-  SHOAL_RETURN_IF_ERROR(restore(key, spec, nodes));
+  // A victim still stopping may still run: it is held as launched work is.
+  SHOAL_RETURN_IF_ERROR(restore(key, spec, nodes, Restored::kLaunched));
   auto it = holdings_.find(key);
   Holding holding = std::move(it->second);
   holdings_.erase(it);
@@ -287,6 +289,43 @@ bool NodeCluster::take_nodes(const std::vector<model::NodeSpec>& nodes) {
   }
   if (!nodes.empty()) ++capacity_version_;
   return grew;
+}
+
+void NodeCluster::grow_to_hold(const model::WorkloadSpec& spec,
+                               const std::vector<std::string>& nodes) {
+  std::map<size_t, model::Resources> needed;  // node index -> what it holds with `spec` too
+  for (const std::string& name : nodes) {
+    auto it = std::find_if(usage_.begin(), usage_.end(), [&](const NodeUsage& n) { return n.name == name; });
+    if (it == usage_.end()) continue;  // gone: restore refuses it
+    auto index = static_cast<size_t>(it - usage_.begin());
+    needed.try_emplace(index, usage_[index].allocated).first->second += spec.resources;
+  }
+  // A node where a restored victim still stops is not grown: launched work
+  // that no longer fits beside the victim is its preemptor, whose launch
+  // waited for the victim's end and must not start beside it.
+  std::set<size_t> victims_stop;
+  for (const auto& [key, holdings] : stopping_) {
+    for (const Holding& holding : holdings) {
+      if (!holding.reports_preempted) continue;
+      victims_stop.insert(holding.node_indexes.begin(), holding.node_indexes.end());
+    }
+  }
+  bool grew = false;
+  for (const auto& [index, holds] : needed) {
+    model::NodeSpec& node = spec_.nodes[index];
+    if (node.capacity.fits(holds) || victims_stop.count(index)) continue;
+    model::Resources grown = model::Resources::max(node.capacity, holds);
+    withheld_[index] += grown - node.capacity;
+    node.capacity = grown;
+    usage_[index].capacity = grown;
+    scheduler_.put_node(node);
+    idle_scheduler_.put_node(node);
+    grew = true;
+  }
+  if (grew) {
+    ++capacity_version_;
+    refresh_room_taken();
+  }
 }
 
 bool NodeCluster::refresh_room_taken() {

@@ -119,7 +119,7 @@ class NodeCluster final : public Cluster {
                              const std::function<bool(const std::string&)>& may_stop,
                              TimePoint now) override;
   Status restore(const std::string& key, const model::WorkloadSpec& spec,
-                 const std::vector<std::string>& nodes) override;
+                 const std::vector<std::string>& nodes, Restored restored) override;
   Status restore_preempted(const std::string& key, const model::WorkloadSpec& spec,
                            const std::vector<std::string>& nodes, TimePoint now) override;
   void release(const std::string& key) override;
@@ -189,6 +189,11 @@ class NodeCluster final : public Cluster {
   // below the most it had is withheld (room taken), so what is held never
   // exceeds its capacity. True when some room was added.
   bool take_nodes(const std::vector<model::NodeSpec>& nodes);
+  // Grows the books' capacity of `nodes` (one entry per replica) until
+  // `spec` fits beside what they hold, withholding the growth: a launched
+  // copy restored onto a node that shrank while the agent was down. Not a
+  // node where a restored victim still stops.
+  void grow_to_hold(const model::WorkloadSpec& spec, const std::vector<std::string>& nodes);
 
   model::ClusterSpec spec_;
   std::vector<std::string> queue_names_;  // of spec_.queues, in order

@@ -255,7 +255,10 @@ void TargetRole::restore(std::vector<store::ReservationRecord> records) {
       continue;
     }
     if (store::holds_resources(record.phase)) {
-      Status restored = cluster_.restore(ckey, record.spec, record.nodes);
+      Status restored = cluster_.restore(ckey, record.spec, record.nodes,
+                                         record.phase == store::ReservationPhase::kReserved
+                                             ? cluster::Cluster::Restored::kReserved
+                                             : cluster::Cluster::Restored::kLaunched);
       note_start_deadline(record);
       if (restored.is_ok() && record.phase != store::ReservationPhase::kReserved) {
         // Launched again (re-attached) after this batch commits; the sim

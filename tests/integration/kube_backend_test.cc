@@ -261,6 +261,61 @@ TEST_F(KubeBackend, ARestartedTargetReadoptsItsPodWhichFinishesOnce) {
   EXPECT_EQ(describe("steady")["status"]["restarts"], 0);
 }
 
+// A node whose allocatable shrank below what runs on it while the agent was
+// down: the restarted agent holds the running pod as before (refused, the
+// copy would be lost and placed again while its pod still ran), gives the
+// node nothing new until that pod has left room, and then uses the room
+// the node has now.
+TEST_F(KubeBackend, APodOnANodeThatShrankWhileTheAgentWasDownKeepsRunningThere) {
+  std::string node = dir_.path() + "/shrinks.yaml";
+  std::ofstream(node) << "apiVersion: v1\nkind: Node\nmetadata:\n  name: kwok-node-shrinks\n"
+                         "  annotations: {kwok.x-k8s.io/node: fake}\n  labels: {pool: shrinks, type: kwok}\n"
+                         "status:\n  allocatable: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n"
+                         "  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n";
+  ASSERT_NE(dev_k8s().kubectl("create -f " + node + " 2>&1").find("created"), std::string::npos);
+  struct Remove {
+    ~Remove() {
+      dev_k8s().kubectl("delete pods -A --field-selector spec.nodeName=kwok-node-shrinks --grace-period=0 "
+                        "--force --wait=true --timeout=30s 2>&1");
+      dev_k8s().kubectl("delete node kwok-node-shrinks --wait=true --timeout=30s 2>&1");
+    }
+  } remove;
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "40"; }, 20s))
+      << "4 x 8 cpus and the new node's 8; advertised " << free_cpu_at_source();
+  std::string uid = submit("held", "", "resources: {cpu: \"6\"}, nodeSelector: {pool: shrinks}");
+  ASSERT_TRUE(wait_until([&] { return phase("held") == "Running"; }, 20s)) << describe("held").dump(2);
+  std::string pod = pods_of(uid)[0]["metadata"]["uid"];
+
+  east_.kill_hard();
+  std::string patched = dev_k8s().kubectl(
+      "patch node kwok-node-shrinks --subresource=status --type=merge -p "
+      "'{\"status\":{\"allocatable\":{\"cpu\":\"4\"},\"capacity\":{\"cpu\":\"4\"}}}' 2>&1");
+  ASSERT_NE(patched.find("patched"), std::string::npos) << patched;
+  ASSERT_TRUE(east_.start()) << east_.log();
+  // The other nodes' 32 cpus, and none of the shrunk node's 4: its 6-cpu
+  // pod still runs there.
+  ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "32"; }, 20s))
+      << "advertised " << free_cpu_at_source() << "\n" << east_.log();
+  json described = describe("held");
+  EXPECT_EQ(described["status"]["phase"], "Running") << described.dump(2);
+  EXPECT_EQ(described["status"]["disruptions"], 0) << described.dump(2);
+  json pods = pods_of(uid);
+  ASSERT_EQ(pods.size(), 1u) << pods.dump(2);
+  EXPECT_EQ(pods[0]["metadata"]["uid"], pod) << "the same pod, re-adopted";
+
+  // Until the held pod is gone, the node has no room: east says so.
+  std::string next_uid = submit("next", "", "resources: {cpu: \"2\"}, nodeSelector: {pool: shrinks}");
+  ASSERT_TRUE(wait_until([&] {
+    json next = describe("next");
+    return !next.is_null() && next["status"].value("reason", "").find("east=") != std::string::npos;
+  }, 20s)) << describe("next").dump(2);
+  EXPECT_EQ(phase("next"), "Pending");
+  EXPECT_TRUE(pods_of(next_uid).empty()) << pods_of(next_uid).dump(2);
+  ASSERT_EQ(source_.ctl({"delete", "workload", "default/held"}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return phase("next") == "Running"; }, 30s)) << describe("next").dump(2);
+  EXPECT_EQ(pods_of(next_uid)[0]["spec"]["nodeName"], "kwok-node-shrinks");
+}
+
 // Two Kubernetes clusters behind two agents: when local users take all of
 // east, the source's next workload runs at west.
 TEST_F(KubeBackend, WorkGoesToTheOtherClusterWhenLocalPodsTakeEveryNodeOfOne) {

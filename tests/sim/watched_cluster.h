@@ -45,8 +45,8 @@ class WatchedCluster final : public cluster::Cluster {
     return inner_.preemption_cost(spec, may_stop);
   }
   Status restore(const std::string& key, const model::WorkloadSpec& spec,
-                 const std::vector<std::string>& nodes) override {
-    return inner_.restore(key, spec, nodes);
+                 const std::vector<std::string>& nodes, Restored restored) override {
+    return inner_.restore(key, spec, nodes, restored);
   }
   Status restore_preempted(const std::string& key, const model::WorkloadSpec& spec,
                            const std::vector<std::string>& nodes, TimePoint now) override {

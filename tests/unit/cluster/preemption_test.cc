@@ -319,8 +319,11 @@ TEST(NodeClusterPreemptionTest, AVictimStillStoppingAfterARestartKeepsItsRoomUnt
   EXPECT_EQ(runner->stopping.at("s/low"), std::chrono::seconds(9)) << "stopped again, with its own grace";
   EXPECT_TRUE(runner->launched.empty()) << "never launched again";
   EXPECT_TRUE(cluster->check_invariants());
-  EXPECT_FALSE(cluster->restore("t/urgent", work("urgent", 4000, 5), {"n0"}).is_ok())
-      << "its room is held while it stops";
+  EXPECT_FALSE(cluster
+                   ->restore("t/urgent", work("urgent", 4000, 5), {"n0"},
+                             Cluster::Restored::kLaunched)
+                   .is_ok())
+      << "its room is held while it stops: its preemptor, launched before, waits";
   EXPECT_TRUE(keys_of(cluster->observe(from_millis(2)), WorkloadEventKind::kFailed).empty());
 
   runner->finish_stop("s/low");

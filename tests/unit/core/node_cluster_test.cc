@@ -97,12 +97,44 @@ TEST(SimClusterTest, AskingWhetherWorkFitsAnIdleClusterHoldsNothing) {
   EXPECT_FALSE(cluster.fits_when_idle(work(4000, 1000, 3)).is_ok()) << "three replicas never fit two nodes";
 }
 
-TEST(SimClusterTest, RestoreRefusesWhatNoLongerFits) {
+constexpr auto kReserved = Cluster::Restored::kReserved;
+constexpr auto kLaunched = Cluster::Restored::kLaunched;
+
+TEST(SimClusterTest, RestoreRefusesAReservationThatNoLongerFits) {
   auto owned = make();
   NodeCluster& cluster = *owned;
-  EXPECT_TRUE(cluster.restore("a", work(4000, 10), {"n0"}).is_ok());
-  EXPECT_FALSE(cluster.restore("b", work(1000, 10), {"n0"}).is_ok());
-  EXPECT_FALSE(cluster.restore("c", work(1000, 10), {"gone"}).is_ok());
+  EXPECT_TRUE(cluster.restore("a", work(4000, 10), {"n0"}, kReserved).is_ok());
+  EXPECT_FALSE(cluster.restore("b", work(1000, 10), {"n0"}, kReserved).is_ok());
+  EXPECT_FALSE(cluster.restore("c", work(1000, 10), {"gone"}, kReserved).is_ok());
+  EXPECT_FALSE(cluster.restore("d", work(1000, 10), {"gone"}, kLaunched).is_ok())
+      << "its node is gone, and it with it";
+  EXPECT_TRUE(cluster.check_invariants());
+}
+
+// n0 had 6 cpu when its copies were launched; it came back with 4. What
+// may run there is held all the same (refused, it would be placed again
+// while it still ran), and the 2 cpu it lacks are withheld: nothing new
+// goes to n0 until its work has left room below its 4 cpu.
+TEST(SimClusterTest, LaunchedWorkIsHeldOnANodeThatShrankWhileTheAgentWasDown) {
+  auto owned = make();
+  NodeCluster& cluster = *owned;
+  ASSERT_TRUE(cluster.restore("a", work(4000, 10), {"n0"}, kLaunched).is_ok());
+  ASSERT_TRUE(cluster.restore("b", work(1000, 10, 2), {"n0", "n0"}, kLaunched).is_ok());
+  EXPECT_TRUE(cluster.check_invariants());
+  const NodeUsage& n0 = cluster.nodes()[0];
+  EXPECT_EQ(n0.capacity.cpu_milli, 6000) << "the books hold what runs";
+  EXPECT_EQ(n0.allocated.cpu_milli, 6000);
+  EXPECT_EQ(n0.taken_by_others.cpu_milli, 2000) << "the room n0 lacks is withheld";
+  EXPECT_FALSE(cluster.restore("c", work(1000, 10), {"n0"}, kReserved).is_ok())
+      << "what was only reserved is not held beyond the node's room";
+  EXPECT_EQ(cluster.capacity().free.cpu_milli, 8000) << "all of it n1's";
+  auto placed = cluster.reserve("d", work(1000, 10));
+  ASSERT_TRUE(placed.is_ok());
+  EXPECT_EQ(*placed, std::vector<std::string>{"n1"});
+
+  cluster.release("a");  // never launched again here: its room is freed at once
+  EXPECT_EQ(cluster.capacity().free.cpu_milli, 7000 + 2000)
+      << "n0's 4 cpu less the 2 b holds, and n1's 7";
   EXPECT_TRUE(cluster.check_invariants());
 }
 
@@ -331,7 +363,7 @@ TEST(SharedBackendTest, TheCapacityVersionMovesWithEveryChangeOfRoom) {
   expect_step("others give it back", true);
   cluster.stop("a", Duration(0));
   expect_step("stop", true);
-  ASSERT_TRUE(cluster.restore("a", work(1000, 10), {"n1"}).is_ok());
+  ASSERT_TRUE(cluster.restore("a", work(1000, 10), {"n1"}, Cluster::Restored::kLaunched).is_ok());
   expect_step("restore", true);
   cluster.release("b");
   expect_step("release", true);
