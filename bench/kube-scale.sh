@@ -3,18 +3,23 @@
 # NODE_CPUS cpus, 16) behind an agent, one source, WORKLOADS one-cpu
 # workloads (5,000), beside FOREIGN pods of the cluster's own (0; running
 # in namespace others before either client starts, each asking 1m cpu, all
-# watched by the agent). Measured in the same run, on the same cluster:
+# watched by the agent). Both agents run through both runs, so that the
+# API server serves the same watchers in each. Measured in the same run,
+# on the same cluster:
 #   raw    a plain parallel client: CLIENTS (16) `kubectl create -f`
 #          processes, each over one keep-alive connection, create WORKLOADS
-#          pods bound to nodes;
+#          pods bound to nodes, each the pod the agent makes for one of the
+#          workloads (taken from a probe workload's pod: the fields the
+#          agent set), with its own name, uid and node;
 #   shoal  the source submits WORKLOADS workloads; the agent places, binds
 #          and creates their pods (spec.kubernetes.parallelCalls: CALLS, 16);
 # each twice: creates per second (from the start until the API server holds
 # every pod) and Running per second (until KWOK has moved every pod to
 # Running: KWOK bounds that near 185/s here, whatever the client). Then the
 # ratios shoal/raw (goals: creates >= 0.8, Running >= 0.9) and the target
-# agent's peak RSS with NODES nodes and WORKLOADS pods watched (goal:
-# < 200 MiB). Needs the Kubernetes binaries (scripts/k8s-dev.sh build) and
+# agent's peak RSS in the shoal run, with NODES nodes, WORKLOADS pods of its
+# own and FOREIGN others watched (goal: < 200 MiB). Each phase also says
+# which process its CPU went to. Needs the Kubernetes binaries (scripts/k8s-dev.sh build) and
 # a build (scripts/build.sh). PROFILE=DIR records both agents with perf
 # while their pods are created (DIR/target.perf, DIR/source.perf).
 set -euo pipefail
@@ -44,7 +49,6 @@ rate() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]
 echo "== a dev Kubernetes of $NODES KWOK nodes"
 KUBECONFIG_FILE=$(bash scripts/k8s-dev.sh up "$WORK/k8s" --nodes "$NODES" --cpus "$NODE_CPUS" --memory 64Gi 2>/dev/null | tail -1)
 kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
-running() { kubectl get pods -n "${1:-default}" --field-selector=status.phase=Running -o name 2>/dev/null | wc -l; }
 # How many pods the API server holds: one item asked for, the rest counted
 # by the server (cheap beside listing them all while the clients run).
 existing() {
@@ -52,6 +56,31 @@ existing() {
 import json, sys
 page = json.load(sys.stdin)
 print(len(page["items"]) + page["metadata"].get("remainingItemCount", 0))' 2>/dev/null || echo 0
+}
+# Waits until COUNT pods of namespace NS (default) are Running (at most 20
+# minutes); prints when. One watch of Running pods, each counted once:
+# polling a list of thousands of pods would cost the API server and the
+# cores more than the clients being measured.
+await_running() {  # COUNT [NS]
+  python3 - "$1" "${2:-default}" "$K8S_BIN/kubectl" "$KUBECONFIG_FILE" <<'PY'
+import subprocess, sys, threading, time
+count, ns, kubectl, kubeconfig = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+watch = subprocess.Popen([kubectl, "--kubeconfig", kubeconfig, "get", "pods", "-n", ns, "--watch",
+                          "--field-selector=status.phase=Running", "-o", "name"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+deadline = threading.Timer(1200, watch.kill)
+deadline.daemon = True
+deadline.start()
+seen = set()
+for line in watch.stdout:
+    seen.add(line.strip())
+    if len(seen) >= count:
+        print(f"{time.time():.3f}")
+        watch.kill()
+        sys.exit(0)
+print(f"only {len(seen)} of {count} pods Running in {ns} after 20 minutes", file=sys.stderr)
+sys.exit(1)
+PY
 }
 # CPU seconds each process of the run has used so far, and the machine's
 # idle seconds: "NAME SECONDS" lines into FILE. Two snapshots tell which
@@ -92,8 +121,8 @@ parts = [f"{n} {a[n] - b.get(n, 0):.1f}s ({(a[n] - b.get(n, 0)) / wall:.0%})" fo
 print(f"  cpu, {label} ({wall:.1f}s): " + ", ".join(parts))
 PY
 }
-# Waits until COUNTER (running, existing) says at least COUNT (at most 20
-# minutes); prints when.
+# Waits until COUNTER (existing) says at least COUNT (at most 20 minutes);
+# prints when.
 await_count() {
   local counter=$1 count=$2 deadline=$((SECONDS + 1200))
   until [ "$($counter "${@:3}")" -ge "$count" ]; do
@@ -136,27 +165,10 @@ if [ "$FOREIGN" -gt 0 ]; then
   echo "== $FOREIGN pods of the cluster's own, in namespace others"
   kubectl create namespace others >/dev/null
   create_pods "$FOREIGN" foreign others 1m
-  await_count running "$FOREIGN" others >/dev/null
+  await_running "$FOREIGN" others >/dev/null
 fi
 
-echo "== raw: $CLIENTS kubectl processes create $WORKLOADS pods bound to nodes"
-cpu_snapshot "$WORK/cpu-raw-0"
-start=$(now)
-create_pods "$WORKLOADS" raw default 1
-created=$(now)
-cpu_snapshot "$WORK/cpu-raw-1"
-end=$(await_count running "$WORKLOADS")
-cpu_snapshot "$WORK/cpu-raw-2"
-raw_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
-raw_seconds=$(elapsed "$start" "$end")
-raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
-echo "raw: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $raw_create_rate/s; Running in ${raw_seconds}s: $raw_rate/s"
-cpu_used "raw, creating" "$WORK/cpu-raw-0" "$WORK/cpu-raw-1" "$(elapsed "$start" "$created")"
-cpu_used "raw, until Running" "$WORK/cpu-raw-1" "$WORK/cpu-raw-2" "$(elapsed "$created" "$end")"
-kubectl delete pods -n default --all --grace-period=0 --wait=false >/dev/null
-until [ "$(kubectl get pods -n default -o name | wc -l)" -eq 0 ]; do sleep 0.5; done
-
-echo "== shoal: a source submits $WORKLOADS workloads to the agent beside the cluster"
+echo "== the agents: a source, and a target beside the cluster (running through both runs)"
 cat >"$WORK/target.yaml" <<YAML
 apiVersion: shoal.dev/v1
 kind: Cluster
@@ -188,12 +200,105 @@ for name in kube lab; do
 done
 token=$(ctl kube invite create --to "$(ctl lab identity)" --namespace default)
 ctl lab invite accept "$token" >/dev/null
-for _ in $(seq 300); do
-  [ -n "$(ctl lab peers -o json | python3 -c '
+# The free cpu the target advertises to the source ("" before it has).
+advertised_cpu() {
+  ctl lab peers -o json | python3 -c '
 import json, sys
-print("".join(p.get("capacity", {}).get("default", {}).get("free", {}).get("cpu", "") for p in json.load(sys.stdin)["items"]))')" ] && break
+print("".join(p.get("capacity", {}).get("default", {}).get("free", {}).get("cpu", "") for p in json.load(sys.stdin)["items"]))'
+}
+for _ in $(seq 300); do
+  [ -n "$(advertised_cpu)" ] && break
   sleep 0.2
 done
+idle_cpu=$(advertised_cpu)
+# The pod the agent makes for one of the bench's workloads, as it sent it:
+# the fields its managedFields entry says it set. The plain client creates
+# pods of exactly this shape (its cluster label "raw", so that the agent
+# takes them for others'), each with its own uid, copy and node.
+cat >"$WORK/probe.yaml" <<'YAML'
+apiVersion: shoal.dev/v1
+kind: Workload
+metadata: {name: probe, namespace: default}
+spec: {resources: {cpu: "1"}, command: [sleep, "3600"]}
+YAML
+ctl lab submit -f "$WORK/probe.yaml" >/dev/null
+probe_uid=$(ctl lab describe workload default/probe -o json | python3 -c 'import json, sys; print(json.load(sys.stdin)["metadata"]["uid"])')
+for _ in $(seq 300); do
+  kubectl get pods -n default -l "shoal.dev/uid=$probe_uid" -o json --show-managed-fields >"$WORK/probe.json"
+  python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["items"] else 1)' "$WORK/probe.json" && break
+  sleep 0.2
+done
+ctl lab delete workload default/probe >/dev/null
+until [ -z "$(kubectl get pods -n default -l "shoal.dev/uid=$probe_uid" -o name)" ]; do sleep 0.2; done
+
+# COUNT pods of the probe's shape named apart, bound round the nodes, from
+# CLIENTS kubectl processes at once (each a List of pods over one
+# keep-alive connection).
+create_probe_copies() {  # COUNT
+  python3 - "$1" "$NODES" "$CLIENTS" "$WORK" <<'PY'
+import json, sys
+count, nodes, clients, work = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+pod = json.load(open(f"{work}/probe.json"))["items"][0]
+def kept(value, fields):
+    """What of `value` the fieldsV1 tree `fields` names: what its writer set."""
+    if not fields:
+        return value
+    if isinstance(value, dict):
+        return {k[2:]: kept(value[k[2:]], sub) for k, sub in fields.items() if k.startswith("f:") and k[2:] in value}
+    if isinstance(value, list):
+        out = []
+        for k, sub in fields.items():
+            if k.startswith("k:"):
+                key = json.loads(k[2:])
+                out += [kept(item, sub) for item in value if all(item.get(n) == v for n, v in key.items())]
+        return out
+    return value
+entry = next(m for m in pod["metadata"]["managedFields"] if not m.get("subresource"))
+sent = kept(pod, entry["fieldsV1"])
+sent["apiVersion"], sent["kind"] = "v1", "Pod"
+sent["metadata"]["name"] = pod["metadata"]["name"]  # names are no field
+sent["metadata"]["namespace"] = pod["metadata"]["namespace"]
+text = json.dumps(sent)
+uid, copy = pod["metadata"]["labels"]["shoal.dev/uid"], pod["metadata"]["labels"]["shoal.dev/copy"]
+lists = [[] for _ in range(clients)]
+for i in range(count):
+    one = json.loads(text.replace(uid, format(i, "x").rjust(len(uid), "0"))
+                         .replace(copy, format(i, "x").rjust(len(copy), "0")))
+    one["metadata"]["labels"]["shoal.dev/cluster"] = "raw"
+    one["spec"]["nodeName"] = f"kwok-node-{i % nodes}"
+    lists[i % clients].append(one)
+for c, items in enumerate(lists):
+    json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(f"{work}/copies-{c}.json", "w"))
+PY
+  local clients=()
+  for c in $(seq 0 $((CLIENTS - 1))); do
+    kubectl create -f "$WORK/copies-$c.json" >/dev/null &
+    clients+=($!)
+  done
+  for pid in "${clients[@]}"; do wait "$pid"; done
+}
+
+echo "== raw: $CLIENTS kubectl processes create $WORKLOADS pods of the agent's shape, bound to nodes"
+cpu_snapshot "$WORK/cpu-raw-0"
+start=$(now)
+create_probe_copies "$WORKLOADS"
+created=$(now)
+cpu_snapshot "$WORK/cpu-raw-1"
+end=$(await_running "$WORKLOADS")
+cpu_snapshot "$WORK/cpu-raw-2"
+raw_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
+raw_seconds=$(elapsed "$start" "$end")
+raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
+echo "raw: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $raw_create_rate/s; Running in ${raw_seconds}s: $raw_rate/s"
+cpu_used "raw, creating" "$WORK/cpu-raw-0" "$WORK/cpu-raw-1" "$(elapsed "$start" "$created")"
+cpu_used "raw, until Running" "$WORK/cpu-raw-1" "$WORK/cpu-raw-2" "$(elapsed "$created" "$end")"
+kubectl delete pods -n default --all --grace-period=0 --wait=false >/dev/null
+until [ "$(kubectl get pods -n default -o name | wc -l)" -eq 0 ]; do sleep 0.5; done
+
+
+echo "== shoal: the source submits $WORKLOADS workloads; the agent places, binds and creates their pods"
+# Once the target has seen the raw pods go (and said so).
+for _ in $(seq 600); do [ "$(advertised_cpu)" = "$idle_cpu" ] && break; sleep 0.2; done
 python3 - "$WORKLOADS" >"$WORK/workloads.yaml" <<'PY'
 import sys
 for i in range(int(sys.argv[1])):
@@ -211,13 +316,15 @@ if [ -n "${PROFILE:-}" ]; then
   perf record -q -F 199 --call-graph dwarf,16384 -p "${PIDS[1]}" -o "$PROFILE/source.perf" 2>/dev/null &
   profilers+=($!)
 fi
+# The target's peak RSS from here (the raw run's pods were others' to it).
+echo 5 >"/proc/$TARGET_PID/clear_refs" 2>/dev/null || true
 cpu_snapshot "$WORK/cpu-shoal-0"
 start=$(now)
 ctl lab submit -f "$WORK/workloads.yaml" >/dev/null
 created=$(await_count existing "$WORKLOADS")
 cpu_snapshot "$WORK/cpu-shoal-1"
 for pid in "${profilers[@]}"; do kill -INT "$pid"; wait "$pid" || true; done
-end=$(await_count running "$WORKLOADS")
+end=$(await_running "$WORKLOADS")
 cpu_snapshot "$WORK/cpu-shoal-2"
 shoal_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
 shoal_seconds=$(elapsed "$start" "$end")

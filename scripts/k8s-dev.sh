@@ -75,7 +75,7 @@ fail() {
 bin_dir() {
   local key
   key=$(cat "$PINS"/*/go.mod "$PINS"/*/go.sum "$PINS"/*/tools.go "$PINS"/pause/pause.c \
-          <(echo "$KUBERNETES_VERSION $KWOK_VERSION $HELM_VERSION recipe-2") | sha256sum | cut -c1-16)
+          <(echo "$KUBERNETES_VERSION $KWOK_VERSION $HELM_VERSION recipe-3") | sha256sum | cut -c1-16)
   echo "$CACHE/bin-$key"
 }
 
@@ -130,8 +130,10 @@ build() {
     local module=$1 ldflags="-s -w $2" output=$3 started=$SECONDS
     shift 3
     echo "k8s-dev: building $module: $*" >&2
-    if ! (cd "$PINS/$module" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags" \
-            -o "$output" "$@") >>"$log" 2>&1; then
+    # No debug information: -s -w would strip it from the binaries anyway,
+    # and not making it saves the compiler part of a cold build.
+    if ! (cd "$PINS/$module" && GOFLAGS=-mod=readonly go build -trimpath -gcflags=all=-dwarf=false \
+            -ldflags "$ldflags" -o "$output" "$@") >>"$log" 2>&1; then
       tail -n 20 "$log" >&2
       fail "building $module failed (whole log: $log). Is the Go module proxy reachable? (go env GOPROXY: $(go env GOPROXY))"
     fi
