@@ -132,6 +132,17 @@ await_count() {
   now
 }
 
+# Runs CLIENTS `kubectl create -f` processes at once, client c on the file
+# printf PATTERN c names; waits for all.
+create_at_once() {  # PATTERN
+  local clients=() c
+  for c in $(seq 0 $((CLIENTS - 1))); do
+    # shellcheck disable=SC2059  # the pattern is the caller's printf format
+    kubectl create -f "$(printf "$1" "$c")" >/dev/null &
+    clients+=($!)
+  done
+  for pid in "${clients[@]}"; do wait "$pid"; done
+}
 # COUNT pods named PREFIX-i asking CPU, bound round the nodes, into
 # namespace NS, from CLIENTS kubectl processes at once.
 create_pods() {
@@ -153,12 +164,7 @@ spec:
   containers: [{{name: main, image: busybox, resources: {{requests: {{cpu: "{cpu}"}}, limits: {{cpu: "{cpu}"}}}}}}]
 """)
 PY
-  local clients=()
-  for c in $(seq 0 $((CLIENTS - 1))); do
-    kubectl create -f "$WORK/pods-$c.yaml" >/dev/null &
-    clients+=($!)
-  done
-  for pid in "${clients[@]}"; do wait "$pid"; done
+  create_at_once "$WORK/pods-%d.yaml"
 }
 
 if [ "$FOREIGN" -gt 0 ]; then
@@ -270,12 +276,7 @@ for i in range(count):
 for c, items in enumerate(lists):
     json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(f"{work}/copies-{c}.json", "w"))
 PY
-  local clients=()
-  for c in $(seq 0 $((CLIENTS - 1))); do
-    kubectl create -f "$WORK/copies-$c.json" >/dev/null &
-    clients+=($!)
-  done
-  for pid in "${clients[@]}"; do wait "$pid"; done
+  create_at_once "$WORK/copies-%d.json"
 }
 
 echo "== raw: $CLIENTS kubectl processes create $WORKLOADS pods of the agent's shape, bound to nodes"

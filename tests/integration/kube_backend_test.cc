@@ -38,6 +38,35 @@ const auto* const kDevK8s =
     ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment(dev_k8s(), 4, 8, &agent_kubeconfig()));
 const auto* const kOtherK8s = ::testing::AddGlobalTestEnvironment(new DevK8sEnvironment(other_k8s(), 2, 8));
 
+// A KWOK node of 8 cpus labelled pool=POOL that one test adds to the dev
+// cluster; its pods and then itself are deleted at the end (its pods
+// first: once the node is gone, nothing would end them).
+class AddedNode {
+ public:
+  AddedNode(const std::string& dir, const std::string& pool) : name_("kwok-node-" + pool) {
+    std::string path = dir + "/" + name_ + ".yaml";
+    std::ofstream(path) << "apiVersion: v1\nkind: Node\nmetadata:\n  name: " << name_
+                        << "\n  annotations: {kwok.x-k8s.io/node: fake}\n  labels: {pool: " << pool
+                        << ", type: kwok}\nstatus:\n  allocatable: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n"
+                           "  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n";
+    created_ = dev_k8s().kubectl("create -f " + path + " 2>&1").find("created") != std::string::npos;
+  }
+  ~AddedNode() {
+    dev_k8s().kubectl("delete pods -A --field-selector spec.nodeName=" + name_ +
+                      " --grace-period=0 --force --wait=true --timeout=30s 2>&1");
+    dev_k8s().kubectl("delete node " + name_ + " --wait=true --timeout=30s 2>&1");
+  }
+  AddedNode(const AddedNode&) = delete;
+  AddedNode& operator=(const AddedNode&) = delete;
+
+  bool created() const { return created_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  bool created_ = false;
+};
+
 class KubeBackend : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -195,20 +224,8 @@ TEST_F(KubeBackend, AWorkloadsOwnImageIsItsPodsAndOnlyAClusterThatRunsImagesTake
 // A node that joins while the agent runs (the nodes watch sees it) is
 // advertised within a heartbeat and work selecting it lands there.
 TEST_F(KubeBackend, ANodeThatJoinsWhileTheAgentRunsIsAdvertisedAndUsed) {
-  std::string node = dir_.path() + "/joined.yaml";
-  std::ofstream(node) << "apiVersion: v1\nkind: Node\nmetadata:\n  name: kwok-node-joined\n"
-                         "  annotations: {kwok.x-k8s.io/node: fake}\n  labels: {pool: joined, type: kwok}\n"
-                         "status:\n  allocatable: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n"
-                         "  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n";
-  ASSERT_NE(dev_k8s().kubectl("create -f " + node + " 2>&1").find("created"), std::string::npos);
-  struct Remove {
-    // Its pods first: once the node is gone, nothing would end them.
-    ~Remove() {
-      dev_k8s().kubectl("delete pods -A --field-selector spec.nodeName=kwok-node-joined --grace-period=0 "
-                        "--force --wait=true --timeout=30s 2>&1");
-      dev_k8s().kubectl("delete node kwok-node-joined --wait=true --timeout=30s 2>&1");
-    }
-  } remove;
+  AddedNode joined(dir_.path(), "joined");
+  ASSERT_TRUE(joined.created());
   ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "40"; }, 20s))
       << "4 x 8 cpus and the joined node's 8; advertised " << free_cpu_at_source();
   std::string uid = submit("there", "", "resources: {cpu: \"8\"}, nodeSelector: {pool: joined}");
@@ -267,19 +284,8 @@ TEST_F(KubeBackend, ARestartedTargetReadoptsItsPodWhichFinishesOnce) {
 // node nothing new until that pod has left room, and then uses the room
 // the node has now.
 TEST_F(KubeBackend, APodOnANodeThatShrankWhileTheAgentWasDownKeepsRunningThere) {
-  std::string node = dir_.path() + "/shrinks.yaml";
-  std::ofstream(node) << "apiVersion: v1\nkind: Node\nmetadata:\n  name: kwok-node-shrinks\n"
-                         "  annotations: {kwok.x-k8s.io/node: fake}\n  labels: {pool: shrinks, type: kwok}\n"
-                         "status:\n  allocatable: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n"
-                         "  capacity: {cpu: \"8\", memory: 32Gi, pods: \"110\"}\n";
-  ASSERT_NE(dev_k8s().kubectl("create -f " + node + " 2>&1").find("created"), std::string::npos);
-  struct Remove {
-    ~Remove() {
-      dev_k8s().kubectl("delete pods -A --field-selector spec.nodeName=kwok-node-shrinks --grace-period=0 "
-                        "--force --wait=true --timeout=30s 2>&1");
-      dev_k8s().kubectl("delete node kwok-node-shrinks --wait=true --timeout=30s 2>&1");
-    }
-  } remove;
+  AddedNode shrinks(dir_.path(), "shrinks");
+  ASSERT_TRUE(shrinks.created());
   ASSERT_TRUE(wait_until([&] { return free_cpu_at_source() == "40"; }, 20s))
       << "4 x 8 cpus and the new node's 8; advertised " << free_cpu_at_source();
   std::string uid = submit("held", "", "resources: {cpu: \"6\"}, nodeSelector: {pool: shrinks}");
