@@ -23,8 +23,12 @@ Status no_agent(const std::string& data_dir) {
 Result<nlohmann::json> reply_status(const std::string& text) {
   auto json = nlohmann::json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.is_object()) return internal_error("agent reply is not JSON");
-  if (!json.value("ok", false)) {
-    return Status(error_code_from_name(json.value("code", "Internal")), json.value("error", "failed"));
+  if (!json.contains("ok") || json["ok"] != true) {
+    auto text_of = [&json](const char* key, const char* otherwise) {
+      auto field = json.find(key);
+      return field != json.end() && field->is_string() ? field->get<std::string>() : std::string(otherwise);
+    };
+    return Status(error_code_from_name(text_of("code", "Internal")), text_of("error", "failed"));
   }
   return json;
 }

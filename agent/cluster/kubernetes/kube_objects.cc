@@ -308,8 +308,8 @@ Result<KubeEvent> parse_pod_event(std::string_view line) {
 
 std::string kube_status_message(std::string_view body) {
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_object() && parsed.value("kind", "") == "Status" && parsed.contains("message") &&
-      parsed["message"].is_string()) {
+  if (parsed.is_object() && parsed.contains("kind") && parsed["kind"] == "Status" &&
+      parsed.contains("message") && parsed["message"].is_string()) {
     return parsed["message"].get<std::string>();
   }
   std::string start(body.substr(0, 200));

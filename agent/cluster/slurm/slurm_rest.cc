@@ -171,8 +171,13 @@ std::string slurm_errors(std::string_view body) {
   std::string out;
   for (const json& error : *errors) {
     if (!error.is_object()) continue;
-    std::string text = error.value("description", "");
-    if (text.empty()) text = error.value("error", "");
+    // Anyone's answer may put a number where the text belongs: only text is read.
+    auto text_of = [&error](const char* key) {
+      auto field = error.find(key);
+      return field != error.end() && field->is_string() ? field->get<std::string>() : std::string();
+    };
+    std::string text = text_of("description");
+    if (text.empty()) text = text_of("error");
     if (text.empty()) continue;
     if (!out.empty()) out += "; ";
     out += text;
