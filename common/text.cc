@@ -86,15 +86,20 @@ std::string quoted_text(std::string_view text, size_t max_bytes) {
   return out;
 }
 
-Status validate_name(std::string_view value, std::string_view field) {
+std::string name_rule_violation(std::string_view value) {
   auto is_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   bool ok = !value.empty() && value.size() <= 63 && is_alnum(value.front()) &&
             is_alnum(value.back());
   for (char c : value) ok = ok && (is_alnum(c) || c == '-');
-  if (ok) return Status::ok();
-  return invalid_argument(std::string(field) +
-                          ": expected lowercase letters, digits and '-' (1-63 characters, "
-                          "starting and ending with a letter or digit), got " + quoted_text(value));
+  if (ok) return "";
+  return "expected lowercase letters, digits and '-' (1-63 characters, starting and ending with a "
+         "letter or digit), got " + quoted_text(value);
+}
+
+Status validate_name(std::string_view value, std::string_view field) {
+  std::string violation = name_rule_violation(value);
+  if (violation.empty()) return Status::ok();
+  return invalid_argument(std::string(field) + ": " + violation);
 }
 
 namespace {

@@ -29,6 +29,10 @@ std::string quoted_text(std::string_view text, size_t max_bytes = 80);
 // starting and ending with a letter or digit. `field` names the input in the
 // error: `--org: expected lowercase letters, ... got "Acme Corp"`.
 Status validate_name(std::string_view value, std::string_view field);
+// The same rule's complaint without a field ("expected lowercase letters,
+// ..., got \"A B\""), or "" when `value` keeps it: for callers that name
+// the field themselves (a command-line option).
+std::string name_rule_violation(std::string_view value);
 // Checks a Kubernetes object name that is a DNS subdomain (a Secret's, a
 // PriorityClass's): dot-separated lowercase labels, at most 253 characters.
 Status validate_dns_subdomain(std::string_view value, std::string_view field);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "common/text.h"
 
 namespace shoal::cli {
 
@@ -40,6 +41,11 @@ using Runners = std::vector<Runner>;
 // Every listing prints as a table (wide: more columns) or as a document.
 inline const auto kListFormats = CLI::IsMember({"json", "yaml", "name", "wide"});
 inline const auto kDocumentFormats = CLI::IsMember({"json", "yaml"});
+// The rule every name keeps (common/text.h), checked as the command line is
+// read: a namespace or queue that cannot exist is refused (exit 2), not
+// answered with an empty list.
+inline const CLI::Validator kNameRule(
+    [](std::string& value) { return name_rule_violation(value); }, "NAME");
 
 // identity, status, backup.
 void add_agent_commands(CommandTree& tree, Options& options, Runners& runners);

@@ -280,7 +280,8 @@ void add_listing_commands(CommandTree& tree, Options& options, Runners& runners)
   auto get = std::make_shared<GetWorkloads>();
   auto* get_workloads = tree.get->add_subcommand("workloads", "Workloads submitted to this agent");
   get_workloads->alias("workload");
-  get_workloads->add_option("-n,--namespace", get->namespace_name, "Namespace (default \"default\")");
+  get_workloads->add_option("-n,--namespace", get->namespace_name, "Namespace (default \"default\")")
+      ->check(kNameRule);
   get_workloads->add_flag("-A,--all-namespaces", get->all_namespaces, "Every namespace");
   get_workloads->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
   get_workloads
@@ -318,8 +319,10 @@ void add_listing_commands(CommandTree& tree, Options& options, Runners& runners)
       "clusters", "The clusters this agent may place on, as its placement engine sees them now");
   get_clusters->alias("cluster");
   get_clusters->add_option("-n,--namespace", clusters->namespace_name,
-                           "The namespace whose room and counts to show (default \"default\")");
-  get_clusters->add_option("--queue", clusters->queue, "The queue whose room to show (default \"default\")");
+                           "The namespace whose room and counts to show (default \"default\")")
+      ->check(kNameRule);
+  get_clusters->add_option("--queue", clusters->queue, "The queue whose room to show (default \"default\")")
+      ->check(kNameRule);
   get_clusters->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
   runners.push_back({get_clusters, [&options, clusters] {
                        return cmd_get_clusters(options, clusters->namespace_name, clusters->queue);

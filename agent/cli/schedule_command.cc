@@ -11,6 +11,7 @@
 #include "agent/cli/read_file.h"
 #include "agent/cli/table.h"
 #include "agent/cluster/fair_share.h"
+#include "common/check.h"
 #include "model/manifest.h"
 
 namespace shoal::cli {
@@ -94,7 +95,8 @@ int run_schedule(const ScheduleArguments& arguments) {
       scheduler->release(*it->spec, it->nodes);
       running.erase(it);
     }
-    if (!scheduler->restore(spec, plan->nodes).is_ok()) continue;  // cannot happen: the plan's own room
+    Status placed = scheduler->restore(spec, plan->nodes);
+    SHOAL_CHECK(placed.is_ok(), "a preemption plan's nodes hold its workload once its victims are gone");
     result.workloads[i].admitted = true;
     result.workloads[i].nodes = plan->nodes;
     result.workloads[i].reason.clear();

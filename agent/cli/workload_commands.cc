@@ -33,7 +33,10 @@ Result<WorkloadName> workload_name(const std::string& target) {
   if (slash == std::string::npos || slash == 0 || slash + 1 == target.size()) {
     return invalid_argument("NS/NAME: expected namespace/name, got \"" + target + "\"");
   }
-  return WorkloadName{target.substr(0, slash), target.substr(slash + 1)};
+  WorkloadName parts{target.substr(0, slash), target.substr(slash + 1)};
+  SHOAL_RETURN_IF_ERROR(validate_name(parts.namespace_name, "NS/NAME: the namespace"));
+  SHOAL_RETURN_IF_ERROR(validate_name(parts.name, "NS/NAME: the name"));
+  return parts;
 }
 
 int cmd_nominate(const Options& o, const std::string& target, const std::vector<std::string>& clusters) {

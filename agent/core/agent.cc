@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/check.h"
+
 namespace shoal::core {
 
 using protocol::DropReason;
@@ -268,9 +270,10 @@ void Agent::drain_local() {
   // Self-addressed messages take the same code path as remote ones, in the
   // same batch; once none is left, the target serves its queue for the
   // candidates the step brought (which may answer ourselves again). Each
-  // handler answers at most a bounded number of messages, so this ends; the
-  // bound (a few messages per workload of a very large submit) guards
-  // against a future bug looping forever.
+  // handler answers at most a bounded number of messages, so this ends
+  // within a few messages per workload of the largest submit; past the
+  // bound, a handler answers itself forever, and the agent stops rather
+  // than spin.
   for (int budget = 10'000'000; budget > 0; --budget) {
     if (context_.has_local()) {
       protocol::Body body = context_.take_local();
@@ -281,6 +284,7 @@ void Agent::drain_local() {
       return;  // nothing left: the step is done
     }
   }
+  SHOAL_CHECK(false, "a step kept producing work for itself past any bound a step can reach");
 }
 
 void Agent::drop(DropReason reason, const std::string& peer, const std::string& detail) {

@@ -281,10 +281,8 @@ void TargetRole::serve_queue() {
   if (queued_.empty()) return;
   for (cluster::Cluster::Reserved& reserved : cluster_.serve_queue()) {
     auto named = queued_by_cluster_key_.find(reserved.key);
-    if (named == queued_by_cluster_key_.end()) {
-      cluster_.release(reserved.key);  // cannot happen: queued here and there alike
-      continue;
-    }
+    SHOAL_CHECK(named != queued_by_cluster_key_.end(),
+                "the cluster served a candidate the target never queued (they queue alike)");
     ReservationKey key = named->second;
     auto it = queued_.find(key);
     QueuedCandidate entry = std::move(it->second);

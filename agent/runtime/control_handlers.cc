@@ -120,6 +120,13 @@ Result<json> submit(core::Agent& agent, const SubmitRequest& request) {
   return json{{"ok", true}, {"items", items}};
 }
 
+// A read filter's name: empty (everything), or one that can exist. A name
+// that cannot is refused, not answered with an empty list.
+Status valid_filter(const std::string& name, const char* field) {
+  if (name.empty()) return Status::ok();
+  return validate_name(name, std::string("control request field \"") + field + "\"");
+}
+
 // A page at a time, so that listing 100,000 workloads never holds the loop
 // (peers, timers, other requests) for longer than a page takes.
 json workloads_page(core::Agent& agent, const GetWorkloadsRequest& request) {
@@ -237,12 +244,15 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
       return with<SubmitRequest>(body, [&](const SubmitRequest& request) { return submit(agent, request); });
     case Command::kGetWorkloads:
       return with<GetWorkloadsRequest>(body, [&](const GetWorkloadsRequest& request) -> Result<json> {
+        SHOAL_RETURN_IF_ERROR(valid_filter(request.namespace_name, "namespace"));
         return workloads_page(agent, request);
       });
     case Command::kGetReservations:
       return reservations_json(agent);
     case Command::kGetClusters:
       return with<GetClustersRequest>(body, [&](const GetClustersRequest& request) -> Result<json> {
+        SHOAL_RETURN_IF_ERROR(valid_filter(request.namespace_name, "namespace"));
+        SHOAL_RETURN_IF_ERROR(valid_filter(request.queue, "queue"));
         return live_clusters(agent, request);
       });
     case Command::kNominate:
@@ -269,6 +279,7 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
       return status_json(context);
     case Command::kWatchWorkloads:
       return with<WatchWorkloadsRequest>(body, [&](const WatchWorkloadsRequest& request) -> Result<json> {
+        SHOAL_RETURN_IF_ERROR(valid_filter(request.namespace_name, "namespace"));
         return json{{"ok", true}, {kStartWatch, request.namespace_name}};
       });
     case Command::kBackup:

@@ -177,6 +177,37 @@ TEST_F(HostileInput, AnAliasBombInAgentYamlOrTheClusterManifestIsRefusedAtStartN
   EXPECT_TRUE(one_line(run.err)) << run.err;
 }
 
+// A read filter naming something that cannot exist is refused like any
+// other bad name (exit 2, the rule named), by shoalctl as it reads its
+// command line and by the agent for any other client, not answered with an
+// empty list that reads as "nothing there".
+TEST_F(HostileInput, ABadNameInAReadFilterIsRefusedWithTheNameRule) {
+  const std::string rule = "expected lowercase letters, digits and '-'";
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"get", "workloads", "-n", "A B"},
+                                             {"get", "workloads", "-w", "-n", "A B"},
+                                             {"get", "clusters", "-n", "A B"},
+                                             {"get", "clusters", "--queue", "Q!"},
+                                             {"describe", "workload", "A B/x"},
+                                             {"describe", "workload", "default/X"},
+                                             {"delete", "workload", "default/a_b"}}) {
+    CommandResult refused = agent_.ctl(command);
+    std::string line = command[0] + " " + command[1] + " " + command.back();
+    EXPECT_EQ(refused.exit_code, 2) << line << "\n" << refused.out << refused.err;
+    EXPECT_NE(refused.err.find(rule), std::string::npos) << line << "\n" << refused.err;
+  }
+  ControlClient control(agent_.data_dir(), 10s);
+  for (const char* request :
+       {R"({"command": "get-workloads", "namespace": "A B"})", R"({"command": "watch-workloads", "namespace": "A B"})",
+        R"({"command": "get-clusters", "queue": "Q!"})"}) {
+    json reply = json::parse(control.ask(request), nullptr, false);
+    EXPECT_EQ(reply.value("code", ""), "InvalidArgument") << request << " -> " << reply.dump();
+    EXPECT_NE(reply.value("error", "").find(rule), std::string::npos) << reply.dump();
+  }
+  CommandResult listed = agent_.ctl({"get", "workloads", "-n", "default"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+}
+
 TEST_F(HostileInput, ControlRequestsWithWrongTypesNameTheField) {
   ControlClient control(agent_.data_dir(), 10s);
   auto ask = [&](const std::string& body) {
