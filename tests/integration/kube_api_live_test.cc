@@ -501,18 +501,18 @@ TEST_F(KubeRunnerLive, ANodesNewAllocatableAndLabelsAreToldOncePerChange) {
       << "and back";
 }
 
-// A copy forgotten just before a restart leaves its finished pods with no
-// record of them: they are found and deleted once keepFinished has passed.
-// A pod of ours that still runs is never taken for left behind (its copy
-// may be one restored and launched again).
-TEST_F(KubeRunnerLive, AFinishedPodOfOursThatNoCopyHoldsIsDeletedOnceKeepFinishedHasPassed) {
+// A copy forgotten just before a restart (or lost with the agent's data)
+// leaves pods with no record of them: found and deleted once finished, or
+// if they run on, in being, for keepFinished, and seen at an earlier look.
+// A pod a copy holds is never taken for left behind, however old.
+TEST_F(KubeRunnerLive, APodOfOursThatNoCopyHoldsIsDeletedOnceKeepFinishedHasPassed) {
   KubeClient api = client();
   auto make = [&](const std::string& name, const std::string& labels) {
     auto created = api.call("POST", "/api/v1/namespaces/default/pods",
                             R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
                                 R"(","namespace":"default","labels":{"shoal.dev/cluster":"live")" + labels +
-                                R"(}},"spec":{"nodeName":"kwok-node-0","restartPolicy":"Never","containers":)"
-                                R"([{"name":"main","image":"none"}]}})");
+                                R"(}},"spec":{"nodeName":"kwok-node-0","restartPolicy":"Never",)"
+                                R"("terminationGracePeriodSeconds":1,"containers":[{"name":"main","image":"none"}]}})");
     return created.is_ok() && created->status == 201;
   };
   auto exists = [&](const std::string& name) {
@@ -520,20 +520,43 @@ TEST_F(KubeRunnerLive, AFinishedPodOfOursThatNoCopyHoldsIsDeletedOnceKeepFinishe
     return got.is_ok() && got->status == 200;
   };
   ASSERT_TRUE(make("left-behind", R"(,"shoal.dev/kwok-run-for":"0s")"));
-  ASSERT_TRUE(make("still-running", ""));
+  ASSERT_TRUE(make("running-left-behind", ""));
   std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500, std::chrono::seconds(1));
   ASSERT_TRUE(runner);
+  LaunchRequest request;
+  request.key = "src/held";
+  request.uid = "held";
+  request.epoch = 1;
+  request.source_cluster = "src";
+  request.spec.name = "held";
+  request.spec.namespace_name = "default";
+  request.spec.resources.cpu_milli = 100;
+  request.spec.labels = {{"shoal.dev/kwok-run-for", "1h"}};
+  request.nodes = {"kwok-node-0"};
+  ASSERT_TRUE(runner->launch(request).is_ok());
+  auto now = [] { return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()); };
   bool swept = wait_until(
       [&] {
-        (void)runner->observe(std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()));
-        return !exists("left-behind");
+        (void)runner->observe(now());
+        return !exists("left-behind") && !exists("running-left-behind");
       },
       60s);
-  bool running_kept = exists("still-running");
-  (void)api.call("DELETE", "/api/v1/namespaces/default/pods/still-running", R"({"gracePeriodSeconds":0})");
+  auto ours = api.call("GET", "/api/v1/namespaces/default/pods?labelSelector=shoal.dev%2Fcluster%3Dlive");
   (void)api.call("DELETE", "/api/v1/namespaces/default/pods/left-behind", R"({"gracePeriodSeconds":0})");
-  EXPECT_TRUE(swept) << "the finished pod no copy holds is deleted";
-  EXPECT_TRUE(running_kept) << "a running pod of ours is not";
+  (void)api.call("DELETE", "/api/v1/namespaces/default/pods/running-left-behind", R"({"gracePeriodSeconds":0})");
+  ASSERT_TRUE(ours.is_ok());
+  nlohmann::json pods = nlohmann::json::parse(ours->body, nullptr, false);
+  ASSERT_TRUE(pods.is_object() && pods["items"].is_array()) << ours->body;
+  bool held_kept = pods["items"].size() == 1 && pods["items"][0]["metadata"]["labels"]["shoal.dev/uid"] == "held";
+  EXPECT_TRUE(swept) << "the finished pod and the running one that no copy holds are deleted";
+  EXPECT_TRUE(held_kept) << "the pod a copy holds is kept: " << ours->body;
+  EXPECT_FALSE(runner->stop(request.key, Duration(1000)));
+  EXPECT_TRUE(wait_until([&] {
+    for (const WorkloadEvent& event : runner->observe(now())) {
+      if (event.key == request.key && event.kind == WorkloadEventKind::kStopped) return true;
+    }
+    return false;
+  }, 30s));
 }
 
 TEST_F(KubeRunnerLive, AWatchCutOnTheWayGoesOnFromItsVersionWithoutListingAgain) {

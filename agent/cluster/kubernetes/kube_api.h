@@ -79,11 +79,13 @@ struct KubePod {
   std::string uid;
   std::map<std::string, std::string> labels;
   std::string node_name;  // "" until bound
+  int64_t grace_seconds = 30;  // spec.terminationGracePeriodSeconds (Kubernetes' default: 30)
   std::string phase;      // Pending, Running, Succeeded, Failed, Unknown
   // What the scheduler counts against its node (the effective request):
   // the containers and sidecars, at least each init step, plus overhead.
   model::Resources requests;
   bool deleting = false;   // metadata.deletionTimestamp is set
+  std::optional<TimePoint> created_at;  // metadata.creationTimestamp, if it says
   int32_t exit_code = 0;   // the first terminated container's
   std::optional<TimePoint> finished_at;  // ... when it ended, if it says
   std::string reason;      // the pod's (Evicted, ...), else its container's (OOMKilled, Error, ...)

@@ -124,8 +124,18 @@ Result<KubePod> pod_from(const json& object, const std::string& where) {
   SHOAL_ASSIGN_OR_RETURN(pod.labels, string_map_at(*metadata, "labels", where + ".metadata"));
   SHOAL_ASSIGN_OR_RETURN(std::string deletion, string_at(*metadata, "deletionTimestamp", where + ".metadata"));
   pod.deleting = !deletion.empty();
+  // Only to tell when a pod of ours nobody holds may go, as finishedAt below.
+  if (auto created = metadata->find("creationTimestamp"); created != metadata->end() && created->is_string()) {
+    if (Result<TimePoint> at = parse_time(created->get<std::string>(), "creationTimestamp"); at.is_ok()) {
+      pod.created_at = *at;
+    }
+  }
   SHOAL_ASSIGN_OR_RETURN(const json* spec, object_at(object, "spec", where));
   SHOAL_ASSIGN_OR_RETURN(pod.node_name, string_at(*spec, "nodeName", where + ".spec"));
+  if (auto grace = spec->find("terminationGracePeriodSeconds");
+      grace != spec->end() && grace->is_number_integer() && grace->get<int64_t>() >= 0) {
+    pod.grace_seconds = grace->get<int64_t>();
+  }
   // As the scheduler counts it (the pod's effective request): init
   // containers run one at a time before the others, each beside the
   // sidecars (restartPolicy: Always) started before it; the containers

@@ -543,17 +543,23 @@ void KubeRunner::sweep_orphans(TimePoint now) {
   for (const auto& [key, entry] : forgotten_) know(entry.first);
   std::map<std::string, TimePoint> still;
   for (const auto& [name, pod] : snapshot_.pods) {
-    if (!ours(pod) || !pod.terminal() || known.count(name)) continue;
+    // A pod being deleted is going already; whoever deletes it chose its grace.
+    if (!ours(pod) || known.count(name) || (pod.deleting && !pod.terminal())) continue;
     auto seen = orphans_.find(name);
     if (seen == orphans_.end()) {
-      // First seen now: not before the next sweep, and not before it has
-      // been finished for keep_finished.
-      still[name] = std::max(now + kSweepInterval, pod.finished_at.value_or(now) + options_.keep_finished);
+      // First seen now: not before the next sweep (by then every copy
+      // restored at a start is launched again, and so known), and not
+      // before it has been finished, or if it runs on, in being, for
+      // keep_finished.
+      TimePoint since = pod.terminal() ? pod.finished_at.value_or(now) : pod.created_at.value_or(now);
+      still[name] = std::max(now + kSweepInterval, since + options_.keep_finished);
     } else if (now >= seen->second) {
       if (options_.logger) {
-        options_.logger->info("kubernetes: deleting pod {}, finished and held by no copy here", name);
+        options_.logger->info("kubernetes: deleting pod {}, {} and held by no copy here", name,
+                              pod.terminal() ? "finished" : "not finished");
       }
-      calls_.push(KubeCall::remove(pod.namespace_name, pod.name, 1));
+      // With its own grace, as its copy's stop would have.
+      calls_.push(KubeCall::remove(pod.namespace_name, pod.name, grace_seconds(std::chrono::seconds(pod.grace_seconds))));
       still[name] = TimePoint::max();  // asked once; gone from the list once deleted
     } else {
       still[name] = seen->second;

@@ -148,6 +148,25 @@ TEST(KubeApiTest, APodsOwnReasonWinsOverItsContainers) {
   EXPECT_EQ(event->pod->exit_code, 3);
 }
 
+// When a pod came to be and its grace: what a sweep of left-behind pods
+// reads; unreadable or absent, they are left at "unknown" and 30 s.
+TEST(KubeApiTest, APodsCreationTimeAndGraceAreRead) {
+  std::string dated = with(std::string(kFailedPod), R"("uid":"a0c7e776")",
+                           R"("uid":"a0c7e776","creationTimestamp":"2026-11-28T19:00:00Z")");
+  dated = with(dated, R"("nodeName":"kwok-node-0")", R"("nodeName":"kwok-node-0","terminationGracePeriodSeconds":7)");
+  auto event = parse_pod_event(R"({"type":"MODIFIED","object":)" + dated + "}");
+  ASSERT_TRUE(event.is_ok()) << event.status().message();
+  ASSERT_TRUE(event->pod->created_at.has_value());
+  EXPECT_EQ(*event->pod->created_at, *parse_time("2026-11-28T19:00:00Z", "t"));
+  EXPECT_EQ(event->pod->grace_seconds, 7);
+
+  std::string odd = with(std::string(kFailedPod), R"("uid":"a0c7e776")", R"("uid":"a0c7e776","creationTimestamp":5)");
+  auto plain = parse_pod_event(R"({"type":"MODIFIED","object":)" + odd + "}");
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  EXPECT_FALSE(plain->pod->created_at.has_value());
+  EXPECT_EQ(plain->pod->grace_seconds, 30);
+}
+
 // Who is ending a pod, when the cluster says: the DisruptionTarget
 // condition's reason; its deletion timestamp says someone deleted it.
 TEST(KubeApiTest, ADisruptionTargetAndADeletionAreRead) {
