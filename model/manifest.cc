@@ -49,7 +49,7 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
       body, "spec",
       {"queue", "priority", "replicas", "resources", "duration", "exitCode", "sim", "command",
        "args", "env", "workingDir", "image", "terminationGracePeriod", "startTimeout", "placement", "nodeSelector",
-       "minAvailable", "restartPolicy", "preemptionPolicy"}));
+       "minAvailable", "restartPolicy", "preemptionPolicy", "maxDisruptions", "maxRestarts"}));
   if (body["queue"]) {
     SHOAL_ASSIGN_OR_RETURN(spec.queue, f.scalar(body["queue"], "spec.queue"));
     SHOAL_RETURN_IF_ERROR(
@@ -149,6 +149,12 @@ Result<WorkloadSpec> parse_workload_document(const YAML::Node& doc, int index) {
     SHOAL_ASSIGN_OR_RETURN(int64_t min_available,
                            f.integer(body["minAvailable"], "spec.minAvailable", 1, spec.replicas));
     spec.min_available = static_cast<int32_t>(min_available);
+  }
+  for (auto [key, out] : {std::pair{"maxDisruptions", &spec.max_disruptions},
+                          std::pair{"maxRestarts", &spec.max_restarts}}) {
+    if (!body[key]) continue;
+    SHOAL_ASSIGN_OR_RETURN(int64_t budget, f.integer(body[key], std::string("spec.") + key, 0, kMaxBudget));
+    *out = static_cast<int32_t>(budget);
   }
   if (body["preemptionPolicy"]) {
     SHOAL_ASSIGN_OR_RETURN(std::string policy,

@@ -49,6 +49,8 @@ nlohmann::json to_json(const WorkloadSpec& spec) {
       {"restartPolicy", std::string(kRestartPolicyNames[static_cast<int>(spec.restart_policy)])},
       {"nodeSelector", spec.node_selector},
       {"minAvailable", spec.min_available},
+      {"maxDisruptions", spec.max_disruptions},
+      {"maxRestarts", spec.max_restarts},
   };
 }
 
@@ -97,6 +99,8 @@ Result<WorkloadSpec> workload_spec_from_json(const nlohmann::json& json) {
     spec.start_timeout = Duration(json.value("startTimeoutMs", int64_t{0}));
     spec.node_selector = json.value("nodeSelector", Labels{});
     spec.min_available = json.value("minAvailable", 0);
+    spec.max_disruptions = json.value("maxDisruptions", -1);
+    spec.max_restarts = json.value("maxRestarts", -1);
     if (json.contains("placement")) {
       const auto& placement = json.at("placement");
       spec.placement.clusters = placement.value("clusters", std::vector<std::string>{});

@@ -45,6 +45,8 @@ constexpr std::string_view kPreemptionPolicyNames[] = {"PreemptLowerPriority", "
 
 // A workload's priority lies in [-kMaxPriority, kMaxPriority]; higher runs first.
 inline constexpr int32_t kMaxPriority = 1000000;
+// spec.maxDisruptions and spec.maxRestarts lie in [0, kMaxBudget].
+inline constexpr int32_t kMaxBudget = 1000000;
 
 struct WorkloadSpec {
   std::string namespace_name = "default";
@@ -75,6 +77,15 @@ struct WorkloadSpec {
   Labels node_selector;           // target-side: nodes must carry these labels
   int32_t min_available = 0;      // gang: bind when this many tasks fit; 0 = all replicas
   RestartPolicy restart_policy = RestartPolicy::kNever;  // source-side; not on the wire
+  // Budgets, source-side and not on the wire (-1: none). Past
+  // max_disruptions ends not the job's own (evicted, node or target lost,
+  // start timed out), or past max_restarts own failures placed again
+  // (OnFailure, or a copy its cluster could not start), the source ends
+  // the workload Failed (TooManyDisruptions, TooManyRestarts) instead of
+  // placing it again. The source fills in its agent.yaml `maxDisruptions`
+  // when the manifest does not say.
+  int32_t max_disruptions = -1;
+  int32_t max_restarts = -1;
 
   Resources total() const { return resources * replicas; }
   int32_t gang_size() const { return min_available > 0 ? min_available : replicas; }

@@ -55,6 +55,9 @@ struct AgentConfig {
   // placed again elsewhere. 0: a bound copy waits as long as its cluster
   // keeps it pending.
   Duration start_timeout{0};
+  // A workload submitted here without spec.maxDisruptions gets this one
+  // (model/workload.h); -1: none, ends not its own are placed again forever.
+  int32_t max_disruptions = -1;
   // Flow control at the source: at most this many workloads have a round in
   // flight (candidates out, no winner yet); the rest wait in priority order
   // (Pending, WaitingForSlot). Bounds every target's backlog of our

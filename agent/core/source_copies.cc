@@ -51,10 +51,38 @@ void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint
   choose_winner(workload, target, "re-adopted");
 }
 
+bool SourceRole::past_budget(const store::WorkloadRecord& record, bool disruption) {
+  int32_t budget = disruption ? record.spec.max_disruptions : record.spec.max_restarts;
+  return budget >= 0 && (disruption ? record.disruptions : record.restarts) > budget;
+}
+
+void SourceRole::fail_past_budget(SourceWorkload& workload, bool disruption, const std::string& last) {
+  store::WorkloadRecord& record = workload.record;
+  record.reason = disruption ? "TooManyDisruptions: " + std::to_string(record.disruptions) +
+                                   " ends not its own, more than its maxDisruptions (" +
+                                   std::to_string(record.spec.max_disruptions) + "); the last: " + last
+                             : "TooManyRestarts: " + std::to_string(record.restarts) +
+                                   " restarts, more than its maxRestarts (" +
+                                   std::to_string(record.spec.max_restarts) + "); the last: " + last;
+  record.phase = model::Phase::kFailed;
+  // No copy is its any more: one that turns up again is removed, never
+  // taken as its winner's (a lost copy's late end is kept in lost_copies).
+  record.winner.clear();
+  record.cluster.clear();
+  if (record.finished_at_ms == 0) record.finished_at_ms = to_millis(clock_.now());
+  record.updated_at = clock_.now();
+  persist(record);
+  record_event(record.uid, "Failed, not placed again: " + record.reason);
+}
+
 void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) {
   store::WorkloadRecord& record = workload.record;
   if (!record.winner.empty()) record.lost_copies.push_back({record.winner, record.epoch, false});
   record.disruptions += 1;
+  if (past_budget(record, /*disruption=*/true)) {
+    fail_past_budget(workload, true, why);
+    return;
+  }
   record_event(record.uid, why + "; placing it again under a new epoch");
   workload.pending_attempts = 0;
   start_round(workload);  // persists the new round (or Pending), disruptions included
@@ -97,6 +125,12 @@ void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyConditio
   }
   int32_t& count = disrupted ? record.disruptions : record.restarts;
   count += 1;
+  if (past_budget(record, disrupted)) {
+    std::string last = std::string(protocol::kCopyConditionNames[static_cast<int>(condition)]) + " at " +
+                       record.cluster + (record.reason.empty() ? "" : ": " + record.reason);
+    fail_past_budget(workload, disrupted, last);
+    return;
+  }
   Duration wait = backoff(count - 1);
   std::string why;
   if (disrupted) {

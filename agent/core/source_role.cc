@@ -61,8 +61,10 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
     record.uid = context_.new_uid();
     record.spec = spec;
     // What this agent's operator set for every workload, stored with the
-    // spec so that each copy carries it to its target (which enforces it).
+    // spec: the start timeout travels with each copy to its target (which
+    // enforces it); the budget of disruptions stays here (which keeps it).
     if (record.spec.start_timeout.count() == 0) record.spec.start_timeout = config_.start_timeout;
+    if (record.spec.max_disruptions < 0) record.spec.max_disruptions = config_.max_disruptions;
     record.phase = model::Phase::kPending;
     record.created_at = now;
     record.updated_at = now;

@@ -280,6 +280,12 @@ class SourceRole : private DueIndex::Times {
   // placed again, and kept from that target for kAvoidDisruptingTarget when
   // the target chose the end) or the cluster could not start it.
   void on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition);
+  // Whether `record` has used up its budget of disruptions (or, if not
+  // `disruption`, of restarts): its count is past the spec's bound.
+  static bool past_budget(const store::WorkloadRecord& record, bool disruption);
+  // Ends `workload` Failed, past its budget, instead of placing it again;
+  // `last` says what ended its last copy.
+  void fail_past_budget(SourceWorkload& workload, bool disruption, const std::string& last);
   static constexpr Duration kAvoidDisruptingTarget = std::chrono::minutes(5);
   void send_digests(TimePoint now);
   Duration digest_interval() const;

@@ -127,6 +127,16 @@ Result<AgentFile> load_agent_file(const std::string& data_dir) {
       }
       file.timing.placement_window = value;
     }
+    if (const YAML::Node budget = node["maxDisruptions"]) {
+      int64_t value = 0;
+      bool unlimited = budget.IsScalar() && budget.Scalar() == "unlimited";
+      if (!unlimited && (!budget.IsScalar() || !YAML::convert<int64_t>::decode(budget, value) || value < 0 ||
+                         value > model::kMaxBudget)) {
+        return invalid_argument("agent.yaml maxDisruptions: expected unlimited or a whole number from 0 to " +
+                                std::to_string(model::kMaxBudget));
+      }
+      file.timing.max_disruptions = unlimited ? -1 : static_cast<int32_t>(value);
+    }
     if (node["metricsListen"]) {
       if (!node["metricsListen"].IsScalar()) return invalid_argument("agent.yaml metricsListen: expected HOST:PORT");
       file.metrics_listen = node["metricsListen"].Scalar();
@@ -209,6 +219,12 @@ Status write_agent_file(const std::string& data_dir, const AgentFile& file) {
   out << YAML::Key << "gcInterval" << YAML::Value << format_duration(file.timing.gc_interval);
   out << YAML::Key << "startTimeout" << YAML::Value << format_duration(file.timing.start_timeout);
   out << YAML::Key << "placementWindow" << YAML::Value << file.timing.placement_window;
+  out << YAML::Key << "maxDisruptions" << YAML::Value;
+  if (file.timing.max_disruptions < 0) {
+    out << "unlimited";
+  } else {
+    out << file.timing.max_disruptions;
+  }
   out << YAML::Key << "preferredWait" << YAML::Value << format_duration(file.timing.preferred_wait);
   out << YAML::Key << "metricsListen" << YAML::Value << file.metrics_listen;
   out << YAML::Key << "exec" << YAML::Value << YAML::Flow << YAML::BeginMap;

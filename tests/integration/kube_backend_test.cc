@@ -265,6 +265,28 @@ TEST_F(KubeBackend, APodDeletedAtTheClusterIsAnEvictionThatTheSourcePlacesAgain)
   EXPECT_TRUE(told) << described["events"].dump(2);
 }
 
+// With no disruption to spare, a pod deleted at the cluster ends its
+// workload Failed (TooManyDisruptions) instead of Pending for a new round.
+TEST_F(KubeBackend, APodDeletedPastTheWorkloadsMaxDisruptionsEndsItFailedNotPendingAgain) {
+  std::string uid = submit("fragile", "", "resources: {cpu: \"1\"}, maxDisruptions: 0");
+  ASSERT_TRUE(wait_until([&] { return phase("fragile") == "Running"; }, 20s)) << describe("fragile").dump(2);
+  std::string pod = pods_of(uid)[0]["metadata"]["name"];
+  dev_k8s().kubectl("delete pod " + pod + " --grace-period=0 2>&1");
+  ASSERT_TRUE(wait_until([&] { return phase("fragile") == "Failed"; }, 20s)) << describe("fragile").dump(2);
+  json described = describe("fragile");
+  EXPECT_EQ(described["status"]["disruptions"], 1);
+  std::string reason = described["status"].value("reason", "");
+  EXPECT_EQ(reason.rfind("TooManyDisruptions: 1 ends not its own, more than its maxDisruptions (0); "
+                         "the last: Evicted at east", 0),
+            0u)
+      << described.dump(2);
+  bool told = false;
+  for (const auto& event : described["events"]) {
+    told |= event["text"].get<std::string>().find("Failed, not placed again: TooManyDisruptions") != std::string::npos;
+  }
+  EXPECT_TRUE(told) << described["events"].dump(2);
+}
+
 TEST_F(KubeBackend, ARestartedTargetReadoptsItsPodWhichFinishesOnce) {
   std::string uid = submit("steady", "shoal.dev/kwok-run-for: 6s", "resources: {cpu: \"1\"}");
   ASSERT_TRUE(wait_until([&] { return phase("steady") == "Running"; }, 20s)) << describe("steady").dump(2);

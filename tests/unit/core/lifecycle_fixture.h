@@ -45,10 +45,12 @@ struct Federation {
   Node* source;
   Node* east;
   Node* west;
-  explicit Federation(Duration lease) {
-    world.configure = [lease](AgentConfig& config) {
+  // `more` changes every agent's config further.
+  explicit Federation(Duration lease, std::function<void(AgentConfig&)> more = nullptr) {
+    world.configure = [lease, more](AgentConfig& config) {
       fast_lifecycle_timers(config);
       config.lease = lease;
+      if (more) more(config);
     };
     source = &world.add("source", 1, 500);  // too small to run anything itself
     east = &world.add("east");

@@ -218,6 +218,73 @@ TEST(LifecycleTest, OperatorDeleteAtTheTargetIsPlacedAgainElsewhereEvenUnderNeve
   EXPECT_EQ(running_copies(*f.west, uid), 1);
 }
 
+// Past its budget of disruptions a workload ends Failed, with why, and is
+// placed no more: a delete at each target in turn, one more than allowed.
+TEST(LifecycleTest, PastMaxDisruptionsAWorkloadEndsFailedAndIsPlacedNoMore) {
+  Federation f(2s);
+  model::WorkloadSpec spec = workload("job", 4000, 3600s);
+  spec.max_disruptions = 1;
+  std::string uid = f.bind_at_east(spec, 1s);
+  ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "").is_ok());
+  f.world.run_for(3s);
+  auto record = f.source->agent->find_workload("default", "job");
+  ASSERT_EQ(record->phase, model::Phase::kRunning) << "one disruption is within the budget";
+  ASSERT_EQ(record->cluster, "west");
+  ASSERT_TRUE(f.west->agent->stop_hosted("default", "job", "").is_ok());
+  f.world.run_for(5s);
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kFailed);
+  EXPECT_EQ(record->disruptions, 2);
+  EXPECT_EQ(record->reason.rfind("TooManyDisruptions: 2 ends not its own, more than its maxDisruptions (1); "
+                                 "the last: DeletedAtTarget at west", 0),
+            0u)
+      << record->reason;
+  EXPECT_TRUE(event_contains(*f.source, uid, "Failed, not placed again: TooManyDisruptions"));
+  EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 0) << "placed no third time";
+}
+
+// A worker lost counts against the budget too; its copy turning up again
+// is removed, never taken back for a workload that ended.
+TEST(LifecycleTest, AWorkerLostPastTheAgentsMaxDisruptionsEndsTheWorkloadFailed) {
+  Federation f(2s, [](AgentConfig& config) { config.max_disruptions = 0; });
+  std::string uid = f.submit_long_job();
+  EXPECT_EQ(f.source->agent->find_workload("default", "job")->spec.max_disruptions, 0)
+      << "the agent's maxDisruptions, stored with a spec that set none";
+  f.cut_east = true;
+  f.world.run_for(8s, 250ms, f.network());
+  auto record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kFailed);
+  EXPECT_EQ(record->disruptions, 1);
+  EXPECT_EQ(record->reason.rfind("TooManyDisruptions: 1 ends not its own", 0), 0u) << record->reason;
+  EXPECT_NE(record->reason.find("worker lost: east"), std::string::npos) << record->reason;
+  EXPECT_EQ(running_copies(*f.west, uid), 0);
+  f.cut_east = false;
+  f.world.run_for(3s, 250ms, f.network());
+  record = f.source->agent->find_workload("default", "job");
+  EXPECT_EQ(record->phase, model::Phase::kFailed);
+  EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 0);
+}
+
+// OnFailure restarts have their own bound: past maxRestarts the workload
+// ends Failed with its last exit code.
+TEST(LifecycleTest, PastMaxRestartsAnOnFailureWorkloadEndsFailed) {
+  Federation f(2s);
+  model::WorkloadSpec spec = workload("crashy", 4000, 1s);
+  spec.sim.exit_code = 3;
+  spec.restart_policy = model::RestartPolicy::kOnFailure;
+  spec.max_restarts = 2;
+  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  f.world.run_for(15s);
+  auto record = f.source->agent->find_workload("default", "crashy");
+  EXPECT_EQ(record->phase, model::Phase::kFailed);
+  EXPECT_EQ(record->restarts, 3);
+  EXPECT_EQ(record->exit_code, 3);
+  EXPECT_EQ(record->reason.rfind("TooManyRestarts: 3 restarts, more than its maxRestarts (2)", 0), 0u)
+      << record->reason;
+  EXPECT_TRUE(event_contains(*f.source, record->uid, "restart 2 in"));
+  EXPECT_FALSE(event_contains(*f.source, record->uid, "restart 3 in"));
+}
+
 TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
   Federation f(2s);
   model::WorkloadSpec spec = workload("crashy", 4000, 1s);

@@ -55,6 +55,8 @@ spec:
   image: ghcr.io/acme/trainer:2.1@sha256:0a1b
   terminationGracePeriod: 5s
   startTimeout: 10m
+  maxDisruptions: 0
+  maxRestarts: 5
   sim: {duration: 2s, exitCode: 4}
 )";
   auto parsed = parse_workloads(text);
@@ -67,6 +69,8 @@ spec:
   EXPECT_EQ(spec.image, "ghcr.io/acme/trainer:2.1@sha256:0a1b");
   EXPECT_EQ(spec.termination_grace, std::chrono::seconds(5));
   EXPECT_EQ(spec.start_timeout, std::chrono::minutes(10));
+  EXPECT_EQ(spec.max_disruptions, 0);
+  EXPECT_EQ(spec.max_restarts, 5);
   EXPECT_EQ(spec.sim.duration, std::chrono::seconds(2));
   EXPECT_EQ(spec.sim.exit_code, 4);
   // The JSON the store keeps round-trips every field.
@@ -119,6 +123,10 @@ TEST(ManifestTest, ErrorsNameTheDocumentAndField) {
                 .find("spec.terminationGracePeriod"),
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, startTimeout: soon}").find("spec.startTimeout"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, maxDisruptions: -1}").find("spec.maxDisruptions"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, maxRestarts: many}").find("spec.maxRestarts"),
             std::string::npos);
   EXPECT_NE(error_of(head + "spec: {resources: {cpu: 1}, image: \"busybox; rm -rf /\"}").find("spec.image"),
             std::string::npos);

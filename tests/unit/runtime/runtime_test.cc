@@ -139,6 +139,28 @@ TEST_F(AgentFileTest, StartTimeoutIsOffByDefaultRoundTripsAndABadOneIsNamed) {
       << bad.status().message();
 }
 
+TEST_F(AgentFileTest, MaxDisruptionsIsUnlimitedByDefaultRoundTripsAndABadOneIsNamed) {
+  auto defaults = load("");
+  ASSERT_TRUE(defaults.is_ok()) << defaults.status().message();
+  EXPECT_EQ(defaults->timing.max_disruptions, -1) << "no budget unless the operator sets one";
+  for (auto [text, expected] : {std::pair{"maxDisruptions: 3\n", 3}, std::pair{"maxDisruptions: 0\n", 0},
+                                std::pair{"maxDisruptions: unlimited\n", -1}}) {
+    auto custom = load(text);
+    ASSERT_TRUE(custom.is_ok()) << custom.status().message();
+    ASSERT_TRUE(write_agent_file(dir_, *custom).is_ok());
+    auto again = load_agent_file(dir_);
+    ASSERT_TRUE(again.is_ok()) << again.status().message();
+    EXPECT_EQ(again->timing.max_disruptions, expected) << text;
+  }
+  for (const char* text : {"maxDisruptions: -1\n", "maxDisruptions: lots\n", "maxDisruptions: [1]\n"}) {
+    auto bad = load(text);
+    ASSERT_FALSE(bad.is_ok()) << text;
+    EXPECT_NE(bad.status().message().find("agent.yaml maxDisruptions: expected unlimited or a whole number"),
+              std::string::npos)
+        << bad.status().message();
+  }
+}
+
 TEST(LoggingTest, JsonLinesParseWhateverTheMessageHolds) {
   AgentFile file;
   file.cluster = "east";
