@@ -133,6 +133,10 @@ class Cluster {
   virtual bool enqueue(const std::string& key, const model::WorkloadSpec& spec) = 0;
   // Takes `key` out of the queue; a no-op for one not queued.
   virtual void withdraw(const std::string& key) = 0;
+  // The work held under `key` now has `priority` (its source changed it):
+  // preemption weighs it so from now on. A no-op for a key not held (a
+  // queued one takes its new place by being withdrawn and queued again).
+  virtual void set_priority(const std::string& key, int32_t priority) = 0;
   struct Reserved {
     std::string key;
     std::vector<std::string> nodes;  // one per replica

@@ -93,6 +93,10 @@ bool NodeCluster::enqueue(const std::string& key, const model::WorkloadSpec& spe
 
 void NodeCluster::withdraw(const std::string& key) { queue_.erase(key); }
 
+void NodeCluster::set_priority(const std::string& key, int32_t priority) {
+  if (auto held = holdings_.find(key); held != holdings_.end()) held->second.spec.priority = priority;
+}
+
 std::vector<Cluster::Reserved> NodeCluster::serve_queue() {
   std::vector<Reserved> reserved;
   // Nothing is reserved on a backend that cannot run it now: the queue waits.

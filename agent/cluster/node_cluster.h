@@ -109,6 +109,7 @@ class NodeCluster final : public Cluster {
                                            const model::WorkloadSpec& spec) override;
   bool enqueue(const std::string& key, const model::WorkloadSpec& spec) override;
   void withdraw(const std::string& key) override;
+  void set_priority(const std::string& key, int32_t priority) override;
   std::vector<Reserved> serve_queue() override;
   std::string queued_reason(const std::string& key) const override;
   Status fits_when_idle(const model::WorkloadSpec& spec) const override;

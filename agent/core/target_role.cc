@@ -271,6 +271,9 @@ void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_
                                std::to_string(record.spec.priority) + ") at " + config_.cluster);
   record.spec.priority = priority;
   persist_with_spec(record);
+  // Lowered, it may now be what a waiting candidate preempts; raised, no
+  // longer. The cluster plans preemption from what it holds.
+  cluster_.set_priority(cluster_key(key.first, key.second), priority);
 }
 
 void TargetRole::on_priority(const std::string& from, const protocol::Priority& message) {

@@ -257,6 +257,58 @@ TEST_F(Preemption, ARestartDuringAVictimsGraceNeverRunsThePreemptorBesideIt) {
 }
 
 // `shoalctl schedule --running`: the same plan offline.
+// A running workload whose priority an operator lowers below a waiting
+// one's becomes its victim: the waiting one runs, the lowered one is
+// stopped as a disruption (not its own failure), the other keeps running.
+TEST_F(Preemption, LoweringARunningWorkloadsPriorityLetsAWaitingOnePreemptIt) {
+  AgentProcess source("source", dir_.path());
+  AgentProcess target("t1", dir_.path());
+  start(source, tiny_cluster(dir_.path()));
+  start(target, exec_cluster(dir_.path(), "t1", "2"));
+  invite(target, source);
+  ASSERT_TRUE(wait_until([&] { return peers_active(source, 1); }, 20s));
+  ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), "running.yaml", {"kept", "lowered"}, 50, 120)})
+                .exit_code,
+            0);
+  ASSERT_TRUE(wait_until([&] { return running_copies(target).size() == 2; }, 30s));
+  ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), "waiting.yaml", {"waiting"}, 10, 120)}).exit_code,
+            0);
+  ASSERT_TRUE(wait_until([&] { return describe(source, "waiting")["status"].value("reason", "") != ""; }, 20s));
+  EXPECT_EQ(phase(source, "waiting"), "Pending") << "below both: it waits";
+  EXPECT_EQ(stopped_at(target), 0);
+
+  CommandResult patched = source.ctl({"patch", "workload", "default/lowered", "--priority", "0"});
+  ASSERT_EQ(patched.exit_code, 0) << patched.err;
+  ASSERT_TRUE(wait_until([&] { return phase(source, "waiting") == "Running"; }, 20s))
+      << describe(source, "waiting").dump(2) << "\n" << describe(source, "lowered").dump(2);
+  json lowered = describe(source, "lowered");
+  EXPECT_NE(lowered["status"]["phase"], "Running") << lowered.dump(2);
+  EXPECT_NE(lowered["status"]["phase"], "Failed") << lowered.dump(2);
+  EXPECT_EQ(lowered["status"]["disruptions"], 1) << lowered.dump(2);
+  EXPECT_EQ(phase(source, "kept"), "Running");
+  EXPECT_EQ(stopped_at(target), 1) << "only the lowered one was stopped";
+  std::map<std::string, int> running = running_copies(target);
+  EXPECT_EQ(running, (std::map<std::string, int>{{"kept", 1}, {"waiting", 1}}));
+}
+
+// A workload no cluster can take waits Pending, and is placed as soon as
+// a cluster that can invites its source.
+TEST_F(Preemption, APendingWorkloadTakesAClusterInvitedAfterItWasSubmitted) {
+  AgentProcess source("source", dir_.path());
+  start(source, tiny_cluster(dir_.path()));
+  ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), "early.yaml", {"early"}, 0, 120)}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return describe(source, "early")["status"].value("reason", "") != ""; }, 20s));
+  EXPECT_EQ(phase(source, "early"), "Pending") << describe(source, "early").dump(2);
+
+  AgentProcess target("late", dir_.path());
+  start(target, exec_cluster(dir_.path(), "late", "2"));
+  invite(target, source);
+  ASSERT_TRUE(wait_until([&] { return phase(source, "early") == "Running"; }, 30s))
+      << describe(source, "early").dump(2);
+  EXPECT_EQ(describe(source, "early")["status"]["cluster"], "late");
+  EXPECT_EQ(running_copies(target), (std::map<std::string, int>{{"early", 1}}));
+}
+
 TEST(PreemptionOffline, ScheduleShowsWhichRunningWorkAPendingWorkloadStops) {
   TempDir dir;
   std::string cluster = exec_cluster(dir.path(), "c", "4");

@@ -37,6 +37,7 @@ class WatchedCluster final : public cluster::Cluster {
     return inner_.enqueue(key, spec);
   }
   void withdraw(const std::string& key) override { inner_.withdraw(key); }
+  void set_priority(const std::string& key, int32_t priority) override { inner_.set_priority(key, priority); }
   std::vector<Reserved> serve_queue() override { return inner_.serve_queue(); }
   std::string queued_reason(const std::string& key) const override { return inner_.queued_reason(key); }
   Status fits_when_idle(const model::WorkloadSpec& spec) const override { return inner_.fits_when_idle(spec); }
