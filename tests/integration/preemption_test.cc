@@ -6,7 +6,9 @@
 // held to it there; with three targets full of a source's own low-priority
 // work, one high-priority workload stops exactly one process, at one target;
 // a lender killed while its victim runs out its grace never starts its own
-// work beside it after the restart.
+// work beside it after the restart; a running workload whose priority is
+// lowered becomes a victim; a pending workload takes a cluster invited
+// later; an evicted workload queues behind what waited before it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -307,6 +309,56 @@ TEST_F(Preemption, APendingWorkloadTakesAClusterInvitedAfterItWasSubmitted) {
       << describe(source, "early").dump(2);
   EXPECT_EQ(describe(source, "early")["status"]["cluster"], "late");
   EXPECT_EQ(running_copies(target), (std::map<std::string, int>{{"early", 1}}));
+}
+
+// An evicted workload goes back to the end of its line: at another
+// cluster it queues behind what waited there before it (as Kueue requeues
+// by eviction time by default), and the cluster that evicted it does not
+// ask it back for a while.
+TEST_F(Preemption, AnEvictedWorkloadQueuesBehindWhatWaitedBeforeIt) {
+  AgentProcess source("source", dir_.path());
+  AgentProcess t1("t1", dir_.path());
+  AgentProcess t2("t2", dir_.path());
+  start(source, tiny_cluster(dir_.path()));
+  std::map<std::string, AgentProcess*> targets = {{"t1", &t1}, {"t2", &t2}};
+  for (auto& [name, target] : targets) {
+    start(*target, exec_cluster(dir_.path(), name, "1"));
+    invite(*target, source);
+  }
+  ASSERT_TRUE(wait_until([&] { return peers_active(source, 2); }, 20s));
+  ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), "first.yaml", {"evicted", "other"}, 0, 120)})
+                .exit_code,
+            0);
+  ASSERT_TRUE(wait_until([&] { return phase(source, "evicted") == "Running" && phase(source, "other") == "Running"; },
+                         30s));
+  auto waiting_everywhere = [&](const std::string& name) {
+    std::string reason = describe(source, name)["status"].value("reason", "");
+    return reason.find("t1=NoCapacity") != std::string::npos && reason.find("t2=NoCapacity") != std::string::npos;
+  };
+  for (std::string name : {"early", "late"}) {  // queued in this order at both
+    ASSERT_EQ(source.ctl({"submit", "-f", workloads(dir_.path(), name + ".yaml", {name}, 0, 120)}).exit_code, 0);
+    ASSERT_TRUE(wait_until([&] { return waiting_everywhere(name); }, 20s)) << describe(source, name).dump(2);
+  }
+  std::string evictor = describe(source, "evicted")["status"]["cluster"];
+  std::string elsewhere = evictor == "t1" ? "t2" : "t1";
+  ASSERT_EQ(targets[evictor]->ctl({"delete", "workload", "default/evicted"}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return phase(source, "early") == "Running"; }, 20s)) << describe(source, "early").dump(2);
+  EXPECT_EQ(describe(source, "early")["status"]["cluster"], evictor) << "the first in line there";
+  // Placed again, the evicted workload asks only the other cluster, and
+  // waits there behind the workload that waited before it.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json evicted = describe(source, "evicted");
+        std::string reason = evicted["status"].value("reason", "");
+        return evicted["status"]["disruptions"] == 1 && reason.find(elsewhere + "=NoCapacity") != std::string::npos;
+      },
+      20s))
+      << describe(source, "evicted").dump(2);
+  ASSERT_EQ(targets[elsewhere]->ctl({"delete", "workload", "default/other"}).exit_code, 0);
+  ASSERT_TRUE(wait_until([&] { return phase(source, "late") == "Running"; }, 20s))
+      << describe(source, "late").dump(2) << "\n" << describe(source, "evicted").dump(2);
+  EXPECT_EQ(describe(source, "late")["status"]["cluster"], elsewhere);
+  EXPECT_NE(phase(source, "evicted"), "Running") << "it queued behind: the freed room went to the earlier one";
 }
 
 TEST(PreemptionOffline, ScheduleShowsWhichRunningWorkAPendingWorkloadStops) {
