@@ -21,7 +21,8 @@
 # own and FOREIGN others watched (goal: < 200 MiB). Each phase also says
 # which process its CPU went to. Needs the Kubernetes binaries (scripts/k8s-dev.sh build) and
 # a build (scripts/build.sh). PROFILE=DIR records both agents with perf
-# while their pods are created (DIR/target.perf, DIR/source.perf).
+# while their pods are created (DIR/target.perf, DIR/source.perf), and the
+# target until they are Running (DIR/target-running.perf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES="${NODES:-1000}"
@@ -197,10 +198,20 @@ for name in kube lab; do
   [ "$name" = lab ] && config="$WORK/source.yaml"
   "$BIN/shoald" init --data "$WORK/$name" --cluster "$name" --org "org-$name" \
     --listen "tcp://127.0.0.1:$(python3 scripts/free-ports)" --cluster-config "$config" >/dev/null
+  if [ "$name" = kube ]; then
+    METRICS_PORT=$(python3 scripts/free-ports)
+    sed -i "s/^metricsListen:.*/metricsListen: 127.0.0.1:$METRICS_PORT/" "$WORK/$name/agent.yaml"
+  fi
   "$BIN/shoald" run --data "$WORK/$name" --log-level warn 2>"$WORK/$name.log" &
   PIDS+=($!)
 done
 TARGET_PID=${PIDS[0]}
+# What the target's API client has had to do so far: whole lists (at start
+# and after a 410) and watches that broke and went on, from its /metrics.
+api_work() {
+  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" |
+    awk '/^shoal_backend_api_(lists_total|watches_resumed_total) / {printf "%s=%s ", $1, $2} END {print ""}'
+}
 for name in kube lab; do
   for _ in $(seq 300); do [ -S "$WORK/$name/control.sock" ] && break; sleep 0.1; done
 done
@@ -293,6 +304,7 @@ raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
 echo "raw: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $raw_create_rate/s; Running in ${raw_seconds}s: $raw_rate/s"
 cpu_used "raw, creating" "$WORK/cpu-raw-0" "$WORK/cpu-raw-1" "$(elapsed "$start" "$created")"
 cpu_used "raw, until Running" "$WORK/cpu-raw-1" "$WORK/cpu-raw-2" "$(elapsed "$created" "$end")"
+echo "  target's API client after the raw run: $(api_work)"
 kubectl delete pods -n default --all --grace-period=0 --wait=false >/dev/null
 until [ "$(kubectl get pods -n default -o name | wc -l)" -eq 0 ]; do sleep 0.5; done
 
@@ -325,7 +337,13 @@ ctl lab submit -f "$WORK/workloads.yaml" >/dev/null
 created=$(await_count existing "$WORKLOADS")
 cpu_snapshot "$WORK/cpu-shoal-1"
 for pid in "${profilers[@]}"; do kill -INT "$pid"; wait "$pid" || true; done
+profilers=()
+if [ -n "${PROFILE:-}" ]; then
+  perf record -q -F 199 --call-graph dwarf,16384 -p "$TARGET_PID" -o "$PROFILE/target-running.perf" 2>/dev/null &
+  profilers+=($!)
+fi
 end=$(await_running "$WORKLOADS")
+for pid in "${profilers[@]}"; do kill -INT "$pid"; wait "$pid" || true; done
 cpu_snapshot "$WORK/cpu-shoal-2"
 shoal_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
 shoal_seconds=$(elapsed "$start" "$end")
@@ -334,6 +352,7 @@ rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$TARGET_PID/status")
 echo "shoal: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $shoal_create_rate/s; Running in ${shoal_seconds}s: $shoal_rate/s"
 cpu_used "shoal, creating" "$WORK/cpu-shoal-0" "$WORK/cpu-shoal-1" "$(elapsed "$start" "$created")"
 cpu_used "shoal, until Running" "$WORK/cpu-shoal-1" "$WORK/cpu-shoal-2" "$(elapsed "$created" "$end")"
+echo "  target's API client after the shoal run: $(api_work)"
 python3 - "$raw_create_rate" "$shoal_create_rate" "$raw_rate" "$shoal_rate" "$rss_kib" "$NODES" "$WORKLOADS" \
   "$CLIENTS" "$CALLS" "$FOREIGN" <<'PY'
 import sys
