@@ -358,6 +358,21 @@ class KubeRunnerLive : public KubeApiLive {
     EXPECT_TRUE(runner.is_ok()) << runner.status().message();
     return runner.is_ok() ? std::move(*runner) : nullptr;
   }
+  // A copy `name` of one replica of `cpu_milli` that KWOK runs for an hour
+  // on kwok-node-0.
+  static LaunchRequest one_hour_on_node_0(const std::string& name, int64_t cpu_milli) {
+    LaunchRequest request;
+    request.key = "src/" + name;
+    request.uid = name;
+    request.epoch = 1;
+    request.source_cluster = "src";
+    request.spec.name = name;
+    request.spec.namespace_name = "default";
+    request.spec.resources.cpu_milli = cpu_milli;
+    request.spec.labels = {{"shoal.dev/kwok-run-for", "1h"}};
+    request.nodes = {"kwok-node-0"};
+    return request;
+  }
   int64_t others_cpu_on(const KubeRunner& runner, const std::string& node) {
     auto taken = runner.room_taken_by_others();
     auto found = taken.find(node);
@@ -388,16 +403,7 @@ TEST_F(KubeRunnerLive, OurPodsRoomIsNeverOthersAndTheTalliesAgreeWithACountOverE
   std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500);
   ASSERT_TRUE(runner);
   ASSERT_TRUE(wait_until([&] { return others_cpu_on(*runner, "kwok-node-0") == 500; }, 20s));
-  LaunchRequest request;
-  request.key = "src/tally";
-  request.uid = "tally";
-  request.epoch = 1;
-  request.source_cluster = "src";
-  request.spec.name = "tally";
-  request.spec.namespace_name = "default";
-  request.spec.resources.cpu_milli = 2000;
-  request.spec.labels = {{"shoal.dev/kwok-run-for", "1h"}};
-  request.nodes = {"kwok-node-0"};
+  LaunchRequest request = one_hour_on_node_0("tally", 2000);
   ASSERT_TRUE(runner->launch(request).is_ok());
   auto now = [] { return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()); };
   auto observed = [&](WorkloadEventKind kind) {
@@ -523,16 +529,7 @@ TEST_F(KubeRunnerLive, APodOfOursThatNoCopyHoldsIsDeletedOnceKeepFinishedHasPass
   ASSERT_TRUE(make("running-left-behind", ""));
   std::unique_ptr<KubeRunner> runner = start_runner(config_.server, 500, std::chrono::seconds(1));
   ASSERT_TRUE(runner);
-  LaunchRequest request;
-  request.key = "src/held";
-  request.uid = "held";
-  request.epoch = 1;
-  request.source_cluster = "src";
-  request.spec.name = "held";
-  request.spec.namespace_name = "default";
-  request.spec.resources.cpu_milli = 100;
-  request.spec.labels = {{"shoal.dev/kwok-run-for", "1h"}};
-  request.nodes = {"kwok-node-0"};
+  LaunchRequest request = one_hour_on_node_0("held", 100);
   ASSERT_TRUE(runner->launch(request).is_ok());
   auto now = [] { return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()); };
   bool swept = wait_until(
