@@ -212,6 +212,22 @@ api_work() {
   curl -s "http://127.0.0.1:$METRICS_PORT/metrics" |
     awk '/^shoal_backend_api_(lists_total|watches_resumed_total) / {printf "%s=%s ", $1, $2} END {print ""}'
 }
+# Prints run NAME's rates (its pods created, and all Running, from START)
+# and each phase's CPU by process (snapshots $WORK/cpu-NAME-0..2), and sets
+# NAME_create_rate and NAME_rate for the ratios at the end.
+report_run() {  # NAME START CREATED END
+  local name=$1 start=$2 created=$3 end=$4 create_seconds seconds create_rate run_rate
+  create_seconds=$(elapsed "$start" "$created")
+  seconds=$(elapsed "$start" "$end")
+  create_rate=$(rate "$WORKLOADS" "$create_seconds")
+  run_rate=$(rate "$WORKLOADS" "$seconds")
+  printf -v "${name}_create_rate" '%s' "$create_rate"
+  printf -v "${name}_rate" '%s' "$run_rate"
+  echo "$name: $WORKLOADS pods created in ${create_seconds}s: $create_rate/s; Running in ${seconds}s: $run_rate/s"
+  cpu_used "$name, creating" "$WORK/cpu-$name-0" "$WORK/cpu-$name-1" "$create_seconds"
+  cpu_used "$name, until Running" "$WORK/cpu-$name-1" "$WORK/cpu-$name-2" "$(elapsed "$created" "$end")"
+  echo "  target's API client after the $name run: $(api_work)"
+}
 for name in kube lab; do
   for _ in $(seq 300); do [ -S "$WORK/$name/control.sock" ] && break; sleep 0.1; done
 done
@@ -298,13 +314,7 @@ created=$(now)
 cpu_snapshot "$WORK/cpu-raw-1"
 end=$(await_running "$WORKLOADS")
 cpu_snapshot "$WORK/cpu-raw-2"
-raw_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
-raw_seconds=$(elapsed "$start" "$end")
-raw_rate=$(rate "$WORKLOADS" "$raw_seconds")
-echo "raw: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $raw_create_rate/s; Running in ${raw_seconds}s: $raw_rate/s"
-cpu_used "raw, creating" "$WORK/cpu-raw-0" "$WORK/cpu-raw-1" "$(elapsed "$start" "$created")"
-cpu_used "raw, until Running" "$WORK/cpu-raw-1" "$WORK/cpu-raw-2" "$(elapsed "$created" "$end")"
-echo "  target's API client after the raw run: $(api_work)"
+report_run raw "$start" "$created" "$end"
 kubectl delete pods -n default --all --grace-period=0 --wait=false >/dev/null
 until [ "$(kubectl get pods -n default -o name | wc -l)" -eq 0 ]; do sleep 0.5; done
 
@@ -345,14 +355,8 @@ fi
 end=$(await_running "$WORKLOADS")
 for pid in "${profilers[@]}"; do kill -INT "$pid"; wait "$pid" || true; done
 cpu_snapshot "$WORK/cpu-shoal-2"
-shoal_create_rate=$(rate "$WORKLOADS" "$(elapsed "$start" "$created")")
-shoal_seconds=$(elapsed "$start" "$end")
-shoal_rate=$(rate "$WORKLOADS" "$shoal_seconds")
 rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$TARGET_PID/status")
-echo "shoal: $WORKLOADS pods created in $(elapsed "$start" "$created")s: $shoal_create_rate/s; Running in ${shoal_seconds}s: $shoal_rate/s"
-cpu_used "shoal, creating" "$WORK/cpu-shoal-0" "$WORK/cpu-shoal-1" "$(elapsed "$start" "$created")"
-cpu_used "shoal, until Running" "$WORK/cpu-shoal-1" "$WORK/cpu-shoal-2" "$(elapsed "$created" "$end")"
-echo "  target's API client after the shoal run: $(api_work)"
+report_run shoal "$start" "$created" "$end"
 python3 - "$raw_create_rate" "$shoal_create_rate" "$raw_rate" "$shoal_rate" "$rss_kib" "$NODES" "$WORKLOADS" \
   "$CLIENTS" "$CALLS" "$FOREIGN" <<'PY'
 import sys
