@@ -292,7 +292,7 @@ struct HeldCopy {
 
 // Target to source, in answer to DIGEST: every copy it holds for the source
 // beyond a bare reservation. The source decides what each mismatch means
-// (agent/core/source_role.cc: reconcile).
+// (agent/core/source/copies.cc: reconcile).
 struct Holdings {
   std::vector<HeldCopy> copies;
 };

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The lint checks must fail when what they check is broken: each form of a
-# decision on text fails core_decides_by_codes_test.sh, and
-# cli_links_test.sh fails on a binary that carries the core (shoald) and on
-# one whose symbols cannot be read. Usage: lint_self_test.sh TESTS_DIR SHOALD
+# decision on text fails core_decides_by_codes_test.sh, each breach of the
+# core's walls fails core_wings_test.sh, and cli_links_test.sh and
+# sim_links_test.sh fail on a binary that carries what they forbid (shoald,
+# with the core, SQLite and the runners) and on one whose symbols cannot be
+# read. Usage: lint_self_test.sh TESTS_DIR SHOALD
 set -euo pipefail
 tests="$1"
 shoald="$2"
@@ -34,8 +36,34 @@ echo 'if (reason == RejectCode::kNoRoom) return;' >"$scratch/role.cc"
 touch "$scratch/role.h"
 bash "$tests/core_decides_by_codes_test.sh" "$scratch" >/dev/null || {
   echo "a decision by code was flagged"; failures=$((failures + 1)); }
+# The core's walls: a clean tree passes, each kind of breach fails.
+wings_tree() {  # a core with a base, a router and two wings, each file including what it may
+  rm -rf "$scratch/core"; mkdir -p "$scratch/core/source" "$scratch/core/target"
+  echo '#include "agent/core/views.h"' >"$scratch/core/context.h"
+  echo '#include "agent/core/source/role.h"' >"$scratch/core/agent.h"
+  printf '#include "agent/core/source/book.h"\n#include "agent/core/context.h"\n' >"$scratch/core/source/role.h"
+  echo '#include "agent/core/target/advertiser.h"' >"$scratch/core/target/role.h"
+}
+wings_tree
+bash "$tests/core_wings_test.sh" "$scratch/core" >/dev/null || {
+  echo "a core within its walls was flagged"; failures=$((failures + 1)); }
+breaches=(
+  'source/role.cc|#include "agent/core/target/role.h"'
+  'target/role.cc|#include "agent/core/source/book.h"'
+  'source/role.cc|#include "agent/core/agent.h"'
+  'target/role.h|#include "agent/core/batch.h"'
+  'context.h|#include "agent/core/source/role.h"'
+  'views.h|#include "agent/core/agent.h"'
+)
+for breach in "${breaches[@]}"; do
+  wings_tree
+  echo "${breach#*|}" >>"$scratch/core/${breach%%|*}"
+  expect_failure "${breach%%|*}: ${breach#*|}" bash "$tests/core_wings_test.sh" "$scratch/core"
+done
 expect_failure "a binary with the core in it" bash "$tests/cli_links_test.sh" "$shoald"
 printf 'not an executable' >"$scratch/garbage"
 expect_failure "a binary nm cannot read" bash "$tests/cli_links_test.sh" "$scratch/garbage"
+expect_failure "a simulator with SQLite and the runners in it (shoald)" bash "$tests/sim_links_test.sh" "$shoald"
+expect_failure "a simulator nm cannot read" bash "$tests/sim_links_test.sh" "$scratch/garbage"
 if [ "$failures" -ne 0 ]; then exit 1; fi
-echo "both lint checks fail on each of $(( ${#forms[@]} + 2 )) broken inputs"
+echo "the four lint checks fail on each of $(( ${#forms[@]} + ${#breaches[@]} + 4 )) broken inputs"

@@ -34,7 +34,7 @@ Status Agent::start() {
   context_.record_event("agent", "started, boot " + std::to_string(boot));
   last_heartbeat_ = context_.now();
   send_heartbeats(/*silent_since=*/TimePoint::max());  // every peer
-  target_.advertiser().advertise(Advertiser::To::kEverySource);
+  target_.advertiser().advertise(target::Advertiser::To::kEverySource);
   drain_local();
   return finish_batch();
 }

@@ -30,8 +30,8 @@
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
 #include "agent/core/remote_logs.h"
-#include "agent/core/source_role.h"
-#include "agent/core/target_role.h"
+#include "agent/core/source/role.h"
+#include "agent/core/target/role.h"
 #include "agent/core/views.h"
 #include "crypto/id_card.h"
 #include "crypto/identity.h"
@@ -257,8 +257,8 @@ class Agent {
   PeerTable peers_;
   Context context_;
   InvitationBook invitations_;
-  TargetRole target_;
-  SourceRole source_;
+  target::TargetRole target_;
+  source::SourceRole source_;
   RemoteLogs remote_logs_;
   TimePoint last_heartbeat_{};
   TimePoint last_tick_{};

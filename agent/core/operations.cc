@@ -292,7 +292,7 @@ Result<Agent::LogRead> Agent::read_log(const store::WorkloadRecord& record, int 
   LogRead read;
   if (record.winner == context_.self_id()) {
     SHOAL_ASSIGN_OR_RETURN(read.chunk, context_.cluster().read_log(
-                                           TargetRole::cluster_key(context_.self_id(), record.uid),
+                                           target::TargetRole::cluster_key(context_.self_id(), record.uid),
                                            replica, offset, max_bytes));
     return read;
   }
@@ -346,7 +346,7 @@ Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_na
   if (replica < 0 || replica >= replicas) {
     return invalid_argument("replica: expected 0.." + std::to_string(replicas - 1));
   }
-  return context_.cluster().read_log(TargetRole::cluster_key(copy->first, copy->second), replica,
+  return context_.cluster().read_log(target::TargetRole::cluster_key(copy->first, copy->second), replica,
                                      offset, max_bytes);
 }
 
@@ -357,7 +357,7 @@ std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) cons
 }
 
 const store::WorkloadRecord* Agent::workload_by_uid(const std::string& uid) const {
-  const SourceWorkload* workload = source_.book().find(uid);
+  const source::SourceWorkload* workload = source_.book().find(uid);
   return workload ? &workload->record : nullptr;
 }
 

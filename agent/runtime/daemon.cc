@@ -24,7 +24,7 @@
 #include "common/text.h"
 #include "crypto/identity.h"
 #include "model/manifest.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace shoal::runtime {
 namespace {
@@ -71,7 +71,7 @@ Status init_agent(const InitOptions& options) {
     SHOAL_RETURN_IF_ERROR(given->save(identity_path(options.data_dir)));
   }
   SHOAL_RETURN_IF_ERROR(write_agent_file(options.data_dir, file));
-  SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(options.data_dir)));
+  SHOAL_ASSIGN_OR_RETURN(auto store, store::sqlite::SqliteStore::open(database_path(options.data_dir)));
   return Status::ok();
 }
 
@@ -132,7 +132,7 @@ Status run_agent(const std::string& data_dir, const std::string& log_level) {
             " is missing, though this agent was initialized (identity.key exists); shoald "
             "will not start empty: restore it from a backup, or init a new data directory");
   }
-  SHOAL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(database_path(data_dir)));
+  SHOAL_ASSIGN_OR_RETURN(auto store, store::sqlite::SqliteStore::open(database_path(data_dir)));
   // A file-size limit (ulimit -f) must fail the write, which the loop
   // survives, rather than kill the process.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -50,7 +50,7 @@ bool receive(zmq::socket_t& socket, zmq::multipart_t& message) {
 
 }  // namespace
 
-Loop::Loop(const AgentFactory& factory, store::SqliteStore& store, ZmqTransport& transport,
+Loop::Loop(const AgentFactory& factory, store::sqlite::SqliteStore& store, ZmqTransport& transport,
            LoopSockets sockets, ConnectionGuard& guard, PeerRateLimiter limiter,
            spdlog::logger& logger)
     : factory_(factory),

@@ -43,7 +43,7 @@
 #include "agent/runtime/workload_watches.h"
 #include "agent/runtime/zmq_transport.h"
 #include "common/status.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace shoal::runtime {
 
@@ -63,7 +63,7 @@ class Loop {
   // latency, not liveness).
   static constexpr std::chrono::milliseconds kMaxPollWait{1000};
 
-  Loop(const AgentFactory& factory, store::SqliteStore& store, ZmqTransport& transport,
+  Loop(const AgentFactory& factory, store::sqlite::SqliteStore& store, ZmqTransport& transport,
        LoopSockets sockets, ConnectionGuard& guard, PeerRateLimiter limiter,
        spdlog::logger& logger);
 
@@ -116,7 +116,7 @@ class Loop {
   nlohmann::json backup(const std::string& path);
 
   const AgentFactory& factory_;
-  store::SqliteStore& store_;
+  store::sqlite::SqliteStore& store_;
   ZmqTransport& transport_;
   LoopSockets sockets_;
   ConnectionGuard& guard_;

@@ -71,7 +71,7 @@
 #include "crypto/identity.h"
 #include "integration/harness.h"
 #include "model/manifest.h"
-#include "store/sqlite.h"
+#include "store/sqlite/database.h"
 
 namespace shoal::bench {
 namespace {
@@ -128,7 +128,7 @@ MachineSpeed measure_machine(const std::string& dir) {
   speed.verifies_per_second = rate_of(
       [&] { all_valid &= crypto::verify(identity.public_key(), envelope, signature); }, 300ms);
   if (!all_valid) speed.verifies_per_second = 0;
-  auto db = store::Database::open(dir + "/commit-speed.db");
+  auto db = store::sqlite::Database::open(dir + "/commit-speed.db");
   if (db.is_ok() && (*db)->execute("CREATE TABLE t (v INTEGER)").is_ok()) {
     int64_t value = 0;
     speed.commits_per_second = rate_of(

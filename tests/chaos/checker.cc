@@ -5,8 +5,6 @@
 #include <tuple>
 
 #include "common/time.h"
-#include "store/sqlite.h"
-#include "store/sqlite_store.h"
 
 namespace shoal::chaos {
 namespace {
@@ -57,28 +55,6 @@ std::optional<std::string> first_excess(std::vector<Interval> intervals, int64_t
 }
 
 }  // namespace
-
-Result<AgentRecords> load_records(const std::string& cluster, const std::string& id,
-                                  const std::string& db_path) {
-  AgentRecords out;
-  out.cluster = cluster;
-  out.id = id;
-  {
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<store::Database> db, store::Database::open(db_path));
-    SHOAL_ASSIGN_OR_RETURN(store::Statement check, db->prepare("PRAGMA integrity_check"));
-    std::string answer;
-    while (true) {
-      SHOAL_ASSIGN_OR_RETURN(bool row, check.step());
-      if (!row) break;
-      answer += (answer.empty() ? "" : "; ") + check.column_text(0);
-    }
-    out.integrity = answer;
-  }
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<store::SqliteStore> store, store::SqliteStore::open(db_path));
-  SHOAL_ASSIGN_OR_RETURN(out.workloads, store->load_workloads());
-  SHOAL_ASSIGN_OR_RETURN(out.runs, store->load_runs());
-  return out;
-}
 
 std::vector<Finding> check(const std::vector<AgentRecords>& agents, const Expectations& expected,
                            int* repeated_successes) {

@@ -25,7 +25,8 @@ struct AgentRecords {
   std::string integrity = "ok";  // PRAGMA integrity_check's answer
 };
 
-// Opens a stopped agent's state.db.
+// Opens a stopped agent's state.db (load_records.cc, library
+// shoal_chaos_loader: the only part that links SQLite).
 Result<AgentRecords> load_records(const std::string& cluster, const std::string& id,
                                   const std::string& db_path);
 

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "harness.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace shoal::testing {
 namespace {
@@ -61,7 +61,7 @@ class Federation : public ::testing::Test {
   std::map<std::string, std::vector<std::string>> runs_by_uid() {
     std::map<std::string, std::vector<std::string>> out;
     for (auto& agent : agents_) {
-      auto store = store::SqliteStore::open(agent->data_dir() + "/state.db");
+      auto store = store::sqlite::SqliteStore::open(agent->data_dir() + "/state.db");
       EXPECT_TRUE(store.is_ok()) << store.status().message();
       if (!store.is_ok()) continue;
       auto runs = (*store)->load_runs();

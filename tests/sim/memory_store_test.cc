@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
 namespace shoal::sim {
 namespace {
@@ -118,7 +118,7 @@ void tell(store::Store& s, const std::function<void()>& crash) {
 }
 
 TEST(MemoryStoreTest, KeepsTheContractOfTheSqliteStore) {
-  auto sqlite = store::SqliteStore::open(":memory:");
+  auto sqlite = store::sqlite::SqliteStore::open(":memory:");
   ASSERT_TRUE(sqlite.is_ok()) << sqlite.status().message();
   tell(**sqlite, [&] { (*sqlite)->rollback(); });
   MemoryStore memory;

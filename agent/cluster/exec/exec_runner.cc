@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/cluster/log_file.h"
+#include "agent/cluster/exec/log_file.h"
 #include "common/file.h"
 
 namespace shoal::cluster {

@@ -5,8 +5,9 @@
 //
 // The parsers are pure, fuzzed and unit-tested on the API server's own
 // answers; every error is one line naming the field and what was expected.
-// KubeClient does the HTTP with libcurl: TLS verified against the cluster's
-// CA, a bearer token or a client certificate, and a timeout on every call.
+// KubeClient does the HTTP over the backends' client (agent/cluster/http):
+// TLS verified against the cluster's CA, a bearer token or a client
+// certificate, and a timeout on every call.
 // It blocks for at most that long (a watch, at most the time it is given),
 // so the backend calls it off the agent's loop.
 #pragma once
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/cluster/http/http_client.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "model/manifest.h"
@@ -155,7 +157,6 @@ class KubeClient {
   };
 
   explicit KubeClient(KubeClientOptions options);
-  ~KubeClient();
   KubeClient(const KubeClient&) = delete;
   KubeClient& operator=(const KubeClient&) = delete;
 
@@ -179,8 +180,8 @@ class KubeClient {
                WatchProgress* progress = nullptr);
 
  private:
-  // Sets what every request shares: the URL, TLS, authentication.
-  void prepare(void* curl, const char* method, const std::string& path, long timeout_ms) const;
+  // A request with what every call shares: JSON, the token, the timeout.
+  http::Request request(const char* method, const std::string& path, const std::string& body);
   // The token to send: options_.config's, read again from its file when a
   // minute old or after a 401 (the last one read stays while the file
   // cannot be read).
@@ -190,7 +191,7 @@ class KubeClient {
 
   KubeClientOptions options_;
   std::chrono::steady_clock::time_point token_read_at_ = std::chrono::steady_clock::now();
-  void* curl_ = nullptr;  // one CURL handle for calls, reused (keeps the connection)
+  http::Client http_;  // calls reuse its connection; a watch streams on a handle of its own
 };
 
 }  // namespace shoal::cluster::kubernetes

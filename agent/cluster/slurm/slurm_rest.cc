@@ -1,10 +1,8 @@
 #include "agent/cluster/slurm/slurm_rest.h"
 
-#include <curl/curl.h>
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 namespace shoal::cluster::slurm {
@@ -249,62 +247,34 @@ std::optional<SlurmJob> parse_jobcomp_line(std::string_view line) {
 
 namespace {
 
-size_t append_body(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
-void init_curl_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+http::Endpoint endpoint_of(const SlurmClientOptions& options) {
+  http::Endpoint endpoint;
+  endpoint.base_url = options.endpoint.base_url + "/slurm/" + options.api_version;
+  endpoint.unix_socket = options.endpoint.unix_socket;
+  endpoint.name = "slurmrestd";
+  return endpoint;
 }
 
 }  // namespace
 
-SlurmRestClient::SlurmRestClient(SlurmClientOptions options) : options_(std::move(options)) {
-  init_curl_once();
-  curl_ = curl_easy_init();
-}
-
-SlurmRestClient::~SlurmRestClient() {
-  if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
-}
+SlurmRestClient::SlurmRestClient(SlurmClientOptions options)
+    : options_(std::move(options)), http_(endpoint_of(options_)) {}
 
 Result<SlurmRestClient::Answer> SlurmRestClient::call(const char* method, const std::string& path,
                                                       const std::string& body) {
-  auto* curl = static_cast<CURL*>(curl_);
-  if (!curl) return Status(ErrorCode::kUnavailable, "slurmrestd: could not set up an HTTP client");
-  std::string url = options_.endpoint.base_url + "/slurm/" + options_.api_version + path;
-  Answer answer;
-  curl_easy_reset(curl);
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer.body);
-  if (!options_.endpoint.unix_socket.empty()) {
-    curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, options_.endpoint.unix_socket.c_str());
-  }
-  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  http::Request request;
+  request.method = method;
+  request.path = path;
+  request.headers.push_back("Content-Type: application/json");
   if (!options_.token.empty()) {
-    headers = curl_slist_append(headers, ("X-SLURM-USER-NAME: " + options_.user_name).c_str());
-    headers = curl_slist_append(headers, ("X-SLURM-USER-TOKEN: " + options_.token).c_str());
+    request.headers.push_back("X-SLURM-USER-NAME: " + options_.user_name);
+    request.headers.push_back("X-SLURM-USER-TOKEN: " + options_.token);
   }
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  if (!body.empty()) {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  }
-  CURLcode code = curl_easy_perform(curl);
-  curl_slist_free_all(headers);
-  if (code != CURLE_OK) {
-    return Status(ErrorCode::kUnavailable,
-                  std::string("slurmrestd: ") + method + " " + path + ": " + curl_easy_strerror(code));
-  }
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
-  return answer;
+  request.body = body;
+  request.timeout = options_.timeout;
+  request.connect_timeout = options_.timeout;
+  SHOAL_ASSIGN_OR_RETURN(http::Answer answer, http_.call(request));
+  return Answer{answer.status, std::move(answer.body)};
 }
 
 namespace {

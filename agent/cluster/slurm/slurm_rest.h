@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/cluster/http/http_client.h"
 #include "common/status.h"
 
 namespace shoal::cluster::slurm {
@@ -113,7 +114,6 @@ struct SlurmClientOptions {
 class SlurmRestClient {
  public:
   explicit SlurmRestClient(SlurmClientOptions options);
-  ~SlurmRestClient();
   SlurmRestClient(const SlurmRestClient&) = delete;
   SlurmRestClient& operator=(const SlurmRestClient&) = delete;
 
@@ -138,7 +138,7 @@ class SlurmRestClient {
   Result<Answer> call(const char* method, const std::string& path, const std::string& body);
 
   SlurmClientOptions options_;
-  void* curl_ = nullptr;  // one CURL handle, reused (keeps the connection)
+  http::Client http_;  // reused, so its connection is kept
 };
 
 }  // namespace shoal::cluster::slurm

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "agent/cluster/log_file.h"
+#include "agent/cluster/exec/log_file.h"
 #include "common/file.h"
 
 namespace shoal::cluster::slurm {

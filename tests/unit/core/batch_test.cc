@@ -7,7 +7,7 @@
 #include <set>
 #include <variant>
 
-#include "store/sqlite.h"
+#include "store/sqlite/database.h"
 #include "tests/unit/core/world.h"
 
 namespace shoal::core::testing {
@@ -37,7 +37,7 @@ struct Lazy {
 // The phase `node`'s store has committed for workload `name`, as another
 // connection reads it.
 std::string committed_phase(const Node& node, const std::string& name) {
-  auto db = store::Database::open(node.db_path);
+  auto db = store::sqlite::Database::open(node.db_path);
   EXPECT_TRUE(db.is_ok()) << db.status().message();
   if (!db.is_ok()) return "";
   auto select = (*db)->prepare("SELECT phase FROM workloads WHERE name = ?");

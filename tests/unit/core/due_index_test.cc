@@ -1,14 +1,14 @@
 // The source's due-time index on its own: what a tick visits, what
 // next_deadline() promises, and the invariant check catching an owner whose
 // due time moved earlier without a touch.
-#include "agent/core/due_index.h"
+#include "agent/core/source/due_index.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
-namespace shoal::core {
+namespace shoal::core::source {
 namespace {
 
 using namespace std::chrono_literals;
@@ -180,4 +180,4 @@ TEST(DueIndexTest, AForgottenWorkloadDoesNotStopTheIndex) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::source

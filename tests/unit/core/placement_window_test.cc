@@ -1,10 +1,10 @@
 // The source's placement window on its own: slots, the line's order
 // (priority, then arrival), a priority change, and its invariant.
-#include "agent/core/placement_window.h"
+#include "agent/core/source/placement_window.h"
 
 #include <gtest/gtest.h>
 
-namespace shoal::core {
+namespace shoal::core::source {
 namespace {
 
 SourceWorkload& add(SourceBook& book, const std::string& uid, int32_t priority) {
@@ -91,4 +91,4 @@ TEST(PlacementWindowTest, ItsInvariantCatchesAStrayTicketAndADoubleSlot) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::source

@@ -1,11 +1,11 @@
 // The target's reservation table on its own: what each source holds
 // follows its records, the routing counts move with them, and its
 // invariant catches a record changed without being followed.
-#include "agent/core/reservation_table.h"
+#include "agent/core/target/reservation_table.h"
 
 #include <gtest/gtest.h>
 
-namespace shoal::core {
+namespace shoal::core::target {
 namespace {
 
 store::ReservationRecord record(const std::string& source, const std::string& uid,
@@ -63,4 +63,4 @@ TEST(ReservationTableTest, ARecordChangedWithoutBeingFollowedBreaksTheInvariant)
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::target

@@ -1,10 +1,10 @@
 // A target's routing counts on their own: bound or running copies and
 // queued candidates, per namespace, per queue and cluster-wide.
-#include "agent/core/routing_counts.h"
+#include "agent/core/target/routing_counts.h"
 
 #include <gtest/gtest.h>
 
-namespace shoal::core {
+namespace shoal::core::target {
 namespace {
 
 store::ReservationRecord reservation(const std::string& uid, store::ReservationPhase phase) {
@@ -52,4 +52,4 @@ TEST(RoutingCountsTest, QueuedCandidatesCountInTheirQueueAndTheDepths) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::target

@@ -1,10 +1,10 @@
 // The source's book of workloads on its own: names, a group's copies,
 // counts kept as records change, pages, watches and its invariant.
-#include "agent/core/source_book.h"
+#include "agent/core/source/book.h"
 
 #include <gtest/gtest.h>
 
-namespace shoal::core {
+namespace shoal::core::source {
 namespace {
 
 SourceWorkload workload(const std::string& uid, const std::string& name,
@@ -114,4 +114,4 @@ TEST(SourceBookTest, UsageAtATargetCountsItsUnfinishedWinnersOnly) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::source

@@ -1,11 +1,11 @@
 // What the source knows of its targets, on its own: advertised room and
 // facts, BOUND acknowledgements handed back by the next CAPACITY, and the
 // counts of our work a target does not advertise yet.
-#include "agent/core/target_ledger.h"
+#include "agent/core/source/target_ledger.h"
 
 #include <gtest/gtest.h>
 
-namespace shoal::core {
+namespace shoal::core::source {
 namespace {
 
 protocol::Capacity capacity_of(const std::vector<std::string>& namespaces) {
@@ -82,4 +82,4 @@ TEST(TargetLedgerTest, ALeaseRenewalIsRememberedPerTarget) {
 }
 
 }  // namespace
-}  // namespace shoal::core
+}  // namespace shoal::core::source

@@ -14,7 +14,7 @@
 #include "agent/cluster/node_cluster.h"
 #include "agent/core/agent.h"
 #include "agent/core/batch.h"
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 #include "tests/sim/clocks.h"
 
 namespace shoal::core::testing {
@@ -111,7 +111,7 @@ struct Node {
   std::string db_path;
   crypto::Identity identity;
   std::string id;
-  std::unique_ptr<store::SqliteStore> store;
+  std::unique_ptr<store::sqlite::SqliteStore> store;
   std::unique_ptr<cluster::NodeCluster> cluster;
   std::unique_ptr<QueueTransport> transport;
   std::unique_ptr<Agent> agent;
@@ -363,7 +363,7 @@ class World {
 
  private:
   void boot(Node& node) {
-    auto store = store::SqliteStore::open(node.db_path);
+    auto store = store::sqlite::SqliteStore::open(node.db_path);
     ASSERT_TRUE(store.is_ok()) << store.status().message();
     node.store = std::move(store).value();
     std::unique_ptr<cluster::Runner> runner = runner_for ? runner_for(node.name) : nullptr;

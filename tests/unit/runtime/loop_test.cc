@@ -85,7 +85,7 @@ class LoopTest : public ::testing::Test {
     ASSERT_TRUE(crypto::initialize().is_ok());
     char pattern[] = "/tmp/shoal-loop.XXXXXX";
     dir_ = mkdtemp(pattern);
-    auto opened = store::SqliteStore::open(database_path());
+    auto opened = store::sqlite::SqliteStore::open(database_path());
     ASSERT_TRUE(opened.is_ok()) << opened.status().message();
     store_ = std::move(opened).value();
     peers_.set(zmq::sockopt::linger, 0);
@@ -138,7 +138,7 @@ class LoopTest : public ::testing::Test {
   std::string dir_;
   std::shared_ptr<spdlog::logger> logger_ =
       std::make_shared<spdlog::logger>("loop-test", std::make_shared<spdlog::sinks::null_sink_mt>());
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::sqlite::SqliteStore> store_;
   zmq::context_t context_{1};
   zmq::socket_t peers_{context_, zmq::socket_type::router};
   zmq::socket_t control_{context_, zmq::socket_type::router};

@@ -8,9 +8,9 @@
 #include <iterator>
 #include <map>
 
-#include "store/sqlite_store.h"
+#include "store/sqlite/sqlite_store.h"
 
-namespace shoal::store {
+namespace shoal::store::sqlite {
 namespace {
 
 class StoreTest : public ::testing::Test {
@@ -464,4 +464,4 @@ TEST_F(StoreTest, ADamagedPageIsFoundAtOpenAndTheFileLeftAsItWas) {
 }
 
 }  // namespace
-}  // namespace shoal::store
+}  // namespace shoal::store::sqlite

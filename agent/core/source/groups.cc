@@ -1,0 +1,467 @@
+// The source role, groups and their end: multi-cluster groups (one copy per
+// cluster, the group's phase from its copies), nominations, deletion
+// everywhere, loading, views and the role's invariants.
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "agent/core/source/role.h"
+
+namespace shoal::core::source {
+
+SourceRole::SourceRole(Context& context, const PeerTable& peers, const InvitationBook& invitations,
+                       LocalFacts local_facts)
+    : context_(context),
+      peers_(peers),
+      invitations_(invitations),
+      config_(context.config()),
+      self_id_(context.self_id()),
+      clock_(context.clock()),
+      cluster_(context.cluster()),
+      local_facts_(std::move(local_facts)) {
+  // A copy's story is told in its group's history.
+  context_.set_event_subject([this](std::string& subject, std::string& text) {
+    const SourceWorkload* copy = book_.find(subject);
+    if (!copy || copy->record.parent.empty()) return;
+    text = "copy " + std::to_string(copy->record.copy_index) + ": " + text;
+    subject = copy->record.parent;
+  });
+}
+
+void SourceRole::load(std::vector<store::WorkloadRecord> records) {
+  TimePoint now = clock_.now();
+  for (auto& record : records) {
+    SourceWorkload workload;
+    workload.record = std::move(record);
+    // Unfinished rounds restart with a new epoch; a persisted winner is
+    // re-approved (APPROVE is idempotent at the target).
+    workload.next_round_at = now;
+    due_.wake(workload.record.uid);
+    if (workload.record.phase == model::Phase::kPending) room_waiters_.insert(workload.record.uid);
+    SourceWorkload& stored = book_.add(std::move(workload));
+    if (stored.record.deleting) begin_delete(stored);  // a restart interrupted a delete
+  }
+}
+
+void SourceRole::persist(const store::WorkloadRecord& record) {
+  // The spec never changes once written: most writes leave it be (encoding
+  // it was a quarter of a busy source's CPU). The first writes it all.
+  Status written = context_.store().update_workload_status(record);
+  if (written.code() == ErrorCode::kNotFound) written = context_.store().put_workload(record);
+  context_.note_store(written);
+  due_.wake(record.uid);
+  due_.touch(record.uid);
+  SourceWorkload* found = book_.find(record.uid);
+  if (found) {
+    unpark(*found);
+    book_.changed(*found);
+    follow_expectation(*found);
+  }
+  bool waits_for_slot = found && found->waiting_ticket != 0;
+  if (record.phase == model::Phase::kPending && !record.deleting && !waits_for_slot) {
+    room_waiters_.insert(record.uid);  // make_pending takes out what waits in queues
+  } else {
+    room_waiters_.erase(record.uid);
+  }
+  if (holds_slot(record)) {
+    window_.hold(record.uid);
+  } else {
+    window_.release(record.uid);
+  }
+  // Placed (a late READY won), deleted or otherwise moved on: it no longer
+  // waits for a slot.
+  if (record.phase != model::Phase::kPending || record.deleting) {
+    if (found) window_.leave(*found);
+  }
+  if (!record.parent.empty()) update_group(record.parent);
+}
+
+std::string SourceRole::broken_invariant() {
+  if (std::string broken = book_.broken_invariant(); !broken.empty()) return broken;
+  if (std::string broken = targets_.broken_invariant(); !broken.empty()) return broken;
+  size_t parked = 0;
+  for (const auto& [uid, workload] : book_.entries()) {
+    parked += workload.parked_until != TimePoint{};
+    if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
+      return "a Pending workload has a winner";
+    }
+    if (!is_quiet(workload) && !due_.is_awake(uid)) {
+      return "a workload with something due is not awake";
+    }
+    // A parked workload is woken by its entry in parked_.
+    if (workload.parked_until != TimePoint{} &&
+        !parked_.count({workload.parked_until, uid})) {
+      return "a parked workload is missing from parked_";
+    }
+    // The window: a slot is held only by a round in flight; whoever waits
+    // is Pending and in line exactly once.
+    if (window_.holds(uid) && !holds_slot(workload.record)) {
+      return "a workload holds a window slot without a round in flight";
+    }
+    if (workload.waiting_ticket && workload.record.phase != model::Phase::kPending) {
+      return "a workload in line for a slot is not Pending";
+    }
+  }
+  if (std::string broken = window_.broken_invariant(book_); !broken.empty()) return broken;
+  // The digests' plan is a lower bound (next_deadline).
+  if (invitations_.issuers().size() == digest_issuers_seen_) {
+    for (const auto& [id, invitations] : invitations_.issuers()) {
+      TimePoint last_sent = targets_.last_digest_sent(id);
+      if (last_sent + digest_interval() < next_digest_due_ && may_renew_lease(id)) {
+        return "a DIGEST is due before next_digest_due_";
+      }
+    }
+  }
+  // every batch decides what it read (decide_readied)
+  if (!readied_.empty()) {
+    return "a batch ended with READYs undecided";
+  }
+  // Room never wakes what waits for a slot (it would walk the whole line).
+  for (const auto& uid : room_waiters_) {
+    const SourceWorkload* found = book_.find(uid);
+    if (found && found->waiting_ticket != 0) {
+      return "a workload waiting for a slot also waits for room";
+    }
+  }
+  if (parked != parked_.size()) return "parked_ does not hold each parked workload once";
+  // The due-time index keeps its contract against our due times
+  // (due_index.h).
+  TimePoint deadline = next_deadline();
+  if (std::string broken = due_.broken_invariant(deadline); !broken.empty()) return broken;
+  // The copies of a group, finished ones included, are placed on different
+  // clusters.
+  for (const auto& [group_uid, group] : book_.entries()) {
+    if (!is_group(group)) continue;
+    std::set<std::string> winners;
+    for (const auto& copy_uid : book_.copy_uids(group_uid)) {
+      const SourceWorkload* copy = book_.find(copy_uid);
+      if (!copy || copy->record.parent != group_uid) {
+        return "a group's copy is gone or names another parent";
+      }
+      if (copy->record.winner.empty()) continue;
+      if (!winners.insert(copy->record.winner).second) {
+        return "two copies of a group won the same cluster";
+      }
+    }
+  }
+  return "";
+}
+
+Status SourceRole::nominate(const std::string& namespace_name, const std::string& name,
+                            const std::vector<std::string>& clusters) {
+  SourceWorkload* named = book_.find_named(namespace_name + "/" + name);
+  if (!named) return not_found("workload " + namespace_name + "/" + name + " not found");
+  SourceWorkload& workload = *named;
+  store::WorkloadRecord& record = workload.record;
+  if (record.spec.placement.dispatcher.value_or(config_.default_dispatcher) !=
+      model::Dispatcher::kExternal) {
+    return invalid_argument(
+        "workload " + record.spec.key() +
+        " does not use spec.placement.dispatcher: External; nothing to nominate");
+  }
+  if (clusters.empty()) return invalid_argument("clusters: expected at least one cluster name");
+  size_t copies = static_cast<size_t>(record.spec.placement.number_of_clusters);
+  if (clusters.size() < copies) {
+    return invalid_argument("clusters: expected at least " + std::to_string(copies) +
+                            " cluster names (numberOfClusters " + std::to_string(copies) +
+                            ", one copy per cluster)");
+  }
+  if (record.deleting)
+    return invalid_argument("workload " + record.spec.key() + " is being deleted");
+  bool bound = !record.winner.empty() ||
+               (record.phase != model::Phase::kPending && record.phase != model::Phase::kPlacing);
+  if (bound) {
+    return invalid_argument("workload " + record.spec.key() + " is already bound at " +
+                            record.cluster + "; nominations cannot change once bound");
+  }
+  std::vector<std::string> members = {record.uid};
+  if (is_group(workload)) {
+    members = book_.copy_uids(record.uid);
+    for (const auto& copy_uid : members) {
+      const store::WorkloadRecord& copy = book_.find(copy_uid)->record;
+      if (!copy.winner.empty() ||
+          (copy.phase != model::Phase::kPending && copy.phase != model::Phase::kPlacing)) {
+        return invalid_argument("workload " + record.spec.key() + " copy " +
+                                std::to_string(copy.copy_index) + " is already bound at " +
+                                copy.cluster + "; nominations cannot change once bound");
+      }
+    }
+  }
+  record.nominations = clusters;
+  persist(record);
+  std::string list;
+  for (const auto& cluster : clusters) list += (list.empty() ? "" : ",") + cluster;
+  record_event(record.uid, "nominated " + list);
+  // A new round asks the nominees and cancels every candidate not nominated
+  // any more.
+  for (const auto& member_uid : members) {
+    SourceWorkload& member = *book_.find(member_uid);
+    member.record.nominations = clusters;
+    persist(member.record);
+    start_round(member);
+  }
+  return context_.store_health();
+}
+
+Status SourceRole::set_priority(const std::string& namespace_name, const std::string& name,
+                                int32_t priority) {
+  SourceWorkload* named = book_.find_named(namespace_name + "/" + name);
+  if (!named) return not_found("workload " + namespace_name + "/" + name + " not found");
+  SourceWorkload& workload = *named;
+  const store::WorkloadRecord& group = workload.record;
+  if (group.deleting) return invalid_argument("workload " + group.spec.key() + " is being deleted");
+  if (model::is_finished(group.phase)) {
+    return invalid_argument("workload " + group.spec.key() + " is " +
+                            std::string(model::phase_name(group.phase)) +
+                            "; only a pending or running workload's priority can change");
+  }
+  if (group.spec.priority == priority) return Status::ok();
+  record_event(group.uid, "priority " + std::to_string(priority) + " (was " +
+                              std::to_string(group.spec.priority) + ")");
+  std::vector<std::string> members = {group.uid};
+  if (is_group(workload)) {
+    workload.record.spec.priority = priority;
+    persist(workload.record);
+    members = book_.copy_uids(group.uid);
+  }
+  for (const std::string& member_uid : members) {
+    SourceWorkload& member = *book_.find(member_uid);
+    store::WorkloadRecord& record = member.record;
+    // Its place among ours waiting for a slot: behind those of its new
+    // priority that waited before it, as a newcomer would be.
+    window_.reprioritize(member, priority);
+    record.spec.priority = priority;
+    persist(record);
+    // Every target that may queue, hold or run it; later CANDIDATEs and
+    // DIGESTs carry the new priority too, should this one be lost.
+    std::set<std::string> told;
+    for (const auto& [peer_id, progress] : member.candidates) {
+      if (may_hold_something(progress)) told.insert(peer_id);
+    }
+    if (!record.winner.empty()) told.insert(record.winner);
+    for (const std::string& peer_id : told) {
+      send(peer_id, protocol::Priority{record.uid, record.epoch, priority});
+    }
+  }
+  return context_.store_health();
+}
+
+Status SourceRole::delete_workload(const std::string& namespace_name, const std::string& name) {
+  SourceWorkload* named = book_.find_named(namespace_name + "/" + name);
+  if (!named) return not_found("workload " + namespace_name + "/" + name + " not found");
+  SourceWorkload& workload = *named;
+  if (!workload.record.deleting) {
+    std::string group_uid = workload.record.uid;
+    workload.record.deleting = true;
+    workload.record.reason = "Deleting";
+    workload.record.updated_at = clock_.now();
+    persist(workload.record);
+    record_event(group_uid, "delete requested");
+    // A group goes once its last copy has gone (drive_source_workloads).
+    std::vector<std::string> targets = {group_uid};
+    if (is_group(workload)) targets = book_.copy_uids(group_uid);
+    for (const auto& target_uid : targets) {
+      SourceWorkload& one = *book_.find(target_uid);
+      one.record.deleting = true;
+      one.record.reason = "Deleting";
+      persist(one.record);
+      begin_delete(one);
+      if (drive_delete(one, clock_.now())) forget_workload(target_uid);
+    }
+    SourceWorkload* group = book_.find(group_uid);
+    if (group && is_group(*group) && book_.copy_uids(group_uid).empty()) {
+      forget_workload(group_uid);
+    }
+  }
+  return context_.store_health();
+}
+
+void SourceRole::begin_delete(SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  TimePoint now = clock_.now();
+  std::set<std::string> maybe_holding;
+  for (const auto& [peer_id, progress] : workload.candidates) {
+    if (may_hold_something(progress)) maybe_holding.insert(peer_id);
+  }
+  for (const auto& [peer_id, cancel] : workload.cancels) maybe_holding.insert(peer_id);
+  if (workload.candidates.empty() && record.phase != model::Phase::kPending) {
+    // After a restart nobody knows who was asked: tell every target.
+    maybe_holding.insert(self_id_);
+    for (const auto& [issuer, invitations] : invitations_.issuers()) {
+      maybe_holding.insert(issuer);
+    }
+  }
+  if (!record.winner.empty()) maybe_holding.insert(record.winner);
+  workload.cancels.clear();
+  for (const auto& peer_id : maybe_holding) {
+    PendingDelete pending{record.epoch, now, now + config_.reservation_ttl};
+    // A copy that may be running is waited for until it is confirmed stopped.
+    if (peer_id == record.winner && !model::is_finished(record.phase)) pending.give_up_at.reset();
+    workload.deletes[peer_id] = pending;
+    send(peer_id, protocol::Delete{record.uid, record.epoch});
+  }
+}
+
+bool SourceRole::drive_delete(SourceWorkload& workload, TimePoint now) {
+  for (auto it = workload.deletes.begin(); it != workload.deletes.end();) {
+    PendingDelete& pending = it->second;
+    if (pending.give_up_at && now >= *pending.give_up_at) {
+      it = workload.deletes.erase(it);
+      continue;
+    }
+    if (now >= context_.resend_at(it->first, pending.last_sent, 0)) {
+      pending.last_sent = now;
+      send(it->first, protocol::Delete{workload.record.uid, pending.epoch});
+    }
+    ++it;
+  }
+  return workload.deletes.empty();
+}
+
+void SourceRole::forget_workload(const std::string& uid) {
+  SourceWorkload* found = book_.find(uid);
+  if (!found) return;
+  SourceWorkload& workload = *found;
+  const std::string parent = workload.record.parent;
+  record_event(uid, "deleted " + workload.record.spec.key());
+  context_.note_store(context_.store().delete_workload(uid));
+  if (!parent.empty()) {
+    // A deleting group goes once its last copy has: due now, so touched
+    // (in a tick, the group may have been driven before this copy went).
+    due_.wake(parent);
+    due_.touch(parent);
+  }
+  window_.leave(workload);
+  window_.release(uid);
+  unpark(workload);
+  expect_at(workload, "");
+  if (!workload.counted_at.empty()) targets_.count_ours(workload.counted_at, -1);
+  book_.erase(uid);
+  due_.sleep(uid);
+}
+
+WorkloadCounts SourceRole::workload_counts() const {
+  WorkloadCounts counts = book_.counts();
+  counts.awake = due_.awake_count();
+  counts.parked = parked_.size();
+  return counts;
+}
+
+bool SourceRole::may_place_at(const store::WorkloadRecord& record,
+                              const std::string& target) const {
+  // What a READY from `target` would have needed: a valid invitation into
+  // the namespace, the allow list, the nominations, no sibling copy there.
+  const model::PlacementSpec& placement = record.spec.placement;
+  std::string cluster = cluster_name_of(target);
+  bool invited = target == self_id_;
+  for (const auto* invitation : invitations_.valid_accepted(target, clock_.now())) {
+    invited = invited || invitation->covers(record.spec.namespace_name);
+  }
+  auto listed = [&](const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), cluster) != names.end();
+  };
+  return invited && (placement.clusters.empty() || listed(placement.clusters)) &&
+         (placement.dispatcher.value_or(config_.default_dispatcher) !=
+              model::Dispatcher::kExternal ||
+          (record.nominations && listed(*record.nominations))) &&
+         !sibling_winners(record).count(target);
+}
+
+std::set<std::string> SourceRole::sibling_winners(const store::WorkloadRecord& record) const {
+  std::set<std::string> taken;
+  if (record.parent.empty()) return taken;
+  for (const auto& copy_uid : book_.copy_uids(record.parent)) {
+    const store::WorkloadRecord& sibling = book_.find(copy_uid)->record;
+    // A finished sibling keeps its cluster: the group promises N distinct
+    // clusters for its whole life, not only among the copies still running.
+    // (A copy that restarts elsewhere has cleared its winner.) So does an
+    // epoch of it given up as lost, which may have succeeded unheard.
+    if (copy_uid == record.uid) continue;
+    if (!sibling.winner.empty()) taken.insert(sibling.winner);
+    for (const auto& lost : sibling.lost_copies) taken.insert(lost.target);
+  }
+  return taken;
+}
+
+void SourceRole::update_group(const std::string& group_uid) {
+  SourceWorkload* found = book_.find(group_uid);
+  if (!found) return;
+  store::WorkloadRecord& group = found->record;
+  std::vector<store::WorkloadRecord> copies = book_.copies_of(group_uid);
+  if (copies.empty()) return;
+  auto count = [&](std::initializer_list<model::Phase> phases) {
+    return static_cast<size_t>(std::count_if(copies.begin(), copies.end(), [&](const auto& copy) {
+      return std::find(phases.begin(), phases.end(), copy.phase) != phases.end();
+    }));
+  };
+  using model::Phase;
+  size_t n = copies.size();
+  // Running only when every copy runs (or has already succeeded); Failed as
+  // soon as one copy failed for good; Succeeded when all did.
+  Phase phase = Phase::kPending;
+  if (count({Phase::kSucceeded}) == n)
+    phase = Phase::kSucceeded;
+  else if (count({Phase::kFailed}) > 0)
+    phase = Phase::kFailed;
+  else if (count({Phase::kRunning, Phase::kSucceeded}) == n)
+    phase = Phase::kRunning;
+  else if (count({Phase::kBound, Phase::kRunning, Phase::kSucceeded}) == n)
+    phase = Phase::kBound;
+  else if (count({Phase::kPlacing, Phase::kBound, Phase::kRunning, Phase::kSucceeded}) > 0)
+    phase = Phase::kPlacing;
+  std::string clusters, reasons;
+  std::vector<std::string> nodes;
+  uint64_t epoch = 0;
+  int32_t restarts = 0, disruptions = 0, exit_code = 0;
+  int64_t started = 0, finished = 0;
+  bool all_finished = true;
+  for (const auto& copy : copies) {
+    if (!copy.cluster.empty()) clusters += (clusters.empty() ? "" : ",") + copy.cluster;
+    if (!copy.reason.empty() && !copy.deleting) {
+      reasons += "; copy " + std::to_string(copy.copy_index) + ": " + copy.reason;
+    }
+    nodes.insert(nodes.end(), copy.nodes.begin(), copy.nodes.end());
+    epoch = std::max(epoch, copy.epoch);
+    restarts += copy.restarts;
+    disruptions += copy.disruptions;
+    if (exit_code == 0) exit_code = copy.exit_code;
+    if (copy.started_at_ms && (!started || copy.started_at_ms < started))
+      started = copy.started_at_ms;
+    finished = std::max(finished, copy.finished_at_ms);
+    all_finished = all_finished && model::is_finished(copy.phase);
+  }
+  std::string summary =
+      std::to_string(count({Phase::kRunning})) + "/" + std::to_string(n) + " running";
+  if (phase == Phase::kSucceeded)
+    summary = std::to_string(n) + "/" + std::to_string(n) + " succeeded";
+  if (phase == Phase::kFailed)
+    summary = std::to_string(count({Phase::kFailed})) + "/" + std::to_string(n) + " failed";
+  if (group.deleting) summary = "Deleting";
+  store::WorkloadRecord updated = group;
+  updated.phase = phase;
+  updated.cluster = clusters;
+  updated.reason = summary + reasons;
+  updated.nodes = std::move(nodes);
+  updated.epoch = epoch;
+  updated.restarts = restarts;
+  updated.disruptions = disruptions;
+  updated.exit_code = exit_code;
+  updated.started_at_ms = started;
+  updated.finished_at_ms = all_finished ? finished : 0;
+  if (updated.phase == group.phase && updated.cluster == group.cluster &&
+      updated.reason == group.reason && updated.nodes == group.nodes &&
+      updated.epoch == group.epoch && updated.restarts == group.restarts &&
+      updated.disruptions == group.disruptions &&
+      updated.finished_at_ms == group.finished_at_ms &&
+      updated.started_at_ms == group.started_at_ms) {
+    return;
+  }
+  bool phase_changed = updated.phase != group.phase;
+  updated.updated_at = clock_.now();
+  group = std::move(updated);
+  persist(group);
+  if (phase_changed)
+    record_event(group_uid, std::string(model::phase_name(group.phase)) + ": " + group.reason);
+}
+
+}  // namespace shoal::core::source

@@ -1,0 +1,74 @@
+// What the source role knows of each target it may place on: what the
+// target advertised (room by namespace and queue, its cluster's facts),
+// when this source last renewed its lease (DIGEST), and this source's own
+// workloads headed or bound there that the target's last CAPACITY does not
+// count yet — so a burst of submissions sees what it already sent.
+//
+// Invariant (broken_invariant): no count of ours is below zero; a target
+// with nothing unadvertised holds no room for it either.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/text_key.h"
+#include "common/time.h"
+#include "model/placement_spec.h"
+#include "model/workload.h"
+#include "protocol/messages.h"
+
+namespace shoal::core::source {
+
+class TargetLedger {
+ public:
+  struct Target {
+    std::map<std::string, protocol::NamespaceCapacity> capacity;  // advertised, by namespace
+    protocol::ClusterFacts facts;  // advertised; labels and claims as last sent
+    bool heard_facts = false;      // from an agent that sends them at all
+    TimePoint last_digest_sent{};  // our last DIGEST (lease renewal) to it
+    // Our own workloads headed or bound there that its last CAPACITY does
+    // not count yet (SourceWorkload::expected_at): what they hold, counted
+    // cluster-wide, per namespace and per (namespace, queue).
+    model::UsageCounts unadvertised;
+    std::map<std::string, model::UsageCounts> unadvertised_by_namespace;
+    std::map<std::pair<std::string, std::string>, int64_t> unadvertised_by_queue;
+    model::Resources unadvertised_room;  // taken from its advertised free room
+    std::vector<std::string> acknowledged;  // uids BOUND since its last CAPACITY
+    // Our unfinished workloads there or headed there (Balance): their
+    // winner, or, still placing, their first-ranked target.
+    int64_t ours = 0;
+  };
+
+  // What we know of `peer`: null when nothing yet.
+  const Target* find(const std::string& peer) const;
+
+  // A CAPACITY from `peer`: its room and facts (labels and claims left out
+  // mean "as last sent"). Returns the uids it said BOUND to before it, which
+  // this CAPACITY now counts itself.
+  std::vector<std::string> advertised(const std::string& peer, const protocol::Capacity& message);
+  // `peer` said BOUND to our workload `uid`: its next CAPACITY counts it.
+  void acknowledge(const std::string& peer, const std::string& uid);
+  // Its room is no longer ours to place on (an invitation revoked).
+  void forget_capacity(const std::string& peer);
+  std::vector<protocol::NamespaceCapacity> capacity_of(const std::string& peer) const;
+
+  // Our workload of `spec` now counts as headed there (+1) or no longer
+  // (-1) until the target's CAPACITY counts it.
+  void expect(const std::string& peer, const model::WorkloadSpec& spec, int64_t sign);
+  // One more (or fewer) of our unfinished workloads there or headed there.
+  void count_ours(const std::string& peer, int64_t delta) { targets_[peer].ours += delta; }
+
+  // Lease renewals: when the last DIGEST went ({} never, or forgotten so
+  // the next one is due at once).
+  TimePoint last_digest_sent(const std::string& peer) const;
+  void digest_sent(const std::string& peer, TimePoint at) { targets_[peer].last_digest_sent = at; }
+
+  std::string broken_invariant() const;
+
+ private:
+  TextMap<Target> targets_;  // by peer id
+};
+
+}  // namespace shoal::core::source

@@ -1,0 +1,110 @@
+// One workload as the source role tracks it: its stored record and the
+// state of its placement round, its copy and its delete, none of which is
+// stored (a restart starts a new round from the record).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/core/context.h"
+#include "common/time.h"
+#include "model/quota.h"
+#include "protocol/messages.h"
+#include "store/records.h"
+
+namespace shoal::core::source {
+
+// Where one target stands with this round's CANDIDATE.
+enum class CandidateState { kSent, kReady, kRejected };
+struct CandidateProgress {
+  CandidateState state = CandidateState::kSent;
+  protocol::RejectCode code = protocol::RejectCode::kOther;  // when kRejected
+  std::string reason;                                        // for people
+  TimePoint last_sent{};
+  double score = 0;  // from the first READY of this epoch
+  // What its READY would cost in preemption (0: its room is held now).
+  uint32_t victims = 0;
+  int32_t victim_priority = 0;
+  int resends = 0;   // CANDIDATE re-sent this often so far (Context::resend_at)
+};
+
+// A CANCEL owed to one target, re-sent until RELEASED or its reservation
+// must have expired.
+struct PendingCancel {
+  uint64_t epoch = 0;
+  TimePoint last_sent{};
+  TimePoint give_up_at{};
+  int resends = 0;
+};
+
+// A DELETE owed to one target while the workload is being deleted.
+struct PendingDelete {
+  uint64_t epoch = 0;
+  TimePoint last_sent{};
+  std::optional<TimePoint> give_up_at;  // none for a copy that may still run
+};
+
+struct SourceWorkload {
+  store::WorkloadRecord record;
+  int pending_attempts = 0;  // rounds in a row that ended Pending: the backoff exponent
+  // Waits in every target's queue (waits_in_every_queue): asleep, off the
+  // timers' walk, until its next round refreshes the queues' hold
+  // (parked_), or until a change (persist) wakes it. {} when not parked.
+  TimePoint parked_until{};
+  // What SourceBook's counts hold for it (top-level workloads only): the
+  // phase and start last counted, so counts cost nothing to read.
+  std::optional<model::Phase> counted_phase;
+  bool counted_started = false;
+  // Counted in its namespace's federation-wide quota usage (SourceBook::held_in).
+  bool counted_in_quota = false;
+  std::string unasked;       // " cluster=Reason" for each target this round left out
+  std::map<std::string, CandidateProgress> candidates;  // by target peer id, this epoch
+  std::map<std::string, PendingCancel> cancels;         // by target peer id
+  std::map<std::string, PendingDelete> deletes;         // by target peer id, while deleting
+  TimePoint round_started{};
+  TimePoint wave_started{};  // Incremental, Preferred: when the last batch of candidates went out
+  std::vector<std::pair<std::string, std::string>> untried;  // ranked, not asked yet
+  // This round asked its first-ranked target alone (Preferred): READYs of
+  // the others, asked later, wait for it only until preferredWait after
+  // the round began, not after they came.
+  bool asked_preferred_alone = false;
+  TimePoint last_approve_sent{};
+  int approve_resends = 0;
+  // The winner was made so with this round's CANDIDATE, approved in
+  // advance, and has not answered it yet (memory only: after a restart the
+  // source re-sends APPROVE, as to any winner). A REJECT now means it had
+  // no room to bind at once, and the round goes on without it.
+  bool approved_in_advance = false;
+  TimePoint next_round_at{};
+  // Non-zero while it waits in a line of the placement window (for a slot,
+  // or for its namespace's quota): its place there, after priority, and
+  // which line (PlacementWindow::kSlotLine or quota_line(namespace)).
+  uint64_t waiting_ticket = 0;
+  std::string waiting_line;
+  // The target this workload is counted at while its target's CAPACITY
+  // does not count it yet (expect_at): the round's first-ranked, then its
+  // winner. `acknowledged`: the winner said BOUND, so the next CAPACITY
+  // from it counts the workload. "" when not counted anywhere.
+  std::string expected_at;
+  bool acknowledged = false;
+  std::string advertised_by;  // the winner whose CAPACITY counts it now ("" none yet)
+  // Where it counts in Target::ours ("" nowhere): its winner until it
+  // finishes, or while placing, the round's first-ranked target.
+  std::string counted_at;
+  std::string preferred;  // this round's first-ranked target ("" none)
+  TimePoint first_ready_at{};  // of this round, not yet decided on; {} when none
+  std::map<std::string, double> engine_scores;  // this round's, by target peer id
+  // Targets that ended a copy of it for a reason not its job's own
+  // (on_copy_failed), and until when no round asks them (memory only).
+  std::map<std::string, TimePoint> avoid_until;
+  // The envelope of the newest STATUS taken from the winner (memory
+  // only): a HOLDINGS sealed before it is a snapshot older than what we
+  // know, and cannot show the copy lost (on_holdings).
+  std::string last_status_from;
+  Context::EnvelopeOrder last_status_order;
+};
+
+}  // namespace shoal::core::source

@@ -1,0 +1,624 @@
+// The target role, admission and binding: answer CANDIDATE with a
+// reservation (READY) or a reason (REJECT), queue what fits but not now,
+// bind on APPROVE, release on CANCEL, DELETE or expiry. The life of a bound
+// copy (status, leases, capacity, timers) is in copies.cc.
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "agent/core/target/role.h"
+#include "common/check.h"
+
+namespace shoal::core::target {
+
+TargetRole::TargetRole(Context& context, PeerTable& peers, const InvitationBook& invitations)
+    : advertiser_(context, peers, invitations, counts_,
+                  [this](const std::string& source) -> const InvitationUsage& { return table_.held_by(source); }),
+      context_(context),
+      peers_(peers),
+      invitations_(invitations),
+      config_(context.config()),
+      self_id_(context.self_id()),
+      clock_(context.clock()),
+      cluster_(context.cluster()) {}
+
+TargetRole::Refusal TargetRole::reject_reason_for(const std::string& from,
+                                                  const model::WorkloadSpec& spec) const {
+  if (from == self_id_) return {};
+  // The most telling reason among the invitations that name this namespace.
+  Refusal best{protocol::RejectCode::kNotInvited, "NotInvited"};
+  TimePoint now = clock_.now();
+  for (const InvitationBook::Owned* owned : invitations_.issued_to(from)) {
+    if (!owned->invitation.covers(spec.namespace_name)) continue;
+    InvitationState state = InvitationBook::state(*owned, now);
+    if (state == InvitationState::kActive) return limit_refusal(from, spec);
+    if (state == InvitationState::kReplaced) continue;  // its successor decides
+    if (best.code == protocol::RejectCode::kNotInvited || state == InvitationState::kRevoked) {
+      best = {protocol::RejectCode::kInvitationNotValid, invitation_state_name(state)};
+    }
+  }
+  return best;
+}
+
+TargetRole::Refusal TargetRole::limit_refusal(const std::string& from,
+                                              const model::WorkloadSpec& spec) const {
+  if (from == self_id_) return {};
+  const crypto::InvitationLimits* limits = nullptr;
+  for (const auto* invitation : invitations_.valid_issued(from, clock_.now()))
+    limits = &invitation->limits;
+  if (!limits) return {protocol::RejectCode::kNotInvited, "NotInvited"};
+  InvitationUsage usage = usage_of_source(from);
+  model::Resources after = usage.resources + spec.total();
+  auto over = [](const char* resource) {
+    return Refusal{protocol::RejectCode::kQuotaExceeded, std::string("QuotaExceeded:") + resource};
+  };
+  if (limits->cpu_milli && after.cpu_milli > *limits->cpu_milli) return over("cpu");
+  if (limits->memory_bytes && after.memory_bytes > *limits->memory_bytes) return over("memory");
+  if (limits->gpu && after.gpu > *limits->gpu) return over("gpu");
+  if (limits->workloads && usage.workloads + 1 > *limits->workloads) return over("workloads");
+  return {};
+}
+
+void TargetRole::reject_candidate(const std::string& from, const protocol::Candidate& message,
+                                  const Refusal& refusal) {
+  // Counted per reason text for `shoalctl status`: the text names the
+  // resource or queue, which is what an operator needs to see.
+  ++context_.stats().rejected[refusal.reason];
+  if (from != self_id_) {
+    advertiser_.note_refused(from);  // it hears of the next room freed
+    record_event("peer/" + from,
+                 "rejected candidate " + message.spec.key() + ": " + refusal.reason);
+  }
+  send(from, protocol::Reject{message.uid, message.epoch, refusal.reason, refusal.code});
+  // A source that offers work under an invitation we revoked has not heard
+  // the REVOKE (lost, or sent while it was away). Its HELLOs are answered
+  // with it (Agent::on_hello), but a source busy offering work sends no
+  // HELLO (Agent::send_heartbeats): the refusal carries it too.
+  for (const std::string& id : invitations_.revocations_to_tell(from, clock_.now())) {
+    send(from, protocol::Revoke{id, false});
+  }
+}
+
+void TargetRole::withdraw_from_source(const std::string& source, const std::string& why,
+                                      bool evict) {
+  for (auto it = queued_.lower_bound({source, ""}); it != queued_.end() && it->first.first == source;) {
+    unqueue(it++);
+  }
+  std::vector<ReservationKey> unapproved;
+  for (auto& [key, reservation] : table_.entries()) {
+    if (key.first != source) continue;
+    store::ReservationRecord& record = reservation.record;
+    if (record.phase == store::ReservationPhase::kReserved) {
+      unapproved.push_back(key);
+    } else if (evict && store::holds_resources(record.phase)) {
+      record_event(record.uid, "evicted at " + config_.cluster + ": " + why);
+      fail_copy(reservation, protocol::CopyCondition::kRevoked, "Revoked", clock_.now());
+    }
+  }
+  for (const auto& key : unapproved) release_reservation(key, why);
+}
+
+void TargetRole::on_candidate(const std::string& from, const protocol::Candidate& message) {
+  ReservationKey key{from, message.uid};
+  auto it = table_.entries().find(key);
+  if (it != table_.entries().end()) {
+    store::ReservationRecord& existing = it->second.record;
+    if (message.epoch < existing.epoch) {
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
+                                  protocol::RejectCode::kStaleEpoch});
+      return;
+    }
+    if (message.epoch == existing.epoch) {
+      // A retry: answer the same again, score included (after a restart we
+      // no longer know it, and say what we would say now).
+      double score = it->second.ready_score >= 0 ? it->second.ready_score : free_cpu_score();
+      send(from, protocol::Ready{message.uid, message.epoch, score});
+      return;
+    }
+    if (existing.phase == store::ReservationPhase::kBound ||
+        existing.phase == store::ReservationPhase::kRunning) {
+      // The source re-places a workload we still run; never run it twice.
+      send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound",
+                                  protocol::RejectCode::kAlreadyBound});
+      return;
+    }
+    if (existing.phase == store::ReservationPhase::kReserved) {
+      // A new round of a workload we hold room for: our READY crossed the
+      // source's next round. The room moves to the new epoch (a CANCEL or
+      // APPROVE of the old one no longer touches it), so the workload keeps
+      // the place in line it waited for instead of queuing again at the back.
+      existing.epoch = message.epoch;
+      existing.expires_at = clock_.now() + config_.reservation_ttl;
+      next_reservation_expiry_ = std::min(next_reservation_expiry_, existing.expires_at);
+      persist(existing);
+      it->second.ready_score = free_cpu_score();
+      send(from, protocol::Ready{message.uid, message.epoch, it->second.ready_score});
+      return;
+    }
+    // An older epoch that has finished: superseded.
+    release_reservation(key, "superseded by epoch " + std::to_string(message.epoch));
+  }
+
+  if (Refusal refusal = reject_reason_for(from, message.spec); refusal) {
+    if (auto queued = queued_.find(key); queued != queued_.end()) unqueue(queued);
+    reject_candidate(from, message, refusal);
+    return;
+  }
+  if (int32_t granted = granted_priority(from, message.spec.priority); granted != message.spec.priority) {
+    // Held to what the invitation grants, here only: the source keeps its own.
+    protocol::Candidate held = message;
+    held.spec.priority = granted;
+    record_event("peer/" + from, "candidate " + message.spec.key() + " claims priority " +
+                                     std::to_string(message.spec.priority) + "; held to its invitation's " +
+                                     std::to_string(granted));
+    on_admissible_candidate(from, held);
+    return;
+  }
+  on_admissible_candidate(from, message);
+}
+
+void TargetRole::on_admissible_candidate(const std::string& from, const protocol::Candidate& message) {
+  ReservationKey key{from, message.uid};
+  // A cluster manager that does not answer cannot start anything: say so
+  // now, so the source tries elsewhere or again later. What already waits
+  // in our queue keeps its place.
+  if (Status health = cluster_.health(); !health.is_ok() && !queued_.count(key)) {
+    reject_candidate(from, message,
+                     {protocol::RejectCode::kBackendUnavailable, "BackendUnavailable: " + health.message()});
+    return;
+  }
+  TimePoint now = clock_.now();
+  auto queued = queued_.find(key);
+  // Approved in advance, and an epoch this target has not answered yet:
+  // room held before this step ends binds it (reserve_for).
+  bool approved_now = message.approved && (queued == queued_.end() || queued->second.epoch < message.epoch);
+  if (queued != queued_.end()) {
+    if (message.epoch < queued->second.epoch) {
+      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
+                                  protocol::RejectCode::kStaleEpoch});
+      return;
+    }
+    // A retry or a new round of a waiting candidate: it keeps its place in
+    // line, unless its priority changed since (a lost PRIORITY).
+    // An offer to preempt was for its epoch: a new round is served afresh.
+    if (queued->second.epoch != message.epoch) queued->second.offered_preemption = false;
+    queued->second.epoch = message.epoch;
+    take_priority(key, message.epoch, message.spec.priority);
+    queued = queued_.find(key);
+    queued->second.spec = message.spec;
+    queued->second.hold_until = now + config_.queue_hold;
+  } else {
+    // What can never fit here is refused for good rather than queued.
+    Status fits = cluster_.fits_when_idle(message.spec);
+    if (!fits.is_ok()) {
+      reject_candidate(from, message, {protocol::RejectCode::kNeverFits, fits.message()});
+      return;
+    }
+    queue_candidate(key, {message.epoch, message.spec, now + config_.queue_hold});
+    next_queue_expiry_ = std::min(next_queue_expiry_, now + config_.queue_hold);
+  }
+  // The newcomer is served at the end of this step (serve_asked), together
+  // with whatever already waits and every other candidate of the step: it
+  // cannot overtake work the scheduler ranks ahead of it, and a step that
+  // brings thousands of candidates (one big submit to our own cluster)
+  // costs one pass over the queue, not one per candidate.
+  asked_.insert(key);
+  if (approved_now) approved_now_[key] = {message.epoch, to_millis(context_.sent_at())};
+}
+
+bool TargetRole::serve_asked() {
+  if (asked_.empty()) return false;
+  std::set<ReservationKey> asked = std::move(asked_);
+  asked_.clear();
+  serve_queue();
+  // What was approved in advance and found no room now waits like any
+  // candidate: its READY, when room frees, needs an APPROVE.
+  approved_now_.clear();
+  for (const ReservationKey& key : asked) {
+    auto entry = queued_.find(key);
+    if (entry == queued_.end()) continue;  // reserved or refused
+    if (offer_preemption(key, entry->second)) continue;
+    std::string why = cluster_.queued_reason(cluster_key(key.first, key.second));
+    // "NoCapacity:" tells the source the candidate waits here: a READY for
+    // this epoch may follow when room frees (protocol/README.md).
+    reject_candidate(key.first, {key.second, entry->second.epoch, entry->second.spec},
+                     {protocol::RejectCode::kNoCapacity, "NoCapacity:" + why});
+  }
+  return true;
+}
+
+void TargetRole::queue_candidate(const ReservationKey& key, QueuedCandidate candidate) {
+  std::string cluster_name = cluster_key(key.first, key.second);
+  cluster_.enqueue(cluster_name, candidate.spec);
+  queued_by_cluster_key_[cluster_name] = key;
+  auto [it, inserted] = queued_.insert_or_assign(key, std::move(candidate));
+  if (inserted) {
+    counts_.queued(it->second.spec.namespace_name, it->second.spec.queue, 1);
+    counts_changed_ = true;
+  }
+}
+
+void TargetRole::unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it) {
+  std::string cluster_name = cluster_key(it->first.first, it->first.second);
+  cluster_.withdraw(cluster_name);
+  queued_by_cluster_key_.erase(cluster_name);
+  counts_.queued(it->second.spec.namespace_name, it->second.spec.queue, -1);
+  counts_changed_ = true;
+  queued_.erase(it);
+}
+
+void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority) {
+  priority = granted_priority(key.first, priority);
+  auto queued = queued_.find(key);
+  if (queued != queued_.end() && queued->second.epoch <= epoch &&
+      queued->second.spec.priority != priority) {
+    QueuedCandidate entry = queued->second;
+    record_event(key.second, "priority " + std::to_string(priority) + " (was " +
+                                 std::to_string(entry.spec.priority) + "): queued again at " +
+                                 config_.cluster + " in that order");
+    entry.spec.priority = priority;
+    unqueue(queued);
+    queue_candidate(key, std::move(entry));
+  }
+  auto it = table_.entries().find(key);
+  if (it == table_.entries().end()) return;
+  store::ReservationRecord& record = it->second.record;
+  if (record.epoch > epoch || !store::holds_resources(record.phase) ||
+      record.spec.priority == priority) {
+    return;
+  }
+  record_event(key.second, "priority " + std::to_string(priority) + " (was " +
+                               std::to_string(record.spec.priority) + ") at " + config_.cluster);
+  record.spec.priority = priority;
+  persist_with_spec(record);
+  // Lowered, it may now be what a waiting candidate preempts; raised, no
+  // longer. The cluster plans preemption from what it holds.
+  cluster_.set_priority(cluster_key(key.first, key.second), priority);
+}
+
+void TargetRole::on_priority(const std::string& from, const protocol::Priority& message) {
+  take_priority({from, message.uid}, message.epoch, message.priority);
+}
+
+void TargetRole::serve_queue() {
+  if (queued_.empty()) return;
+  for (cluster::Cluster::Reserved& reserved : cluster_.serve_queue()) {
+    auto named = queued_by_cluster_key_.find(reserved.key);
+    SHOAL_CHECK(named != queued_by_cluster_key_.end(),
+                "the cluster served a candidate the target never queued (they queue alike)");
+    ReservationKey key = named->second;
+    auto it = queued_.find(key);
+    QueuedCandidate entry = std::move(it->second);
+    queued_by_cluster_key_.erase(named);
+    counts_.queued(entry.spec.namespace_name, entry.spec.queue, -1);
+    counts_changed_ = true;
+    queued_.erase(it);
+    // The invitation may have expired while it waited, and several
+    // candidates of one source admitted together could overrun its limits:
+    // each is checked again against what is already reserved.
+    if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
+      cluster_.release(reserved.key);
+      reject_candidate(key.first, {key.second, entry.epoch, entry.spec}, refusal);
+      continue;
+    }
+    reserve_for(key, entry.epoch, entry.spec, std::move(reserved.nodes));
+  }
+}
+
+const crypto::InvitationLimits* TargetRole::guest_limits(const std::string& source) const {
+  if (source == self_id_) return nullptr;
+  const crypto::InvitationLimits* limits = nullptr;
+  for (const auto* invitation : invitations_.valid_issued(source, clock_.now())) {
+    limits = &invitation->limits;  // the newest valid one decides, as limit_refusal reads it
+  }
+  return limits;
+}
+
+int32_t TargetRole::granted_priority(const std::string& source, int32_t priority) const {
+  const crypto::InvitationLimits* limits = guest_limits(source);
+  if (!limits || !limits->max_priority) return priority;
+  return std::min(priority, *limits->max_priority);
+}
+
+std::function<bool(const std::string&)> TargetRole::may_preempt_for(const std::string& source) const {
+  const crypto::InvitationLimits* own = guest_limits(source);
+  bool ranks_above_guests = source == self_id_ || (own && !own->preemptible);
+  return [this, source, ranks_above_guests](const std::string& victim) {
+    std::string victim_source = victim.substr(0, victim.find('/'));
+    if (victim_source == source) return true;
+    if (!ranks_above_guests || victim_source == self_id_) return false;
+    const crypto::InvitationLimits* limits = guest_limits(victim_source);
+    return limits && limits->preemptible;
+  };
+}
+
+bool TargetRole::offer_preemption(const ReservationKey& key, QueuedCandidate& entry) {
+  if (!cluster_.spec().preemption.enabled()) return false;
+  std::optional<cluster::PreemptionCost> cost =
+      cluster_.preemption_cost(entry.spec, may_preempt_for(key.first));
+  if (!cost) return false;
+  entry.offered_preemption = true;
+  send(key.first, protocol::Ready{key.second, entry.epoch, free_cpu_score(),
+                                  static_cast<uint32_t>(cost->victims), cost->highest_priority});
+  return true;
+}
+
+bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol::Approve& message) {
+  auto queued = queued_.find(key);
+  QueuedCandidate entry = queued->second;  // unqueue reads its spec
+  unqueue(queued);
+  auto refuse = [&](const std::string& why) {
+    record_event(key.second, "approval at " + config_.cluster + " refused: " + why);
+    send(key.first, protocol::Reject{message.uid, message.epoch, "ReservationExpired: " + why,
+                                     protocol::RejectCode::kReservationExpired});
+  };
+  if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
+    refuse(refusal.reason);
+    return false;
+  }
+  std::string ckey = cluster_key(key.first, key.second);
+  // Room may have freed since the offer: then nothing need be stopped.
+  Result<std::vector<std::string>> free = cluster_.reserve(ckey, entry.spec);
+  if (free.is_ok()) {
+    file_reservation(key, entry.epoch, entry.spec, std::move(*free));
+    return true;
+  }
+  Result<cluster::Preemption> done = cluster_.preempt(ckey, entry.spec, may_preempt_for(key.first), clock_.now());
+  if (!done.is_ok()) {
+    refuse(done.status().message());
+    return false;
+  }
+  ++context_.stats().preemptions;
+  context_.stats().preempted_victims += done->victims.size();
+  for (const std::string& victim : done->victims) {
+    size_t slash = victim.find('/');
+    if (slash == std::string::npos) continue;
+    // Written with the preemptor's reservation: a restart before the
+    // victim is gone stops it again and keeps its room until then
+    // (restore). Its source hears nothing until it is gone.
+    if (auto it = table_.entries().find({victim.substr(0, slash), victim.substr(slash + 1)});
+        it != table_.entries().end()) {
+      store::ReservationRecord& record = it->second.record;
+      record.condition = static_cast<uint8_t>(protocol::CopyCondition::kPreempted);
+      record.message = "Preempted: stopping for work of priority " + std::to_string(entry.spec.priority);
+      persist(record);
+    }
+    record_event(victim.substr(slash + 1),
+                 "preempted at " + config_.cluster + " for work of priority " +
+                     std::to_string(entry.spec.priority) + ": stopping");
+  }
+  record_event(key.second, "stopping " + std::to_string(done->victims.size()) +
+                               " workload(s) of lower priority at " + config_.cluster +
+                               " to make room; it starts once they are gone");
+  file_reservation(key, entry.epoch, entry.spec, std::move(done->nodes));
+  return true;
+}
+
+void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
+                             const model::WorkloadSpec& spec, std::vector<std::string> nodes) {
+  double score = file_reservation(key, epoch, spec, std::move(nodes));
+  auto approved = approved_now_.find(key);
+  if (approved != approved_now_.end() && approved->second.epoch == epoch) {
+    int64_t sent_at_ms = approved->second.sent_at_ms;
+    approved_now_.erase(approved);
+    bind(key, table_.entries().find(key)->second, sent_at_ms);
+    return;
+  }
+  send(key.first, protocol::Ready{key.second, epoch, score});
+}
+
+double TargetRole::file_reservation(const ReservationKey& key, uint64_t epoch,
+                                    const model::WorkloadSpec& spec, std::vector<std::string> nodes) {
+  TargetReservation reservation;
+  store::ReservationRecord& record = reservation.record;
+  record.source = key.first;
+  record.uid = key.second;
+  record.epoch = epoch;
+  record.spec = spec;
+  record.phase = store::ReservationPhase::kReserved;
+  record.nodes = std::move(nodes);
+  record.expires_at = clock_.now() + config_.reservation_ttl;
+  next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
+  persist_with_spec(record);
+  counts_changed_ = true;  // room taken: sources hear of it at the next tick
+  reservation.ready_score = free_cpu_score();
+  double score = reservation.ready_score;
+  table_.file(key, std::move(reservation));
+  return score;
+}
+
+double TargetRole::free_cpu_score() const {
+  cluster::CapacitySummary summary = cluster_.capacity();
+  int64_t total_cpu = 0;
+  for (const auto& node : cluster_.nodes()) total_cpu += node.capacity.cpu_milli;
+  return total_cpu > 0 ? 100.0 * static_cast<double>(summary.free.cpu_milli) /
+                             static_cast<double>(total_cpu)
+                       : 0.0;
+}
+
+void TargetRole::on_approve(const std::string& from, const protocol::Approve& message) {
+  ReservationKey key{from, message.uid};
+  auto it = table_.entries().find(key);
+  if (auto queued = queued_.find(key); it == table_.entries().end() && queued != queued_.end() &&
+                                        queued->second.offered_preemption &&
+                                        queued->second.epoch == message.epoch) {
+    if (!approve_by_preemption(key, message)) return;  // refused, and told so
+    it = table_.entries().find(key);
+  }
+  // A copy that finished since the source decided to adopt it is adopted
+  // all the same: its outcome is the workload's (only a reservation that
+  // never bound cannot be).
+  bool adoptable = it != table_.entries().end() && from != self_id_ &&
+                   it->second.record.phase != store::ReservationPhase::kReserved;
+  if (it == table_.entries().end() || (it->second.record.epoch < message.epoch && !adoptable)) {
+    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
+                                protocol::RejectCode::kReservationExpired});
+    return;
+  }
+  TargetReservation& reservation = it->second;
+  store::ReservationRecord& record = reservation.record;
+  if (record.epoch > message.epoch) return;  // an old round's approval; the source moved on
+  // An APPROVE that binds (or adopts) answers a READY the source just heard
+  // from us: it renews the source's lease, so a copy bound after a lapse is
+  // not stopped at once. Retries of an APPROVE never renew: a source may
+  // repeat them to a target it no longer hears (docs/lifecycle.md).
+  if (adoptable && record.epoch < message.epoch) {
+    renew_lease(from);
+    // Adoption: the source lost track of this copy, has not placed it
+    // anywhere else, and takes it back under its current epoch. Still one
+    // copy: the source approves one winner per epoch.
+    record_event(record.uid, "adopted by " + context_.cluster_name_of(from) + " under epoch " +
+                                 std::to_string(message.epoch) + " (was " +
+                                 std::to_string(record.epoch) + ")");
+    record.epoch = message.epoch;
+    record.generation += 1;
+    persist(record);
+    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+    send_status(reservation);
+    return;
+  }
+  if (record.phase != store::ReservationPhase::kReserved) {
+    // A retry, or a source that re-adopts this copy under the same epoch:
+    // it needs the copy's status again, which generation numbers make safe.
+    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+    send_status(reservation);
+    return;
+  }
+  TimePoint now = clock_.now();
+  if (record.expires_at <= now) {
+    ++context_.stats().reservations_expired;
+    release_reservation(key, "reservation expired before approval");
+    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
+                                protocol::RejectCode::kReservationExpired});
+    return;
+  }
+  SHOAL_CHECK(record.epoch == message.epoch, "a reservation bound under an epoch its APPROVE did not name");
+  bind(key, reservation, to_millis(context_.sent_at()));
+}
+
+void TargetRole::bind(const ReservationKey& key, TargetReservation& reservation,
+                      int64_t renewal_sent_at_ms) {
+  const std::string& from = key.first;
+  store::ReservationRecord& record = reservation.record;
+  TimePoint now = clock_.now();
+  renew_lease(from, renewal_sent_at_ms);  // before binding: a lapse stops only what ran before it
+  // Launched once this batch, and with it the Bound row, is committed.
+  to_launch_.emplace_back(key, record.epoch);
+  record.phase = store::ReservationPhase::kBound;
+  record.started_at_ms = to_millis(now);
+  record.generation += 1;
+  persist(record);
+  note_start_deadline(record);
+  record_event(record.uid, "bound for " + context_.cluster_name_of(from) + " on " +
+                               (record.nodes.empty() ? "" : record.nodes.front()) +
+                               (record.nodes.size() > 1 ? " and others" : ""));
+  send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+  send_status(reservation);
+}
+
+bool TargetRole::withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound) {
+  auto queued = queued_.find(key);
+  if (queued != queued_.end() && queued->second.epoch <= epoch) unqueue(queued);
+  if (stop_bound && clock_.now() >= next_lease_end_) {
+    // What still ran when its source's lease lapsed stopped then, the
+    // moment the source relies on: fenced as of the lapse first (as a
+    // renewal does, renew_lease), not stopped as of now. A target waking
+    // from a pause may read its source's DELETE before its first tick, and
+    // the source may have placed the work elsewhere since the lapse.
+    apply_cluster_events();
+    enforce_leases();
+  }
+  auto it = table_.entries().find(key);
+  if (it == table_.entries().end() || it->second.record.epoch > epoch) return true;
+  bool bound = it->second.record.phase == store::ReservationPhase::kBound ||
+               it->second.record.phase == store::ReservationPhase::kRunning;
+  if (bound && !stop_bound) return false;
+  release_reservation(key, bound ? "stopped: deleted by its source"
+                                 : stop_bound ? "deleted by its source" : "cancelled by source");
+  return true;
+}
+
+void TargetRole::on_cancel(const std::string& from, const protocol::Cancel& message) {
+  // CANCEL withdraws candidates and reservations only; bound work is stopped
+  // by DELETE, never by a (possibly stale) CANCEL, and gets no RELEASED.
+  if (withdraw({from, message.uid}, message.epoch, /*stop_bound=*/false)) {
+    send(from, protocol::Released{message.uid, message.epoch});
+  }
+}
+
+void TargetRole::on_delete(const std::string& from, const protocol::Delete& message) {
+  withdraw({from, message.uid}, message.epoch, /*stop_bound=*/true);
+  send(from, protocol::Released{message.uid, message.epoch});
+}
+
+void TargetRole::forget_reservation(const ReservationKey& key) {
+  context_.note_store(context_.store().delete_reservation(key.first, key.second));
+  cluster_.forget(cluster_key(key.first, key.second));
+  table_.erase(key);
+}
+
+Status TargetRole::stop_hosted(const std::string& namespace_name, const std::string& name,
+                               const std::string& from_cluster) {
+  std::string key = namespace_name + "/" + name;
+  std::vector<TargetReservation*> matches;
+  std::string sources;
+  for (auto& [rkey, reservation] : table_.entries()) {
+    const store::ReservationRecord& record = reservation.record;
+    if (rkey.first == self_id_ || record.spec.key() != key) continue;
+    if (!from_cluster.empty() && context_.cluster_name_of(rkey.first) != from_cluster) continue;
+    if (!store::holds_resources(record.phase)) continue;
+    matches.push_back(&reservation);
+    sources += (sources.empty() ? "" : ", ") + context_.cluster_name_of(rkey.first);
+  }
+  if (matches.empty()) {
+    return not_found("workload " + key + " not found" +
+                     (from_cluster.empty() ? "" : " from " + from_cluster) +
+                     " (neither submitted here nor running here for another cluster)");
+  }
+  if (matches.size() > 1) {
+    return invalid_argument("workload " + key + " runs here for several clusters (" + sources +
+                            "); say which with --from CLUSTER");
+  }
+  TargetReservation& reservation = *matches.front();
+  ReservationKey rkey{reservation.record.source, reservation.record.uid};
+  if (reservation.record.phase == store::ReservationPhase::kReserved) {
+    uint64_t epoch = reservation.record.epoch;
+    release_reservation(rkey, "deleted by the operator of " + config_.cluster);
+    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget",
+                                      protocol::RejectCode::kDeletedAtTarget});
+  } else {
+    record_event(rkey.second, "deleted at " + config_.cluster + " by its operator");
+    fail_copy(reservation, protocol::CopyCondition::kDeletedAtTarget,
+              "DeletedAtTarget: by the operator of " + config_.cluster, clock_.now());
+  }
+  return context_.store_health();
+}
+
+void TargetRole::release_reservation(const ReservationKey& key, const std::string& why) {
+  auto it = table_.entries().find(key);
+  if (it == table_.entries().end()) return;
+  cluster_.release(cluster_key(key.first, key.second));
+  store::ReservationRecord& record = it->second.record;
+  if (store::holds_resources(record.phase)) {
+    record_event(key.second, "released at " + config_.cluster + ": " + why);
+  }
+  if (record.phase == store::ReservationPhase::kBound ||
+      record.phase == store::ReservationPhase::kRunning) {
+    // The run history keeps a run only through its last persisted phase:
+    // end it before the reservation goes.
+    record.phase = store::ReservationPhase::kFailed;
+    record.finished_at_ms = to_millis(clock_.now());
+    record.exit_code = -1;
+    record.message = "Released: " + why;
+    record.condition = static_cast<uint8_t>(protocol::CopyCondition::kReleased);
+    persist(record);
+  }
+  forget_reservation(key);
+  capacity_changed_ = true;
+}
+
+InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
+  return table_.usage_of(source);
+}
+
+}  // namespace shoal::core::target
