@@ -113,6 +113,7 @@ bool Federation::build(SimAgent& agent) {
   ++agent.boots;
   agent.ticked_since_boot = false;
   agent.wake_at = TimePoint::max();
+  agent.group = core::GroupCommit{options_.group_commit ? agent.agent->commit_linger() : Duration{0}};
   return true;
 }
 
@@ -121,7 +122,7 @@ void Federation::boot(SimAgent& agent) {
   // As the runtime starts one: a start that fails fails its batch (on a
   // failing disk, the agent turns read-only).
   StepEffects effects;
-  run_batch_step(agent, [&] { return agent.agent->start(); }, effects);
+  run_batch_step(agent, [&] { return agent.agent->start(); }, effects, /*answered=*/true);
   apply(agent, effects);
 }
 
@@ -261,32 +262,33 @@ void Federation::finish_control(uint32_t slot, bool ran) {
 
 bool Federation::control(SimAgent& agent, const std::function<void(core::Agent&)>& request) {
   if (!agent.up() || agent.paused()) return false;
-  step(agent, [&] { request(*agent.agent); });
+  step(agent, [&] { request(*agent.agent); }, /*answered=*/true);
   return true;
 }
 
-void Federation::step(SimAgent& agent, const std::function<void()>& work) {
+void Federation::step(SimAgent& agent, const std::function<void()>& work, bool answered) {
   StepEffects effects;
-  run_step(agent, work, effects);
+  run_step(agent, work, effects, answered);
   apply(agent, effects);
 }
 
-void Federation::run_step(SimAgent& agent, const std::function<void()>& work,
-                          StepEffects& effects) {
+void Federation::run_step(SimAgent& agent, const std::function<void()>& work, StepEffects& effects,
+                          bool answered) {
   run_batch_step(
       agent,
       [&] {
         work();
         return Status::ok();
       },
-      effects);
+      effects, answered);
 }
 
 void Federation::run_batch_step(SimAgent& agent, const std::function<Status()>& work,
-                                StepEffects& effects) {
+                                StepEffects& effects, bool answered) {
   effects.stepped = true;
+  agent.group.answers_waiting = answered;
   core::BatchOutcome batch = core::run_batch(*agent.agent, *agent.store, *agent.transport, work,
-                                             [&] { return agent.crash_in_next_step; });
+                                             [&] { return agent.crash_in_next_step; }, &agent.group);
   if (batch.end == core::BatchEnd::kAbandoned) {
     // Dies before its batch commits: nothing it sent leaves, nothing it
     // wrote stays. Never on a helper thread (run_instant keeps such an
@@ -305,6 +307,17 @@ void Federation::run_batch_step(SimAgent& agent, const std::function<Status()>& 
     } else {
       effects.findings.push_back(agent.name + ": a batch did not commit: " + batch.why.message());
     }
+    return;
+  }
+  if (batch.end == core::BatchEnd::kOpen) {
+    // Quiet, so nothing of it may have left: no envelope sealed, nothing
+    // bound to launch, nobody answered. What it decided waits in memory and
+    // in the open transaction for the group's commit, or dies with a crash.
+    if (!agent.transport->sent.empty() || !agent.transport->held.empty() || answered) {
+      effects.findings.push_back(agent.name + ": a batch left open sent, or answered, before its commit");
+    }
+    effects.left_open = true;
+    effects.wake = next_wake(agent);
     return;
   }
   effects.preemptions = std::move(agent.step_preemptions);
@@ -327,6 +340,7 @@ void Federation::apply(const SimAgent& agent, StepEffects& effects) {
   }
   if (!effects.stepped) return;
   ++stats_.steps;
+  if (effects.left_open) ++stats_.batches_left_open;
   fold(agent.index);
   fold(static_cast<uint64_t>(to_millis(clock_.now())));
   for (std::string& finding : effects.findings) engine_findings_.push_back(std::move(finding));
@@ -366,7 +380,8 @@ TimePoint Federation::next_wake(SimAgent& agent) {
   // Never at this very instant: a timer due now runs in the loop's next
   // iteration, and one that stays due (a bug tick_until_idle reports)
   // cannot stop the clock.
-  TimePoint deadline = agent.agent->next_deadline();
+  // An open group commits by its due time, as the runtime's poll waits for.
+  TimePoint deadline = std::min(agent.agent->next_deadline(), agent.group.commit_due());
   TimePoint world =
       std::max(deadline <= agent.clock->now() ? clock_.now() : deadline - agent.clock->skew(),
                clock_.now()) +
@@ -447,6 +462,7 @@ void Federation::wake_local(SimAgent& agent, StepEffects& effects) {
 void Federation::crash(SimAgent& agent) {
   if (!agent.up()) return;
   ++stats_.crashes;
+  if (agent.group.open()) ++stats_.open_groups_lost;
   agent.store->crash();
   agent.agent.reset();
   agent.watched.reset();
@@ -457,7 +473,14 @@ void Federation::crash(SimAgent& agent) {
   agent.frozen = false;
   agent.read_only = false;
   agent.wake_at = TimePoint::max();
+  agent.group = core::GroupCommit{};  // its open group died with it
   held_.erase(agent.index);
+}
+
+void Federation::commit_open_groups() {
+  for (auto& agent : agents_) {
+    if (agent->up() && !agent->read_only && agent->group.open()) step(*agent, [] {}, /*answered=*/true);
+  }
 }
 
 void Federation::restart(SimAgent& agent) {
@@ -595,7 +618,7 @@ void Federation::run_local(const Event& event, StepEffects& effects) {
   } else if (event.kind == Event::Kind::kControl) {
     // As control(): a step dying here restarts the agent (never in a lane).
     uint32_t boots = agent.boots;
-    run_step(agent, [&] { (*event.request)(*agent.agent); }, effects);
+    run_step(agent, [&] { (*event.request)(*agent.agent); }, effects, /*answered=*/true);
     effects.control_ran = agent.up() && agent.boots == boots;
   } else if (event.at == agent.wake_at) {  // else a timer since moved: nothing to do
     wake_local(agent, effects);

@@ -24,6 +24,7 @@
 
 #include "agent/cluster/node_cluster.h"
 #include "agent/core/agent.h"
+#include "agent/core/batch.h"
 #include "common/time.h"
 #include "crypto/identity.h"
 #include "tests/sim/clocks.h"
@@ -120,6 +121,9 @@ struct SimAgent {
   // takes what they did and fences lapsed leases, dated at the lease end).
   bool ticked_since_boot = false;
   bool crash_in_next_step = false;       // the next step dies before it commits
+  // Its quiet batches left open (FederationOptions::group_commit); reset
+  // at every boot, lost with a crash.
+  core::GroupCommit group;
   TimePoint wake_at = TimePoint::max();  // world time of its pending timer event
   // The envelope the running step delivers (null in a timer or control
   // step), and the preemptions of the running step, handed to the world
@@ -140,6 +144,10 @@ struct FederationOptions {
   // Ed25519, as agents sign; by default the simulator's cheaper stand-in
   // (simulated_signatures.h), which decides alike.
   bool real_signatures = false;
+  // Group commit as shoald runs it (core::GroupCommit, batch.h): a quiet
+  // batch stays open for up to the agent's commit_linger(), and a crash
+  // loses the open group. Off: every batch commits.
+  bool group_commit = false;
 };
 
 class Federation {
@@ -177,6 +185,9 @@ class Federation {
   // from the committed reservations). It stays down until restart().
   void crash(SimAgent& agent);
   void restart(SimAgent& agent);
+  // Every running agent commits what its quiet batches left open, as shoald
+  // does when it stops (the records are then what the agents decided).
+  void commit_open_groups();
   void freeze(SimAgent& agent) { agent.frozen = true; }
   void thaw(SimAgent& agent);
   // Its disk fails (MemoryStore::Failure) from now until set to kNone: the
@@ -212,6 +223,8 @@ class Federation {
     // Instants whose steps went to the worker threads (several agents'
     // steps, FederationOptions::threads > 1).
     uint64_t shared_instants = 0;
+    // Group commit: batches left open, and crashes that lost an open group.
+    uint64_t batches_left_open = 0, open_groups_lost = 0;
   };
   const Stats& stats() const { return stats_; }
 
@@ -263,6 +276,7 @@ class Federation {
     TimePoint wake = TimePoint::max();  // a timer event to queue, unless max
     std::vector<std::string> findings;
     std::vector<PreemptionSeen> preemptions;
+    bool left_open = false;  // the batch joined an open group (not committed)
   };
   void push(Event event);
   Event pop();  // the earliest
@@ -288,11 +302,15 @@ class Federation {
   // the rest waiting.
   void read_what_waited(SimAgent& agent);
   static constexpr Duration kStorageProbeInterval = std::chrono::seconds(2);
-  void step(SimAgent& agent, const std::function<void()>& work);
+  // `answered`: someone waits on the step's commit (a control request, a
+  // start), so its batch commits even when quiet, as the runtime's does.
+  void step(SimAgent& agent, const std::function<void()>& work, bool answered = false);
   // The step on the agent alone; its effects on the world go to `effects`.
-  void run_step(SimAgent& agent, const std::function<void()>& work, StepEffects& effects);
+  void run_step(SimAgent& agent, const std::function<void()>& work, StepEffects& effects,
+                bool answered = false);
   // The same for work whose Status decides the batch (a failed one rolls it back).
-  void run_batch_step(SimAgent& agent, const std::function<Status()>& work, StepEffects& effects);
+  void run_batch_step(SimAgent& agent, const std::function<Status()>& work, StepEffects& effects,
+                      bool answered = false);
   void apply(const SimAgent& agent, StepEffects& effects);
   void tick_until_idle(SimAgent& agent, StepEffects& effects);
   // Its next timer's world time, if not queued yet (else max); notes it in wake_at.

@@ -62,7 +62,14 @@ struct ScenarioOptions {
   // > 0: every agent holds namespace ns-0 to this much cpu across the
   // federation (a federation-wide quota).
   int64_t quota_cpu_milli = 0;
+  // Group commit as shoald runs it (FederationOptions::group_commit);
+  // unset: on for odd seeds, so that any sweep runs both ways.
+  std::optional<bool> group_commit;
 };
+
+inline bool group_commit_on(const ScenarioOptions& options) {
+  return options.group_commit.value_or(options.seed % 2 == 1);
+}
 
 struct TraceJob {
   Duration arrival;  // after the simulation's start

@@ -74,6 +74,7 @@ std::string replay_command(const ScenarioOptions& o, const RunOptions& r, bool r
   if (o.ready_window.count() > 0) out << " --ready-window " << format_duration(o.ready_window);
   if (o.preemption) out << " --preemption";
   if (o.quota_cpu_milli > 0) out << " --quota-cpu " << o.quota_cpu_milli;
+  out << " --group-commit " << (group_commit_on(o) ? "on" : "off");
   out << " --check-every " << format_duration(r.check_every);
   if (!r.check_agents) out << " --no-agent-checks";
   if (real_signatures) out << " --real-signatures";
@@ -156,6 +157,12 @@ int main(int argc, char** argv) {
                "invitations preemptible or not, ceiling 50");
   app.add_option("--quota-cpu", o.quota_cpu_milli,
                  "millicores: every agent's federation-wide quota for namespace ns-0 (0: none)");
+  std::string group_commit = "by-seed";
+  app.add_option("--group-commit", group_commit,
+                 "quiet batches left open as shoald leaves them, lost by a crash: on, off, or by-seed "
+                 "(on for odd seeds)")
+      ->check(CLI::IsMember({"on", "off", "by-seed"}))
+      ->capture_default_str();
   app.add_flag("--keep-going", keep_going, "with --seeds: run every seed even after one fails");
   app.add_flag("--real-signatures", real_signatures,
                "sign with Ed25519 as agents do (default: a keyed hash, hundreds of times cheaper; "
@@ -183,6 +190,7 @@ int main(int argc, char** argv) {
     return 2;
   };
   o.store_faults = !no_store_faults;
+  if (group_commit != "by-seed") o.group_commit = group_commit == "on";
   auto parsed_graph = graph_from_name(graph);
   if (!parsed_graph) return fail("--graph: expected full, random or orgs, got '" + graph + "'");
   o.graph = *parsed_graph;
@@ -277,6 +285,9 @@ int main(int argc, char** argv) {
         {"ok", ok},
         {"digest", result.digest},
         {"agents", o.agents},
+        {"groupCommit", group_commit_on(o)},
+        {"batchesLeftOpen", result.engine.batches_left_open},
+        {"openGroupsLost", result.engine.open_groups_lost},
         {"submitted", result.submitted},
         {"succeeded", result.succeeded},
         {"failed", result.failed},

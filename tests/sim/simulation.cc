@@ -43,6 +43,7 @@ class Run {
     out.seed = scenario_.options.seed;
     out.threads = options_.threads;
     out.real_signatures = options_.real_signatures;
+    out.group_commit = group_commit_on(scenario_.options);
     bool fast = scenario_.options.fast_timers;
     out.configure = [fast](core::AgentConfig& config) {
       if (fast) fast_timers(config);
@@ -500,7 +501,10 @@ SimResult Run::go() {
       break;
     }
   }
-  if (!stopped() && !result_.time_boxed) final_verdict();
+  if (!stopped() && !result_.time_boxed) {
+    federation_.commit_open_groups();
+    final_verdict();
+  }
   if (!options_.explain.empty()) explain(options_.explain);
   result_.digest = federation_.digest();
   for (const auto& agent : federation_.agents()) {
