@@ -4,7 +4,8 @@
 # core's walls fails core_wings_test.sh, and cli_links_test.sh and
 # sim_links_test.sh fail on a binary that carries what they forbid (shoald,
 # with the core, SQLite and the runners) and on one whose symbols cannot be
-# read. Usage: lint_self_test.sh TESTS_DIR SHOALD
+# read; code_size_test.py fails on a file or function over its limit, on
+# one grown past its allowance, and on an allowance no longer needed. Usage: lint_self_test.sh TESTS_DIR SHOALD
 set -euo pipefail
 tests="$1"
 shoald="$2"
@@ -60,10 +61,37 @@ for breach in "${breaches[@]}"; do
   echo "${breach#*|}" >>"$scratch/core/${breach%%|*}"
   expect_failure "${breach%%|*}: ${breach#*|}" bash "$tests/core_wings_test.sh" "$scratch/core"
 done
+# Sizes: a tree within its limits and allowance passes; each excess fails.
+size_tree() {  # agent/ with one file of $1 lines holding one function of $2 lines
+  rm -rf "$scratch/tree"; mkdir -p "$scratch/tree/agent"
+  {
+    echo 'namespace shoal {'
+    echo 'int f(int a) {'
+    for ((i = 0; i < $2 - 3; i++)); do echo '  a += 1;'; done
+    echo '  return a;'
+    echo '}'
+    for ((i = $2 + 2; i < $1; i++)); do echo '// a line'; done
+    echo '}  // namespace shoal'
+  } >"$scratch/tree/agent/x.cc"
+}
+size_tree 450 80; : >"$scratch/allowance"
+python3 "$tests/code_size_test.py" "$scratch/tree" "$scratch/allowance" >/dev/null || {
+  echo "code within its limits was flagged"; failures=$((failures + 1)); }
+size_tree 451 80
+expect_failure "a file of 451 lines" python3 "$tests/code_size_test.py" "$scratch/tree" "$scratch/allowance"
+size_tree 300 81
+expect_failure "a function of 81 lines" python3 "$tests/code_size_test.py" "$scratch/tree" "$scratch/allowance"
+echo 'function agent/x.cc f 85' >"$scratch/allowance"; size_tree 300 86
+expect_failure "a function grown past its allowance" python3 "$tests/code_size_test.py" "$scratch/tree" "$scratch/allowance"
+size_tree 300 60
+expect_failure "an allowance no longer needed" python3 "$tests/code_size_test.py" "$scratch/tree" "$scratch/allowance"
+size_tree 300 85
+python3 "$tests/code_size_test.py" "$scratch/tree" "$scratch/allowance" >/dev/null || {
+  echo "a function within its allowance was flagged"; failures=$((failures + 1)); }
 expect_failure "a binary with the core in it" bash "$tests/cli_links_test.sh" "$shoald"
 printf 'not an executable' >"$scratch/garbage"
 expect_failure "a binary nm cannot read" bash "$tests/cli_links_test.sh" "$scratch/garbage"
 expect_failure "a simulator with SQLite and the runners in it (shoald)" bash "$tests/sim_links_test.sh" "$shoald"
 expect_failure "a simulator nm cannot read" bash "$tests/sim_links_test.sh" "$scratch/garbage"
 if [ "$failures" -ne 0 ]; then exit 1; fi
-echo "the four lint checks fail on each of $(( ${#forms[@]} + ${#breaches[@]} + 4 )) broken inputs"
+echo "the five lint checks fail on each of $(( ${#forms[@]} + ${#breaches[@]} + 8 )) broken inputs"
