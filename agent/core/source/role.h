@@ -18,8 +18,8 @@
 // the winner, RELEASED and BOUND), copies.cc (the winner's copy: status,
 // restarts, worker-lost, reconciliation), timers.cc (the tick, due times,
 // driving each awake workload), groups.cc (multi-cluster groups,
-// nominations, deletion, loading, views, invariants), quota.cc
-// (federation-wide quotas).
+// nominations, priorities, loading, views, invariants), deletion.cc
+// (deleting everywhere), quota.cc (federation-wide quotas).
 #pragma once
 
 #include <functional>
@@ -330,7 +330,7 @@ class SourceRole : private DueIndex::Times {
   const std::string* watched(const std::string& uid) const override;
   TimePoint lost_at(const std::string& winner) const override { return worker_lost_at(winner); }
 
-  // groups.cc: groups, nominations, deletion.
+  // groups.cc and deletion.cc: groups, nominations, deletion.
   // A multi-cluster workload's own row: it runs no rounds, its copies do.
   static bool is_group(const SourceWorkload& workload) {
     return workload.record.parent.empty() && workload.record.spec.placement.number_of_clusters > 1;

@@ -1,7 +1,8 @@
 // The target role, admission and binding: answer CANDIDATE with a
-// reservation (READY) or a reason (REJECT), queue what fits but not now,
-// bind on APPROVE, release on CANCEL, DELETE or expiry. The life of a bound
-// copy (status, leases, capacity, timers) is in copies.cc.
+// reservation (READY) or a reason (REJECT), queue what fits but not now and
+// serve the queue, bind on APPROVE. Priorities and preemption are in
+// preemption.cc, letting go (CANCEL, DELETE, expiry) in release.cc, the
+// life of a bound copy (status, leases, capacity, timers) in copies.cc.
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -247,153 +248,6 @@ void TargetRole::unqueue(std::map<ReservationKey, QueuedCandidate>::iterator it)
   queued_.erase(it);
 }
 
-void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority) {
-  priority = granted_priority(key.first, priority);
-  auto queued = queued_.find(key);
-  if (queued != queued_.end() && queued->second.epoch <= epoch &&
-      queued->second.spec.priority != priority) {
-    QueuedCandidate entry = queued->second;
-    record_event(key.second, "priority " + std::to_string(priority) + " (was " +
-                                 std::to_string(entry.spec.priority) + "): queued again at " +
-                                 config_.cluster + " in that order");
-    entry.spec.priority = priority;
-    unqueue(queued);
-    queue_candidate(key, std::move(entry));
-  }
-  auto it = table_.entries().find(key);
-  if (it == table_.entries().end()) return;
-  store::ReservationRecord& record = it->second.record;
-  if (record.epoch > epoch || !store::holds_resources(record.phase) ||
-      record.spec.priority == priority) {
-    return;
-  }
-  record_event(key.second, "priority " + std::to_string(priority) + " (was " +
-                               std::to_string(record.spec.priority) + ") at " + config_.cluster);
-  record.spec.priority = priority;
-  persist_with_spec(record);
-  // Lowered, it may now be what a waiting candidate preempts; raised, no
-  // longer. The cluster plans preemption from what it holds.
-  cluster_.set_priority(cluster_key(key.first, key.second), priority);
-}
-
-void TargetRole::on_priority(const std::string& from, const protocol::Priority& message) {
-  take_priority({from, message.uid}, message.epoch, message.priority);
-}
-
-void TargetRole::serve_queue() {
-  if (queued_.empty()) return;
-  for (cluster::Cluster::Reserved& reserved : cluster_.serve_queue()) {
-    auto named = queued_by_cluster_key_.find(reserved.key);
-    SHOAL_CHECK(named != queued_by_cluster_key_.end(),
-                "the cluster served a candidate the target never queued (they queue alike)");
-    ReservationKey key = named->second;
-    auto it = queued_.find(key);
-    QueuedCandidate entry = std::move(it->second);
-    queued_by_cluster_key_.erase(named);
-    counts_.queued(entry.spec.namespace_name, entry.spec.queue, -1);
-    counts_changed_ = true;
-    queued_.erase(it);
-    // The invitation may have expired while it waited, and several
-    // candidates of one source admitted together could overrun its limits:
-    // each is checked again against what is already reserved.
-    if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
-      cluster_.release(reserved.key);
-      reject_candidate(key.first, {key.second, entry.epoch, entry.spec}, refusal);
-      continue;
-    }
-    reserve_for(key, entry.epoch, entry.spec, std::move(reserved.nodes));
-  }
-}
-
-const crypto::InvitationLimits* TargetRole::guest_limits(const std::string& source) const {
-  if (source == self_id_) return nullptr;
-  const crypto::InvitationLimits* limits = nullptr;
-  for (const auto* invitation : invitations_.valid_issued(source, clock_.now())) {
-    limits = &invitation->limits;  // the newest valid one decides, as limit_refusal reads it
-  }
-  return limits;
-}
-
-int32_t TargetRole::granted_priority(const std::string& source, int32_t priority) const {
-  const crypto::InvitationLimits* limits = guest_limits(source);
-  if (!limits || !limits->max_priority) return priority;
-  return std::min(priority, *limits->max_priority);
-}
-
-std::function<bool(const std::string&)> TargetRole::may_preempt_for(const std::string& source) const {
-  const crypto::InvitationLimits* own = guest_limits(source);
-  bool ranks_above_guests = source == self_id_ || (own && !own->preemptible);
-  return [this, source, ranks_above_guests](const std::string& victim) {
-    std::string victim_source = victim.substr(0, victim.find('/'));
-    if (victim_source == source) return true;
-    if (!ranks_above_guests || victim_source == self_id_) return false;
-    const crypto::InvitationLimits* limits = guest_limits(victim_source);
-    return limits && limits->preemptible;
-  };
-}
-
-bool TargetRole::offer_preemption(const ReservationKey& key, QueuedCandidate& entry) {
-  if (!cluster_.spec().preemption.enabled()) return false;
-  std::optional<cluster::PreemptionCost> cost =
-      cluster_.preemption_cost(entry.spec, may_preempt_for(key.first));
-  if (!cost) return false;
-  entry.offered_preemption = true;
-  send(key.first, protocol::Ready{key.second, entry.epoch, free_cpu_score(),
-                                  static_cast<uint32_t>(cost->victims), cost->highest_priority});
-  return true;
-}
-
-bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol::Approve& message) {
-  auto queued = queued_.find(key);
-  QueuedCandidate entry = queued->second;  // unqueue reads its spec
-  unqueue(queued);
-  auto refuse = [&](const std::string& why) {
-    record_event(key.second, "approval at " + config_.cluster + " refused: " + why);
-    send(key.first, protocol::Reject{message.uid, message.epoch, "ReservationExpired: " + why,
-                                     protocol::RejectCode::kReservationExpired});
-  };
-  if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
-    refuse(refusal.reason);
-    return false;
-  }
-  std::string ckey = cluster_key(key.first, key.second);
-  // Room may have freed since the offer: then nothing need be stopped.
-  Result<std::vector<std::string>> free = cluster_.reserve(ckey, entry.spec);
-  if (free.is_ok()) {
-    file_reservation(key, entry.epoch, entry.spec, std::move(*free));
-    return true;
-  }
-  Result<cluster::Preemption> done = cluster_.preempt(ckey, entry.spec, may_preempt_for(key.first), clock_.now());
-  if (!done.is_ok()) {
-    refuse(done.status().message());
-    return false;
-  }
-  ++context_.stats().preemptions;
-  context_.stats().preempted_victims += done->victims.size();
-  for (const std::string& victim : done->victims) {
-    size_t slash = victim.find('/');
-    if (slash == std::string::npos) continue;
-    // Written with the preemptor's reservation: a restart before the
-    // victim is gone stops it again and keeps its room until then
-    // (restore). Its source hears nothing until it is gone.
-    if (auto it = table_.entries().find({victim.substr(0, slash), victim.substr(slash + 1)});
-        it != table_.entries().end()) {
-      store::ReservationRecord& record = it->second.record;
-      record.condition = static_cast<uint8_t>(protocol::CopyCondition::kPreempted);
-      record.message = "Preempted: stopping for work of priority " + std::to_string(entry.spec.priority);
-      persist(record);
-    }
-    record_event(victim.substr(slash + 1),
-                 "preempted at " + config_.cluster + " for work of priority " +
-                     std::to_string(entry.spec.priority) + ": stopping");
-  }
-  record_event(key.second, "stopping " + std::to_string(done->victims.size()) +
-                               " workload(s) of lower priority at " + config_.cluster +
-                               " to make room; it starts once they are gone");
-  file_reservation(key, entry.epoch, entry.spec, std::move(done->nodes));
-  return true;
-}
-
 void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
                              const model::WorkloadSpec& spec, std::vector<std::string> nodes) {
   double score = file_reservation(key, epoch, spec, std::move(nodes));
@@ -516,109 +370,29 @@ void TargetRole::bind(const ReservationKey& key, TargetReservation& reservation,
   send_status(reservation);
 }
 
-bool TargetRole::withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound) {
-  auto queued = queued_.find(key);
-  if (queued != queued_.end() && queued->second.epoch <= epoch) unqueue(queued);
-  if (stop_bound && clock_.now() >= next_lease_end_) {
-    // What still ran when its source's lease lapsed stopped then, the
-    // moment the source relies on: fenced as of the lapse first (as a
-    // renewal does, renew_lease), not stopped as of now. A target waking
-    // from a pause may read its source's DELETE before its first tick, and
-    // the source may have placed the work elsewhere since the lapse.
-    apply_cluster_events();
-    enforce_leases();
+void TargetRole::serve_queue() {
+  if (queued_.empty()) return;
+  for (cluster::Cluster::Reserved& reserved : cluster_.serve_queue()) {
+    auto named = queued_by_cluster_key_.find(reserved.key);
+    SHOAL_CHECK(named != queued_by_cluster_key_.end(),
+                "the cluster served a candidate the target never queued (they queue alike)");
+    ReservationKey key = named->second;
+    auto it = queued_.find(key);
+    QueuedCandidate entry = std::move(it->second);
+    queued_by_cluster_key_.erase(named);
+    counts_.queued(entry.spec.namespace_name, entry.spec.queue, -1);
+    counts_changed_ = true;
+    queued_.erase(it);
+    // The invitation may have expired while it waited, and several
+    // candidates of one source admitted together could overrun its limits:
+    // each is checked again against what is already reserved.
+    if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
+      cluster_.release(reserved.key);
+      reject_candidate(key.first, {key.second, entry.epoch, entry.spec}, refusal);
+      continue;
+    }
+    reserve_for(key, entry.epoch, entry.spec, std::move(reserved.nodes));
   }
-  auto it = table_.entries().find(key);
-  if (it == table_.entries().end() || it->second.record.epoch > epoch) return true;
-  bool bound = it->second.record.phase == store::ReservationPhase::kBound ||
-               it->second.record.phase == store::ReservationPhase::kRunning;
-  if (bound && !stop_bound) return false;
-  release_reservation(key, bound ? "stopped: deleted by its source"
-                                 : stop_bound ? "deleted by its source" : "cancelled by source");
-  return true;
-}
-
-void TargetRole::on_cancel(const std::string& from, const protocol::Cancel& message) {
-  // CANCEL withdraws candidates and reservations only; bound work is stopped
-  // by DELETE, never by a (possibly stale) CANCEL, and gets no RELEASED.
-  if (withdraw({from, message.uid}, message.epoch, /*stop_bound=*/false)) {
-    send(from, protocol::Released{message.uid, message.epoch});
-  }
-}
-
-void TargetRole::on_delete(const std::string& from, const protocol::Delete& message) {
-  withdraw({from, message.uid}, message.epoch, /*stop_bound=*/true);
-  send(from, protocol::Released{message.uid, message.epoch});
-}
-
-void TargetRole::forget_reservation(const ReservationKey& key) {
-  context_.note_store(context_.store().delete_reservation(key.first, key.second));
-  cluster_.forget(cluster_key(key.first, key.second));
-  table_.erase(key);
-}
-
-Status TargetRole::stop_hosted(const std::string& namespace_name, const std::string& name,
-                               const std::string& from_cluster) {
-  std::string key = namespace_name + "/" + name;
-  std::vector<TargetReservation*> matches;
-  std::string sources;
-  for (auto& [rkey, reservation] : table_.entries()) {
-    const store::ReservationRecord& record = reservation.record;
-    if (rkey.first == self_id_ || record.spec.key() != key) continue;
-    if (!from_cluster.empty() && context_.cluster_name_of(rkey.first) != from_cluster) continue;
-    if (!store::holds_resources(record.phase)) continue;
-    matches.push_back(&reservation);
-    sources += (sources.empty() ? "" : ", ") + context_.cluster_name_of(rkey.first);
-  }
-  if (matches.empty()) {
-    return not_found("workload " + key + " not found" +
-                     (from_cluster.empty() ? "" : " from " + from_cluster) +
-                     " (neither submitted here nor running here for another cluster)");
-  }
-  if (matches.size() > 1) {
-    return invalid_argument("workload " + key + " runs here for several clusters (" + sources +
-                            "); say which with --from CLUSTER");
-  }
-  TargetReservation& reservation = *matches.front();
-  ReservationKey rkey{reservation.record.source, reservation.record.uid};
-  if (reservation.record.phase == store::ReservationPhase::kReserved) {
-    uint64_t epoch = reservation.record.epoch;
-    release_reservation(rkey, "deleted by the operator of " + config_.cluster);
-    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget",
-                                      protocol::RejectCode::kDeletedAtTarget});
-  } else {
-    record_event(rkey.second, "deleted at " + config_.cluster + " by its operator");
-    fail_copy(reservation, protocol::CopyCondition::kDeletedAtTarget,
-              "DeletedAtTarget: by the operator of " + config_.cluster, clock_.now());
-  }
-  return context_.store_health();
-}
-
-void TargetRole::release_reservation(const ReservationKey& key, const std::string& why) {
-  auto it = table_.entries().find(key);
-  if (it == table_.entries().end()) return;
-  cluster_.release(cluster_key(key.first, key.second));
-  store::ReservationRecord& record = it->second.record;
-  if (store::holds_resources(record.phase)) {
-    record_event(key.second, "released at " + config_.cluster + ": " + why);
-  }
-  if (record.phase == store::ReservationPhase::kBound ||
-      record.phase == store::ReservationPhase::kRunning) {
-    // The run history keeps a run only through its last persisted phase:
-    // end it before the reservation goes.
-    record.phase = store::ReservationPhase::kFailed;
-    record.finished_at_ms = to_millis(clock_.now());
-    record.exit_code = -1;
-    record.message = "Released: " + why;
-    record.condition = static_cast<uint8_t>(protocol::CopyCondition::kReleased);
-    persist(record);
-  }
-  forget_reservation(key);
-  capacity_changed_ = true;
-}
-
-InvitationUsage TargetRole::usage_of_source(const std::string& source) const {
-  return table_.usage_of(source);
 }
 
 }  // namespace shoal::core::target

@@ -10,9 +10,12 @@
 // kept as work binds, ends and queues) and Advertiser (what each source is
 // told of our room, and when).
 //
-// Files, all in this folder: role.cc (admission and binding), copies.cc
-// (the life of a bound copy, its reports, expiry, restore, the timers),
-// leases.cc (digests, leases and fencing, start timeouts, logs).
+// Files, all in this folder: role.cc (admission, the queue, binding),
+// preemption.cc (priorities, an invitation's ceiling and whom it may
+// preempt, offers and their APPROVE), release.cc (CANCEL, DELETE, expiry,
+// a hosted copy stopped), copies.cc (the life of a bound copy, its
+// reports, expiry, restore, the timers), leases.cc (digests, leases and
+// fencing, start timeouts, logs).
 //
 // Launches are effects: a copy bound in a step is started on the cluster
 // only after the batch that made it Bound commits (launch_bound), so no
@@ -161,7 +164,7 @@ class TargetRole {
   RoutingCounts counts_;
   ReservationTable table_{counts_};
   Advertiser advertiser_;
-  // role.cc: admission and binding.
+  // role.cc, preemption.cc and release.cc: admission, binding, letting go.
   Refusal reject_reason_for(const std::string& from, const model::WorkloadSpec& spec) const;
   // None when `spec` fits the limits of `from`'s invitation on top of what
   // it holds here; else QuotaExceeded:<resource>.
