@@ -27,10 +27,11 @@ enum class BatchEnd {
   kOpen,        // quiet, left open for the next batch to commit (GroupCommit)
 };
 
-// Group commit, for a caller that opts in (the runtime does, the
-// simulator for part of its seeds; the unit world commits every batch). A quiet batch — it sealed no
-// envelope, bound nothing to launch (Agent::has_launches), and the caller
-// has no answer waiting for its commit — is left open for up to `linger`:
+// Group commit, for a caller that opts in (the runtime does, the simulator
+// for part of its seeds; the unit world commits every batch). A quiet
+// batch — it sealed no envelope, bound nothing to launch
+// (Agent::has_launches), and the caller has no answer waiting for its
+// commit — is left open for up to `linger`:
 // the batches after it join its transaction, and the first that is not
 // quiet, or the first to end once the group has lingered that long,
 // commits them all. At everyday rates a third of an agent's batches were

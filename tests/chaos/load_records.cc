@@ -14,7 +14,8 @@ Result<AgentRecords> load_records(const std::string& cluster, const std::string&
   out.cluster = cluster;
   out.id = id;
   {
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<store::sqlite::Database> db, store::sqlite::Database::open(db_path));
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<store::sqlite::Database> db,
+                           store::sqlite::Database::open(db_path));
     SHOAL_ASSIGN_OR_RETURN(store::sqlite::Statement check, db->prepare("PRAGMA integrity_check"));
     std::string answer;
     while (true) {
@@ -24,7 +25,8 @@ Result<AgentRecords> load_records(const std::string& cluster, const std::string&
     }
     out.integrity = answer;
   }
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<store::sqlite::SqliteStore> store, store::sqlite::SqliteStore::open(db_path));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<store::sqlite::SqliteStore> store,
+                         store::sqlite::SqliteStore::open(db_path));
   SHOAL_ASSIGN_OR_RETURN(out.workloads, store->load_workloads());
   SHOAL_ASSIGN_OR_RETURN(out.runs, store->load_runs());
   return out;

@@ -287,6 +287,7 @@ void Federation::run_batch_step(SimAgent& agent, const std::function<Status()>& 
                                 StepEffects& effects, bool answered) {
   effects.stepped = true;
   agent.group.answers_waiting = answered;
+  bool group_was_open = agent.group.open();
   core::BatchOutcome batch = core::run_batch(*agent.agent, *agent.store, *agent.transport, work,
                                              [&] { return agent.crash_in_next_step; }, &agent.group);
   if (batch.end == core::BatchEnd::kAbandoned) {
@@ -294,6 +295,7 @@ void Federation::run_batch_step(SimAgent& agent, const std::function<Status()>& 
     // wrote stays. Never on a helper thread (run_instant keeps such an
     // agent's steps on the caller): crash and restart change the world.
     agent.crash_in_next_step = false;
+    if (group_was_open) ++stats_.open_groups_lost;  // rolled back with this batch
     crash(agent);
     restart(agent);
     return;

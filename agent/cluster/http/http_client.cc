@@ -59,8 +59,12 @@ curl_slist* header_list(const Request& request) {
   return list;
 }
 
-std::string failed(const Endpoint& endpoint, const Request& request, const char* what) {
+std::string failed(const Endpoint& endpoint, const Request& request, const std::string& what) {
   return endpoint.name + ": " + request.method + " " + request.path + ": " + what;
+}
+
+Status no_client(const Endpoint& endpoint) {
+  return Status(ErrorCode::kUnavailable, endpoint.name + ": no HTTP client (curl_easy_init failed)");
 }
 
 // A stream cut into lines.
@@ -143,7 +147,7 @@ Client::~Client() {
 
 Result<Answer> Client::call(const Request& request, long* status_seen) {
   auto* curl = static_cast<CURL*>(curl_);
-  if (!curl) return Status(ErrorCode::kUnavailable, endpoint_.name + ": no HTTP client (curl_easy_init failed)");
+  if (!curl) return no_client(endpoint_);
   Answer answer;
   curl_easy_reset(curl);
   prepare(curl, endpoint_, request, static_cast<long>(request.timeout.count()));
@@ -155,7 +159,9 @@ Result<Answer> Client::call(const Request& request, long* status_seen) {
   curl_slist_free_all(headers);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &answer.status);
   if (status_seen) *status_seen = answer.status;
-  if (code != CURLE_OK) return Status(ErrorCode::kUnavailable, failed(endpoint_, request, curl_easy_strerror(code)));
+  if (code != CURLE_OK) {
+    return Status(ErrorCode::kUnavailable, failed(endpoint_, request, curl_easy_strerror(code)));
+  }
   curl_off_t retry_after = 0;  // seconds, from either form of the header
   if (curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK && retry_after > 0) {
     answer.retry_after = std::chrono::seconds(retry_after);
@@ -169,7 +175,7 @@ Status Client::stream(const Request& request, const std::function<bool(std::stri
   // A handle of its own: a stream holds its connection for as long as it
   // lasts, and the reused one stays free for calls.
   CURL* curl = curl_easy_init();
-  if (!curl) return Status(ErrorCode::kUnavailable, endpoint_.name + ": no HTTP client (curl_easy_init failed)");
+  if (!curl) return no_client(endpoint_);
   LineSink sink;
   sink.on_line = &on_line;
   sink.cancel = cancel;
@@ -195,10 +201,12 @@ Status Client::stream(const Request& request, const std::function<bool(std::stri
   curl_easy_cleanup(curl);
   if (progress) progress->http_status = sink.status;
   if (sink.too_long) {
-    return Status(ErrorCode::kCorrupt, failed(endpoint_, request, ("a line longer than " + std::to_string(max_line) + " bytes").c_str()));
+    return Status(ErrorCode::kCorrupt,
+                  failed(endpoint_, request, "a line longer than " + std::to_string(max_line) + " bytes"));
   }
   if (sink.status >= 300) return Status::ok();  // the caller words the error from its body
-  if (sink.stopped || code == CURLE_OK || code == CURLE_OPERATION_TIMEDOUT || code == CURLE_ABORTED_BY_CALLBACK) {
+  if (sink.stopped || code == CURLE_OK || code == CURLE_OPERATION_TIMEDOUT ||
+      code == CURLE_ABORTED_BY_CALLBACK) {
     if (code == CURLE_OPERATION_TIMEDOUT && sink.status == 0) {
       return Status(ErrorCode::kUnavailable, failed(endpoint_, request, "no answer"));
     }

@@ -48,7 +48,9 @@ http::Request KubeClient::request(const char* method, const std::string& path, c
   request.path = path;
   request.headers.push_back("Accept: application/json");
   if (!body.empty()) request.headers.push_back("Content-Type: application/json");
-  if (const std::string& bearer = token(); !bearer.empty()) request.headers.push_back("Authorization: Bearer " + bearer);
+  if (const std::string& bearer = token(); !bearer.empty()) {
+    request.headers.push_back("Authorization: Bearer " + bearer);
+  }
   request.body = body;
   request.timeout = options_.timeout;
   request.connect_timeout = options_.timeout;
