@@ -150,11 +150,7 @@ struct KubeClientOptions {
 
 class KubeClient {
  public:
-  struct Answer {
-    long status = 0;  // HTTP status
-    std::string body;
-    std::chrono::seconds retry_after{0};  // its Retry-After header, 0 when none
-  };
+  using Answer = http::Answer;  // the status, the body, and its Retry-After
 
   explicit KubeClient(KubeClientOptions options);
   KubeClient(const KubeClient&) = delete;

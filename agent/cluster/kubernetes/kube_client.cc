@@ -64,8 +64,7 @@ Result<KubeClient::Answer> KubeClient::call(const char* method, const std::strin
   // Even when the transfer broke after the status (a 401 to a POST may
   // close the stream before its body is read): the token is read again.
   note_status(status_seen);
-  if (!answer.is_ok()) return answer.status();
-  return Answer{answer->status, std::move(answer->body), answer->retry_after};
+  return answer;
 }
 
 Status KubeClient::watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,

@@ -273,8 +273,7 @@ Result<SlurmRestClient::Answer> SlurmRestClient::call(const char* method, const 
   request.body = body;
   request.timeout = options_.timeout;
   request.connect_timeout = options_.timeout;
-  SHOAL_ASSIGN_OR_RETURN(http::Answer answer, http_.call(request));
-  return Answer{answer.status, std::move(answer.body)};
+  return http_.call(request);
 }
 
 namespace {

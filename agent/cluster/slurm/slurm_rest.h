@@ -131,10 +131,7 @@ class SlurmRestClient {
   Status cancel(int64_t job_id);
 
  private:
-  struct Answer {
-    long status = 0;
-    std::string body;
-  };
+  using Answer = http::Answer;
   Result<Answer> call(const char* method, const std::string& path, const std::string& body);
 
   SlurmClientOptions options_;
