@@ -2,10 +2,15 @@
 # The core's walls (agent/core/README.md): the source wing (source/) and the
 # target wing (target/) never include each other, and reach the rest of the
 # core only through its base, the headers both roles read. The base includes
-# neither wing nor the router (Agent, the batch driver), which sit above the
-# wings. Usage: core_wings_test.sh AGENT_CORE_DIR
+# neither wing nor the router (router.h, the batch driver), which sit above the
+# wings. Code above the core (each CALLER_DIR, searched recursively, the core
+# itself left out) includes only its faces: the step contract (agent.h), the
+# operator's (operations.h), the batch driver and the headers they name.
+# Usage: core_wings_test.sh AGENT_CORE_DIR [CALLER_DIR...]
 set -euo pipefail
 core="$1"
+shift
+face_headers='agent|operations|batch|config|interfaces|views'
 base_headers='config|context|interfaces|invitation_book|peer_table|views'
 for wing in source target; do
   [ -d "$core/$wing" ] || { echo "no wing $core/$wing to check"; exit 1; }
@@ -34,5 +39,13 @@ done
 report "the base includes a wing or the router" \
   "$( (grep -nHE '#include "agent/core/' "${base_files[@]}" || [ $? -eq 1 ]) |
       grep -vE "agent/core/($base_headers)\.h\"" || true)"
+for callers in "$@"; do
+  [ -d "$callers" ] || { echo "no caller folder $callers to check"; exit 1; }
+  report "$callers reaches behind the core's faces" \
+    "$( (find "$callers" -path "$core" -prune -o \( -name '*.cc' -o -name '*.h' \) -print0 |
+         xargs -0 -r grep -nHE '#include "agent/core/' || [ $? -eq 1 ]) |
+        grep -vE "agent/core/($face_headers)\.h\"" || true)"
+done
 if [ "$failures" -ne 0 ]; then exit 1; fi
-echo "the wings include neither each other nor the router; the base includes neither wing"
+echo "the wings include neither each other nor the router; the base includes neither wing;" \
+  "callers see only the core's faces"

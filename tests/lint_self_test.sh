@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The lint checks must fail when what they check is broken: each form of a
 # decision on text fails core_decides_by_codes_test.sh, each breach of the
-# core's walls fails core_wings_test.sh, and cli_links_test.sh and
+# core's walls (a caller behind its faces among them) fails core_wings_test.sh, and cli_links_test.sh and
 # sim_links_test.sh fail on a binary that carries what they forbid (shoald,
 # with the core, SQLite and the runners) and on one whose symbols cannot be
 # read; code_size_test.py fails on a file or function over its limit, on
@@ -38,15 +38,17 @@ touch "$scratch/role.h"
 bash "$tests/core_decides_by_codes_test.sh" "$scratch" >/dev/null || {
   echo "a decision by code was flagged"; failures=$((failures + 1)); }
 # The core's walls: a clean tree passes, each kind of breach fails.
-wings_tree() {  # a core with a base, a router and two wings, each file including what it may
-  rm -rf "$scratch/core"; mkdir -p "$scratch/core/source" "$scratch/core/target"
+wings_tree() {  # a core with a base, a router, two wings and a caller, each including what it may
+  rm -rf "$scratch/core" "$scratch/runtime"
+  mkdir -p "$scratch/core/source" "$scratch/core/target" "$scratch/runtime"
   echo '#include "agent/core/views.h"' >"$scratch/core/context.h"
-  echo '#include "agent/core/source/role.h"' >"$scratch/core/agent.h"
+  echo '#include "agent/core/source/role.h"' >"$scratch/core/router.h"
+  printf '#include "agent/core/agent.h"\n#include "agent/core/operations.h"\n' >"$scratch/runtime/loop.cc"
   printf '#include "agent/core/source/book.h"\n#include "agent/core/context.h"\n' >"$scratch/core/source/role.h"
   echo '#include "agent/core/target/advertiser.h"' >"$scratch/core/target/role.h"
 }
 wings_tree
-bash "$tests/core_wings_test.sh" "$scratch/core" >/dev/null || {
+bash "$tests/core_wings_test.sh" "$scratch/core" "$scratch/runtime" >/dev/null || {
   echo "a core within its walls was flagged"; failures=$((failures + 1)); }
 breaches=(
   'source/role.cc|#include "agent/core/target/role.h"'
@@ -55,11 +57,15 @@ breaches=(
   'target/role.h|#include "agent/core/batch.h"'
   'context.h|#include "agent/core/source/role.h"'
   'views.h|#include "agent/core/agent.h"'
+  '../runtime/loop.cc|#include "agent/core/router.h"'
+  '../runtime/loop.cc|#include "agent/core/source/role.h"'
+  '../runtime/loop.cc|#include "agent/core/context.h"'
 )
 for breach in "${breaches[@]}"; do
   wings_tree
   echo "${breach#*|}" >>"$scratch/core/${breach%%|*}"
-  expect_failure "${breach%%|*}: ${breach#*|}" bash "$tests/core_wings_test.sh" "$scratch/core"
+  expect_failure "${breach%%|*}: ${breach#*|}" \
+    bash "$tests/core_wings_test.sh" "$scratch/core" "$scratch/runtime"
 done
 # Sizes: a tree within its limits and allowance passes; each excess fails.
 size_tree() {  # agent/ with one file of $1 lines holding one function of $2 lines

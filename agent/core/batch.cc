@@ -24,14 +24,14 @@ BatchOutcome run_batch(Agent& agent, store::Store& store, Transport& transport,
       return {BatchEnd::kRolledBack, begun};
     }
   }
-  uint64_t envelopes_before = agent.stats().envelopes_sent;
+  uint64_t envelopes_before = agent.envelopes_sent();
   Status done = steps();
   if (abandon && abandon()) return rolled_back(store, transport, group, BatchEnd::kAbandoned, Status::ok());
   if (done.is_ok()) done = agent.finish_batch();
   if (!done.is_ok()) return rolled_back(store, transport, group, BatchEnd::kRolledBack, std::move(done));
   // Quiet: nothing sealed (by finish_batch, or by a control call's own
   // end_control), nothing to launch, nobody waiting for an answer.
-  bool quiet = agent.stats().envelopes_sent == envelopes_before && !agent.has_launches() &&
+  bool quiet = agent.envelopes_sent() == envelopes_before && !agent.has_launches() &&
                !(group && group->answers_waiting);
   if (group && group->linger.count() > 0 && quiet) {
     TimePoint now = agent.now();

@@ -57,7 +57,7 @@ class Context {
 
   // Queues `body` for `peer_id` until seal_outgoing(); the transport sends
   // it once the batch commits. To ourselves it joins the local inbox and is
-  // handled within the same step (Agent::drain_local). Sets the peer's
+  // handled within the same step (Router::drain_local). Sets the peer's
   // last_sent_to: a batch that does not commit leaves no agent behind to
   // remember it (the runtime rebuilds it from the store, the sim restarts
   // it).

@@ -4,19 +4,19 @@
 // (agent/control/commands.h), never a command-line flag.
 #include <algorithm>
 
-#include "agent/core/agent.h"
+#include "agent/core/router.h"
 
 namespace shoal::core {
 
-std::string Agent::id_card() const {
+std::string Router::id_card() const {
   const AgentConfig& config = context_.config();
   return crypto::IdCard{config.cluster, config.org, context_.identity().public_key(),
                         config.endpoint}
       .to_string();
 }
 
-Result<std::string> Agent::create_invitation(std::string_view to_card,
-                                             const InvitationOptions& options) {
+Result<std::string> Router::create_invitation(std::string_view to_card,
+                                              const InvitationOptions& options) {
   SHOAL_ASSIGN_OR_RETURN(crypto::IdCard card, crypto::parse_id_card(to_card));
   const AgentConfig& config_ = context_.config();
   const crypto::Identity& identity_ = context_.identity();
@@ -72,7 +72,7 @@ Result<std::string> Agent::create_invitation(std::string_view to_card,
   return token;
 }
 
-Result<std::string> Agent::accept_invitation(std::string_view token) {
+Result<std::string> Router::accept_invitation(std::string_view token) {
   SHOAL_ASSIGN_OR_RETURN(crypto::Invitation invitation, crypto::open_token(token, context_.signatures()));
   const crypto::Identity& identity = context_.identity();
   SHOAL_RETURN_IF_ERROR(
@@ -109,7 +109,7 @@ Result<std::string> Agent::accept_invitation(std::string_view token) {
   return cluster;
 }
 
-std::vector<InvitationView> Agent::invitations() const {
+std::vector<InvitationView> Router::invitations() const {
   std::vector<InvitationView> out;
   TimePoint now = context_.now();
   auto add = [&](const InvitationBook::Owned& owned, bool issued) {
@@ -137,7 +137,7 @@ std::vector<InvitationView> Agent::invitations() const {
   return out;
 }
 
-Status Agent::revoke_invitation(const std::string& id, bool evict) {
+Status Router::revoke_invitation(const std::string& id, bool evict) {
   const InvitationBook::Owned* owned = invitations_.find_issued(id);
   if (!owned) {
     if (invitations_.find_accepted(id)) {
@@ -161,14 +161,14 @@ Status Agent::revoke_invitation(const std::string& id, bool evict) {
   return end_control();
 }
 
-std::vector<std::string> Agent::peer_ids() const {
+std::vector<std::string> Router::peer_ids() const {
   std::vector<std::string> out;
   out.reserve(peers_.all().size());
   for (const auto& [id, peer] : peers_.all()) out.push_back(id);
   return out;
 }
 
-bool Agent::admits_connection(const std::string& peer_id) const {
+bool Router::admits_connection(const std::string& peer_id) const {
   if (is_source(peer_id) || is_target(peer_id)) return true;
   // A source holding a token we revoked before it connected (perhaps before
   // it accepted) must get in, to hear the REVOKE that on_hello repeats;
@@ -178,7 +178,7 @@ bool Agent::admits_connection(const std::string& peer_id) const {
   return target_.holds_work_of(peer_id) || source_.book().usage_at(peer_id).workloads > 0;
 }
 
-std::vector<PeerView> Agent::peers() const {
+std::vector<PeerView> Router::peers() const {
   std::vector<PeerView> out;
   TimePoint now = context_.now();
   for (const auto& [id, peer] : peers_.all()) {
@@ -242,15 +242,17 @@ std::vector<PeerView> Agent::peers() const {
   return out;
 }
 
-Result<std::vector<store::EventRecord>> Agent::events(const std::string& subject) {
+Result<std::vector<store::EventRecord>> Router::events(const std::string& subject) {
   return context_.store().load_events(subject);
 }
 
-std::vector<store::ReservationRecord> Agent::reservations() const { return target_.reservations(); }
+std::vector<store::ReservationRecord> Router::reservations() const {
+  return target_.reservations();
+}
 
 // ---- the roles' control requests --------------------------------------------
 
-Result<std::vector<std::string>> Agent::submit(const std::vector<model::WorkloadSpec>& specs) {
+Result<std::vector<std::string>> Router::submit(const std::vector<model::WorkloadSpec>& specs) {
   auto uids = source_.submit(specs);
   Status ended = end_control();
   if (!uids.is_ok()) return uids;
@@ -258,31 +260,31 @@ Result<std::vector<std::string>> Agent::submit(const std::vector<model::Workload
   return uids;
 }
 
-Status Agent::delete_workload(const std::string& namespace_name, const std::string& name) {
+Status Router::delete_workload(const std::string& namespace_name, const std::string& name) {
   SHOAL_RETURN_IF_ERROR(source_.delete_workload(namespace_name, name));
   return end_control();
 }
 
-Status Agent::set_priority(const std::string& namespace_name, const std::string& name,
-                           int32_t priority) {
+Status Router::set_priority(const std::string& namespace_name, const std::string& name,
+                            int32_t priority) {
   SHOAL_RETURN_IF_ERROR(source_.set_priority(namespace_name, name, priority));
   return end_control();
 }
 
-Status Agent::nominate(const std::string& namespace_name, const std::string& name,
-                       const std::vector<std::string>& clusters) {
+Status Router::nominate(const std::string& namespace_name, const std::string& name,
+                        const std::vector<std::string>& clusters) {
   SHOAL_RETURN_IF_ERROR(source_.nominate(namespace_name, name, clusters));
   return end_control();
 }
 
-Status Agent::stop_hosted(const std::string& namespace_name, const std::string& name,
-                          const std::string& from_cluster) {
+Status Router::stop_hosted(const std::string& namespace_name, const std::string& name,
+                           const std::string& from_cluster) {
   SHOAL_RETURN_IF_ERROR(target_.stop_hosted(namespace_name, name, from_cluster));
   return end_control();
 }
 
-Result<Agent::LogRead> Agent::read_log(const store::WorkloadRecord& record, int replica,
-                                       int64_t offset, size_t max_bytes) {
+Result<Operations::LogRead> Router::read_log(const store::WorkloadRecord& record, int replica,
+                                             int64_t offset, size_t max_bytes) {
   if (record.winner.empty()) {
     return Status(ErrorCode::kUnavailable, record.spec.key() + " is not placed on any cluster now");
   }
@@ -307,9 +309,9 @@ Result<Agent::LogRead> Agent::read_log(const store::WorkloadRecord& record, int 
   return read;
 }
 
-Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_name,
-                                                 const std::string& name, int replica,
-                                                 int64_t offset, size_t max_bytes) {
+Result<cluster::LogChunk> Router::read_hosted_log(const std::string& namespace_name,
+                                                  const std::string& name, int replica,
+                                                  int64_t offset, size_t max_bytes) {
   std::string key = namespace_name + "/" + name;
   std::optional<std::pair<std::string, std::string>> copy;  // (source, uid)
   int replicas = 0;
@@ -350,29 +352,30 @@ Result<cluster::LogChunk> Agent::read_hosted_log(const std::string& namespace_na
                                      offset, max_bytes);
 }
 
-std::vector<store::WorkloadRecord> Agent::workloads() const { return source_.book().workloads(); }
+std::vector<store::WorkloadRecord> Router::workloads() const { return source_.book().workloads(); }
 
-std::vector<store::WorkloadRecord> Agent::copies_of(const std::string& uid) const {
+std::vector<store::WorkloadRecord> Router::copies_of(const std::string& uid) const {
   return source_.book().copies_of(uid);
 }
 
-const store::WorkloadRecord* Agent::workload_by_uid(const std::string& uid) const {
+std::optional<store::WorkloadRecord> Router::workload_by_uid(const std::string& uid) const {
   const source::SourceWorkload* workload = source_.book().find(uid);
-  return workload ? &workload->record : nullptr;
+  if (!workload) return std::nullopt;
+  return workload->record;
 }
 
-std::optional<store::WorkloadRecord> Agent::find_workload(const std::string& namespace_name,
-                                                          const std::string& name) const {
+std::optional<store::WorkloadRecord> Router::find_workload(const std::string& namespace_name,
+                                                           const std::string& name) const {
   return source_.book().find_workload(namespace_name, name);
 }
 
-Status Agent::set_quota(const model::QuotaSpec& quota) { return source_.set_quota(quota); }
+Status Router::set_quota(const model::QuotaSpec& quota) { return source_.set_quota(quota); }
 
-Status Agent::delete_quota(const std::string& namespace_name) {
+Status Router::delete_quota(const std::string& namespace_name) {
   return source_.delete_quota(namespace_name);
 }
 
-std::vector<QuotaView> Agent::quotas() const {
+std::vector<QuotaView> Router::quotas() const {
   std::vector<QuotaView> out;
   for (const auto& [name, quota] : source_.quotas()) {
     out.push_back({quota, source_.book().held_in(name), source_.waiting_for_quota(name)});

@@ -54,7 +54,7 @@ class PeerTable {
     std::optional<TimePoint> last_seen;
     // When we last queued a message to it, which leaves with that step's
     // batch (memory only): a heartbeat goes only to a peer that would
-    // otherwise not hear from us for a whole interval (Agent::send_heartbeats).
+    // otherwise not hear from us for a whole interval (Router::send_heartbeats).
     TimePoint last_sent_to{};
     uint64_t greeted_boot = 0;  // the peer boot whose HELLO we answered: one answer per boot
     bool unsaved = false;       // listed in unsaved_: its row goes to the store at flush()
@@ -66,14 +66,14 @@ class PeerTable {
     // Its invitations on record, as the book's index stood at generation
     // `invitations_generation` (0: never looked up): every envelope asks,
     // and two tree walks per envelope were 4 % of a large simulation. The
-    // Agent keeps it (Agent::invitations_of); memory only.
+    // Agent keeps it (Router::invitations_of); memory only.
     InvitationBook::OnRecord invitations;
     uint64_t invitations_generation = 0;
     // Its last CAPACITY body as received, and decoded: a target sends the
     // same offer again at every refresh, and decoding each copy anew was
     // a tenth of a large simulation's instructions. A body is a function
     // of its bytes alone, so equal bytes take the decoded one
-    // (Agent::handle_message). Memory only.
+    // (Router::handle_message). Memory only.
     std::vector<uint8_t> capacity_bytes;
     std::shared_ptr<const protocol::Body> capacity;
   };

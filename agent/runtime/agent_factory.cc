@@ -80,8 +80,8 @@ Result<AgentInstance> AgentFactory::make() const {
   }
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<cluster::NodeCluster> cluster,
                          cluster::NodeCluster::create(cluster_spec_, std::move(runner)));
-  auto agent = std::make_unique<core::Agent>(config_, identity_, clock_, transport_, store_,
-                                             *cluster, rng_, logger_);
+  std::unique_ptr<core::Agent> agent =
+      core::make_agent(config_, identity_, clock_, transport_, store_, *cluster, rng_, logger_);
   return AgentInstance{std::move(cluster), std::move(agent)};
 }
 

@@ -86,7 +86,7 @@ Result<int32_t> priority_from_patch(const json& patch) {
   return *priority;
 }
 
-Result<json> submit(core::Agent& agent, const SubmitRequest& request) {
+Result<json> submit(core::Operations& agent, const SubmitRequest& request) {
   if (request.manifest.empty() == request.workloads.is_null()) {
     return invalid_argument(
         "control request: expected one of \"manifest\" (YAML) or \"workloads\" (a list of "
@@ -129,7 +129,7 @@ Status valid_filter(const std::string& name, const char* field) {
 
 // A page at a time, so that listing 100,000 workloads never holds the loop
 // (peers, timers, other requests) for longer than a page takes.
-json workloads_page(core::Agent& agent, const GetWorkloadsRequest& request) {
+json workloads_page(core::Operations& agent, const GetWorkloadsRequest& request) {
   core::WorkloadPage page =
       agent.workloads_page(request.namespace_name, request.after, static_cast<size_t>(request.limit));
   json items = json::array();
@@ -141,7 +141,7 @@ json workloads_page(core::Agent& agent, const GetWorkloadsRequest& request) {
   return out;
 }
 
-json live_clusters(core::Agent& agent, const GetClustersRequest& request) {
+json live_clusters(core::Operations& agent, const GetClustersRequest& request) {
   json items = json::array();
   for (const core::LiveCluster& live : agent.live_inventory(request.namespace_name, request.queue)) {
     json item = candidate_to_json(live.candidate, request.namespace_name);
@@ -156,7 +156,7 @@ json live_clusters(core::Agent& agent, const GetClustersRequest& request) {
 
 // Our own workload unless `from` names a source: then (or when we have no
 // such workload) the operator stops a copy this cluster runs for a peer.
-Result<json> delete_workload(core::Agent& agent, const DeleteWorkloadRequest& request) {
+Result<json> delete_workload(core::Operations& agent, const DeleteWorkloadRequest& request) {
   if (request.from.empty() && agent.find_workload(request.namespace_name, request.name)) {
     SHOAL_RETURN_IF_ERROR(agent.delete_workload(request.namespace_name, request.name));
     return json{{"ok", true}, {"hosted", false}};
@@ -165,7 +165,7 @@ Result<json> delete_workload(core::Agent& agent, const DeleteWorkloadRequest& re
   return json{{"ok", true}, {"hosted", true}};
 }
 
-Result<json> read_logs(core::Agent& agent, const LogsRequest& request) {
+Result<json> read_logs(core::Operations& agent, const LogsRequest& request) {
   const int replica = static_cast<int>(request.replica);
   const size_t limit = static_cast<size_t>(request.limit);
   auto record = agent.find_workload(request.namespace_name, request.name);
@@ -187,7 +187,7 @@ Result<json> read_logs(core::Agent& agent, const LogsRequest& request) {
                        request.name + " has no such copy");
     }
   }
-  SHOAL_ASSIGN_OR_RETURN(core::Agent::LogRead read,
+  SHOAL_ASSIGN_OR_RETURN(core::Operations::LogRead read,
                          agent.read_log(*target, replica, request.offset, limit));
   // At a peer: the loop answers once its LOG_CHUNK arrives (log_reply).
   if (read.pending) return json{{"ok", true}, {kPendingPeerLog, read.pending}};
@@ -202,7 +202,7 @@ Result<json> with(const json& body, Handler&& handler) {
 }
 
 Result<json> dispatch(const ControlContext& context, const json& body) {
-  core::Agent& agent = context.agent;
+  core::Operations& agent = context.agent;
   if (!body.is_object()) return invalid_argument("control request: expected a JSON object");
   auto name = body.find("command");
   if (name == body.end() || !name->is_string()) {

@@ -49,7 +49,7 @@ json error_response(const Status& status) {
   return {{"ok", false}, {"code", error_code_name(status.code())}, {"error", status.message()}};
 }
 
-json peers_json(const core::Agent& agent) {
+json peers_json(const core::Operations& agent) {
   json items = json::array();
   for (const auto& peer : agent.peers()) {
     json capacity = json::object();
@@ -73,7 +73,7 @@ json peers_json(const core::Agent& agent) {
   return {{"ok", true}, {"items", items}};
 }
 
-json reservations_json(const core::Agent& agent) {
+json reservations_json(const core::Operations& agent) {
   std::map<std::string, std::string> cluster_of = {{agent.self_id(), "(local)"}};
   for (const auto& peer : agent.peers()) cluster_of[peer.id] = peer.cluster;
   json items = json::array();
@@ -169,7 +169,7 @@ json status_json(const ControlContext& context) {
         {"commitSeconds", context.commits.written_seconds}}}};
 }
 
-json quotas_json(const core::Agent& agent) {
+json quotas_json(const core::Operations& agent) {
   json items = json::array();
   for (const core::QuotaView& view : agent.quotas()) {
     json used = {{"cpu", model::format_cpu(view.held.resources.cpu_milli)},
@@ -184,13 +184,13 @@ json quotas_json(const core::Agent& agent) {
   return {{"ok", true}, {"items", items}};
 }
 
-json invitations_json(const core::Agent& agent) {
+json invitations_json(const core::Operations& agent) {
   json items = json::array();
   for (const auto& view : agent.invitations()) items.push_back(invitation_json(view));
   return {{"ok", true}, {"items", items}};
 }
 
-Result<json> describe_peer_json(core::Agent& agent, const std::string& name) {
+Result<json> describe_peer_json(core::Operations& agent, const std::string& name) {
   json peers = peers_json(agent)["items"];
   for (const auto& peer : peers) {
     if (peer["cluster"] != name && peer["id"] != name) continue;
@@ -246,7 +246,7 @@ json log_reply(const Result<cluster::LogChunk>& chunk) {
               {"pending", chunk->pending}};
 }
 
-Result<json> describe_workload_json(core::Agent& agent, const std::string& namespace_name,
+Result<json> describe_workload_json(core::Operations& agent, const std::string& namespace_name,
                                     const std::string& name) {
   auto record = agent.find_workload(namespace_name, name);
   if (!record) return not_found("workload " + namespace_name + "/" + name + " not found");

@@ -5,17 +5,17 @@
 // a breaking change for every script that reads them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "agent/core/agent.h"
+#include "agent/core/operations.h"
+#include "store/store.h"
 
 namespace shoal::runtime {
 
 // What a reply may read beside the agent: the loop's own counters.
 struct ControlContext {
-  core::Agent& agent;
+  core::Operations& agent;
   const cluster::Cluster& cluster;
   uint64_t transport_drops;
   uint64_t handshakes_refused = 0;  // CURVE handshakes the ZAP handler turned away
@@ -28,18 +28,19 @@ struct ControlContext {
 // {"ok": false, "code": <ErrorCode name>, "error": <message>}.
 nlohmann::json error_response(const Status& status);
 
-nlohmann::json peers_json(const core::Agent& agent);
+nlohmann::json peers_json(const core::Operations& agent);
 // A peer by cluster name or id, with its invitations and events.
-Result<nlohmann::json> describe_peer_json(core::Agent& agent, const std::string& name);
-nlohmann::json invitations_json(const core::Agent& agent);
+Result<nlohmann::json> describe_peer_json(core::Operations& agent, const std::string& name);
+nlohmann::json invitations_json(const core::Operations& agent);
 // The federation-wide quotas: limits, what each namespace holds, who waits.
-nlohmann::json quotas_json(const core::Agent& agent);
-nlohmann::json reservations_json(const core::Agent& agent);
+nlohmann::json quotas_json(const core::Operations& agent);
+nlohmann::json reservations_json(const core::Operations& agent);
 nlohmann::json status_json(const ControlContext& context);
 
 nlohmann::json workload_to_json(const store::WorkloadRecord& record);
 // A workload with its copies' status and its events.
-Result<nlohmann::json> describe_workload_json(core::Agent& agent, const std::string& namespace_name,
+Result<nlohmann::json> describe_workload_json(core::Operations& agent,
+                                              const std::string& namespace_name,
                                               const std::string& name);
 nlohmann::json log_reply(const Result<cluster::LogChunk>& chunk);
 

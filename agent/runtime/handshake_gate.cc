@@ -6,7 +6,7 @@
 
 namespace shoal::runtime {
 
-void HandshakeGate::answer(const core::Agent& agent, int max_requests) {
+void HandshakeGate::answer(const core::Operations& agent, int max_requests) {
   for (int i = 0; i < max_requests; ++i) {
     zmq::multipart_t request;
     try {
@@ -47,7 +47,7 @@ void HandshakeGate::answer(const core::Agent& agent, int max_requests) {
   }
 }
 
-std::optional<std::string> HandshakeGate::peer_with_curve_key(const core::Agent& agent,
+std::optional<std::string> HandshakeGate::peer_with_curve_key(const core::Operations& agent,
                                                               const crypto::CurveKey& key) {
   for (const std::string& id : agent.peer_ids()) {
     auto cached = curve_keys_.find(id);

@@ -7,16 +7,16 @@
 // so it runs outside the store batch, read-only mode included.
 #pragma once
 
+#include <spdlog/logger.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
-
-#include <spdlog/logger.h>
 #include <zmq.hpp>
 
-#include "agent/core/agent.h"
+#include "agent/core/operations.h"
 #include "crypto/identity.h"
 
 namespace shoal::runtime {
@@ -29,13 +29,13 @@ class HandshakeGate {
 
   // Answers the handshakes waiting (at most `max_requests`) by what
   // `agent` admits now.
-  void answer(const core::Agent& agent, int max_requests);
+  void answer(const core::Operations& agent, int max_requests);
 
   // Handshakes turned away since start.
   uint64_t refused() const { return refused_; }
 
  private:
-  std::optional<std::string> peer_with_curve_key(const core::Agent& agent,
+  std::optional<std::string> peer_with_curve_key(const core::Operations& agent,
                                                  const crypto::CurveKey& key);
 
   zmq::socket_t& socket_;

@@ -103,7 +103,8 @@ Result<Loop::Next> Loop::run_once(std::chrono::milliseconds max_wait) {
   readable_.control = items[0].revents & ZMQ_POLLIN;
   readable_.peers = !read_only() && (items.back().revents & ZMQ_POLLIN);
   SHOAL_RETURN_IF_ERROR(guard_.on_events());
-  if (gate_ && (items[2].revents & ZMQ_POLLIN)) gate_->answer(*instance_.agent, kMaxWireMessagesPerIteration);
+  if (gate_ && (items[2].revents & ZMQ_POLLIN))
+    gate_->answer(instance_.agent->operations(), kMaxWireMessagesPerIteration);
   SHOAL_RETURN_IF_ERROR(read_only() ? read_only_iteration() : serving_iteration());
   return Next::kGoOn;
 }
@@ -186,7 +187,7 @@ Status Loop::serving_iteration() {
     if (replies[i].contains(kPendingBackup)) replies[i] = backup(replies[i][kPendingBackup]);
     if (replies[i].contains(kStartWatch)) {
       replies[i] = watches_.start(requests[i].routing_id, replies[i][kStartWatch], clock_.now());
-      if (!watches_.empty()) instance_.agent->watch_workloads(true);
+      if (!watches_.empty()) instance_.agent->operations().watch_workloads(true);
     }
     std::string reply = dump(replies[i]);
     send_reply(requests[i].routing_id, reply);
@@ -266,7 +267,8 @@ Status Loop::read_only_iteration() {
   Status writable = store_.probe_write();
   if (writable.is_ok()) writable = start_serving();
   if (writable.is_ok()) {
-    logger_.info("state database writable again; serving (boot {})", instance_.agent->boot());
+    logger_.info("state database writable again; serving (boot {})",
+                 instance_.agent->operations().boot());
     storage_fault_.reset();
     return Status::ok();
   }
@@ -317,12 +319,12 @@ std::string Loop::answer_control(const std::string& text) { return dump(answer_c
 void Loop::answer_awaited_logs() {
   TimePoint now = clock_.now();
   std::erase_if(awaiting_logs_, [&](const AwaitedLog& awaited) {
-    if (auto answer = instance_.agent->take_peer_log(awaited.request_id)) {
+    if (auto answer = instance_.agent->operations().take_peer_log(awaited.request_id)) {
       send_reply(awaited.routing_id, dump(log_reply(*answer)));
       return true;
     }
     if (now < awaited.deadline) return false;
-    instance_.agent->abandon_peer_log(awaited.request_id);
+    instance_.agent->operations().abandon_peer_log(awaited.request_id);
     send_reply(awaited.routing_id,
                dump(log_reply(Status(ErrorCode::kUnavailable,
                                      "the cluster running it did not answer within " +
@@ -345,8 +347,8 @@ void Loop::fail_awaited_logs(const std::string& why) {
 // After a committed batch: each watcher hears of its workloads that changed.
 void Loop::tell_watchers() {
   if (watches_.empty()) return;
-  watches_.tell(instance_.agent->take_workload_changes(), clock_.now());
-  if (watches_.empty()) instance_.agent->watch_workloads(false);
+  watches_.tell(instance_.agent->operations().take_workload_changes(), clock_.now());
+  if (watches_.empty()) instance_.agent->operations().watch_workloads(false);
 }
 
 // `shoalctl backup`: an online copy of the state database at `path`.
@@ -370,7 +372,7 @@ nlohmann::json Loop::answer_control_json(const std::string& text) {
                         "), so it takes no new work; reads still answer, and it "
                         "resumes by itself once a write succeeds"}};
     }
-    ControlContext context{*instance_.agent,
+    ControlContext context{instance_.agent->operations(),
                            *instance_.cluster,
                            transport_.dropped_unconnected(),
                            gate_ ? gate_->refused() : 0,
@@ -387,7 +389,7 @@ nlohmann::json Loop::answer_control_json(const std::string& text) {
     if (response.contains(kPendingBackup) && storage_fault_) return backup(response[kPendingBackup]);
     if (uint64_t id = response.value(kPendingPeerLog, uint64_t{0}); id && storage_fault_) {
       // Read-only, nothing reaches the wire: the request was never sent.
-      instance_.agent->abandon_peer_log(id);
+      instance_.agent->operations().abandon_peer_log(id);
       return log_reply(Status(ErrorCode::kUnavailable,
                               "the agent cannot write its state database, so it sends nothing "
                               "to its peers now; output kept at a peer cannot be read"));

@@ -80,7 +80,7 @@ class Loop {
   // `max_wait`, whichever comes first, then serves what arrived.
   Result<Next> run_once(std::chrono::milliseconds max_wait = kMaxPollWait);
 
-  const core::Agent& agent() const { return *instance_.agent; }
+  const core::Operations& agent() const { return instance_.agent->operations(); }
   bool read_only() const { return storage_fault_.has_value(); }
   size_t watchers() const { return watches_.size(); }
 

@@ -87,7 +87,7 @@ class Exposition {
 }  // namespace
 
 std::string render_metrics(const ControlContext& context) {
-  const core::Agent& agent = context.agent;
+  const core::Operations& agent = context.agent;
   const core::AgentStats& stats = agent.stats();
   Exposition out;
 

@@ -107,9 +107,8 @@ bool Federation::build(SimAgent& agent) {
   config.org = "org" + std::to_string(agent.org);
   config.endpoint = "tcp://" + agent.name + ":1";
   if (options_.configure) options_.configure(config);
-  agent.agent =
-      std::make_unique<core::Agent>(config, agent.identity, *agent.clock, *agent.transport,
-                                    *agent.store, *agent.watched, *agent.rng, nullptr, signatures());
+  agent.agent = core::make_agent(config, agent.identity, *agent.clock, *agent.transport,
+                                 *agent.store, *agent.watched, *agent.rng, nullptr, signatures());
   ++agent.boots;
   agent.ticked_since_boot = false;
   agent.wake_at = TimePoint::max();
@@ -176,11 +175,13 @@ Status Federation::invite(SimAgent& target, SimAgent& source,
   crypto::IdCard card{source.name, "org" + std::to_string(source.org), source.identity.public_key(),
                       "tcp://" + source.name + ":1"};
   Result<std::string> token = internal_error("the target is down");
-  control(target, [&](core::Agent& a) { token = a.create_invitation(card.to_string(), options); });
+  control(target, [&](core::Agent& a) {
+    token = a.operations().create_invitation(card.to_string(), options);
+  });
   if (!token.is_ok()) return token.status();
   Status accepted = internal_error("the source is down");
   control(source, [&](core::Agent& a) {
-    auto name = a.accept_invitation(*token);
+    auto name = a.operations().accept_invitation(*token);
     accepted = name.is_ok() ? Status::ok() : name.status();
   });
   return accepted;
@@ -411,7 +412,7 @@ void Federation::note_preemption(SimAgent& agent, const std::string& key,
   if (seen.source == agent.id) {
     // Its own work: the source part of this same agent approved in-process,
     // deciding (in memory, before any APPROVE) on this cluster at an epoch.
-    const store::WorkloadRecord* own = agent.agent->workload_by_uid(seen.uid);
+    std::optional<store::WorkloadRecord> own = agent.agent->operations().workload_by_uid(seen.uid);
     if (own && own->winner == agent.id) seen.approved_epoch = own->epoch;
     agent.step_preemptions.push_back(std::move(seen));
     return;

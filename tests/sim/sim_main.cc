@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
       uint64_t envelopes = 0;
       for (const auto& agent : federation.agents()) {
         if (!agent->up()) continue;
-        const core::AgentStats& agent_stats = agent->agent->stats();
+        const core::AgentStats& agent_stats = agent->agent->operations().stats();
         envelopes += agent_stats.envelopes_sent;
         for (size_t type = 0; type < sent.size(); ++type)
           sent[type] += agent_stats.sent_by_type[type];

@@ -112,7 +112,8 @@ void Run::build() {
   for (const auto& agent : agents) {
     for (const model::QuotaSpec& quota : scenario_.quotas) {
       bool set = federation_.control(*agent, [&](core::Agent& a) {
-        if (Status status = a.set_quota(quota); !status.is_ok()) report("setup", "quota refused: " + status.message());
+        if (Status status = a.operations().set_quota(quota); !status.is_ok())
+          report("setup", "quota refused: " + status.message());
       });
       if (!set) report("setup", "quota not set at " + agent->name);
       quota_cpu_[{agent->id, quota.namespace_name}] = quota.cpu_milli.value_or(INT64_MAX);
@@ -125,7 +126,8 @@ void Run::submit(size_t job, TimePoint when) {
   SimAgent& source = *federation_.agents()[traced.source];
   auto uids = std::make_shared<Result<std::vector<std::string>>>(internal_error("not run"));
   federation_.at_control(
-      when, source, [uids, &traced](core::Agent& agent) { *uids = agent.submit({traced.spec}); },
+      when, source,
+      [uids, &traced](core::Agent& agent) { *uids = agent.operations().submit({traced.spec}); },
       [this, job, uids](bool ran) { submitted(job, ran, *uids); });
 }
 
@@ -188,11 +190,15 @@ void Run::schedule_faults() {
         federation_.at_control(
             at, *agent,
             [cluster_of = std::move(cluster_of), evicted](core::Agent& target) {
-              for (const store::ReservationRecord& r : target.reservations()) {
-                if (r.phase != store::ReservationPhase::kRunning || r.source == target.self_id()) continue;
+              for (const store::ReservationRecord& r : target.operations().reservations()) {
+                if (r.phase != store::ReservationPhase::kRunning ||
+                    r.source == target.operations().self_id())
+                  continue;
                 auto source = cluster_of.find(r.source);
                 if (source == cluster_of.end()) continue;
-                *evicted = target.stop_hosted(r.spec.namespace_name, r.spec.name, source->second).is_ok();
+                *evicted = target.operations()
+                               .stop_hosted(r.spec.namespace_name, r.spec.name, source->second)
+                               .is_ok();
                 if (*evicted) return;
               }
             },
@@ -237,7 +243,7 @@ void Run::check_now() {
       }
     }
     std::map<std::string, int64_t> cpu_by_source;
-    for (const store::ReservationRecord& r : agent->agent->reservations()) {
+    for (const store::ReservationRecord& r : agent->agent->operations().reservations()) {
       if (r.phase == store::ReservationPhase::kBound ||
           r.phase == store::ReservationPhase::kRunning) {
         holders[{r.source, r.spec.key() + " (" + r.uid + ")"}].push_back(agent->name);
@@ -272,7 +278,7 @@ void Run::check_now() {
     std::map<std::pair<std::string, std::string>, int64_t> running;  // (source, namespace)
     for (auto& agent : federation_.agents()) {
       if (!agent->up() || agent->paused() || !agent->ticked_since_boot) continue;
-      for (const store::ReservationRecord& r : agent->agent->reservations()) {
+      for (const store::ReservationRecord& r : agent->agent->operations().reservations()) {
         if (r.phase == store::ReservationPhase::kBound || r.phase == store::ReservationPhase::kRunning) {
           running[{r.source, r.spec.namespace_name}] += r.spec.total().cpu_milli;
         }
@@ -326,7 +332,7 @@ Run::JobTotals Run::job_totals() {
       totals.open = SIZE_MAX;  // unknown while it is down
       continue;
     }
-    core::WorkloadCounts counts = agent->agent->workload_counts();
+    core::WorkloadCounts counts = agent->agent->operations().workload_counts();
     size_t succeeded = counts.by_phase[static_cast<size_t>(model::Phase::kSucceeded)];
     size_t failed = counts.by_phase[static_cast<size_t>(model::Phase::kFailed)];
     totals.succeeded += succeeded;
@@ -346,7 +352,7 @@ std::string Run::unfinished_sample() {
       out += " " + agent->name + " is down;";
       continue;
     }
-    for (const auto& w : agent->agent->workloads()) {
+    for (const auto& w : agent->agent->operations().workloads()) {
       if (model::is_finished(w.phase) || shown >= 3) continue;
       ++shown;
       out += " " + agent->name + ":" + w.spec.name + " " + std::string(model::phase_name(w.phase)) +
@@ -508,7 +514,7 @@ SimResult Run::go() {
   if (!options_.explain.empty()) explain(options_.explain);
   result_.digest = federation_.digest();
   for (const auto& agent : federation_.agents()) {
-    if (agent->up()) result_.preempted += agent->agent->stats().preempted_victims;
+    if (agent->up()) result_.preempted += agent->agent->operations().stats().preempted_victims;
   }
   result_.engine = federation_.stats();
   result_.network = federation_.network().stats();

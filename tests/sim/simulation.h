@@ -5,7 +5,7 @@
 // ideal scheduler (ideal.h).
 //
 // Invariants, continuously (every `check_every` of simulated time):
-// - each live agent's own invariants (Agent::check_invariants);
+// - each live agent's own invariants (Agent::broken_invariant);
 // - never one copy holding resources (Bound or Running) on two clusters;
 // - no node allocated beyond its capacity, ever (peak allocation);
 // - an unapproved reservation is gone within its TTL (plus a tick);

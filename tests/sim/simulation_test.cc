@@ -206,18 +206,22 @@ TEST_F(SimulationTest, AnAgentWhoseDiskFailsTurnsReadOnlyLosesNothingAndServesAg
       w.sim.duration = 20s;
       return w;
     };
-    ASSERT_TRUE(federation.control(agent, [&](core::Agent& a) { ASSERT_TRUE(a.submit({job("kept")}).is_ok()); }));
+    ASSERT_TRUE(federation.control(
+        agent, [&](core::Agent& a) { ASSERT_TRUE(a.operations().submit({job("kept")}).is_ok()); }));
     federation.run_until(federation.now() + 1s);
     uint32_t boots = agent.boots;
 
     federation.fail_store(agent, failure);
-    bool ran = federation.control(agent, [&](core::Agent& a) { (void)a.submit({job("lost")}); });
+    bool ran = federation.control(
+        agent, [&](core::Agent& a) { (void)a.operations().submit({job("lost")}); });
     EXPECT_TRUE(ran) << "the step ran; its batch did not commit";
     EXPECT_TRUE(agent.read_only);
     EXPECT_EQ(agent.boots, boots + 1) << "rebuilt from the store";
     EXPECT_EQ(federation.stats().read_only, 1u);
-    EXPECT_TRUE(agent.agent->find_workload("default", "kept").has_value()) << "committed: kept";
-    EXPECT_FALSE(agent.agent->find_workload("default", "lost").has_value()) << "rolled back";
+    EXPECT_TRUE(agent.agent->operations().find_workload("default", "kept").has_value())
+        << "committed: kept";
+    EXPECT_FALSE(agent.agent->operations().find_workload("default", "lost").has_value())
+        << "rolled back";
     EXPECT_FALSE(federation.control(agent, [](core::Agent&) {})) << "read-only takes no request";
     federation.run_until(federation.now() + 5s);
     EXPECT_TRUE(agent.read_only) << "the probe keeps failing";
@@ -226,14 +230,16 @@ TEST_F(SimulationTest, AnAgentWhoseDiskFailsTurnsReadOnlyLosesNothingAndServesAg
     federation.run_until(federation.now() + 3s);
     EXPECT_FALSE(agent.read_only);
     EXPECT_EQ(agent.boots, boots + 2) << "started again as a new boot";
-    EXPECT_TRUE(federation.control(agent, [&](core::Agent& a) { EXPECT_TRUE(a.submit({job("after")}).is_ok()); }));
+    EXPECT_TRUE(federation.control(agent, [&](core::Agent& a) {
+      EXPECT_TRUE(a.operations().submit({job("after")}).is_ok());
+    }));
     federation.run_until(federation.now() + 30s);
     for (const char* name : {"kept", "after"}) {
-      auto record = agent.agent->find_workload("default", name);
+      auto record = agent.agent->operations().find_workload("default", name);
       ASSERT_TRUE(record.has_value()) << name;
       EXPECT_EQ(record->phase, model::Phase::kSucceeded) << name << ": " << record->reason;
     }
-    EXPECT_TRUE(agent.agent->check_invariants());
+    EXPECT_TRUE(agent.agent->broken_invariant().empty());
     EXPECT_TRUE(federation.take_engine_findings().empty());
   }
 }

@@ -435,7 +435,7 @@ std::string TargetRole::broken_invariant() const {
       return "a lease of a source with work here ends before next_lease_end_";
     }
   }
-  // Every step ends with what it asked served (Agent::drain_local).
+  // Every step ends with what it asked served (Router::drain_local).
   return asked_.empty() ? "" : "a step ended with asks unserved";
 }
 

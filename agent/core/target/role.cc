@@ -73,8 +73,8 @@ void TargetRole::reject_candidate(const std::string& from, const protocol::Candi
   send(from, protocol::Reject{message.uid, message.epoch, refusal.reason, refusal.code});
   // A source that offers work under an invitation we revoked has not heard
   // the REVOKE (lost, or sent while it was away). Its HELLOs are answered
-  // with it (Agent::on_hello), but a source busy offering work sends no
-  // HELLO (Agent::send_heartbeats): the refusal carries it too.
+  // with it (Router::on_hello), but a source busy offering work sends no
+  // HELLO (Router::send_heartbeats): the refusal carries it too.
   for (const std::string& id : invitations_.revocations_to_tell(from, clock_.now())) {
     send(from, protocol::Revoke{id, false});
   }

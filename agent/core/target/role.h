@@ -71,7 +71,7 @@ class TargetRole {
   // Serves the queue once for every CANDIDATE queued or asked again since
   // the last call: READY to what is admitted, REJECT NoCapacity to those
   // of them still waiting. False when nothing was asked. The router calls
-  // it at the end of every step (Agent::drain_local).
+  // it at the end of every step (Router::drain_local).
   bool serve_asked();
   // The role's timers, in order: cluster events, leases, start timeouts,
   // expiry, the queue, STATUS retries, advertisements, garbage.
@@ -100,7 +100,7 @@ class TargetRole {
   // queued candidates go; with `evict` its running work is stopped and
   // reported Failed with condition Revoked.
   void withdraw_from_source(const std::string& source, const std::string& why, bool evict);
-  // Operator action (see Agent::stop_hosted).
+  // Operator action (see Operations::stop_hosted).
   Status stop_hosted(const std::string& namespace_name, const std::string& name,
                      const std::string& from_cluster);
 

@@ -20,18 +20,18 @@ using protocol::MessageType;
 TEST(AgentTest, LocalWorkloadRunsToSucceeded) {
   World world;
   Node& a = world.add("a");
-  auto uids = a.agent->submit({workload("job", 2000, 2s)});
+  auto uids = a.agent->operations().submit({workload("job", 2000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   world.deliver();
   EXPECT_EQ(phase_of(a, "job"), model::Phase::kBound);
   world.run_for(250ms);  // the cluster reports the start at the next tick
   EXPECT_EQ(phase_of(a, "job"), model::Phase::kRunning);
   world.run_for(3s);
-  auto record = a.agent->find_workload("default", "job");
+  auto record = a.agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kSucceeded);
   EXPECT_EQ(record->cluster, "a");
   EXPECT_GT(record->finished_at_ms, record->started_at_ms);
-  EXPECT_TRUE(a.agent->check_invariants());
+  EXPECT_TRUE(a.agent->broken_invariant().empty());
   EXPECT_TRUE(a.cluster->check_invariants());
 }
 
@@ -40,9 +40,9 @@ TEST(AgentTest, NonZeroExitCodeIsMirroredAsFailed) {
   Node& a = world.add("a");
   model::WorkloadSpec spec = workload("crash", 1000, 1s);
   spec.sim.exit_code = 3;
-  ASSERT_TRUE(a.agent->submit({spec}).is_ok());
+  ASSERT_TRUE(a.agent->operations().submit({spec}).is_ok());
   world.run_for(2s);
-  auto record = a.agent->find_workload("default", "crash");
+  auto record = a.agent->operations().find_workload("default", "crash");
   EXPECT_EQ(record->phase, model::Phase::kFailed);
   EXPECT_EQ(record->exit_code, 3);
 }
@@ -55,19 +55,20 @@ TEST(AgentTest, FirstReadyWinsAndTheOtherReservationIsCancelled) {
   world.invite(b, source);
   world.invite(c, source);
   world.run_for(3s);  // HELLO and CAPACITY go around
-  auto uids = source.agent->submit({workload("job", 4000, 10s)});
+  auto uids = source.agent->operations().submit({workload("job", 4000, 10s)});
   ASSERT_TRUE(uids.is_ok());
   world.deliver();
   world.run_for(250ms);
   std::string uid = uids->front();
-  auto record = source.agent->find_workload("default", "job");
+  auto record = source.agent->operations().find_workload("default", "job");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_EQ(bound_copies(b, uid) + bound_copies(c, uid), 1);
   Node& winner = record->cluster == "b" ? b : c;
   Node& loser = record->cluster == "b" ? c : b;
   EXPECT_EQ(bound_copies(winner, uid), 1);
-  EXPECT_TRUE(loser.agent->reservations().empty()) << "the loser released its reservation";
+  EXPECT_TRUE(loser.agent->operations().reservations().empty())
+      << "the loser released its reservation";
   EXPECT_TRUE(loser.cluster->capacity().free == (model::Resources{32000, int64_t{128} << 30, 0}));
 }
 
@@ -87,10 +88,10 @@ TEST(AgentTest, EachLosingTargetIsCancelledOncePerEpoch) {
     if (w.type == MessageType::kCancel) ++cancels[w.to];
     return true;
   };
-  ASSERT_TRUE(source.agent->submit({workload("job", 4000, 10s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 4000, 10s)}).is_ok());
   world.deliver(count);  // every target answers READY before any CANCEL arrives
   world.run_for(1s, 250ms, count);
-  auto record = source.agent->find_workload("default", "job");
+  auto record = source.agent->operations().find_workload("default", "job");
   ASSERT_EQ(record->phase, model::Phase::kRunning);
   int losers = 0;
   for (Node* target : targets) {
@@ -100,7 +101,7 @@ TEST(AgentTest, EachLosingTargetIsCancelledOncePerEpoch) {
     }
     ++losers;
     EXPECT_EQ(cancels[target->id], 1) << target->name;
-    EXPECT_TRUE(target->agent->reservations().empty()) << target->name << " released";
+    EXPECT_TRUE(target->agent->operations().reservations().empty()) << target->name << " released";
   }
   EXPECT_EQ(losers, 2);
 }
@@ -111,7 +112,7 @@ TEST(AgentTest, ReservationExpiresWhenSourceNeverApproves) {
   Node& target = world.add("target");
   world.invite(target, source);
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("job", 4000)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 4000)}).is_ok());
   // The source is cut off right after its first CANDIDATE leaves.
   bool candidate_sent = false;
   auto partition = [&](const Wire& w) {
@@ -120,12 +121,13 @@ TEST(AgentTest, ReservationExpiresWhenSourceNeverApproves) {
     return false;
   };
   world.deliver(partition);
-  ASSERT_EQ(target.agent->reservations().size(), 1u);
-  EXPECT_EQ(target.agent->reservations().front().phase, store::ReservationPhase::kReserved);
+  ASSERT_EQ(target.agent->operations().reservations().size(), 1u);
+  EXPECT_EQ(target.agent->operations().reservations().front().phase,
+            store::ReservationPhase::kReserved);
   world.run_for(29s, 1s, partition);
-  EXPECT_EQ(target.agent->reservations().size(), 1u) << "held for the TTL";
+  EXPECT_EQ(target.agent->operations().reservations().size(), 1u) << "held for the TTL";
   world.run_for(2s, 1s, partition);
-  EXPECT_TRUE(target.agent->reservations().empty()) << "expired after the TTL";
+  EXPECT_TRUE(target.agent->operations().reservations().empty()) << "expired after the TTL";
   EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 32000) << "its resources came back";
 }
 
@@ -135,7 +137,7 @@ TEST(AgentTest, LostMessagesAreRetriedUntilAnswered) {
   Node& target = world.add("target");
   world.invite(target, source);
   world.run_for(3s);
-  auto uids = source.agent->submit({workload("job", 4000, 2s)});
+  auto uids = source.agent->operations().submit({workload("job", 4000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   // Drop the first of each protocol message type once.
   std::set<MessageType> dropped_once;
@@ -187,16 +189,19 @@ TEST(AgentTest, DuplicatedDeliveryIsDroppedAsReplay) {
   Node& target = world.add("target");
   world.invite(target, source);
   world.run_for(3s);
-  auto uids = source.agent->submit({workload("job", 4000, 1s)});
+  auto uids = source.agent->operations().submit({workload("job", 4000, 1s)});
   std::vector<Wire> copies;
   world.deliver([&](const Wire& w) {
     copies.push_back(w);
     return true;
   });
-  uint64_t replayed_before =
-      target.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
+  uint64_t replayed_before = target.agent->operations()
+                                 .stats()
+                                 .dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
   for (const Wire& w : copies) world.find(w.to)->agent->handle_wire(w.bytes);
-  EXPECT_GT(target.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)],
+  EXPECT_GT(target.agent->operations()
+                .stats()
+                .dropped[static_cast<size_t>(protocol::DropReason::kReplayed)],
             replayed_before);
   world.run_for(2s);
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
@@ -213,7 +218,7 @@ TEST(AgentTest, OneStepSendsOneEnvelopePerPeer) {
   Node& c = t.b;
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 20; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 1s));
-  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(specs).is_ok());
   std::map<std::string, std::set<uint64_t>> envelopes;  // by recipient
   std::map<std::string, int> candidates;
   for (const Wire& w : source.transport->outbox) {
@@ -261,7 +266,8 @@ TEST(AgentTest, EveryDifferentCapacityIsHeardEvenWhenItRepeatsOne) {
     return envelope.body.size();
   };
   auto heard_free_cpu = [&]() -> int64_t {
-    for (const LiveCluster& cluster : source.agent->live_inventory("default", "default")) {
+    for (const LiveCluster& cluster :
+         source.agent->operations().live_inventory("default", "default")) {
       if (cluster.candidate.name == "target") return cluster.candidate.free.cpu_milli;
     }
     return -1;
@@ -286,7 +292,7 @@ TEST(AgentTest, ABatchIsCheckedMessageByMessage) {
   world.invite(target, source);
   world.run_for(3s);
   auto dropped = [&](protocol::DropReason reason) {
-    return target.agent->stats().dropped[static_cast<size_t>(reason)];
+    return target.agent->operations().stats().dropped[static_cast<size_t>(reason)];
   };
   protocol::Envelope envelope;
   envelope.type = MessageType::kBatch;
@@ -310,22 +316,22 @@ TEST(AgentTest, ABatchIsCheckedMessageByMessage) {
   uint64_t unknown = dropped(protocol::DropReason::kUnknownType);
   uint64_t bad = dropped(protocol::DropReason::kBadBody);
   uint64_t refused = dropped(protocol::DropReason::kNotPermitted);
-  uint64_t received = target.agent->stats().received;
+  uint64_t received = target.agent->operations().stats().received;
   size_t handled = 0;
   world.step(target, [&] { handled = target.agent->handle_wire(wire); });
   EXPECT_EQ(handled, 1u);
-  EXPECT_EQ(target.agent->stats().received, received + 1);
+  EXPECT_EQ(target.agent->operations().stats().received, received + 1);
   EXPECT_EQ(dropped(protocol::DropReason::kUnknownType), unknown + 2);
   EXPECT_EQ(dropped(protocol::DropReason::kBadBody), bad + 1);
   EXPECT_EQ(dropped(protocol::DropReason::kNotPermitted), refused + 1);
-  ASSERT_EQ(target.agent->reservations().size(), 1u) << "the CANDIDATE was applied";
-  EXPECT_EQ(target.agent->reservations().front().uid, "uid-1");
+  ASSERT_EQ(target.agent->operations().reservations().size(), 1u) << "the CANDIDATE was applied";
+  EXPECT_EQ(target.agent->operations().reservations().front().uid, "uid-1");
 
   uint64_t replayed = dropped(protocol::DropReason::kReplayed);
   world.step(target, [&] { handled = target.agent->handle_wire(wire); });
   EXPECT_EQ(handled, 0u);
   EXPECT_EQ(dropped(protocol::DropReason::kReplayed), replayed + 1);
-  EXPECT_EQ(target.agent->stats().received, received + 1);
+  EXPECT_EQ(target.agent->operations().stats().received, received + 1);
 }
 
 TEST(AgentTest, SourceRestartedAfterChoosingWinnerApprovesTheSameWinner) {
@@ -334,15 +340,15 @@ TEST(AgentTest, SourceRestartedAfterChoosingWinnerApprovesTheSameWinner) {
   Node& source = t.source;
   Node& b = t.a;
   Node& c = t.b;
-  auto uids = source.agent->submit({workload("job", 4000, 2s)});
+  auto uids = source.agent->operations().submit({workload("job", 4000, 2s)});
   // The source "crashes" after persisting a winner, before APPROVE leaves.
   world.deliver([&](const Wire& w) { return w.type != MessageType::kApprove; });
-  auto before = source.agent->find_workload("default", "job");
+  auto before = source.agent->operations().find_workload("default", "job");
   ASSERT_FALSE(before->winner.empty());
   source.transport->outbox.clear();
   world.restart(source);
   world.run_for(4s);
-  auto after = source.agent->find_workload("default", "job");
+  auto after = source.agent->operations().find_workload("default", "job");
   EXPECT_EQ(after->phase, model::Phase::kSucceeded);
   EXPECT_EQ(after->cluster, before->cluster) << "the persisted winner was kept";
   EXPECT_EQ(bound_copies(b, uids->front()) + bound_copies(c, uids->front()), 1);
@@ -354,7 +360,7 @@ TEST(AgentTest, TargetRestartKeepsRunningWorkAndReportsIt) {
   Node& target = world.add("target");
   world.invite(target, source);
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("job", 4000, 5s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 4000, 5s)}).is_ok());
   world.deliver();
   world.run_for(250ms);
   ASSERT_EQ(phase_of(source, "job"), model::Phase::kRunning);
@@ -371,17 +377,18 @@ TEST(AgentTest, TargetRestartedAfterReadyBindsOnceWhenTheApprovalArrives) {
   Node& target = world.add("target");
   world.invite(target, source);
   world.run_for(3s);
-  auto uids = source.agent->submit({workload("job", 4000, 2s)});
+  auto uids = source.agent->operations().submit({workload("job", 4000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   // READY reaches the source; the APPROVE is lost as the target crashes.
   world.deliver([&](const Wire& w) { return w.type != MessageType::kApprove; });
-  ASSERT_EQ(target.agent->reservations().size(), 1u);
+  ASSERT_EQ(target.agent->operations().reservations().size(), 1u);
   world.restart(target);
   EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 28000) << "the reservation survived";
   world.run_for(4s);  // the source re-sends APPROVE; the restored reservation binds
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(bound_copies(target, uids->front()), 1);
-  EXPECT_EQ(source.agent->find_workload("default", "job")->epoch, 1u) << "no second round";
+  EXPECT_EQ(source.agent->operations().find_workload("default", "job")->epoch, 1u)
+      << "no second round";
 }
 
 TEST(AgentTest, NamespaceWithoutInvitationGetsNoCandidate) {
@@ -390,14 +397,14 @@ TEST(AgentTest, NamespaceWithoutInvitationGetsNoCandidate) {
   Node& target = world.add("target");
   world.invite(target, source, {"ml"});
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("job", 4000)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 4000)}).is_ok());
   bool candidate_to_target = false;
   world.run_for(2s, 250ms, [&](const Wire& w) {
     candidate_to_target |= w.type == MessageType::kCandidate && w.to == target.id;
     return true;
   });
   EXPECT_FALSE(candidate_to_target);
-  auto record = source.agent->find_workload("default", "job");
+  auto record = source.agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kPending);
   EXPECT_NE(record->reason.find("target=NamespaceNotInvited"), std::string::npos) << record->reason;
 }
@@ -410,7 +417,7 @@ TEST(AgentTest, ACapacityNamingOtherNamespacesReplacesTheSourcesView) {
   world.run_for(3s);
   auto advertised = [&] {
     std::vector<std::string> names;
-    for (const PeerView& peer : source.agent->peers()) {
+    for (const PeerView& peer : source.agent->operations().peers()) {
       if (peer.id != target.id) continue;
       for (const auto& ns : peer.capacity) names.push_back(ns.namespace_name);
     }
@@ -422,7 +429,7 @@ TEST(AgentTest, ACapacityNamingOtherNamespacesReplacesTheSourcesView) {
   world.invite(target, source, {"default"});
   world.run_for(5s);
   EXPECT_EQ(advertised(), std::vector<std::string>{"default"});
-  ASSERT_TRUE(source.agent->submit({workload("job", 4000)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 4000)}).is_ok());
   world.run_for(5s);
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kSucceeded)
       << "placed in the namespace it is now invited into";
@@ -437,10 +444,10 @@ TEST(AgentTest, MoreWorkThanCapacityWaitsAndAllFinishes) {
   world.run_for(3s);
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 12; ++i) specs.push_back(workload("job-" + std::to_string(i), 8000, 1s));
-  ASSERT_TRUE(a.agent->submit(specs).is_ok());
+  ASSERT_TRUE(a.agent->operations().submit(specs).is_ok());
   world.run_for(20s);
   std::set<std::string> clusters;
-  for (const auto& record : a.agent->workloads()) {
+  for (const auto& record : a.agent->operations().workloads()) {
     EXPECT_EQ(record.phase, model::Phase::kSucceeded) << record.spec.name << ": " << record.reason;
     clusters.insert(record.cluster);
   }
@@ -463,10 +470,12 @@ TEST(AgentTest, APeerThatInvitesUsAfterItsFirstEnvelopesIsHeardAsATarget) {
   world.invite(b, a);  // and now a target too
   world.run_for(5s);
   auto not_permitted = [&] {
-    return a.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kNotPermitted)];
+    return a.agent->operations()
+        .stats()
+        .dropped[static_cast<size_t>(protocol::DropReason::kNotPermitted)];
   };
   EXPECT_EQ(not_permitted(), 0u) << "b's CAPACITY refused as if b had never invited us";
-  ASSERT_TRUE(a.agent->submit({workload("big", 4000)}).is_ok());  // fits b only
+  ASSERT_TRUE(a.agent->operations().submit({workload("big", 4000)}).is_ok());  // fits b only
   world.run_for(10s);
   EXPECT_EQ(phase_of(a, "big"), model::Phase::kSucceeded);
   EXPECT_EQ(not_permitted(), 0u);
@@ -480,9 +489,9 @@ TEST(AgentTest, TargetSchedulerReasonReachesTheSource) {
   world.run_for(3s);
   model::WorkloadSpec spec = workload("job", 2000);
   spec.queue = "gpu";  // neither cluster has this queue
-  ASSERT_TRUE(source.agent->submit({spec}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({spec}).is_ok());
   world.run_for(1s);
-  auto record = source.agent->find_workload("default", "job");
+  auto record = source.agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kPending);
   EXPECT_NE(record->reason.find("target=NoSuchQueue:gpu"), std::string::npos) << record->reason;
 }
@@ -502,15 +511,15 @@ TEST(AgentTest, QueueAtItsDeservedShareWaitsInTheTargetsQueue) {
   }
   specs.push_back(workload("q2-0", 8000, 60s));
   specs.back().queue = "q2";
-  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(specs).is_ok());
   world.run_for(3s);
   int running_q1 = 0;
-  for (const auto& record : source.agent->workloads()) {
+  for (const auto& record : source.agent->operations().workloads()) {
     if (record.spec.queue == "q1" && record.phase == model::Phase::kRunning) ++running_q1;
   }
   EXPECT_EQ(running_q1, 2) << "q1 holds its deserved 16 cpu and no more";
   EXPECT_EQ(phase_of(source, "q2-0"), model::Phase::kRunning);
-  auto waiting = source.agent->find_workload("default", "q1-2");
+  auto waiting = source.agent->operations().find_workload("default", "q1-2");
   EXPECT_EQ(waiting->phase, model::Phase::kPending);
   EXPECT_NE(waiting->reason.find("target=NoCapacity:QueueDeservedShareReached:q1"), std::string::npos)
       << waiting->reason;
@@ -521,7 +530,7 @@ TEST(AgentTest, QueueAtItsDeservedShareWaitsInTheTargetsQueue) {
   EXPECT_EQ(phase_of(source, "q1-2"), model::Phase::kPending);
   world.run_for(3s);
   EXPECT_EQ(phase_of(source, "q1-2"), model::Phase::kRunning);
-  auto events = source.agent->events(waiting->uid);
+  auto events = source.agent->operations().events(waiting->uid);
   ASSERT_TRUE(events.is_ok());
   bool from_queue = std::any_of(events->begin(), events->end(), [](const store::EventRecord& e) {
     return e.text.find("served from its queue") != std::string::npos;
@@ -545,20 +554,21 @@ TEST(AgentTest, FreedRoomGoesToQueuedCandidatesInFairShareOrder) {
   world.invite(target, a, {"ns-a"});
   world.invite(target, b, {"ns-b"});
   world.run_for(3s);
-  ASSERT_TRUE(target.agent->submit({workload("blocker", 4000, 20s, "ns-t")}).is_ok());
+  ASSERT_TRUE(target.agent->operations().submit({workload("blocker", 4000, 20s, "ns-t")}).is_ok());
   world.run_for(2s);
-  ASSERT_EQ(target.agent->find_workload("ns-t", "blocker")->phase, model::Phase::kRunning);
+  ASSERT_EQ(target.agent->operations().find_workload("ns-t", "blocker")->phase,
+            model::Phase::kRunning);
   auto jobs = [](const std::string& ns) {
     std::vector<model::WorkloadSpec> specs;
     for (int i = 0; i < 4; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 60s, ns));
     return specs;
   };
-  ASSERT_TRUE(a.agent->submit(jobs("ns-a")).is_ok());
+  ASSERT_TRUE(a.agent->operations().submit(jobs("ns-a")).is_ok());
   world.run_for(1s);
-  ASSERT_TRUE(b.agent->submit(jobs("ns-b")).is_ok());
+  ASSERT_TRUE(b.agent->operations().submit(jobs("ns-b")).is_ok());
   world.run_for(1s);
   for (Node* source : {&a, &b}) {
-    for (const auto& record : source->agent->workloads()) {
+    for (const auto& record : source->agent->operations().workloads()) {
       EXPECT_EQ(record.phase, model::Phase::kPending);
       EXPECT_NE(record.reason.find("target=NoCapacity:"), std::string::npos) << record.reason;
       // Its own cluster refused for good (no "NoCapacity:", not queued): a
@@ -570,7 +580,8 @@ TEST(AgentTest, FreedRoomGoesToQueuedCandidatesInFairShareOrder) {
   world.run_for(20s);  // the blocker finishes; queued candidates are served
   auto running = [](Node& source) {
     int n = 0;
-    for (const auto& record : source.agent->workloads()) n += record.phase == model::Phase::kRunning;
+    for (const auto& record : source.agent->operations().workloads())
+      n += record.phase == model::Phase::kRunning;
     return n;
   };
   EXPECT_EQ(running(a), 3);
@@ -582,10 +593,10 @@ TEST(AgentTest, FreedRoomGoesToQueuedCandidatesInFairShareOrder) {
 TEST(AgentTest, DuplicateWorkloadNameRefusesTheWholeBatch) {
   World world;
   Node& a = world.add("a");
-  ASSERT_TRUE(a.agent->submit({workload("one", 1000)}).is_ok());
-  auto again = a.agent->submit({workload("two", 1000), workload("one", 1000)});
+  ASSERT_TRUE(a.agent->operations().submit({workload("one", 1000)}).is_ok());
+  auto again = a.agent->operations().submit({workload("two", 1000), workload("one", 1000)});
   ASSERT_FALSE(again.is_ok());
-  EXPECT_FALSE(a.agent->find_workload("default", "two").has_value());
+  EXPECT_FALSE(a.agent->operations().find_workload("default", "two").has_value());
 }
 
 // A 2 MB label was accepted, and every CANDIDATE then exceeded
@@ -595,14 +606,15 @@ TEST(AgentTest, ASpecTooLargeToSendIsRefusedAtSubmit) {
   Node& a = world.add("a");
   model::WorkloadSpec big = workload("big", 1000);
   big.labels["note"] = std::string(2 << 20, 'x');
-  auto refused = a.agent->submit({workload("fine", 1000), big});
+  auto refused = a.agent->operations().submit({workload("fine", 1000), big});
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("default/big: its spec takes"), std::string::npos)
       << refused.status().message();
-  EXPECT_FALSE(a.agent->find_workload("default", "fine").has_value()) << "all or nothing";
+  EXPECT_FALSE(a.agent->operations().find_workload("default", "fine").has_value())
+      << "all or nothing";
   big.labels["note"] = std::string(1000, 'x');
-  EXPECT_TRUE(a.agent->submit({big}).is_ok());
+  EXPECT_TRUE(a.agent->operations().submit({big}).is_ok());
 }
 
 TEST(AgentTest, InvitationForAnotherKeyIsRefused) {
@@ -611,12 +623,12 @@ TEST(AgentTest, InvitationForAnotherKeyIsRefused) {
   Node& b = world.add("b");
   Node& c = world.add("c");
   crypto::IdCard card_b{"b", "org", b.identity.public_key(), "tcp://b:1"};
-  auto token = a.agent->create_invitation(card_b.to_string(), {"default"});
+  auto token = a.agent->operations().create_invitation(card_b.to_string(), {"default"});
   ASSERT_TRUE(token.is_ok());
-  auto stolen = c.agent->accept_invitation(*token);
+  auto stolen = c.agent->operations().accept_invitation(*token);
   ASSERT_FALSE(stolen.is_ok());
   EXPECT_EQ(stolen.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(b.agent->accept_invitation(*token).is_ok());
+  EXPECT_TRUE(b.agent->operations().accept_invitation(*token).is_ok());
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ class Approval : public ::testing::Test {
 };
 
 TEST_F(Approval, ATargetAskedAloneBindsAtOnceWithoutReadyOrApprove) {
-  auto uids = source->agent->submit({workload("job", 4000, 2s)});
+  auto uids = source->agent->operations().submit({workload("job", 4000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   world.deliver(record());
   ASSERT_EQ(count(*source, MessageType::kCandidate), 1u);
@@ -82,7 +82,7 @@ TEST_F(Approval, ATargetAskedAloneBindsAtOnceWithoutReadyOrApprove) {
     }
   }
   EXPECT_EQ(sent_by(*target), (std::vector<MessageType>{MessageType::kBound, MessageType::kStatus}));
-  auto record = source->agent->find_workload("default", "job");
+  auto record = source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kBound);
   EXPECT_EQ(record->cluster, "target");
   EXPECT_EQ(bound_copies(*target, uids->front()), 1);
@@ -90,7 +90,7 @@ TEST_F(Approval, ATargetAskedAloneBindsAtOnceWithoutReadyOrApprove) {
   EXPECT_EQ(phase_of(*source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(count(*source, MessageType::kApprove), 0u);
   EXPECT_EQ(count(*target, MessageType::kReady), 0u);
-  EXPECT_EQ(source->agent->find_workload("default", "job")->epoch, 1u);
+  EXPECT_EQ(source->agent->operations().find_workload("default", "job")->epoch, 1u);
 }
 
 // The target's room went to its own work after its last CAPACITY: the
@@ -101,17 +101,18 @@ TEST_F(Approval, ATargetWithoutRoomQueuesItAndBindsOnlyOnTheApprovalOfItsReady) 
   // Its own work fills it; no tick passes, so no CAPACITY tells the source.
   std::vector<model::WorkloadSpec> own;
   for (int i = 0; i < 4; ++i) own.push_back(workload("own-" + std::to_string(i), 8000, 5s));
-  ASSERT_TRUE(target->agent->submit(own).is_ok());
+  ASSERT_TRUE(target->agent->operations().submit(own).is_ok());
   world.deliver();
   ASSERT_EQ(target->cluster->capacity().free.cpu_milli, 0);
-  auto uids = source->agent->submit({workload("job", 4000, 2s)});
+  auto uids = source->agent->operations().submit({workload("job", 4000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   world.deliver(record());
   ASSERT_EQ(count(*source, MessageType::kCandidate), 1u);
   EXPECT_TRUE(approved(seen.front()));
   EXPECT_EQ(sent_by(*target), (std::vector<MessageType>{MessageType::kReject}));
   EXPECT_EQ(bound_copies(*target, uids->front()), 0);
-  EXPECT_EQ(source->agent->find_workload("default", "job")->winner, "") << "the approval was taken back";
+  EXPECT_EQ(source->agent->operations().find_workload("default", "job")->winner, "")
+      << "the approval was taken back";
   world.run_for(10s, 250ms, record());
   EXPECT_EQ(phase_of(*source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(bound_copies(*target, uids->front()), 1);
@@ -130,7 +131,7 @@ TEST_F(Approval, ATargetWithoutRoomQueuesItAndBindsOnlyOnTheApprovalOfItsReady) 
 TEST_F(Approval, ATargetNotHeardFromLatelyGetsAPlainCandidate) {
   // Its heartbeats are lost for 3 s (less than the worker-lost timeout).
   world.run_for(3s, 250ms, [&](const Wire& w) { return w.from != target->id; });
-  auto uids = source->agent->submit({workload("job", 4000, 2s)});
+  auto uids = source->agent->operations().submit({workload("job", 4000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   world.deliver(record());
   ASSERT_EQ(count(*source, MessageType::kCandidate), 1u);
@@ -146,7 +147,7 @@ TEST_F(Approval, ATargetNotHeardFromLatelyGetsAPlainCandidate) {
 // on); the target holds nothing for it and refuses, and the next round
 // places it. One copy.
 TEST_F(Approval, ALostApprovedCandidateIsAskedForByApprovalThenPlacedInTheNextRound) {
-  auto uids = source->agent->submit({workload("job", 4000, 2s)});
+  auto uids = source->agent->operations().submit({workload("job", 4000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   bool dropped = false;
   auto lose_first_candidate = [&](const Wire& w) {
@@ -166,26 +167,26 @@ TEST_F(Approval, ALostApprovedCandidateIsAskedForByApprovalThenPlacedInTheNextRo
       EXPECT_TRUE(approved(w));
     }
   }
-  EXPECT_EQ(source->agent->find_workload("default", "job")->epoch, 2u);
+  EXPECT_EQ(source->agent->operations().find_workload("default", "job")->epoch, 2u);
 }
 
 // The source restarts after its approved CANDIDATE bound the copy but
 // before it heard BOUND: it kept the winner, asks it by APPROVE, and is
 // answered BOUND again. No second round, one copy.
 TEST_F(Approval, ASourceRestartedBeforeItHeardBoundKeepsTheWinnerItApprovedInAdvance) {
-  auto uids = source->agent->submit({workload("job", 4000, 2s)});
+  auto uids = source->agent->operations().submit({workload("job", 4000, 2s)});
   ASSERT_TRUE(uids.is_ok());
   world.deliver([&](const Wire& w) { return w.from != target->id; });
   ASSERT_EQ(bound_copies(*target, uids->front()), 1);
   target->transport->outbox.clear();  // its BOUND and STATUS are lost
   world.restart(*source);
-  EXPECT_EQ(source->agent->find_workload("default", "job")->winner, target->id);
+  EXPECT_EQ(source->agent->operations().find_workload("default", "job")->winner, target->id);
   world.run_for(6s, 250ms, record());
   EXPECT_EQ(phase_of(*source, "job"), model::Phase::kSucceeded);
   EXPECT_EQ(bound_copies(*target, uids->front()), 1);
   EXPECT_EQ(count(*source, MessageType::kCandidate), 0u);
   EXPECT_GE(count(*source, MessageType::kApprove), 1u);
-  EXPECT_EQ(source->agent->find_workload("default", "job")->epoch, 1u);
+  EXPECT_EQ(source->agent->operations().find_workload("default", "job")->epoch, 1u);
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ struct Seen {
 };
 
 void submit(World& world, Node& node, const model::WorkloadSpec& spec) {
-  world.step(node, [&] { ASSERT_TRUE(node.agent->submit({spec}).is_ok()); });
+  world.step(node, [&] { ASSERT_TRUE(node.agent->operations().submit({spec}).is_ok()); });
 }
 
 TEST(DeferredMessageTest, AcknowledgementsWaitToShareAnEnvelopeButNoLongerThanTheLazyDelay) {
@@ -110,7 +110,7 @@ TEST(DeferredMessageTest, AnAcknowledgementRidesWithTheNextEnvelopeToItsPeer) {
   ASSERT_EQ(phase_of(*lazy.source, "first"), model::Phase::kRunning);
   lazy.source->transport->outbox.clear();
   lazy.world.step(*lazy.source, [&] {
-    ASSERT_TRUE(lazy.source->agent->submit({workload("second", 1000, 60s)}).is_ok());
+    ASSERT_TRUE(lazy.source->agent->operations().submit({workload("second", 1000, 60s)}).is_ok());
   });
   std::vector<Seen> sent;
   for (const Wire& w : lazy.source->transport->outbox) {
@@ -200,8 +200,9 @@ TEST(GroupCommitTest, AQuietBatchWaitsForTheGroupsCommitAndNothingOfItLeavesBefo
 TEST(GroupCommitTest, ABatchThatSendsCommitsTheGroupAtOnce) {
   ReportInHand hand;
   ASSERT_EQ(hand.read_report().end, BatchEnd::kOpen);
-  BatchOutcome sending =
-      hand.batch([&] { return hand.source.agent->submit({workload("next", 1000, 60s)}).status(); });
+  BatchOutcome sending = hand.batch([&] {
+    return hand.source.agent->operations().submit({workload("next", 1000, 60s)}).status();
+  });
   EXPECT_EQ(sending.end, BatchEnd::kCommitted);
   EXPECT_EQ(committed_phase(hand.source, "job"), "Succeeded");
   EXPECT_EQ(committed_phase(hand.source, "next"), "Placing");

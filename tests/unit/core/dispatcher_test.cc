@@ -71,20 +71,22 @@ TEST(DispatcherTest, SampleContactsOnlyTheDTimesNBestRanked) {
   Fleet fleet;
   model::WorkloadSpec spec = workload("job", 1000, 60s);
   spec.placement.dispatcher = model::Dispatcher::kSample;  // d = 2, N = 1
-  ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().submit({spec}).is_ok());
   EXPECT_EQ(distinct(fleet.run_asking(2s)), (std::set<std::string>{"t1", "t2"})) << "the two roomiest";
-  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(fleet.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kRunning);
 }
 
 TEST(DispatcherTest, IncrementalAsksTheNextBatchWhenTheFirstAllRejects) {
   Fleet fleet;
-  ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kIncremental)}).is_ok());
+  ASSERT_TRUE(
+      fleet.source->agent->operations().submit({gpu_job(model::Dispatcher::kIncremental)}).is_ok());
   std::vector<std::string> asked = fleet.run_asking(2s);
   ASSERT_GE(asked.size(), 4u);
   EXPECT_EQ(std::set<std::string>(asked.begin(), asked.begin() + 2), (std::set<std::string>{"t1", "t2"}));
   EXPECT_EQ(std::set<std::string>(asked.begin() + 2, asked.begin() + 4), (std::set<std::string>{"t3", "t4"}));
   EXPECT_EQ(std::count(asked.begin(), asked.end(), "t5"), 0) << "bound before t5 was needed";
-  auto record = fleet.source->agent->find_workload("default", "job");
+  auto record = fleet.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4") << record->cluster;
 }
@@ -95,22 +97,23 @@ TEST(DispatcherTest, IncrementalAsksMoreAfterTheRoundTimeoutWhenNobodyAnswers) {
   spec.placement.dispatcher = model::Dispatcher::kIncremental;
   spec.placement.incremental_batch = 2;
   spec.placement.round_timeout = 2s;
-  ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().submit({spec}).is_ok());
   // t1 and t2 are unresponsive: whatever is sent to them is lost.
   auto lossy = [&](const Wire& w) { return fleet.name_of(w.to) != "t1" && fleet.name_of(w.to) != "t2"; };
   fleet.world.run_for(1500ms, 250ms, lossy);
-  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kPlacing);
+  EXPECT_EQ(fleet.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kPlacing);
   // The next batch answers; its READYs wait preferredWait (1s) for t1, the
   // first-ranked, which never answers.
   fleet.world.run_for(2500ms, 250ms, lossy);
-  auto record = fleet.source->agent->find_workload("default", "job");
+  auto record = fleet.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4") << record->cluster;
 }
 
 TEST(DispatcherTest, AllAtOnceAsksEveryEligibleTarget) {
   Fleet fleet;
-  ASSERT_TRUE(fleet.source->agent->submit({workload("job", 1000, 60s)}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().submit({workload("job", 1000, 60s)}).is_ok());
   EXPECT_EQ(distinct(fleet.run_asking(1s)).size(), 5u);
 }
 
@@ -122,7 +125,7 @@ model::WorkloadSpec preferred_job() {
 
 TEST(DispatcherTest, PreferredAsksTheFirstRankedAloneAndItWins) {
   Fleet fleet;
-  ASSERT_TRUE(fleet.source->agent->submit({preferred_job()}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().submit({preferred_job()}).is_ok());
   int cancels = 0;
   std::vector<std::string> asked = fleet.run_asking(2s, [&](const Wire& w) {
     cancels += w.type == MessageType::kCancel;
@@ -131,7 +134,7 @@ TEST(DispatcherTest, PreferredAsksTheFirstRankedAloneAndItWins) {
   ASSERT_EQ(asked.size(), 1u) << "nobody else reserves room for it";
   EXPECT_TRUE(asked[0] == "t1" || asked[0] == "t2") << asked[0] << ": not one of the roomiest";
   EXPECT_EQ(cancels, 0) << "nothing to release";
-  auto record = fleet.source->agent->find_workload("default", "job");
+  auto record = fleet.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_EQ(record->cluster, asked[0]);
 }
@@ -140,12 +143,13 @@ TEST(DispatcherTest, PreferredAsksEveryOtherTargetAtOnceWhenTheFirstRankedReject
   // The gpu job's node selector matches no node of t1 or t2, which only
   // they know (node labels never leave a cluster): the first-ranked refuses.
   Fleet fleet;
-  ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kPreferred)}).is_ok());
+  ASSERT_TRUE(
+      fleet.source->agent->operations().submit({gpu_job(model::Dispatcher::kPreferred)}).is_ok());
   std::vector<std::string> asked = fleet.run_asking(2s);
   ASSERT_EQ(asked.size(), 5u);
   EXPECT_TRUE(asked[0] == "t1" || asked[0] == "t2") << asked[0];
   EXPECT_EQ(distinct(asked), (std::set<std::string>{"t1", "t2", "t3", "t4", "t5"}));
-  auto record = fleet.source->agent->find_workload("default", "job");
+  auto record = fleet.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4" || record->cluster == "t5")
       << record->cluster;
@@ -156,12 +160,13 @@ TEST(DispatcherTest, PreferredAsksTheOthersAfterPreferredWaitAndTheyWaitNoLonger
   // had preferredWait (1 s) from the round's start, and their READYs do
   // not wait for it a second time.
   Fleet fleet;
-  ASSERT_TRUE(fleet.source->agent->submit({preferred_job()}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().submit({preferred_job()}).is_ok());
   auto lossy = [&](const Wire& w) { return fleet.name_of(w.to) != "t1" && fleet.name_of(w.to) != "t2"; };
   EXPECT_EQ(distinct(fleet.run_asking(750ms, lossy)).size(), 1u) << "before preferredWait";
-  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kPlacing);
+  EXPECT_EQ(fleet.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kPlacing);
   fleet.run_asking(750ms, lossy);
-  auto record = fleet.source->agent->find_workload("default", "job");
+  auto record = fleet.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning) << "1.5 s after it was submitted";
   EXPECT_TRUE(record->cluster == "t3" || record->cluster == "t4" || record->cluster == "t5")
       << record->cluster;
@@ -171,7 +176,7 @@ TEST(DispatcherTest, PreferredAsksEveryoneAtOnceForAReadyWindow) {
   Fleet fleet;
   model::WorkloadSpec spec = preferred_job();
   spec.placement.ready_window = 2s;  // compares READYs: it needs them all
-  ASSERT_TRUE(fleet.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().submit({spec}).is_ok());
   EXPECT_EQ(distinct(fleet.run_asking(1s)).size(), 5u);
 }
 
@@ -183,14 +188,16 @@ TEST(DispatcherTest, TheAgentsDefaultIsPreferred) {
   };
   fleet.world.restart(*fleet.source);
   fleet.world.run_for(3s);
-  ASSERT_TRUE(fleet.source->agent->submit({workload("job", 1000, 60s)}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().submit({workload("job", 1000, 60s)}).is_ok());
   EXPECT_EQ(distinct(fleet.run_asking(2s)).size(), 1u);
-  EXPECT_EQ(fleet.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(fleet.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kRunning);
 }
 
 TEST(DispatcherTest, ExternalBindsOnlyAfterNominateAndRenominatingCancels) {
   Fleet fleet;
-  ASSERT_TRUE(fleet.source->agent->submit({gpu_job(model::Dispatcher::kExternal)}).is_ok());
+  ASSERT_TRUE(
+      fleet.source->agent->operations().submit({gpu_job(model::Dispatcher::kExternal)}).is_ok());
   std::set<std::string> asked;
   auto count = [&](const Wire& w) {
     if (w.type == MessageType::kCandidate) asked.insert(fleet.name_of(w.to));
@@ -201,7 +208,7 @@ TEST(DispatcherTest, ExternalBindsOnlyAfterNominateAndRenominatingCancels) {
   EXPECT_NE(reason_of(*fleet.source, "job").find("waiting for nominations"), std::string::npos)
       << reason_of(*fleet.source, "job");
   // Nominate t3, which never answers; then renominate t4: t3 is cancelled.
-  ASSERT_TRUE(fleet.source->agent->nominate("default", "job", {"t3"}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().nominate("default", "job", {"t3"}).is_ok());
   bool cancelled_t3 = false;
   auto t3_silent = [&](const Wire& w) {
     count(w);
@@ -210,20 +217,21 @@ TEST(DispatcherTest, ExternalBindsOnlyAfterNominateAndRenominatingCancels) {
   };
   fleet.world.run_for(1s, 250ms, t3_silent);
   EXPECT_EQ(phase_of(*fleet.source, "job"), model::Phase::kPlacing);
-  ASSERT_TRUE(fleet.source->agent->nominate("default", "job", {"t4"}).is_ok());
+  ASSERT_TRUE(fleet.source->agent->operations().nominate("default", "job", {"t4"}).is_ok());
   fleet.world.run_for(2s, 250ms, t3_silent);
   EXPECT_TRUE(cancelled_t3);
   EXPECT_EQ(asked, (std::set<std::string>{"t3", "t4"}));
-  auto record = fleet.source->agent->find_workload("default", "job");
+  auto record = fleet.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_EQ(record->cluster, "t4");
   // Bound: the nominations are immutable.
-  Status again = fleet.source->agent->nominate("default", "job", {"t5"});
+  Status again = fleet.source->agent->operations().nominate("default", "job", {"t5"});
   EXPECT_EQ(again.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(again.message().find("already bound at t4"), std::string::npos) << again.message();
   // Nominating a workload of another dispatcher is refused.
-  ASSERT_TRUE(fleet.source->agent->submit({workload("plain", 1000)}).is_ok());
-  EXPECT_EQ(fleet.source->agent->nominate("default", "plain", {"t1"}).code(), ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(fleet.source->agent->operations().submit({workload("plain", 1000)}).is_ok());
+  EXPECT_EQ(fleet.source->agent->operations().nominate("default", "plain", {"t1"}).code(),
+            ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ TEST(FaultTest, ATargetFrozenPastItsLeaseStopsTheCopyAtTheLeaseEndNotAtItsFinish
 
   f.world.freeze(*f.east);
   f.world.run_for(12s);  // past the lease, worker lost, and the job's finish time
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(record->cluster, "west") << "placed again once east was lost";
   auto new_copy = copy_at(*f.west, uid);
   ASSERT_TRUE(new_copy.has_value());
@@ -39,7 +39,7 @@ TEST(FaultTest, ATargetFrozenPastItsLeaseStopsTheCopyAtTheLeaseEndNotAtItsFinish
       << "the old copy stopped before the new one started";
   EXPECT_FALSE(event_contains(*f.east, uid, "at east: Succeeded"));
   f.world.run_for(3s);
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "west");
   EXPECT_EQ(record->disruptions, 1);
   EXPECT_EQ(record->restarts, 0);
@@ -65,7 +65,7 @@ TEST(FaultTest, AHoldingsOvertakenByANewerStatusDoesNotMakeACopyLost) {
   });
   ASSERT_FALSE(early_holdings.empty()) << "east answered no DIGEST";
   std::string uid = f.bind_at_east(workload("job", 4000, 3600s), 1s);
-  auto bound = f.source->agent->find_workload("default", "job");
+  auto bound = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(bound->phase, model::Phase::kRunning);
 
   // Now the old snapshot arrives, after the STATUS that said Running.
@@ -73,7 +73,7 @@ TEST(FaultTest, AHoldingsOvertakenByANewerStatusDoesNotMakeACopyLost) {
   f.world.step(*f.source, [&] { handled = f.source->agent->handle_wire(early_holdings); });
   ASSERT_EQ(handled, 1u) << "taken (within the replay window), not dropped";
   f.world.deliver();
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
   EXPECT_EQ(record->cluster, "east");
   EXPECT_EQ(record->epoch, bound->epoch) << "no new placement round";
@@ -92,7 +92,7 @@ TEST(FaultTest, AHoldingsOvertakenByAStatusOfTheCopysEndAdoptsNothing) {
   Federation f(2s);
   std::string uid = f.bind_at_east(workload("job", 4000, 3600s), 1s);
   ASSERT_EQ(phase_of(*f.source, "job"), model::Phase::kRunning);
-  uint64_t epoch = f.source->agent->find_workload("default", "job")->epoch;
+  uint64_t epoch = f.source->agent->operations().find_workload("default", "job")->epoch;
 
   // Hold back a HOLDINGS from east that lists the running copy.
   std::vector<uint8_t> running_holdings;
@@ -107,9 +107,11 @@ TEST(FaultTest, AHoldingsOvertakenByAStatusOfTheCopysEndAdoptsNothing) {
   ASSERT_FALSE(running_holdings.empty()) << "east answered no DIGEST";
 
   // The copy ends at east; its STATUS arrives first.
-  f.world.step(*f.east, [&] { ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok()); });
+  f.world.step(*f.east, [&] {
+    ASSERT_TRUE(f.east->agent->operations().stop_hosted("default", "job", "source").is_ok());
+  });
   f.world.deliver();
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(record->disruptions, 1);
   ASSERT_TRUE(record->cluster.empty() || record->epoch != epoch) << "the ended copy is let go";
 
@@ -119,7 +121,7 @@ TEST(FaultTest, AHoldingsOvertakenByAStatusOfTheCopysEndAdoptsNothing) {
   f.world.deliver();
   EXPECT_FALSE(event_contains(*f.source, uid, "adopting it"));
   f.world.run_for(5s);
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
   EXPECT_EQ(record->disruptions, 1) << "one end, counted once";
   EXPECT_NE(record->epoch, epoch) << "placed again in a new round";
@@ -139,7 +141,7 @@ TEST(FaultTest, ASourceFrozenPastWorkerLostReadsWhatArrivedBeforeCallingATargetL
   f.world.run_for(10s);  // the job finishes at east; east keeps reporting it
   f.world.thaw(*f.source, /*read_first=*/false);
   f.world.run_for(5s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kSucceeded) << record->reason;
   EXPECT_EQ(record->cluster, "east");
   EXPECT_EQ(record->restarts + record->disruptions, 0);
@@ -153,30 +155,30 @@ TEST(FaultTest, ACopyPlacedAgainNeverLandsWhereAFinishedSiblingRan) {
   Federation f(2s);
   model::WorkloadSpec spec = workload("job", 4000, 3s);
   spec.placement.number_of_clusters = 2;
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({spec}).is_ok());
   f.world.run_for(500ms);
-  auto group = f.source->agent->find_workload("default", "job");
+  auto group = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(group->phase, model::Phase::kRunning) << group->reason;
 
   f.cut_east = true;
   for (int step = 0; step < 60; ++step) {  // 15 s in quarter seconds
     f.world.run_for(250ms, 250ms, f.network());
-    ASSERT_TRUE(f.source->agent->check_invariants()) << "at step " << step;
-    auto copies = f.source->agent->copies_of(group->uid);
+    ASSERT_TRUE(f.source->agent->broken_invariant().empty()) << "at step " << step;
+    auto copies = f.source->agent->operations().copies_of(group->uid);
     ASSERT_EQ(copies.size(), 2u);
     ASSERT_TRUE(copies[0].cluster.empty() || copies[0].cluster != copies[1].cluster)
         << "both copies at " << copies[0].cluster << " at step " << step;
   }
-  auto copies = f.source->agent->copies_of(group->uid);
+  auto copies = f.source->agent->operations().copies_of(group->uid);
   const store::WorkloadRecord& lost = copies[0].cluster == "west" ? copies[1] : copies[0];
   EXPECT_EQ(lost.phase, model::Phase::kPending) << "waits for a cluster without a sibling";
   EXPECT_NE(lost.reason.find("west=HoldsAnotherCopy"), std::string::npos) << lost.reason;
 
   f.cut_east = false;
   f.world.run_for(10s);
-  group = f.source->agent->find_workload("default", "job");
+  group = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(group->phase, model::Phase::kSucceeded) << group->reason;
-  copies = f.source->agent->copies_of(group->uid);
+  copies = f.source->agent->operations().copies_of(group->uid);
   std::set<std::string> clusters = {copies[0].cluster, copies[1].cluster};
   EXPECT_EQ(clusters, (std::set<std::string>{"east", "west"}));
 }
@@ -193,20 +195,20 @@ TEST(FaultTest, ACopyIsNeverPlacedWhereASiblingsLostEpochMayHaveRun) {
   Node* west = f.targets[2];
   model::WorkloadSpec filler = workload("filler", 8000, 3600s);
   filler.placement.clusters = {"west"};
-  ASSERT_TRUE(f.source->agent->submit({filler}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({filler}).is_ok());
   f.world.run_for(500ms);
   ASSERT_EQ(phase_of(*f.source, "filler"), model::Phase::kRunning);
-  ASSERT_TRUE(f.source->agent->submit({f.job(2, 4000, 2s)}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({f.job(2, 4000, 2s)}).is_ok());
   f.world.run_for(500ms);
-  auto group = f.source->agent->find_workload("default", "job");
+  auto group = f.source->agent->operations().find_workload("default", "job");
   auto copy = [&](const std::string& uid) {
-    for (auto& record : f.source->agent->copies_of(group->uid)) {
+    for (auto& record : f.source->agent->operations().copies_of(group->uid)) {
       if (record.uid == uid) return record;
     }
     ADD_FAILURE() << "no copy " << uid;
     return store::WorkloadRecord{};
   };
-  auto copies = f.source->agent->copies_of(group->uid);
+  auto copies = f.source->agent->operations().copies_of(group->uid);
   ASSERT_EQ(copies.size(), 2u);
   ASSERT_EQ(copies[0].phase, model::Phase::kRunning);
   ASSERT_EQ(copies[1].phase, model::Phase::kRunning);
@@ -216,7 +218,7 @@ TEST(FaultTest, ACopyIsNeverPlacedWhereASiblingsLostEpochMayHaveRun) {
   ASSERT_EQ(copies[1].cluster, b_at->name);
 
   f.world.freeze(*a_at);
-  ASSERT_TRUE(b_at->agent->stop_hosted("default", "job", "").is_ok());
+  ASSERT_TRUE(b_at->agent->operations().stop_hosted("default", "job", "").is_ok());
   f.world.run_for(8s);  // A is given up as lost at ~6 s and placed where B was
   auto a = copy(a_uid);
   ASSERT_EQ(a.cluster, b_at->name) << a.reason;
@@ -225,7 +227,7 @@ TEST(FaultTest, ACopyIsNeverPlacedWhereASiblingsLostEpochMayHaveRun) {
   f.world.thaw(*a_at, /*read_first=*/true);
   for (int step = 0; step < 40; ++step) {  // 10 s in quarter seconds
     f.world.run_for(250ms);
-    ASSERT_TRUE(f.source->agent->check_invariants()) << "at step " << step;
+    ASSERT_TRUE(f.source->agent->broken_invariant().empty()) << "at step " << step;
     ASSERT_NE(copy(b_uid).cluster, a_at->name)
         << "B placed where A's lost epoch succeeded, at step " << step;
   }
@@ -236,9 +238,9 @@ TEST(FaultTest, ACopyIsNeverPlacedWhereASiblingsLostEpochMayHaveRun) {
   EXPECT_NE(b.reason.find(a_at->name + "=HoldsAnotherCopy"), std::string::npos) << b.reason;
 
   // Room elsewhere: B runs there and the group ends on two clusters.
-  ASSERT_TRUE(f.source->agent->delete_workload("default", "filler").is_ok());
+  ASSERT_TRUE(f.source->agent->operations().delete_workload("default", "filler").is_ok());
   f.world.run_for(10s);
-  group = f.source->agent->find_workload("default", "job");
+  group = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(group->phase, model::Phase::kSucceeded) << group->reason;
   EXPECT_EQ(copy(b_uid).cluster, west->name);
   EXPECT_FALSE(copy_at(*a_at, b_uid).has_value()) << "B never reached A's old cluster";
@@ -258,7 +260,7 @@ TEST(FaultTest, TheOutcomeOfACopyGivenUpAsLostIsKeptIfNothingReplacedIt) {
   f.world.freeze(*f.east);
   f.world.freeze(*f.west);  // nowhere else to go: the new round stays open
   f.world.run_for(8s);      // the job finishes at ~3.5s, within the lease; lost at 6s
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_FALSE(model::is_finished(record->phase));
   ASSERT_GE(record->disruptions, 1) << "east was given up as lost";
 
@@ -266,7 +268,7 @@ TEST(FaultTest, TheOutcomeOfACopyGivenUpAsLostIsKeptIfNothingReplacedIt) {
   f.world.run_for(3s);
   f.world.thaw(*f.west, /*read_first=*/true);
   f.world.run_for(5s);
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kSucceeded) << record->reason;
   EXPECT_EQ(record->cluster, "east");
   auto runs = f.east->store->load_runs();
@@ -291,7 +293,7 @@ TEST(FaultTest, ALeaseThatLapsedIsNotRevivedByALaterRenewal) {
 
   f.world.freeze(*f.east);
   f.world.run_for(7s);  // east's lease lapsed at ~5.5s; lost at 6s, placed at west
-  ASSERT_EQ(f.source->agent->find_workload("default", "job")->cluster, "west");
+  ASSERT_EQ(f.source->agent->operations().find_workload("default", "job")->cluster, "west");
   auto new_copy = copy_at(*f.west, uid);
   ASSERT_TRUE(new_copy.has_value());
 
@@ -299,7 +301,7 @@ TEST(FaultTest, ALeaseThatLapsedIsNotRevivedByALaterRenewal) {
   f.world.run_for(3s);  // longer than heartbeatInterval: the source counts it a pause
   f.world.thaw(*f.source, /*read_first=*/true);  // ...and renews east's lease at once
   f.world.run_for(3s);                           // east's job finishes (at ~14s) meanwhile
-  ASSERT_TRUE(f.source->agent->stats().sent > 0);
+  ASSERT_TRUE(f.source->agent->operations().stats().sent > 0);
 
   f.world.thaw(*f.east, /*read_first=*/true);
   f.world.run_for(1s);
@@ -321,7 +323,7 @@ TEST(FaultTest, ALeaseThatLapsedIsNotRevivedByALaterRenewal) {
 // reservation, and the source's retried APPROVE binds the copy once.
 TEST(FaultTest, ATargetThatCrashesInsideTheBindingStepBindsOnceAfterItsRestart) {
   Federation f(2s);
-  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 2s)}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({workload("job", 4000, 2s)}).is_ok());
   bool crashed = false;
   int bound_heard_before_restart = 0;
   f.world.run_for(3s, 250ms, [&](const Wire& w) {
@@ -329,8 +331,8 @@ TEST(FaultTest, ATargetThatCrashesInsideTheBindingStepBindsOnceAfterItsRestart) 
       f.east->crash_in_next_step = true;  // the step that handles this APPROVE
       crashed = true;
     } else if (crashed && w.from == f.east->id && w.type == protocol::MessageType::kBound &&
-               copy_at(*f.east, f.source->agent->find_workload("default", "job")->uid)->phase ==
-                   store::ReservationPhase::kReserved) {
+               copy_at(*f.east, f.source->agent->operations().find_workload("default", "job")->uid)
+                       ->phase == store::ReservationPhase::kReserved) {
       ++bound_heard_before_restart;  // a BOUND while east holds only a reservation
     }
     return true;
@@ -338,7 +340,7 @@ TEST(FaultTest, ATargetThatCrashesInsideTheBindingStepBindsOnceAfterItsRestart) 
   ASSERT_TRUE(crashed) << "east never got an APPROVE";
   EXPECT_EQ(bound_heard_before_restart, 0);
   f.world.run_for(6s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kSucceeded) << record->reason;
   EXPECT_EQ(record->restarts + record->disruptions, 0);
   int runs_of_job = 0;  // from the targets' durable run history
@@ -356,7 +358,7 @@ TEST(FaultTest, ATargetThatCrashesInsideTheBindingStepBindsOnceAfterItsRestart) 
 // next_event_at() due at once); right after the commit it has.
 TEST(FaultTest, ACopyIsLaunchedOnlyAfterTheBatchThatBindsItCommits) {
   Federation f(2s);
-  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 2s)}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({workload("job", 4000, 2s)}).is_ok());
   std::optional<Wire> approve;
   for (int i = 0; i < 8 && !approve; ++i) {
     f.world.run_for(250ms, 250ms, [&](const Wire& w) {
@@ -368,7 +370,7 @@ TEST(FaultTest, ACopyIsLaunchedOnlyAfterTheBatchThatBindsItCommits) {
     });
   }
   ASSERT_TRUE(approve.has_value()) << "east never got an APPROVE";
-  std::string uid = f.source->agent->find_workload("default", "job")->uid;
+  std::string uid = f.source->agent->operations().find_workload("default", "job")->uid;
   bool started_inside_the_step = true;
   f.world.step(*f.east, [&] {
     f.east->agent->handle_wire(approve->bytes);
@@ -414,13 +416,13 @@ struct SilentWinner {
     };
   }
   void choose_east_and_fall_silent() {
-    ASSERT_TRUE(source->agent->submit({workload("job", 4000, 3600s)}).is_ok());
+    ASSERT_TRUE(source->agent->operations().submit({workload("job", 4000, 3600s)}).is_ok());
     for (int step = 0; step < 20 && approves == 0; ++step) world.run_for(250ms, 250ms, network());
     ASSERT_GT(approves, 0) << "east was never chosen";
     world.run_for(5s, 250ms, network());
     int approves_before = approves;
     world.run_for(2250ms, 250ms, network());  // a resend was due in here; east is silent 7 s
-    auto record = source->agent->find_workload("default", "job");
+    auto record = source->agent->operations().find_workload("default", "job");
     ASSERT_EQ(record->phase, model::Phase::kPlacing) << record->reason;
     ASSERT_EQ(approves, approves_before) << "an APPROVE went to a winner silent too long to renew";
   }
@@ -449,7 +451,7 @@ TEST(FaultTest, AnApproveHeldForASilentWinnerGoesAgainWhenAPauseRestartsEverySil
     }
   });
   EXPECT_TRUE(approve_on_waking) << "east's silence counts from the pause's end: renewable again";
-  EXPECT_TRUE(source.agent->check_invariants());
+  EXPECT_TRUE(source.agent->broken_invariant().empty());
 }
 
 // The same held APPROVE goes again as soon as east is heard from: hearing
@@ -465,7 +467,8 @@ TEST(FaultTest, AnApproveHeldForASilentWinnerGoesAgainWhenItIsHeardFrom) {
   f.world.run_for(1250ms, 250ms, f.network());
   EXPECT_GT(f.approves, approves_before) << "east is renewable again once heard from";
   f.world.run_for(1s, 250ms, f.network());
-  EXPECT_EQ(f.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kRunning);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/peer_table.h"
 #include "world.h"
 
 namespace shoal::core::testing {
@@ -17,7 +18,7 @@ using namespace std::chrono_literals;
 
 int placing_without_winner(Node& node) {
   int count = 0;
-  for (const auto& record : node.agent->workloads()) {
+  for (const auto& record : node.agent->operations().workloads()) {
     count += record.phase == model::Phase::kPlacing && record.winner.empty();
   }
   return count;
@@ -42,14 +43,14 @@ TEST(FlowTest, WorkWaitingInItsClustersQueueIsParkedAndStillRunsInOrder) {
   Node& solo = world.add("solo", 1, 1000);  // one job at a time
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 40; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 1s));
-  ASSERT_TRUE(solo.agent->submit(specs).is_ok());
+  ASSERT_TRUE(solo.agent->operations().submit(specs).is_ok());
   world.run_for(2s);
-  WorkloadCounts counts = solo.agent->workload_counts();
+  WorkloadCounts counts = solo.agent->operations().workload_counts();
   EXPECT_GE(counts.parked, 35u);
   EXPECT_LE(counts.awake, 3u) << "only the running job and its neighbours are walked";
   world.run_for(50s);
   std::map<std::string, int64_t> started;
-  for (const auto& record : solo.agent->workloads()) {
+  for (const auto& record : solo.agent->operations().workloads()) {
     EXPECT_EQ(record.phase, model::Phase::kSucceeded) << record.spec.name << ": " << record.reason;
     started[record.spec.name] = record.started_at_ms;
   }
@@ -57,7 +58,7 @@ TEST(FlowTest, WorkWaitingInItsClustersQueueIsParkedAndStillRunsInOrder) {
     EXPECT_LT(started["job-" + std::to_string(i - 1)], started["job-" + std::to_string(i)])
         << "oldest first";
   }
-  EXPECT_EQ(solo.agent->workload_counts().parked, 0u);
+  EXPECT_EQ(solo.agent->operations().workload_counts().parked, 0u);
 }
 
 // Fills the one cpu of `source` and of the cluster "target" for `hold`
@@ -68,7 +69,7 @@ void fill_source_and_target(World& world, Node& source, Duration hold) {
   model::WorkloadSpec blocker_there = workload("blocker-there", 1000, hold);
   blocker_here.placement.clusters = {"source"};
   blocker_there.placement.clusters = {"target"};
-  ASSERT_TRUE(source.agent->submit({blocker_here, blocker_there}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({blocker_here, blocker_there}).is_ok());
   world.run_for(2s);
   ASSERT_EQ(phase_of(source, "blocker-here"), model::Phase::kRunning);
   ASSERT_EQ(phase_of(source, "blocker-there"), model::Phase::kRunning);
@@ -86,8 +87,8 @@ TEST(FlowTest, ParkedWorkKeepsItsPlaceWithTheSameEpochLongPastTheQueueHold) {
   world.run_for(3s);
   ASSERT_NO_FATAL_FAILURE(fill_source_and_target(world, source, 400s));
   // Waits in both clusters' queues: parked.
-  ASSERT_TRUE(source.agent->submit({workload("next", 1000, 1s)}).is_ok());
-  auto next = source.agent->find_workload("default", "next");
+  ASSERT_TRUE(source.agent->operations().submit({workload("next", 1000, 1s)}).is_ok());
+  auto next = source.agent->operations().find_workload("default", "next");
   ASSERT_TRUE(next.has_value());
   int candidates_for_next = 0;
   world.run_for(300s, 250ms, [&](const Wire& w) {
@@ -99,13 +100,13 @@ TEST(FlowTest, ParkedWorkKeepsItsPlaceWithTheSameEpochLongPastTheQueueHold) {
   });
   ASSERT_EQ(phase_of(source, "next"), model::Phase::kPending);
   EXPECT_GE(candidates_for_next, 4) << "renewed while it waits (queueHold is 2 min)";
-  next = source.agent->find_workload("default", "next");
+  next = source.agent->operations().find_workload("default", "next");
   EXPECT_EQ(next->epoch, 1u) << "kept in line by renewals, not new rounds";
-  EXPECT_TRUE(source.agent->check_invariants());
+  EXPECT_TRUE(source.agent->broken_invariant().empty());
   world.run_for(120s);
   EXPECT_EQ(phase_of(source, "next"), model::Phase::kSucceeded);
-  EXPECT_EQ(source.agent->workload_counts().parked, 0u);
-  next = source.agent->find_workload("default", "next");
+  EXPECT_EQ(source.agent->operations().workload_counts().parked, 0u);
+  next = source.agent->operations().find_workload("default", "next");
   EXPECT_EQ(next->epoch, 1u);
 }
 
@@ -122,10 +123,10 @@ TEST(FlowTest, ParkedWorkThatItsTargetNowRefusesIsNoLongerParkedThere) {
   std::string invitation = world.invite(target, source, options);
   world.run_for(3s);
   ASSERT_NO_FATAL_FAILURE(fill_source_and_target(world, source, 900s));
-  ASSERT_TRUE(source.agent->submit({workload("next", 1000, 1s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("next", 1000, 1s)}).is_ok());
   world.run_for(10s);
-  ASSERT_EQ(source.agent->workload_counts().parked, 1u);
-  ASSERT_TRUE(target.agent->revoke_invitation(invitation, /*evict=*/false).is_ok());
+  ASSERT_EQ(source.agent->operations().workload_counts().parked, 1u);
+  ASSERT_TRUE(target.agent->operations().revoke_invitation(invitation, /*evict=*/false).is_ok());
   // Lost: the REVOKE and every CAPACITY after it. Only the renewal's answer
   // can tell the source.
   auto unheard = [&](const Wire& w) {
@@ -133,11 +134,11 @@ TEST(FlowTest, ParkedWorkThatItsTargetNowRefusesIsNoLongerParkedThere) {
                                      w.type == protocol::MessageType::kCapacity));
   };
   world.run_for(200s, 250ms, unheard);
-  auto next = source.agent->find_workload("default", "next");
+  auto next = source.agent->operations().find_workload("default", "next");
   ASSERT_TRUE(next.has_value());
   EXPECT_NE(next->reason.find("target=Revoked"), std::string::npos) << next->reason;
-  EXPECT_EQ(source.agent->workload_counts().parked, 0u);
-  EXPECT_TRUE(source.agent->check_invariants());
+  EXPECT_EQ(source.agent->operations().workload_counts().parked, 0u);
+  EXPECT_TRUE(source.agent->broken_invariant().empty());
 }
 
 TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
@@ -149,22 +150,23 @@ TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
   world.run_for(3s);
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 5; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 1s));
-  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(specs).is_ok());
   model::WorkloadSpec urgent = workload("urgent", 1000, 1s);
   urgent.priority = 10;
-  ASSERT_TRUE(source.agent->submit({urgent}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({urgent}).is_ok());
   EXPECT_EQ(placing_without_winner(source), 2);
   int waiting = 0;
-  for (const auto& record : source.agent->workloads()) {
+  for (const auto& record : source.agent->operations().workloads()) {
     waiting += record.phase == model::Phase::kPending &&
                record.reason.find("WaitingForSlot") != std::string::npos;
   }
   EXPECT_EQ(waiting, 4);
   // Among them: room advertised never walks those waiting for a slot.
-  EXPECT_TRUE(source.agent->check_invariants());
+  EXPECT_TRUE(source.agent->broken_invariant().empty());
 
   std::map<std::string, std::string> name_of_uid;
-  for (const auto& record : source.agent->workloads()) name_of_uid[record.uid] = record.spec.name;
+  for (const auto& record : source.agent->operations().workloads())
+    name_of_uid[record.uid] = record.spec.name;
   std::vector<std::string> asked;  // in the order the target is asked
   int most_in_flight = 0;
   world.run_for(5s, 250ms, [&](const Wire& w) {
@@ -184,7 +186,7 @@ TEST(FlowTest, AtMostPlacementWindowRoundsAreInFlightAndWaitersGoByPriority) {
   EXPECT_EQ(asked[3], "job-2") << "then submission order";
   for (const auto& spec : specs) EXPECT_EQ(phase_of(source, spec.name), model::Phase::kSucceeded);
   EXPECT_EQ(phase_of(source, "urgent"), model::Phase::kSucceeded);
-  EXPECT_TRUE(source.agent->check_invariants());
+  EXPECT_TRUE(source.agent->broken_invariant().empty());
 }
 
 // The winner is the best of the READYs read in one batch, not whichever
@@ -196,10 +198,10 @@ TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
   World& world = t.world;
   model::WorkloadSpec filler = workload("filler", 8000, 3600s);
   filler.placement.clusters = {"busy"};
-  ASSERT_TRUE(source.agent->submit({filler}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({filler}).is_ok());
   world.run_for(2s);
   ASSERT_EQ(phase_of(source, "filler"), model::Phase::kRunning);
-  ASSERT_TRUE(source.agent->submit({workload("job", 1000, 1s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 1000, 1s)}).is_ok());
   std::vector<Wire> readies = deliver_holding_readies(world);
   ASSERT_EQ(readies.size(), 2u);
   std::sort(readies.begin(), readies.end(),
@@ -208,11 +210,12 @@ TEST(FlowTest, ReadiesReadInOneBatchCompeteByScore) {
     for (const Wire& w : readies) EXPECT_EQ(source.agent->handle_wire(w.bytes), 1u);
   });
   world.run_for(3s);
-  auto record = source.agent->find_workload("default", "job");
+  auto record = source.agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "idle")
       << "the busy target answered first, the idle one scored higher";
   EXPECT_EQ(record->phase, model::Phase::kSucceeded);
-  EXPECT_TRUE(busy.agent->reservations().size() == 1u) << "only the filler is left at busy";
+  EXPECT_TRUE(busy.agent->operations().reservations().size() == 1u)
+      << "only the filler is left at busy";
 }
 
 // Equally roomy targets whose READYs are read together share the work: a
@@ -223,7 +226,7 @@ TEST(FlowTest, TiedReadiesReadTogetherAreSpreadOverTheTargets) {
   World& world = t.world;
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 16; ++i) specs.push_back(workload("job-" + std::to_string(i), 200, 1s));
-  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(specs).is_ok());
   std::vector<Wire> readies = deliver_holding_readies(world);
   ASSERT_EQ(readies.size(), 32u);
   // One envelope per target: deliver each target's READYs re-joined.
@@ -237,7 +240,7 @@ TEST(FlowTest, TiedReadiesReadTogetherAreSpreadOverTheTargets) {
     }
   });
   std::map<std::string, int> won;
-  for (const auto& record : source.agent->workloads()) ++won[record.cluster];
+  for (const auto& record : source.agent->operations().workloads()) ++won[record.cluster];
   EXPECT_GE(won["a"], 3);
   EXPECT_GE(won["b"], 3);
   world.run_for(3s);

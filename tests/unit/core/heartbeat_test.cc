@@ -1,5 +1,5 @@
 // Heartbeats and CAPACITY: what each link carries when nothing else does,
-// and when a source hears of room taken and freed (Agent::send_heartbeats,
+// and when a source hears of room taken and freed (Router::send_heartbeats,
 // TargetRole::advertise_capacity).
 #include <gtest/gtest.h>
 
@@ -111,7 +111,9 @@ TEST(HeartbeatTest, ABusyLinkCarriesNoHello) {
   auto record = link.record();
   for (int i = 0; i < 40; ++i) {  // a 1-second job every 400 ms, for 16 s
     world.step(source, [&] {
-      ASSERT_TRUE(source.agent->submit({workload("job-" + std::to_string(i), 1000, 1s)}).is_ok());
+      ASSERT_TRUE(source.agent->operations()
+                      .submit({workload("job-" + std::to_string(i), 1000, 1s)})
+                      .is_ok());
     });
     world.deliver(record);
     world.run_as_runtime_for(400ms, 3ms, record);
@@ -149,10 +151,12 @@ TEST(HeartbeatTest, TakenRoomIsAdvertisedByTheNextTickAndFreedRoomAtOnce) {
     return true;
   };
   // The target reserves; its READY waits at the frozen source.
-  world.step(first, [&] { ASSERT_TRUE(first.agent->submit({workload("job", 6000, 3s)}).is_ok()); });
+  world.step(first, [&] {
+    ASSERT_TRUE(first.agent->operations().submit({workload("job", 6000, 3s)}).is_ok());
+  });
   world.freeze(first);
   world.deliver(record);
-  ASSERT_EQ(target.agent->reservations().size(), 1u);
+  ASSERT_EQ(target.agent->operations().reservations().size(), 1u);
   TimePoint reserved_at = world.clock().now();
   EXPECT_GT(target.agent->next_deadline(), target.clock->now())
       << "room taken wakes no tick of its own";
@@ -254,13 +258,14 @@ TEST(HeartbeatTest, AReservationReleasedBeforeAnyoneHeardOfItIsNotAdvertised) {
   world.run_as_runtime_for(5s);
   // The whole round in one delivery: CANDIDATEs, READYs, one APPROVE, one
   // CANCEL; no target ticks in between.
-  world.step(source,
-             [&] { ASSERT_TRUE(source.agent->submit({workload("job", 6000, 60s)}).is_ok()); });
+  world.step(source, [&] {
+    ASSERT_TRUE(source.agent->operations().submit({workload("job", 6000, 60s)}).is_ok());
+  });
   world.deliver();
   int reservations = 0;
   Node* loser = nullptr;
   for (Node* target : {&one, &two}) {
-    int held = static_cast<int>(target->agent->reservations().size());
+    int held = static_cast<int>(target->agent->operations().reservations().size());
     reservations += held;
     if (held == 0) loser = target;
   }
@@ -288,18 +293,20 @@ TEST(HeartbeatTest, ASourceRefusedWhileRoomWasTakenHearsOfTheRoomFreedAtOnce) {
   world.run_as_runtime_for(5s);
   // The holder's CANDIDATE takes the room; its READY is lost, so the
   // reservation waits for an APPROVE. No tick of the target tells anyone.
-  world.step(holder,
-             [&] { ASSERT_TRUE(holder.agent->submit({workload("big", 6000, 60s)}).is_ok()); });
+  world.step(holder, [&] {
+    ASSERT_TRUE(holder.agent->operations().submit({workload("big", 6000, 60s)}).is_ok());
+  });
   world.deliver([&](const Wire& w) { return w.from != target.id; });
-  std::vector<store::ReservationRecord> held = target.agent->reservations();
+  std::vector<store::ReservationRecord> held = target.agent->operations().reservations();
   ASSERT_EQ(held.size(), 1u) << "the room is taken";
   // The other source still sees 8 cpu free: its CANDIDATE is refused
   // (NoCapacity; it waits in the target's queue), and then withdrawn.
-  world.step(refused,
-             [&] { ASSERT_TRUE(refused.agent->submit({workload("also", 6000, 60s)}).is_ok()); });
+  world.step(refused, [&] {
+    ASSERT_TRUE(refused.agent->operations().submit({workload("also", 6000, 60s)}).is_ok());
+  });
   world.deliver([&](const Wire& w) { return w.from != target.id; });
-  ASSERT_EQ(target.agent->reservations().size(), 1u) << "no room for the second";
-  auto also = refused.agent->find_workload("default", "also");
+  ASSERT_EQ(target.agent->operations().reservations().size(), 1u) << "no room for the second";
+  auto also = refused.agent->operations().find_workload("default", "also");
   ASSERT_TRUE(also.has_value());
   std::vector<uint8_t> withdraw =
       forge(refused, target, protocol::Cancel{also->uid, also->epoch}, 1, refused.clock->now());
@@ -309,8 +316,8 @@ TEST(HeartbeatTest, ASourceRefusedWhileRoomWasTakenHearsOfTheRoomFreedAtOnce) {
   std::vector<uint8_t> cancel =
       forge(holder, target, protocol::Cancel{held[0].uid, held[0].epoch}, 1, holder.clock->now());
   world.step(target, [&] { target.agent->handle_wire(cancel); });
-  ASSERT_TRUE(target.agent->reservations().empty() ||
-              !store::holds_resources(target.agent->reservations()[0].phase))
+  ASSERT_TRUE(target.agent->operations().reservations().empty() ||
+              !store::holds_resources(target.agent->operations().reservations()[0].phase))
       << "released";
   target.transport->outbox.clear();
   world.step(target, [&] { World::tick_until_idle(target); });

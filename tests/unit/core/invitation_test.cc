@@ -38,30 +38,32 @@ TEST(AgentInvitationTest, LimitReachedKeepsTheNextWorkloadPendingWithQuotaExceed
   std::string id = world.invite(target, source, limited(8000));
   world.run_for(3s);
   // Disclosure: the target advertises min(cluster free, limit - used).
-  auto peers = source.agent->peers();
+  auto peers = source.agent->operations().peers();
   auto view = std::find_if(peers.begin(), peers.end(), [&](const PeerView& p) { return p.id == target.id; });
   ASSERT_NE(view, peers.end());
   ASSERT_EQ(view->capacity.size(), 1u);
   EXPECT_EQ(view->capacity.front().free.cpu_milli, 8000);
 
-  ASSERT_TRUE(source.agent->submit({workload("a", 4000, 60s), workload("b", 4000, 60s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations()
+                  .submit({workload("a", 4000, 60s), workload("b", 4000, 60s)})
+                  .is_ok());
   world.run_for(2s);
   EXPECT_EQ(phase_of(source, "a"), model::Phase::kRunning);
   EXPECT_EQ(phase_of(source, "b"), model::Phase::kRunning);
-  ASSERT_TRUE(source.agent->submit({workload("c", 1000, 60s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("c", 1000, 60s)}).is_ok());
   world.run_for(2s);
   EXPECT_EQ(phase_of(source, "c"), model::Phase::kPending);
   EXPECT_NE(reason_of(source, "c").find("target=QuotaExceeded:cpu"), std::string::npos)
       << reason_of(source, "c");
-  EXPECT_EQ(target.agent->stats().rejected.at("QuotaExceeded:cpu"), 1u);
+  EXPECT_EQ(target.agent->operations().stats().rejected.at("QuotaExceeded:cpu"), 1u);
 
-  auto views = target.agent->invitations();
+  auto views = target.agent->operations().invitations();
   const InvitationView* issued = find_view(views, id, "issued");
   ASSERT_NE(issued, nullptr);
   EXPECT_EQ(issued->state, InvitationState::kActive);
   EXPECT_EQ(issued->usage.resources.cpu_milli, 8000);
   EXPECT_EQ(issued->usage.workloads, 2);
-  auto source_views = source.agent->invitations();
+  auto source_views = source.agent->operations().invitations();
   const InvitationView* accepted = find_view(source_views, id, "accepted");
   ASSERT_NE(accepted, nullptr);
   EXPECT_EQ(accepted->usage.resources.cpu_milli, 8000);
@@ -85,11 +87,11 @@ TEST(AgentInvitationTest, LimitArithmeticUsesKubernetesQuantities) {
   // before cpu would (three).
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 3; ++i) specs.push_back(workload("job-" + std::to_string(i), 500, 60s));
-  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(specs).is_ok());
   world.run_for(3s);
   int running = 0;
   std::string refused;
-  for (const auto& record : source.agent->workloads()) {
+  for (const auto& record : source.agent->operations().workloads()) {
     if (record.phase == model::Phase::kRunning) ++running;
     else refused = record.reason;
   }
@@ -103,7 +105,9 @@ TEST(AgentInvitationTest, WorkloadCountLimit) {
   Node& target = world.add("target");
   world.invite(target, source, limited(100000, 1));
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("a", 1000, 60s), workload("b", 1000, 60s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations()
+                  .submit({workload("a", 1000, 60s), workload("b", 1000, 60s)})
+                  .is_ok());
   world.run_for(3s);
   int running = (phase_of(source, "a") == model::Phase::kRunning) +
                 (phase_of(source, "b") == model::Phase::kRunning);
@@ -119,14 +123,14 @@ TEST(AgentInvitationTest, RevokeWithoutEvictLetsRunningWorkFinishAndRefusesNewWo
   Node& target = world.add("target");
   std::string id = world.invite(target, source, limited(32000));
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("running", 4000, 10s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("running", 4000, 10s)}).is_ok());
   world.run_for(2s);
   ASSERT_EQ(phase_of(source, "running"), model::Phase::kRunning);
-  ASSERT_TRUE(target.agent->revoke_invitation(id, /*evict=*/false).is_ok());
+  ASSERT_TRUE(target.agent->operations().revoke_invitation(id, /*evict=*/false).is_ok());
   world.run_for(1s);
-  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+  EXPECT_EQ(find_view(source.agent->operations().invitations(), id, "accepted")->state,
             InvitationState::kRevoked);
-  ASSERT_TRUE(source.agent->submit({workload("new", 1000, 1s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("new", 1000, 1s)}).is_ok());
   world.run_for(12s);
   EXPECT_EQ(phase_of(source, "running"), model::Phase::kSucceeded);  // statuses still flow
   EXPECT_EQ(phase_of(source, "new"), model::Phase::kPending);
@@ -141,18 +145,19 @@ TEST(AgentInvitationTest, RevokeWithoutEvictLetsRunningWorkFinishAndRefusesNewWo
   forced.sent_at_ms = to_millis(world.clock().now());
   forced.body = protocol::encode_body(protocol::Candidate{"forced-uid", 1, workload("forced", 1000)});
   target.agent->handle_wire(protocol::seal(forced, source.identity));
-  EXPECT_EQ(target.agent->stats().rejected.at("Revoked"), 1u);
+  EXPECT_EQ(target.agent->operations().stats().rejected.at("Revoked"), 1u);
   // Revocation survives a restart of both agents.
   world.restart(target);
   world.restart(source);
   world.run_for(3s);
-  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, InvitationState::kRevoked);
-  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+  EXPECT_EQ(find_view(target.agent->operations().invitations(), id, "issued")->state,
+            InvitationState::kRevoked);
+  EXPECT_EQ(find_view(source.agent->operations().invitations(), id, "accepted")->state,
             InvitationState::kRevoked);
   world.run_for(10s);
   EXPECT_EQ(phase_of(source, "new"), model::Phase::kPending);
-  EXPECT_TRUE(target.agent->reservations().empty() ||
-              target.agent->reservations().front().spec.name == "running");
+  EXPECT_TRUE(target.agent->operations().reservations().empty() ||
+              target.agent->operations().reservations().front().spec.name == "running");
 }
 
 // A REVOKE lost on the way is told again: on the source's next HELLO, and,
@@ -165,25 +170,28 @@ TEST(AgentInvitationTest, ALostRevokeReachesASourceTooBusyToGreet) {
   std::string id = world.invite(target, source, limited(32000));
   world.run_for(3s);
   auto no_revoke = [](const Wire& w) { return w.type != MessageType::kRevoke; };
-  world.step(target, [&] { ASSERT_TRUE(target.agent->revoke_invitation(id, false).is_ok()); });
+  world.step(target,
+             [&] { ASSERT_TRUE(target.agent->operations().revoke_invitation(id, false).is_ok()); });
   world.deliver(no_revoke);
-  ASSERT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+  ASSERT_EQ(find_view(source.agent->operations().invitations(), id, "accepted")->state,
             InvitationState::kActive);
   // A new CANDIDATE every 400 ms: the link to the target is never idle for
   // a heartbeat pass.
   for (int i = 0; i < 5; ++i) {
     world.step(source, [&] {
-      ASSERT_TRUE(source.agent->submit({workload("job-" + std::to_string(i), 1000, 1s)}).is_ok());
+      ASSERT_TRUE(source.agent->operations()
+                      .submit({workload("job-" + std::to_string(i), 1000, 1s)})
+                      .is_ok());
     });
     world.deliver();
     world.run_as_runtime_for(400ms);
   }
-  EXPECT_EQ(find_view(source.agent->invitations(), id, "accepted")->state,
+  EXPECT_EQ(find_view(source.agent->operations().invitations(), id, "accepted")->state,
             InvitationState::kRevoked);
 }
 
 std::string peer_state(Node& node, const std::string& peer_id, std::string* reason = nullptr) {
-  for (const auto& view : node.agent->peers()) {
+  for (const auto& view : node.agent->operations().peers()) {
     if (view.id != peer_id) continue;
     if (reason) *reason = view.reason;
     return peer_state_name(view.state);
@@ -199,23 +207,24 @@ TEST(AgentInvitationTest, RevokeWithEvictStopsRunningWorkAndReportsRevoked) {
   Node& target = world.add("target");
   std::string id = world.invite(target, source, limited(32000));
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("long", 4000, 600s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("long", 4000, 600s)}).is_ok());
   world.run_for(2s);
   ASSERT_EQ(phase_of(source, "long"), model::Phase::kRunning);
-  ASSERT_TRUE(target.agent->revoke_invitation(id, /*evict=*/true).is_ok());
+  ASSERT_TRUE(target.agent->operations().revoke_invitation(id, /*evict=*/true).is_ok());
   world.run_for(2s);
   EXPECT_EQ(phase_of(source, "long"), model::Phase::kPending);
   EXPECT_EQ(reason_of(source, "long").rfind("placing again after: Revoked", 0), 0u) << reason_of(source, "long");
-  EXPECT_EQ(source.agent->find_workload("default", "long")->disruptions, 1);
+  EXPECT_EQ(source.agent->operations().find_workload("default", "long")->disruptions, 1);
   std::string why;
   EXPECT_EQ(peer_state(source, target.id, &why), "Revoked");
   EXPECT_EQ(why, "invitation " + id + " revoked");
   EXPECT_EQ(peer_state(target, source.id), "Revoked");
   EXPECT_EQ(target.cluster->capacity().free.cpu_milli, 32000);
   EXPECT_TRUE(target.cluster->check_invariants());
-  auto revoking = target.agent->revoke_invitation("no-such-id", false);
+  auto revoking = target.agent->operations().revoke_invitation("no-such-id", false);
   EXPECT_EQ(revoking.code(), ErrorCode::kNotFound);
-  EXPECT_EQ(source.agent->revoke_invitation(id, false).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(source.agent->operations().revoke_invitation(id, false).code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(AgentInvitationTest, RenewalReplacesTheOldInvitationWithoutDisturbingRunningWork) {
@@ -224,20 +233,22 @@ TEST(AgentInvitationTest, RenewalReplacesTheOldInvitationWithoutDisturbingRunnin
   Node& target = world.add("target");
   std::string old_id = world.invite(target, source, limited(4000));
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("first", 4000, 20s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("first", 4000, 20s)}).is_ok());
   world.run_for(2s);
   ASSERT_EQ(phase_of(source, "first"), model::Phase::kRunning);
   std::string new_id = world.invite(target, source, limited(8000));
   world.run_for(1s);
-  EXPECT_EQ(find_view(target.agent->invitations(), old_id, "issued")->state,
+  EXPECT_EQ(find_view(target.agent->operations().invitations(), old_id, "issued")->state,
             InvitationState::kReplaced);
-  EXPECT_EQ(find_view(source.agent->invitations(), old_id, "accepted")->state,
+  EXPECT_EQ(find_view(source.agent->operations().invitations(), old_id, "accepted")->state,
             InvitationState::kReplaced);
-  EXPECT_EQ(find_view(target.agent->invitations(), new_id, "issued")->state,
+  EXPECT_EQ(find_view(target.agent->operations().invitations(), new_id, "issued")->state,
             InvitationState::kActive);
   EXPECT_EQ(phase_of(source, "first"), model::Phase::kRunning);
   // The running workload counts against the new limit: 4 of 8 cpu left.
-  ASSERT_TRUE(source.agent->submit({workload("second", 4000, 5s), workload("third", 1000, 5s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations()
+                  .submit({workload("second", 4000, 5s), workload("third", 1000, 5s)})
+                  .is_ok());
   world.run_for(2s);
   int running = (phase_of(source, "second") == model::Phase::kRunning) +
                 (phase_of(source, "third") == model::Phase::kRunning);
@@ -256,12 +267,13 @@ TEST(AgentInvitationTest, ExpiryWhileWorkRunsLetsItFinishAndStopsNewWork) {
   options.lifetime = 10s;
   std::string id = world.invite(target, source, options);
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("long", 4000, 20s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("long", 4000, 20s)}).is_ok());
   world.run_for(10s);
-  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state, InvitationState::kExpired);
+  EXPECT_EQ(find_view(target.agent->operations().invitations(), id, "issued")->state,
+            InvitationState::kExpired);
   EXPECT_EQ(peer_state(source, target.id), "Expired");
   EXPECT_EQ(peer_state(target, source.id), "Expired");
-  ASSERT_TRUE(source.agent->submit({workload("late", 1000, 1s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("late", 1000, 1s)}).is_ok());
   world.run_for(15s);
   EXPECT_EQ(phase_of(source, "long"), model::Phase::kSucceeded);
   EXPECT_EQ(phase_of(source, "late"), model::Phase::kPending);
@@ -275,9 +287,9 @@ TEST(AgentInvitationTest, NotYetValidInvitationGivesNothingUntilItStarts) {
   options.not_before = world.clock().now() + 30s;
   std::string id = world.invite(target, source, options);
   world.run_for(3s);
-  EXPECT_EQ(find_view(target.agent->invitations(), id, "issued")->state,
+  EXPECT_EQ(find_view(target.agent->operations().invitations(), id, "issued")->state,
             InvitationState::kNotYetValid);
-  ASSERT_TRUE(source.agent->submit({workload("job", 1000, 1s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 1000, 1s)}).is_ok());
   world.run_for(5s);
   EXPECT_EQ(phase_of(source, "job"), model::Phase::kPending);
   world.run_for(90s);
@@ -290,7 +302,7 @@ TEST(AgentInvitationTest, CapturedMessageStaysAReplayAfterTheReceiverRestarts) {
   Node& target = world.add("target");
   world.invite(target, source);
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("job", 1000, 1s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 1000, 1s)}).is_ok());
   std::vector<Wire> captured;
   world.deliver([&](const Wire& w) {
     if (w.to == target.id) captured.push_back(w);
@@ -298,9 +310,13 @@ TEST(AgentInvitationTest, CapturedMessageStaysAReplayAfterTheReceiverRestarts) {
   });
   ASSERT_FALSE(captured.empty());
   world.restart(target);  // the sender keeps its boot: only seq marks can catch this
-  uint64_t before = target.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
+  uint64_t before = target.agent->operations()
+                        .stats()
+                        .dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
   for (const Wire& w : captured) target.agent->handle_wire(w.bytes);
-  EXPECT_EQ(target.agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)],
+  EXPECT_EQ(target.agent->operations()
+                .stats()
+                .dropped[static_cast<size_t>(protocol::DropReason::kReplayed)],
             before + captured.size());
 }
 

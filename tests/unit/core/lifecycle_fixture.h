@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 // Copies of `uid` that hold resources at `node` (Bound or Running).
 inline int running_copies(Node& node, const std::string& uid) {
   int count = 0;
-  for (const auto& r : node.agent->reservations()) {
+  for (const auto& r : node.agent->operations().reservations()) {
     if (r.uid == uid && (r.phase == store::ReservationPhase::kBound ||
                          r.phase == store::ReservationPhase::kRunning)) {
       ++count;
@@ -27,14 +27,14 @@ inline int running_copies(Node& node, const std::string& uid) {
 }
 
 inline std::optional<store::ReservationRecord> copy_at(Node& node, const std::string& uid) {
-  for (const auto& r : node.agent->reservations()) {
+  for (const auto& r : node.agent->operations().reservations()) {
     if (r.uid == uid) return r;
   }
   return std::nullopt;
 }
 
 inline bool event_contains(Node& node, const std::string& uid, const std::string& text) {
-  auto events = node.agent->events(uid);
+  auto events = node.agent->operations().events(uid);
   if (!events.is_ok()) return false;
   return std::any_of(events->begin(), events->end(),
                      [&](const auto& e) { return e.text.find(text) != std::string::npos; });
@@ -62,9 +62,9 @@ struct Federation {
   // Submits `spec` and lets it bind; it lands at east, which ranks first.
   // Returns its uid.
   std::string bind_at_east(const model::WorkloadSpec& spec, Duration wait = Duration(500)) {
-    EXPECT_TRUE(source->agent->submit({spec}).is_ok());
+    EXPECT_TRUE(source->agent->operations().submit({spec}).is_ok());
     world.run_for(wait);
-    auto record = source->agent->find_workload(spec.namespace_name, spec.name);
+    auto record = source->agent->operations().find_workload(spec.namespace_name, spec.name);
     EXPECT_TRUE(record.has_value());
     if (!record) return "";
     EXPECT_EQ(record->cluster, "east");
@@ -74,7 +74,8 @@ struct Federation {
     model::WorkloadSpec spec = workload("job", 4000, 3600s);
     spec.restart_policy = policy;
     std::string uid = bind_at_east(spec, 1s);
-    EXPECT_EQ(source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+    EXPECT_EQ(source->agent->operations().find_workload("default", "job")->phase,
+              model::Phase::kRunning);
     return uid;
   }
   // Drops every message to or from east while cut_east is set.
@@ -107,7 +108,7 @@ struct ThreeTargets {
   std::map<std::string, std::string> running() {
     std::map<std::string, std::string> out;
     for (Node* target : targets) {
-      for (const auto& r : target->agent->reservations()) {
+      for (const auto& r : target->agent->operations().reservations()) {
         if (r.phase == store::ReservationPhase::kRunning) out[r.uid] = target->name;
       }
     }

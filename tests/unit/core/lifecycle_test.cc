@@ -30,11 +30,11 @@ TEST(LifecycleTest, PartitionedWinnerStopsItsCopyBeforeTheSourcePlacesANewOne) {
   EXPECT_EQ(old_copy->phase, store::ReservationPhase::kFailed);
   EXPECT_EQ(old_copy->message.rfind("LeaseExpired", 0), 0u) << old_copy->message;
   EXPECT_EQ(phase_of(*f.source, "job"), model::Phase::kRunning) << "not lost yet";
-  EXPECT_EQ(f.source->agent->find_workload("default", "job")->cluster, "east");
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "job")->cluster, "east");
 
   // After workerLostTimeout the source places it again, at west.
   f.world.run_for(4s, 250ms, f.network());
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "west");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_GT(record->epoch, old_copy->epoch);
@@ -49,7 +49,7 @@ TEST(LifecycleTest, PartitionedWinnerStopsItsCopyBeforeTheSourcePlacesANewOne) {
   // finished record is collected once acknowledged and not listed.
   f.cut_east = false;
   f.world.run_for(3s, 250ms, f.network());
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "west");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_FALSE(copy_at(*f.east, uid).has_value()) << "garbage-collected";
@@ -70,7 +70,7 @@ TEST(LifecycleTest, ADeleteReadOnWakingPastTheLeaseStopsTheCopyAsOfTheLapse) {
   // workerLostTimeout - lease - skew (3.5 s): the renewals wait in east's
   // socket and end the lease at 5.5 s.
   f.world.run_for(4s);
-  ASSERT_TRUE(f.source->agent->delete_workload("default", "job").is_ok());
+  ASSERT_TRUE(f.source->agent->operations().delete_workload("default", "job").is_ok());
   f.world.deliver();  // the DELETE waits there too
   f.world.run_for(3s);  // past the lease's end
   f.world.thaw(*f.east, /*read_first=*/true);
@@ -94,7 +94,7 @@ TEST(LifecycleTest, WithoutFencingAStaleCopyIsRemovedWhenItsTargetReturns) {
   f.cut_east = true;
   f.world.run_for(8s, 250ms, f.network());
   EXPECT_EQ(running_copies(*f.east, uid), 1) << "no lease: the copy runs on unseen";
-  EXPECT_EQ(f.source->agent->find_workload("default", "job")->cluster, "west");
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "job")->cluster, "west");
   EXPECT_EQ(running_copies(*f.west, uid), 1);
   f.cut_east = false;
   f.world.run_for(3s, 250ms, f.network());
@@ -123,12 +123,12 @@ TEST(LifecycleTest, AnIdleSourceTickingOnlyWhenDueStillReplacesALostWinner) {
   world.invite(east, source);
   world.invite(west, source);
   world.run_for(3s);
-  ASSERT_TRUE(source.agent->submit({workload("job", 4000, 3600s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 4000, 3600s)}).is_ok());
   world.run_for(1s);
-  ASSERT_EQ(source.agent->find_workload("default", "job")->cluster, "east");
+  ASSERT_EQ(source.agent->operations().find_workload("default", "job")->cluster, "east");
   auto cut_east = [&](const Wire& w) { return w.to != east.id && w.from != east.id; };
   world.run_as_runtime_for(45s, Duration(1), cut_east);
-  auto record = source.agent->find_workload("default", "job");
+  auto record = source.agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "west");
   EXPECT_TRUE(event_contains(source, record->uid, "worker lost: east"));
 }
@@ -141,14 +141,14 @@ TEST(LifecycleTest, WithoutFencingALostCopyNothingReplacedIsAdopted) {
   model::WorkloadSpec filler = workload("filler", 8000, 3600s);
   filler.replicas = 2;
   filler.placement.clusters = {"west"};
-  ASSERT_TRUE(f.source->agent->submit({filler}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({filler}).is_ok());
   f.world.run_for(8s, 250ms, f.network());
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(record->phase, model::Phase::kPending) << record->reason;
   int64_t started = copy_at(*f.east, uid)->started_at_ms;
   f.cut_east = false;
   f.world.run_for(3s, 250ms, f.network());
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
   EXPECT_EQ(record->cluster, "east");
   EXPECT_EQ(running_copies(*f.east, uid), 1);
@@ -164,7 +164,7 @@ TEST(LifecycleTest, CopyMissingAtTheTargetIsPlacedAgain) {
   ASSERT_TRUE(f.east->store->delete_reservation(f.source->id, uid).is_ok());
   f.world.restart(*f.east);
   f.world.run_for(3s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_TRUE(event_contains(*f.source, uid, "LostAtTarget: east"));
   EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 1);
@@ -172,29 +172,30 @@ TEST(LifecycleTest, CopyMissingAtTheTargetIsPlacedAgain) {
 
 TEST(LifecycleTest, FinishedCopiesAreCollectedOnBothSides) {
   Federation f(2s);
-  ASSERT_TRUE(f.source->agent->submit({workload("short", 4000, 2s)}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({workload("short", 4000, 2s)}).is_ok());
   model::WorkloadSpec local = workload("local", 100, 1s);
   local.placement.clusters = {"source"};
-  ASSERT_TRUE(f.source->agent->submit({local}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({local}).is_ok());
   f.world.run_for(4s);
   EXPECT_EQ(phase_of(*f.source, "short"), model::Phase::kSucceeded);
   EXPECT_EQ(phase_of(*f.source, "local"), model::Phase::kSucceeded);
-  EXPECT_TRUE(f.east->agent->reservations().empty());
-  EXPECT_TRUE(f.source->agent->reservations().empty());
+  EXPECT_TRUE(f.east->agent->operations().reservations().empty());
+  EXPECT_TRUE(f.source->agent->operations().reservations().empty());
   EXPECT_TRUE(f.east->store->load_reservations()->empty()) << "gone from disk too";
 }
 
 TEST(LifecycleTest, OperatorDeleteAtTheTargetIsMirroredAndPlacedAgainElsewhere) {
   Federation f(2s);
   std::string uid = f.submit_long_job(model::RestartPolicy::kOnFailure);
-  EXPECT_EQ(f.east->agent->stop_hosted("default", "nope", "").code(), ErrorCode::kNotFound);
-  ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "").is_ok());
+  EXPECT_EQ(f.east->agent->operations().stop_hosted("default", "nope", "").code(),
+            ErrorCode::kNotFound);
+  ASSERT_TRUE(f.east->agent->operations().stop_hosted("default", "job", "").is_ok());
   f.world.run_for(500ms);
   EXPECT_TRUE(event_contains(*f.source, uid, "Failed at east: DeletedAtTarget"));
   EXPECT_EQ(phase_of(*f.source, "job"), model::Phase::kPending);
   EXPECT_NE(reason_of(*f.source, "job").find("DeletedAtTarget"), std::string::npos);
   f.world.run_for(2s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_EQ(record->cluster, "west") << "not at the target that deleted it";
   EXPECT_EQ(record->disruptions, 1);
@@ -206,9 +207,9 @@ TEST(LifecycleTest, OperatorDeleteAtTheTargetIsMirroredAndPlacedAgainElsewhere) 
 TEST(LifecycleTest, OperatorDeleteAtTheTargetIsPlacedAgainElsewhereEvenUnderNever) {
   Federation f(2s);
   std::string uid = f.submit_long_job();
-  ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok());
+  ASSERT_TRUE(f.east->agent->operations().stop_hosted("default", "job", "source").is_ok());
   f.world.run_for(5s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_EQ(record->cluster, "west");
   EXPECT_EQ(record->disruptions, 1);
@@ -225,14 +226,14 @@ TEST(LifecycleTest, PastMaxDisruptionsAWorkloadEndsFailedAndIsPlacedNoMore) {
   model::WorkloadSpec spec = workload("job", 4000, 3600s);
   spec.max_disruptions = 1;
   std::string uid = f.bind_at_east(spec, 1s);
-  ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "").is_ok());
+  ASSERT_TRUE(f.east->agent->operations().stop_hosted("default", "job", "").is_ok());
   f.world.run_for(3s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(record->phase, model::Phase::kRunning) << "one disruption is within the budget";
   ASSERT_EQ(record->cluster, "west");
-  ASSERT_TRUE(f.west->agent->stop_hosted("default", "job", "").is_ok());
+  ASSERT_TRUE(f.west->agent->operations().stop_hosted("default", "job", "").is_ok());
   f.world.run_for(5s);
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kFailed);
   EXPECT_EQ(record->disruptions, 2);
   EXPECT_EQ(record->reason.rfind("TooManyDisruptions: 2 ends not its own, more than its maxDisruptions (1); "
@@ -248,11 +249,11 @@ TEST(LifecycleTest, PastMaxDisruptionsAWorkloadEndsFailedAndIsPlacedNoMore) {
 TEST(LifecycleTest, AWorkerLostPastTheAgentsMaxDisruptionsEndsTheWorkloadFailed) {
   Federation f(2s, [](AgentConfig& config) { config.max_disruptions = 0; });
   std::string uid = f.submit_long_job();
-  EXPECT_EQ(f.source->agent->find_workload("default", "job")->spec.max_disruptions, 0)
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "job")->spec.max_disruptions, 0)
       << "the agent's maxDisruptions, stored with a spec that set none";
   f.cut_east = true;
   f.world.run_for(8s, 250ms, f.network());
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kFailed);
   EXPECT_EQ(record->disruptions, 1);
   EXPECT_EQ(record->reason.rfind("TooManyDisruptions: 1 ends not its own", 0), 0u) << record->reason;
@@ -260,7 +261,7 @@ TEST(LifecycleTest, AWorkerLostPastTheAgentsMaxDisruptionsEndsTheWorkloadFailed)
   EXPECT_EQ(running_copies(*f.west, uid), 0);
   f.cut_east = false;
   f.world.run_for(3s, 250ms, f.network());
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kFailed);
   EXPECT_EQ(running_copies(*f.east, uid) + running_copies(*f.west, uid), 0);
 }
@@ -273,9 +274,9 @@ TEST(LifecycleTest, PastMaxRestartsAnOnFailureWorkloadEndsFailed) {
   spec.sim.exit_code = 3;
   spec.restart_policy = model::RestartPolicy::kOnFailure;
   spec.max_restarts = 2;
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({spec}).is_ok());
   f.world.run_for(15s);
-  auto record = f.source->agent->find_workload("default", "crashy");
+  auto record = f.source->agent->operations().find_workload("default", "crashy");
   EXPECT_EQ(record->phase, model::Phase::kFailed);
   EXPECT_EQ(record->restarts, 3);
   EXPECT_EQ(record->exit_code, 3);
@@ -290,23 +291,23 @@ TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
   model::WorkloadSpec spec = workload("crashy", 4000, 1s);
   spec.sim.exit_code = 3;
   spec.restart_policy = model::RestartPolicy::kOnFailure;
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({spec}).is_ok());
   f.world.run_for(1500ms);
-  auto record = f.source->agent->find_workload("default", "crashy");
+  auto record = f.source->agent->operations().find_workload("default", "crashy");
   EXPECT_EQ(record->restarts, 1);
   std::string uid = record->uid;
   EXPECT_TRUE(event_contains(*f.source, uid, "Failed at east"));
   EXPECT_TRUE(event_contains(*f.source, uid, "restart 1 in 1s"));
   f.world.run_for(6s);
-  record = f.source->agent->find_workload("default", "crashy");
+  record = f.source->agent->operations().find_workload("default", "crashy");
   EXPECT_GE(record->restarts, 3);
   EXPECT_TRUE(event_contains(*f.source, uid, "restart 3 in 4s")) << "1s, 2s, 4s: doubling to the cap";
 
   model::WorkloadSpec once = workload("once", 4000, 1s);
   once.sim.exit_code = 7;
-  ASSERT_TRUE(f.source->agent->submit({once}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({once}).is_ok());
   f.world.run_for(4s);
-  record = f.source->agent->find_workload("default", "once");
+  record = f.source->agent->operations().find_workload("default", "once");
   EXPECT_EQ(record->phase, model::Phase::kFailed);
   EXPECT_EQ(record->exit_code, 7);
   EXPECT_EQ(record->restarts, 0);
@@ -315,7 +316,7 @@ TEST(LifecycleTest, ExitCodeIsMirroredAndOnFailureRestartsWithBackoff) {
 TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder) {
   Federation f(0s);
   std::string uid = f.submit_long_job();
-  uint64_t epoch = f.source->agent->find_workload("default", "job")->epoch;
+  uint64_t epoch = f.source->agent->operations().find_workload("default", "job")->epoch;
   // 100 changes from east, arriving in a shuffled order, each in a fresh
   // envelope whose sequence number rises with arrival (as re-sent reports
   // do): every one passes the replay check, so only the generation guard
@@ -336,16 +337,19 @@ TEST(LifecycleTest, HundredRapidStatusChangesEndWithTheLastOneInAnyArrivalOrder)
   std::mt19937 shuffle_rng(7);
   std::shuffle(changes.begin(), changes.end(), shuffle_rng);
   ASSERT_NE(changes.back().generation, 1100u) << "the newest change must not arrive last";
-  uint64_t replayed_before =
-      f.source->agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
+  uint64_t replayed_before = f.source->agent->operations()
+                                 .stats()
+                                 .dropped[static_cast<size_t>(protocol::DropReason::kReplayed)];
   uint64_t seq = 1'000'000;  // above anything east really sent
   for (const auto& status : changes) {
     f.source->agent->handle_wire(forge(*f.east, *f.source, status, ++seq, f.world.clock().now()));
   }
-  EXPECT_EQ(f.source->agent->stats().dropped[static_cast<size_t>(protocol::DropReason::kReplayed)],
+  EXPECT_EQ(f.source->agent->operations()
+                .stats()
+                .dropped[static_cast<size_t>(protocol::DropReason::kReplayed)],
             replayed_before)
       << "every change was delivered";
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kSucceeded);
   EXPECT_EQ(record->reason, "change 100");
   EXPECT_EQ(record->status_generation, 1100u);
@@ -366,7 +370,7 @@ TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
     bool placed_again = condition != CopyCondition::kNone;
     Federation f(0s);
     std::string uid = f.submit_long_job();  // restartPolicy Never
-    auto record = f.source->agent->find_workload("default", "job");
+    auto record = f.source->agent->operations().find_workload("default", "job");
     protocol::WorkloadStatus status;
     status.uid = uid;
     status.epoch = record->epoch;
@@ -381,7 +385,7 @@ TEST(LifecycleTest, AFailedCopyIsPlacedAgainByItsConditionNotItsMessage) {
     status.condition = condition;
     f.source->agent->handle_wire(
         forge(*f.east, *f.source, status, 1'000'000, f.world.clock().now()));
-    record = f.source->agent->find_workload("default", "job");
+    record = f.source->agent->operations().find_workload("default", "job");
     EXPECT_EQ(record->disruptions, disrupted ? 1 : 0) << name;
     EXPECT_EQ(record->restarts, placed_again && !disrupted ? 1 : 0) << name;
     EXPECT_EQ(record->phase, placed_again ? model::Phase::kPending : model::Phase::kFailed) << name;
@@ -398,10 +402,12 @@ TEST(LifecycleTest, ALateAnswerOfTheRoundAFailedCopyWonApprovesNothingAgain) {
   std::string uid = f.bind_at_east(workload("job", 4000, 3600s));
   f.world.run_for(500ms);
   ASSERT_EQ(phase_of(*f.source, "job"), model::Phase::kRunning);
-  uint64_t epoch = f.source->agent->find_workload("default", "job")->epoch;
-  f.world.step(*f.east, [&] { ASSERT_TRUE(f.east->agent->stop_hosted("default", "job", "source").is_ok()); });
+  uint64_t epoch = f.source->agent->operations().find_workload("default", "job")->epoch;
+  f.world.step(*f.east, [&] {
+    ASSERT_TRUE(f.east->agent->operations().stop_hosted("default", "job", "source").is_ok());
+  });
   f.world.deliver();
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(record->phase, model::Phase::kPending) << record->reason;
   ASSERT_EQ(record->epoch, epoch) << "still waiting out its backoff";
 
@@ -415,7 +421,7 @@ TEST(LifecycleTest, ALateAnswerOfTheRoundAFailedCopyWonApprovesNothingAgain) {
         forge(*f.west, *f.source, protocol::Ready{uid, epoch, 50.0}, 1'000'000, f.world.clock().now()));
   });
   f.world.deliver(count);
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(approvals, 0) << "approved " << record->cluster << " at the old epoch";
   EXPECT_TRUE(record->winner.empty() || record->epoch > epoch) << "won by " << record->cluster;
 }
@@ -429,7 +435,7 @@ TEST(LifecycleTest, ChangesWithinOneTickAreCoalescedIntoOneStatus) {
   };
   // Starts and finishes between two ticks: Bound, then one report for both
   // Running and Succeeded (never Succeeded followed by a stale Running).
-  ASSERT_TRUE(f.source->agent->submit({workload("blink", 4000, 100ms)}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({workload("blink", 4000, 100ms)}).is_ok());
   f.world.deliver(count);
   f.world.run_for(1s, 250ms, count);
   EXPECT_EQ(phase_of(*f.source, "blink"), model::Phase::kSucceeded);
@@ -444,14 +450,14 @@ TEST(LifecycleTest, AClaimedCopyIsAdoptedOnlyWhereAReadyWouldHaveBeenAccepted) {
   filler.placement.clusters = {"west"};
   model::WorkloadSpec job = workload("job", 4000, 3600s);
   job.placement.clusters = {"west"};
-  ASSERT_TRUE(f.source->agent->submit({filler, job}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({filler, job}).is_ok());
   f.world.run_for(2s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(record->phase, model::Phase::kPending);
   // East (outside the allow list) claims to run it.
   protocol::Holdings claim{{{record->uid, record->epoch, model::Phase::kRunning}}};
   f.source->agent->handle_wire(forge(*f.east, *f.source, claim, 1, f.world.clock().now()));
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kPending);
   EXPECT_TRUE(record->winner.empty()) << "not adopted at " << record->cluster;
   EXPECT_TRUE(event_contains(*f.source, record->uid, "removing a stale copy at east"));
@@ -471,19 +477,20 @@ TEST(LifecycleTest, RestartBackoffSurvivesASourceRestart) {
   model::WorkloadSpec spec = workload("crashy", 4000, 1s);
   spec.sim.exit_code = 3;
   spec.restart_policy = model::RestartPolicy::kOnFailure;
-  ASSERT_TRUE(source.agent->submit({spec}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({spec}).is_ok());
   world.run_for(2s);
-  auto record = source.agent->find_workload("default", "crashy");
+  auto record = source.agent->operations().find_workload("default", "crashy");
   ASSERT_EQ(record->restarts, 1);
   ASSERT_EQ(record->phase, model::Phase::kPending);
   uint64_t epoch = record->epoch;
   world.restart(source);
   world.run_for(5s);
-  record = source.agent->find_workload("default", "crashy");
+  record = source.agent->operations().find_workload("default", "crashy");
   EXPECT_EQ(record->phase, model::Phase::kPending) << "still backing off after the restart";
   EXPECT_EQ(record->epoch, epoch);
   world.run_for(5s);
-  EXPECT_GT(source.agent->find_workload("default", "crashy")->epoch, epoch) << "placed again after 10s";
+  EXPECT_GT(source.agent->operations().find_workload("default", "crashy")->epoch, epoch)
+      << "placed again after 10s";
 }
 
 // Three targets of different size: their READY scores (free cpu after the
@@ -512,25 +519,26 @@ struct ScoringWorld {
 
 TEST(LifecycleTest, ReadyWindowApprovesTheBestScoreNotTheFirstAnswer) {
   ScoringWorld s;
-  ASSERT_TRUE(s.source->agent->submit({s.job(3s)}).is_ok());
+  ASSERT_TRUE(s.source->agent->operations().submit({s.job(3s)}).is_ok());
   s.world.run_for(1s);
-  auto record = s.source->agent->find_workload("default", "job");
+  auto record = s.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "b") << "every candidate answered: no need to wait the window out";
   EXPECT_TRUE(event_contains(*s.source, record->uid, "READY 96.9)"));
   s.world.run_for(1s);
   EXPECT_EQ(phase_of(*s.source, "job"), model::Phase::kRunning);
-  EXPECT_TRUE(s.a->agent->reservations().empty()) << "the others were cancelled";
-  EXPECT_TRUE(s.c->agent->reservations().empty());
+  EXPECT_TRUE(s.a->agent->operations().reservations().empty()) << "the others were cancelled";
+  EXPECT_TRUE(s.c->agent->operations().reservations().empty());
 }
 
 TEST(LifecycleTest, ReadyWindowClosesOnTimeWhenATargetStaysSilent) {
   ScoringWorld s;
   auto silent_b = [&](const Wire& w) { return w.from != s.b->id; };
-  ASSERT_TRUE(s.source->agent->submit({s.job(2s)}).is_ok());
+  ASSERT_TRUE(s.source->agent->operations().submit({s.job(2s)}).is_ok());
   s.world.run_for(1500ms, 250ms, silent_b);
-  EXPECT_TRUE(s.source->agent->find_workload("default", "job")->winner.empty()) << "window still open";
+  EXPECT_TRUE(s.source->agent->operations().find_workload("default", "job")->winner.empty())
+      << "window still open";
   s.world.run_for(1s, 250ms, silent_b);
-  auto record = s.source->agent->find_workload("default", "job");
+  auto record = s.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "c") << "the best of those that answered";
   EXPECT_TRUE(event_contains(*s.source, record->uid, "readyWindow 2s closed"));
 }
@@ -541,9 +549,9 @@ TEST(LifecycleTest, ReadyWindowClosesOnTimeWhenATargetStaysSilent) {
 TEST(LifecycleTest, ARepeatedReadyKeepsTheScoreOfTheFirst) {
   ScoringWorld s;
   auto silent_a = [&](const Wire& w) { return w.from != s.a->id; };  // keeps the window open
-  ASSERT_TRUE(s.source->agent->submit({s.job(2s)}).is_ok());
+  ASSERT_TRUE(s.source->agent->operations().submit({s.job(2s)}).is_ok());
   s.world.run_for(500ms, 250ms, silent_a);
-  auto record = s.source->agent->find_workload("default", "job");
+  auto record = s.source->agent->operations().find_workload("default", "job");
   ASSERT_TRUE(record->winner.empty()) << "window still open";
   // b (96.9) answered; the same READY again, as a target's repeat path sends it.
   s.world.step(*s.source, [&] {
@@ -551,7 +559,7 @@ TEST(LifecycleTest, ARepeatedReadyKeepsTheScoreOfTheFirst) {
                                        1, s.world.clock().now()));
   });
   s.world.run_for(2s, 250ms, silent_a);
-  record = s.source->agent->find_workload("default", "job");
+  record = s.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "b") << "b's first READY scored best; its repeat must not lower it";
   EXPECT_TRUE(event_contains(*s.source, record->uid, "READY 96.9)"));
 }
@@ -559,23 +567,23 @@ TEST(LifecycleTest, ARepeatedReadyKeepsTheScoreOfTheFirst) {
 TEST(LifecycleTest, MinReadyStopsCollectingEarlyAndTiesGoByName) {
   ScoringWorld s;
   auto silent_b = [&](const Wire& w) { return w.from != s.b->id; };
-  ASSERT_TRUE(s.source->agent->submit({s.job(20s, 2)}).is_ok());
+  ASSERT_TRUE(s.source->agent->operations().submit({s.job(20s, 2)}).is_ok());
   s.world.run_for(500ms, 250ms, silent_b);
-  EXPECT_EQ(s.source->agent->find_workload("default", "job")->cluster, "c");
+  EXPECT_EQ(s.source->agent->operations().find_workload("default", "job")->cluster, "c");
 
   SourceAndTwoTargets tie("zeta", "alpha", 500);
   Node& source = tie.source;
-  ASSERT_TRUE(source.agent->submit({s.job(5s)}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({s.job(5s)}).is_ok());
   tie.world.run_for(1s);
-  EXPECT_EQ(source.agent->find_workload("default", "job")->cluster, "alpha");
+  EXPECT_EQ(source.agent->operations().find_workload("default", "job")->cluster, "alpha");
 }
 
 TEST(LifecycleTest, ReadyWindowMustFitInTheReservationAndMinReadyNeedsAWindow) {
   ScoringWorld s;
-  auto too_long = s.source->agent->submit({s.job(30s)});
+  auto too_long = s.source->agent->operations().submit({s.job(30s)});
   EXPECT_EQ(too_long.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(too_long.status().message().find("spec.placement.readyWindow"), std::string::npos);
-  auto no_window = s.source->agent->submit({s.job(0s, 2)});
+  auto no_window = s.source->agent->operations().submit({s.job(0s, 2)});
   EXPECT_NE(no_window.status().message().find("spec.placement.minReady"), std::string::npos);
 }
 
@@ -596,13 +604,13 @@ namespace {
 
 TEST(CopiesTest, EachCopyRunsOnADifferentClusterAndTheGroupMirrorsThemAll) {
   ThreeTargets t;
-  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
+  ASSERT_TRUE(t.source->agent->operations().submit({t.job(2)}).is_ok());
   t.world.run_for(1s);
-  auto group = t.source->agent->find_workload("default", "job");
+  auto group = t.source->agent->operations().find_workload("default", "job");
   ASSERT_TRUE(group.has_value());
   EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
   EXPECT_EQ(group->reason, "2/2 running");
-  auto copies = t.source->agent->copies_of(group->uid);
+  auto copies = t.source->agent->operations().copies_of(group->uid);
   ASSERT_EQ(copies.size(), 2u);
   EXPECT_NE(copies[0].cluster, copies[1].cluster);
   EXPECT_EQ(copies[0].copy_index, 1);
@@ -611,7 +619,8 @@ TEST(CopiesTest, EachCopyRunsOnADifferentClusterAndTheGroupMirrorsThemAll) {
   std::set<std::string> clusters;
   for (const auto& [uid, cluster] : t.running()) clusters.insert(cluster);
   EXPECT_EQ(clusters.size(), 2u) << "never two copies on one cluster";
-  EXPECT_EQ(t.source->agent->workloads().size(), 1u) << "copies are not listed as workloads";
+  EXPECT_EQ(t.source->agent->operations().workloads().size(), 1u)
+      << "copies are not listed as workloads";
   EXPECT_TRUE(event_contains(*t.source, group->uid, "copy 1: winner"));
 }
 
@@ -627,18 +636,18 @@ TEST(CopiesTest, ACopyWithOnlyASiblingsClusterFreeQueuesAtTheFullOnes) {
   for (const char* full : {"north", "west"}) {
     model::WorkloadSpec filler = workload(std::string("filler-") + full, 8000, 3600s);
     filler.placement.clusters = {full};
-    ASSERT_TRUE(t.source->agent->submit({filler}).is_ok());
+    ASSERT_TRUE(t.source->agent->operations().submit({filler}).is_ok());
   }
   t.world.run_for(1s);
-  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
+  ASSERT_TRUE(t.source->agent->operations().submit({t.job(2)}).is_ok());
   t.world.run_for(2s);
   // East holds copy 1; copy 2 waits in the queues of north and west, and
   // the group is not Running.
-  auto group = t.source->agent->find_workload("default", "job");
+  auto group = t.source->agent->operations().find_workload("default", "job");
   ASSERT_EQ(group->phase, model::Phase::kPlacing) << group->reason;
   EXPECT_NE(group->reason.find("1/2 running"), std::string::npos) << group->reason;
   int pending = 0;
-  for (const auto& copy : t.source->agent->copies_of(group->uid)) {
+  for (const auto& copy : t.source->agent->operations().copies_of(group->uid)) {
     if (copy.phase != model::Phase::kPending) continue;
     ++pending;
     EXPECT_EQ(copy.reason.rfind("Unschedulable: ", 0), 0u) << copy.reason;
@@ -648,9 +657,9 @@ TEST(CopiesTest, ACopyWithOnlyASiblingsClusterFreeQueuesAtTheFullOnes) {
   EXPECT_EQ(pending, 1);
   EXPECT_EQ(t.running().size(), 3u) << "two fillers and one copy";
   // ... so when north frees, it is served from there at once.
-  ASSERT_TRUE(t.source->agent->delete_workload("default", "filler-north").is_ok());
+  ASSERT_TRUE(t.source->agent->operations().delete_workload("default", "filler-north").is_ok());
   t.world.run_for(2s);
-  group = t.source->agent->find_workload("default", "job");
+  group = t.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
   EXPECT_EQ(group->cluster, "east,north");
 }
@@ -659,51 +668,53 @@ TEST(CopiesTest, MoreCopiesThanAllowedOrNominatedClustersIsAClearError) {
   ThreeTargets t;
   model::WorkloadSpec spec = t.job(3);
   spec.placement.clusters = {"east", "west"};
-  auto refused = t.source->agent->submit({spec});
+  auto refused = t.source->agent->operations().submit({spec});
   EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("spec.placement.numberOfClusters: expected at most 2"),
             std::string::npos)
       << refused.status().message();
   spec.placement.clusters.clear();
   spec.placement.dispatcher = model::Dispatcher::kExternal;
-  ASSERT_TRUE(t.source->agent->submit({spec}).is_ok());
-  Status short_list = t.source->agent->nominate("default", "job", {"east", "west"});
+  ASSERT_TRUE(t.source->agent->operations().submit({spec}).is_ok());
+  Status short_list = t.source->agent->operations().nominate("default", "job", {"east", "west"});
   EXPECT_NE(short_list.message().find("clusters: expected at least 3"), std::string::npos)
       << short_list.message();
-  ASSERT_TRUE(t.source->agent->nominate("default", "job", {"east", "north", "west"}).is_ok());
+  ASSERT_TRUE(
+      t.source->agent->operations().nominate("default", "job", {"east", "north", "west"}).is_ok());
   t.world.run_for(1s);
-  EXPECT_EQ(t.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(t.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kRunning);
   EXPECT_EQ(t.running().size(), 3u);
 }
 
 TEST(CopiesTest, GroupSucceedsWhenEveryCopyDidAndDeleteRemovesEveryCopy) {
   ThreeTargets t;
-  ASSERT_TRUE(t.source->agent->submit({t.job(3, 4000, 2s)}).is_ok());
+  ASSERT_TRUE(t.source->agent->operations().submit({t.job(3, 4000, 2s)}).is_ok());
   t.world.run_for(4s);
-  auto group = t.source->agent->find_workload("default", "job");
+  auto group = t.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(group->phase, model::Phase::kSucceeded) << group->reason;
   EXPECT_NE(group->finished_at_ms, 0);
 
   model::WorkloadSpec other = t.job(2);
   other.name = "long";
-  ASSERT_TRUE(t.source->agent->submit({other}).is_ok());
+  ASSERT_TRUE(t.source->agent->operations().submit({other}).is_ok());
   t.world.run_for(1s);
   ASSERT_EQ(t.running().size(), 2u);
-  std::string uid = t.source->agent->find_workload("default", "long")->uid;
-  ASSERT_TRUE(t.source->agent->delete_workload("default", "long").is_ok());
+  std::string uid = t.source->agent->operations().find_workload("default", "long")->uid;
+  ASSERT_TRUE(t.source->agent->operations().delete_workload("default", "long").is_ok());
   t.world.run_for(2s);
-  EXPECT_FALSE(t.source->agent->find_workload("default", "long").has_value());
-  EXPECT_TRUE(t.source->agent->copies_of(uid).empty());
+  EXPECT_FALSE(t.source->agent->operations().find_workload("default", "long").has_value());
+  EXPECT_TRUE(t.source->agent->operations().copies_of(uid).empty());
   EXPECT_TRUE(t.running().empty());
-  EXPECT_TRUE(t.source->agent->submit({other}).is_ok()) << "the name is free again";
+  EXPECT_TRUE(t.source->agent->operations().submit({other}).is_ok()) << "the name is free again";
 }
 
 TEST(CopiesTest, LostCopyIsReplacedOnAClusterWithoutASiblingAndSurvivesARestart) {
   ThreeTargets t;
-  ASSERT_TRUE(t.source->agent->submit({t.job(2)}).is_ok());
+  ASSERT_TRUE(t.source->agent->operations().submit({t.job(2)}).is_ok());
   t.world.run_for(1s);
-  auto group = t.source->agent->find_workload("default", "job");
-  auto copies = t.source->agent->copies_of(group->uid);
+  auto group = t.source->agent->operations().find_workload("default", "job");
+  auto copies = t.source->agent->operations().copies_of(group->uid);
   ASSERT_EQ(copies.size(), 2u);
   Node* lost = nullptr;
   for (Node* target : t.targets) {
@@ -712,20 +723,21 @@ TEST(CopiesTest, LostCopyIsReplacedOnAClusterWithoutASiblingAndSurvivesARestart)
   ASSERT_NE(lost, nullptr);
   auto cut = [&](const Wire& w) { return w.to != lost->id && w.from != lost->id; };
   t.world.run_for(8s, 250ms, cut);
-  copies = t.source->agent->copies_of(group->uid);
+  copies = t.source->agent->operations().copies_of(group->uid);
   EXPECT_NE(copies[0].cluster, lost->name);
   EXPECT_NE(copies[0].cluster, copies[1].cluster);
   EXPECT_EQ(copies[0].disruptions, 1);
   EXPECT_EQ(copies[1].disruptions, 0);
   EXPECT_EQ(copies[0].restarts + copies[1].restarts, 0);
-  EXPECT_EQ(t.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(t.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kRunning);
 
   t.world.restart(*t.source);
   t.world.run_for(2s, 250ms, cut);
-  group = t.source->agent->find_workload("default", "job");
+  group = t.source->agent->operations().find_workload("default", "job");
   ASSERT_TRUE(group.has_value());
   EXPECT_EQ(group->spec.placement.number_of_clusters, 2);
-  EXPECT_EQ(t.source->agent->copies_of(group->uid).size(), 2u);
+  EXPECT_EQ(t.source->agent->operations().copies_of(group->uid).size(), 2u);
   EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
   EXPECT_EQ(t.running().size(), 2u);
 }
@@ -790,15 +802,15 @@ TEST(LifecycleTest, ACopyNotStartedWithinItsStartTimeoutIsPlacedAgainElsewhere) 
   StartTimeoutFixture f(0s);
   model::WorkloadSpec spec = workload("job", 4000, 3600s);
   spec.start_timeout = 3s;
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({spec}).is_ok());
   f.world.run_for(2s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->cluster, "east");
   EXPECT_EQ(record->phase, model::Phase::kBound) << "east's backend keeps it pending";
   const std::string uid = record->uid;
   f.world.run_for(6s);
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
   EXPECT_EQ(record->cluster, "west");
   EXPECT_EQ(record->disruptions, 1);
@@ -814,29 +826,30 @@ TEST(LifecycleTest, ACopyNotStartedWithinItsStartTimeoutIsPlacedAgainElsewhere) 
   EXPECT_TRUE(event_contains(*f.east, uid, "given up: not started within its startTimeout of 3s at east"));
   // The copy that started is never given up, however long it runs.
   f.world.run_for(10s);
-  EXPECT_EQ(f.source->agent->find_workload("default", "job")->phase, model::Phase::kRunning);
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "job")->phase,
+            model::Phase::kRunning);
   EXPECT_EQ(running_copies(*f.west, uid), 1);
 }
 
 TEST(LifecycleTest, TheSourcesStartTimeoutAppliesToAWorkloadThatSetsNone) {
   StartTimeoutFixture f(3s);
-  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 3600s)}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({workload("job", 4000, 3600s)}).is_ok());
   f.world.run_for(2s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->spec.start_timeout, 3s) << "stored with the spec, carried to the target";
   EXPECT_EQ(record->phase, model::Phase::kBound);
   f.world.run_for(6s);
-  record = f.source->agent->find_workload("default", "job");
+  record = f.source->agent->operations().find_workload("default", "job");
   EXPECT_EQ(record->cluster, "west");
   EXPECT_EQ(record->phase, model::Phase::kRunning);
 }
 
 TEST(LifecycleTest, WithoutAStartTimeoutABoundCopyWaitsAsLongAsItsClusterKeepsIt) {
   StartTimeoutFixture f(0s);
-  ASSERT_TRUE(f.source->agent->submit({workload("job", 4000, 3600s)}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({workload("job", 4000, 3600s)}).is_ok());
   f.world.run_for(60s);
-  auto record = f.source->agent->find_workload("default", "job");
+  auto record = f.source->agent->operations().find_workload("default", "job");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->cluster, "east");
   EXPECT_EQ(record->phase, model::Phase::kBound);
@@ -860,18 +873,18 @@ struct QueuedAtTarget {
     world.invite(*east, *source);
     world.run_for(2s);
     model::WorkloadSpec blocker = workload("blocker", 8000, 10s);
-    EXPECT_TRUE(source->agent->submit({blocker}).is_ok());
+    EXPECT_TRUE(source->agent->operations().submit({blocker}).is_ok());
     world.run_for(500ms);
-    auto record = source->agent->find_workload("default", "blocker");
+    auto record = source->agent->operations().find_workload("default", "blocker");
     EXPECT_EQ(record->phase, model::Phase::kRunning);
     blocker_ends = from_millis(record->started_at_ms) + 10s;
-    EXPECT_TRUE(source->agent->submit({workload("first", 8000, 60s)}).is_ok());
+    EXPECT_TRUE(source->agent->operations().submit({workload("first", 8000, 60s)}).is_ok());
     world.run_for(100ms);
-    EXPECT_TRUE(source->agent->submit({workload("second", 8000, 60s)}).is_ok());
+    EXPECT_TRUE(source->agent->operations().submit({workload("second", 8000, 60s)}).is_ok());
     world.run_for(1s);
   }
   model::Phase phase(const std::string& name) {
-    return source->agent->find_workload("default", name)->phase;
+    return source->agent->operations().find_workload("default", name)->phase;
   }
 };
 
@@ -887,11 +900,11 @@ TEST(PriorityTest, RaisingAQueuedWorkloadsPriorityLetsItRunFirstAtTheTarget) {
   // Just before the blocker ends, so the queue is served before any
   // CANDIDATE is asked again: the PRIORITY message alone reorders it.
   f.world.run_for(f.blocker_ends - 100ms - f.world.clock().now(), 10ms);
-  ASSERT_TRUE(f.source->agent->set_priority("default", "second", 10).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().set_priority("default", "second", 10).is_ok());
   f.world.run_for(600ms, 10ms);
   EXPECT_EQ(f.phase("second"), model::Phase::kRunning) << "the higher priority runs first";
   EXPECT_NE(f.phase("first"), model::Phase::kRunning);
-  auto second = f.source->agent->find_workload("default", "second");
+  auto second = f.source->agent->operations().find_workload("default", "second");
   EXPECT_EQ(second->spec.priority, 10);
   EXPECT_TRUE(event_contains(*f.source, second->uid, "priority 10 (was 0)"));
   EXPECT_TRUE(event_contains(*f.east, second->uid, "queued again at east"));
@@ -903,13 +916,13 @@ TEST(PriorityTest, RaisingAQueuedWorkloadsPriorityLetsItRunFirstAtTheTarget) {
 TEST(PriorityTest, ALostPriorityMessageIsMadeGoodByTheNextCandidateAndDigest) {
   QueuedAtTarget f;
   auto no_priority = [](const Wire& w) { return w.type != protocol::MessageType::kPriority; };
-  ASSERT_TRUE(f.source->agent->set_priority("default", "second", 10).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().set_priority("default", "second", 10).is_ok());
   f.world.run_for(f.blocker_ends + 600ms - f.world.clock().now(), 250ms, no_priority);
   EXPECT_EQ(f.phase("second"), model::Phase::kRunning) << "a CANDIDATE asked again carried it";
   EXPECT_NE(f.phase("first"), model::Phase::kRunning);
   // A running copy hears of a later change from the DIGEST.
-  ASSERT_TRUE(f.source->agent->set_priority("default", "second", -5).is_ok());
-  const std::string uid = f.source->agent->find_workload("default", "second")->uid;
+  ASSERT_TRUE(f.source->agent->operations().set_priority("default", "second", -5).is_ok());
+  const std::string uid = f.source->agent->operations().find_workload("default", "second")->uid;
   f.world.run_for(3s, 250ms, no_priority);
   EXPECT_EQ(copy_at(*f.east, uid)->spec.priority, -5);
   // Written down, not only held: the copy keeps it across a restart.
@@ -919,10 +932,11 @@ TEST(PriorityTest, ALostPriorityMessageIsMadeGoodByTheNextCandidateAndDigest) {
 
 TEST(PriorityTest, OnlyPendingOrRunningWorkloadsMayChangeAndUnknownOnesAreNamed) {
   QueuedAtTarget f;
-  EXPECT_EQ(f.source->agent->set_priority("default", "nope", 1).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(f.source->agent->operations().set_priority("default", "nope", 1).code(),
+            ErrorCode::kNotFound);
   f.world.run_for(f.blocker_ends + 1s - f.world.clock().now());
   ASSERT_EQ(f.phase("blocker"), model::Phase::kSucceeded);
-  Status finished = f.source->agent->set_priority("default", "blocker", 3);
+  Status finished = f.source->agent->operations().set_priority("default", "blocker", 3);
   EXPECT_EQ(finished.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(finished.message().find("is Succeeded"), std::string::npos) << finished.message();
 }

@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 
 std::map<std::string, int> placements_by_cluster(Node& source) {
   std::map<std::string, int> out;
-  for (const auto& record : source.agent->workloads()) ++out[record.cluster];
+  for (const auto& record : source.agent->operations().workloads()) ++out[record.cluster];
   return out;
 }
 
@@ -42,7 +42,7 @@ TEST(PlacementPolicyTest, ABurstOverEqualTargetsIsSharedEvenly) {
   Federation f(8);
   std::vector<model::WorkloadSpec> specs;
   for (int i = 0; i < 500; ++i) specs.push_back(workload("job-" + std::to_string(i), 1000, 3600s));
-  ASSERT_TRUE(f.source->agent->submit(specs).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit(specs).is_ok());
   f.world.run_for(10s);
   std::map<std::string, int> placed = placements_by_cluster(*f.source);
   ASSERT_EQ(placed.size(), 8u);
@@ -61,7 +61,7 @@ TEST(PlacementPolicyTest, ABurstRoutedByWorkloadsFollowsTheWeights) {
                                                   model::RoutingDomain::kNamespace};
     specs.push_back(spec);
   }
-  ASSERT_TRUE(f.source->agent->submit(specs).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit(specs).is_ok());
   f.world.run_for(10s);
   std::map<std::string, int> placed = placements_by_cluster(*f.source);
   // The source counts what it sent but the targets do not count yet.
@@ -83,7 +83,7 @@ TEST(PlacementPolicyTest, ABurstRoutedToItsOwnClusterCountsWhatItSentThereToo) {
                                                   model::RoutingDomain::kNamespace};
     specs.push_back(spec);
   }
-  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(specs).is_ok());
   world.run_for(10s);
   std::map<std::string, int> placed = placements_by_cluster(source);
   EXPECT_NEAR(placed["source"], 20, 2);
@@ -101,10 +101,10 @@ TEST(PlacementPolicyTest, ASelectorMatchesTheAdvertisedLabelsOnly) {
   gpu.placement.claim_selector.match_labels = {{"platform", "gpu"}};
   model::WorkloadSpec nowhere = workload("nowhere", 1000, 3600s);
   nowhere.placement.cluster_selector.match_labels = {{"region", "eu-north"}};
-  ASSERT_TRUE(f.source->agent->submit({west, gpu, nowhere}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({west, gpu, nowhere}).is_ok());
   f.world.run_for(3s);
-  EXPECT_EQ(f.source->agent->find_workload("default", "west")->cluster, "b");
-  EXPECT_EQ(f.source->agent->find_workload("default", "gpu")->cluster, "c");
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "west")->cluster, "b");
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "gpu")->cluster, "c");
   EXPECT_EQ(phase_of(*f.source, "nowhere"), model::Phase::kPending);
   EXPECT_NE(reason_of(*f.source, "nowhere").find("a=ClusterSelectorMismatch"), std::string::npos)
       << reason_of(*f.source, "nowhere");
@@ -147,9 +147,9 @@ TEST(PlacementPolicyTest, AHiddenLabelNeverLeavesTheTargetNorMatches) {
   model::WorkloadSpec spec = workload("tenant-a", 1000, 3600s);
   spec.placement.cluster_selector.match_expressions = {
       {"tenant", model::LabelRequirement::Operator::kIn, {"secret-tenant-a", "secret-tenant-b"}}};
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({spec}).is_ok());
   f.world.run_for(3s);
-  EXPECT_EQ(f.source->agent->find_workload("default", "tenant-a")->cluster, "b")
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "tenant-a")->cluster, "b")
       << "a's tenant label is hidden: only b can match";
 }
 
@@ -162,9 +162,10 @@ TEST(PlacementPolicyTest, SpreadWithDoNotScheduleLeavesACopyPendingWithTheReason
   model::WorkloadSpec spec = workload("spread", 1000, 3600s);
   spec.placement.number_of_clusters = 4;
   spec.placement.spread_constraints = {{"zone", false, 1, model::WhenUnsatisfiable::kDoNotSchedule}};
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({spec}).is_ok());
   f.world.run_for(5s);
-  auto copies = f.source->agent->copies_of(f.source->agent->find_workload("default", "spread")->uid);
+  auto copies = f.source->agent->operations().copies_of(
+      f.source->agent->operations().find_workload("default", "spread")->uid);
   ASSERT_EQ(copies.size(), 4u);
   std::map<std::string, int> by_zone;
   int pending = 0;
@@ -189,12 +190,12 @@ TEST(PlacementPolicyTest, SpreadOfFourCopiesOverTwoZonesPutsTwoInEach) {
   model::WorkloadSpec spec = workload("spread", 1000, 3600s);
   spec.placement.number_of_clusters = 4;
   spec.placement.spread_constraints = {{"zone", false, 1, model::WhenUnsatisfiable::kDoNotSchedule}};
-  ASSERT_TRUE(f.source->agent->submit({spec}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({spec}).is_ok());
   f.world.run_for(5s);
-  auto group = f.source->agent->find_workload("default", "spread");
+  auto group = f.source->agent->operations().find_workload("default", "spread");
   EXPECT_EQ(group->phase, model::Phase::kRunning) << group->reason;
   std::map<std::string, int> by_zone;
-  for (const auto& copy : f.source->agent->copies_of(group->uid)) {
+  for (const auto& copy : f.source->agent->operations().copies_of(group->uid)) {
     ++by_zone[copy.cluster == "a" || copy.cluster == "c" ? "1a" : "1b"];
   }
   EXPECT_EQ(by_zone["1a"], 2);
@@ -210,17 +211,17 @@ TEST(PlacementPolicyTest, ExactPrioritizersRankByAllocatableAlone) {
   });
   model::WorkloadSpec filler = workload("filler", 250000, 3600s);
   filler.placement.clusters = {"b"};
-  ASSERT_TRUE(f.source->agent->submit({filler}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({filler}).is_ok());
   f.world.run_for(3s);
   ASSERT_EQ(phase_of(*f.source, "filler"), model::Phase::kRunning);
   model::WorkloadSpec exact = workload("exact", 1000, 3600s);
   exact.placement.exact_mode = true;
   exact.placement.prioritizers = {{"ResourceAllocatableCPU", 1}};
   model::WorkloadSpec plain = workload("plain", 1000, 3600s);
-  ASSERT_TRUE(f.source->agent->submit({exact, plain}).is_ok());
+  ASSERT_TRUE(f.source->agent->operations().submit({exact, plain}).is_ok());
   f.world.run_for(3s);
-  EXPECT_EQ(f.source->agent->find_workload("default", "exact")->cluster, "b");
-  EXPECT_EQ(f.source->agent->find_workload("default", "plain")->cluster, "a");
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "exact")->cluster, "b");
+  EXPECT_EQ(f.source->agent->operations().find_workload("default", "plain")->cluster, "a");
 }
 
 }  // namespace

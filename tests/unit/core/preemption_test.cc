@@ -16,7 +16,7 @@ void preempt_within_queues(model::ClusterSpec& spec) {
 
 int count_phase(Node& node, store::ReservationPhase phase) {
   int count = 0;
-  for (const auto& r : node.agent->reservations()) count += r.phase == phase;
+  for (const auto& r : node.agent->operations().reservations()) count += r.phase == phase;
   return count;
 }
 
@@ -41,22 +41,22 @@ struct ThreeFullTargets {
   void fill(int count) {
     std::vector<model::WorkloadSpec> low;
     for (int i = 0; i < count; ++i) low.push_back(workload("low-" + std::to_string(i), 2000, 1h));
-    ASSERT_TRUE(source.agent->submit(low).is_ok());
+    ASSERT_TRUE(source.agent->operations().submit(low).is_ok());
     world.run_for(5s);
   }
   // Submits a 2-cpu workload of priority 100 and lets it place; its record.
   store::WorkloadRecord place_urgent() {
     model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
     urgent.priority = 100;
-    EXPECT_TRUE(source.agent->submit({urgent}).is_ok());
+    EXPECT_TRUE(source.agent->operations().submit({urgent}).is_ok());
     world.run_for(5s);
-    auto record = source.agent->find_workload("default", "urgent");
+    auto record = source.agent->operations().find_workload("default", "urgent");
     EXPECT_TRUE(record.has_value());
     return record.value_or(store::WorkloadRecord{});
   }
   int victims() const {
     uint64_t total = 0;
-    for (Node* target : targets) total += target->agent->stats().preempted_victims;
+    for (Node* target : targets) total += target->agent->operations().stats().preempted_victims;
     return static_cast<int>(total);
   }
   World world;
@@ -72,7 +72,8 @@ TEST(PreemptionTest, OnlyTheApprovedTargetPreemptsAndOnlyTheVictimsItNeeded) {
   store::WorkloadRecord record = f.place_urgent();
   EXPECT_EQ(record.phase, model::Phase::kRunning) << record.reason;
   int preempting_targets = 0;
-  for (Node* target : f.targets) preempting_targets += target->agent->stats().preemptions > 0;
+  for (Node* target : f.targets)
+    preempting_targets += target->agent->operations().stats().preemptions > 0;
   EXPECT_EQ(preempting_targets, 1) << "one target preempts; the other offers are cancelled";
   EXPECT_EQ(f.victims(), 1) << "one 2-cpu job makes room for one 2-cpu job";
   for (Node* target : f.targets) EXPECT_LE(holding(*target), 2) << target->name;
@@ -81,7 +82,7 @@ TEST(PreemptionTest, OnlyTheApprovedTargetPreemptsAndOnlyTheVictimsItNeeded) {
   // it again (it waits, as every cluster is full of work it may not stop).
   int preempted = 0, pending = 0;
   for (int i = 0; i < 6; ++i) {
-    auto low = f.source.agent->find_workload("default", "low-" + std::to_string(i));
+    auto low = f.source.agent->operations().find_workload("default", "low-" + std::to_string(i));
     ASSERT_TRUE(low.has_value());
     if (low->disruptions > 0) {
       ++preempted;
@@ -105,23 +106,23 @@ TEST(PreemptionTest, ARestartWhileTheVictimStopsLosesNeitherIt) {
   f.fill(6);
   model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
   urgent.priority = 100;
-  ASSERT_TRUE(f.source.agent->submit({urgent}).is_ok());
+  ASSERT_TRUE(f.source.agent->operations().submit({urgent}).is_ok());
   f.world.deliver();  // offers, the approval, the preemption: no tick yet reports the victim
   Node* preempting = nullptr;
   for (Node* target : f.targets) {
-    if (target->agent->stats().preemptions > 0) preempting = target;
+    if (target->agent->operations().stats().preemptions > 0) preempting = target;
   }
   ASSERT_NE(preempting, nullptr);
   f.world.restart(*preempting);
   f.world.run_for(5s);
 
-  auto record = f.source.agent->find_workload("default", "urgent");
+  auto record = f.source.agent->operations().find_workload("default", "urgent");
   EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
   EXPECT_EQ(record->cluster, preempting->name);
   EXPECT_FALSE(event_contains(f.source, record->uid, "LostOnRestart"));
   int preempted = 0;
   for (int i = 0; i < 6; ++i) {
-    auto low = f.source.agent->find_workload("default", "low-" + std::to_string(i));
+    auto low = f.source.agent->operations().find_workload("default", "low-" + std::to_string(i));
     ASSERT_TRUE(low.has_value());
     EXPECT_FALSE(event_contains(f.source, low->uid, "LostOnRestart")) << low->spec.name;
     preempted += low->disruptions > 0 && event_contains(f.source, low->uid, "Preempted");
@@ -157,7 +158,7 @@ TEST(PreemptionTest, TheCheapestOfferWinsOverTheFirstRanked) {
     low.back().placement.clusters = at_big ? std::vector<std::string>{"big"}
                                            : std::vector<std::string>{"small1", "small2"};
   }
-  ASSERT_TRUE(source.agent->submit(low).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(low).is_ok());
   world.run_for(5s);
   ASSERT_EQ(holding(big), 8);
   ASSERT_EQ(holding(small1) + holding(small2), 4);
@@ -167,14 +168,16 @@ TEST(PreemptionTest, TheCheapestOfferWinsOverTheFirstRanked) {
   // Ranked by allocatable cpu: big first.
   urgent.placement.prioritizers = {{"ResourceAllocatableCPU", 1}};
   urgent.placement.exact_mode = true;
-  ASSERT_TRUE(source.agent->submit({urgent}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({urgent}).is_ok());
   world.run_for(5s);
-  auto record = source.agent->find_workload("default", "urgent");
+  auto record = source.agent->operations().find_workload("default", "urgent");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
   EXPECT_NE(record->cluster, "big") << "two victims there, one elsewhere";
-  EXPECT_EQ(big.agent->stats().preempted_victims, 0u);
-  EXPECT_EQ(small1.agent->stats().preempted_victims + small2.agent->stats().preempted_victims, 1u);
+  EXPECT_EQ(big.agent->operations().stats().preempted_victims, 0u);
+  EXPECT_EQ(small1.agent->operations().stats().preempted_victims +
+                small2.agent->operations().stats().preempted_victims,
+            1u);
   EXPECT_TRUE(event_contains(source, record->uid, "the cheapest offer"));
 }
 
@@ -184,9 +187,9 @@ TEST(PreemptionTest, NoOfferWithoutPreemptionOnOrForAWorkloadThatSaysNever) {
   model::WorkloadSpec polite = workload("polite", 2000, 1h);
   polite.priority = 100;
   polite.preemption_policy = model::PreemptionPolicy::kNever;
-  ASSERT_TRUE(f.source.agent->submit({polite}).is_ok());
+  ASSERT_TRUE(f.source.agent->operations().submit({polite}).is_ok());
   f.world.run_for(5s);
-  auto record = f.source.agent->find_workload("default", "polite");
+  auto record = f.source.agent->operations().find_workload("default", "polite");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->phase, model::Phase::kPending) << "it waits for room";
   EXPECT_EQ(f.victims(), 0);
@@ -216,29 +219,30 @@ TEST(PreemptionTest, APreemptibleGuestsWorkMakesRoomForTheTargetsOwn) {
     guests.push_back(workload("guest-" + std::to_string(i), 2000, 20s));
     guests.back().priority = 50;  // more than the lender grants
   }
-  ASSERT_TRUE(source.agent->submit(guests).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(guests).is_ok());
   world.run_for(3s);
   ASSERT_EQ(holding(lender), 2);
   ASSERT_EQ(holding(other), 2);
-  for (const auto& r : lender.agent->reservations()) {
+  for (const auto& r : lender.agent->operations().reservations()) {
     EXPECT_EQ(r.spec.priority, 10) << "held to the invitation's ceiling at the lender";
   }
 
   model::WorkloadSpec own = workload("own", 2000, 1h);
   own.priority = 20;
-  ASSERT_TRUE(lender.agent->submit({own}).is_ok());
+  ASSERT_TRUE(lender.agent->operations().submit({own}).is_ok());
   world.run_for(3s);
-  auto record = lender.agent->find_workload("default", "own");
+  auto record = lender.agent->operations().find_workload("default", "own");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->phase, model::Phase::kRunning) << record->reason;
   EXPECT_EQ(record->cluster, "lender");
-  EXPECT_EQ(lender.agent->stats().preempted_victims, 1u) << "the fewest guest copies that make room";
+  EXPECT_EQ(lender.agent->operations().stats().preempted_victims, 1u)
+      << "the fewest guest copies that make room";
 
   // The stopped copy is placed again once there is room and finishes.
   world.run_for(60s);
   int disrupted = 0;
   for (int i = 0; i < 4; ++i) {
-    auto guest = source.agent->find_workload("default", "guest-" + std::to_string(i));
+    auto guest = source.agent->operations().find_workload("default", "guest-" + std::to_string(i));
     ASSERT_TRUE(guest.has_value());
     EXPECT_EQ(guest->phase, model::Phase::kSucceeded) << guest->spec.name << ": " << guest->reason;
     disrupted += guest->disruptions;
@@ -254,17 +258,18 @@ TEST(PreemptionTest, AGuestNeverStopsTheTargetsOwnWork) {
   Node& host = world.add("host", 1, 4000, preempt_within_queues);
   world.invite(host, source, guest_terms(/*preemptible=*/false));
   world.run_for(3s);
-  ASSERT_TRUE(host.agent->submit({workload("mine", 4000, 1h)}).is_ok());
+  ASSERT_TRUE(host.agent->operations().submit({workload("mine", 4000, 1h)}).is_ok());
   world.run_for(2s);
   model::WorkloadSpec urgent = workload("urgent", 2000, 1h);
   urgent.priority = 1000;
-  ASSERT_TRUE(source.agent->submit({urgent}).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit({urgent}).is_ok());
   world.run_for(5s);
-  auto record = source.agent->find_workload("default", "urgent");
+  auto record = source.agent->operations().find_workload("default", "urgent");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->phase, model::Phase::kPending);
-  EXPECT_EQ(host.agent->stats().preempted_victims, 0u);
-  EXPECT_EQ(host.agent->find_workload("default", "mine")->phase, model::Phase::kRunning);
+  EXPECT_EQ(host.agent->operations().stats().preempted_victims, 0u);
+  EXPECT_EQ(host.agent->operations().find_workload("default", "mine")->phase,
+            model::Phase::kRunning);
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ struct Faults {
 std::map<std::string, std::vector<std::string>> running_copies(const std::vector<Node*>& nodes) {
   std::map<std::string, std::vector<std::string>> out;
   for (Node* node : nodes) {
-    for (const auto& r : node->agent->reservations()) {
+    for (const auto& r : node->agent->operations().reservations()) {
       if (r.phase == store::ReservationPhase::kBound || r.phase == store::ReservationPhase::kRunning) {
         out[r.uid].push_back(node->name);
       }
@@ -69,14 +69,14 @@ void run_seed(uint32_t seed) {
     if (i == 2) spec.placement.ready_window = 1s;
     specs.push_back(spec);
   }
-  ASSERT_TRUE(source.agent->submit(specs).is_ok());
+  ASSERT_TRUE(source.agent->operations().submit(specs).is_ok());
 
   std::vector<Node*> everyone = {&source, targets[0], targets[1], targets[2]};
   Faults faults;
   // True while the invariant holds; reports the first violation.
   auto check = [&](const char* when) {
     for (Node* node : everyone) {
-      if (!node->agent->check_invariants()) {
+      if (!node->agent->broken_invariant().empty()) {
         ADD_FAILURE() << when << ": " << node->name << " breaks its invariants";
         return false;
       }
@@ -114,7 +114,7 @@ void run_seed(uint32_t seed) {
     if (!check("after healing")) return;
   }
   for (const auto& spec : specs) {
-    auto record = source.agent->find_workload("default", spec.name);
+    auto record = source.agent->operations().find_workload("default", spec.name);
     ASSERT_TRUE(record.has_value()) << spec.name;
     EXPECT_EQ(record->phase, model::Phase::kSucceeded) << spec.name << ": " << record->reason;
   }

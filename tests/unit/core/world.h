@@ -213,19 +213,19 @@ class World {
   // `target` invites `source` into `namespaces`.
   void invite(Node& target, Node& source, std::vector<std::string> namespaces = {"default"}) {
     crypto::IdCard card{source.name, "org", source.identity.public_key(), "tcp://" + source.name + ":1"};
-    auto token = target.agent->create_invitation(card.to_string(), namespaces);
+    auto token = target.agent->operations().create_invitation(card.to_string(), namespaces);
     ASSERT_TRUE(token.is_ok()) << token.status().message();
-    auto accepted = source.agent->accept_invitation(*token);
+    auto accepted = source.agent->operations().accept_invitation(*token);
     ASSERT_TRUE(accepted.is_ok()) << accepted.status().message();
   }
 
   // `target` invites `source` with `options`; returns the invitation id.
   std::string invite(Node& target, Node& source, const InvitationOptions& options) {
     crypto::IdCard card{source.name, "org", source.identity.public_key(), "tcp://" + source.name + ":1"};
-    auto token = target.agent->create_invitation(card.to_string(), options);
+    auto token = target.agent->operations().create_invitation(card.to_string(), options);
     EXPECT_TRUE(token.is_ok()) << token.status().message();
     if (!token.is_ok()) return "";
-    EXPECT_TRUE(source.agent->accept_invitation(*token).is_ok());
+    EXPECT_TRUE(source.agent->operations().accept_invitation(*token).is_ok());
     auto opened = crypto::open_token(*token);
     return opened.is_ok() ? opened->id : "";
   }
@@ -382,8 +382,8 @@ class World {
     config.default_dispatcher = model::Dispatcher::kAllAtOnce;
     config.lazy_delay = Duration(0);
     if (configure) configure(config);
-    node.agent = std::make_unique<Agent>(config, node.identity, *node.clock, *node.transport,
-                                         *node.store, *node.cluster, rng_);
+    node.agent = make_agent(config, node.identity, *node.clock, *node.transport, *node.store,
+                            *node.cluster, rng_);
     node.transport->mark_batch_start();
     BatchOutcome started = run_batch(*node.agent, *node.store, *node.transport,
                                      [&] { return node.agent->start(); });
@@ -402,7 +402,7 @@ class World {
 // Reservations at `node` that are or were bound (not merely reserved).
 inline int bound_copies(Node& node, const std::string& uid) {
   int count = 0;
-  for (const auto& r : node.agent->reservations()) {
+  for (const auto& r : node.agent->operations().reservations()) {
     count += r.uid == uid && r.phase != store::ReservationPhase::kReserved;
   }
   return count;
@@ -410,13 +410,13 @@ inline int bound_copies(Node& node, const std::string& uid) {
 
 // The phase and reason of a workload in namespace "default" at `node`.
 inline model::Phase phase_of(Node& node, const std::string& name) {
-  auto record = node.agent->find_workload("default", name);
+  auto record = node.agent->operations().find_workload("default", name);
   EXPECT_TRUE(record.has_value()) << name;
   return record ? record->phase : model::Phase::kPending;
 }
 
 inline std::string reason_of(Node& node, const std::string& name) {
-  auto record = node.agent->find_workload("default", name);
+  auto record = node.agent->operations().find_workload("default", name);
   return record ? record->reason : "";
 }
 

@@ -1,11 +1,11 @@
 // The router and its peers: HELLO (who a peer is and where it listens,
 // the REVOKEs it has not heard, our room for a source that restarted),
 // REVOKE, and the heartbeats that keep every idle link known to be alive.
-#include "agent/core/agent.h"
+#include "agent/core/router.h"
 
 namespace shoal::core {
 
-void Agent::on_hello(const std::string& from, const Sender& sender, const protocol::Hello& hello) {
+void Router::on_hello(const std::string& from, const Sender& sender, const protocol::Hello& hello) {
   if (from == context_.self_id()) return;
   // Answer the first HELLO of each peer boot, so a (re)started peer hears
   // from us at once; answering every HELLO would ping-pong forever.
@@ -35,7 +35,7 @@ void Agent::on_hello(const std::string& from, const Sender& sender, const protoc
   if (first_contact && from_source) target_.advertiser().greet(from);
 }
 
-void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) {
+void Router::on_revoke(const std::string& from, const protocol::Revoke& message) {
   const InvitationBook::Owned* owned = invitations_.find_accepted(message.invitation_id);
   if (!owned || owned->record.peer_id != from) return;  // not theirs to revoke
   auto revoked = invitations_.revoke(store::InvitationDirection::kAccepted, message.invitation_id,
@@ -49,7 +49,7 @@ void Agent::on_revoke(const std::string& from, const protocol::Revoke& message) 
   if (!is_target(from)) source_.targets().forget_capacity(from);  // nothing to place there any more
 }
 
-void Agent::send_heartbeats(TimePoint silent_since) {
+void Router::send_heartbeats(TimePoint silent_since) {
   // Any envelope tells a peer we are alive and reading (its silence count,
   // our acknowledgements); a HELLO is only for a link that carries nothing
   // else. Passes run every half interval: a peer we sent nothing since the
@@ -69,7 +69,7 @@ void Agent::send_heartbeats(TimePoint silent_since) {
   }
 }
 
-void Agent::remember_peer(const crypto::IdCard& card) {
+void Router::remember_peer(const crypto::IdCard& card) {
   peers_.remember(crypto::key_to_text(card.public_key), card.cluster, card.org, card.endpoint);
 }
 

@@ -1,9 +1,9 @@
 // The router: start-up, the wire (decode, trust, replay, permission),
 // dispatch to the parts, the tick's order and the step's effects. HELLO,
-// REVOKE and heartbeats are in agent_peers.cc, operators' requests in
+// REVOKE and heartbeats are in router_peers.cc, operators' requests in
 // operations.cc; the parts live in peer_table, invitation_book, source/
 // and target/.
-#include "agent/core/agent.h"
+#include "agent/core/router.h"
 
 #include <algorithm>
 
@@ -16,9 +16,18 @@ namespace shoal::core {
 using protocol::DropReason;
 using protocol::MessageType;
 
-Agent::Agent(AgentConfig config, crypto::Identity identity, const Clock& clock,
-             Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
-             std::shared_ptr<spdlog::logger> logger, const crypto::SignatureScheme& signatures)
+std::unique_ptr<Agent> make_agent(AgentConfig config, crypto::Identity identity,
+                                  const Clock& clock, Transport& transport, store::Store& store,
+                                  cluster::Cluster& cluster, Rng& rng,
+                                  std::shared_ptr<spdlog::logger> logger,
+                                  const crypto::SignatureScheme& signatures) {
+  return std::make_unique<Router>(std::move(config), std::move(identity), clock, transport, store,
+                                  cluster, rng, std::move(logger), signatures);
+}
+
+Router::Router(AgentConfig config, crypto::Identity identity, const Clock& clock,
+               Transport& transport, store::Store& store, cluster::Cluster& cluster, Rng& rng,
+               std::shared_ptr<spdlog::logger> logger, const crypto::SignatureScheme& signatures)
     : peers_(crypto::key_to_text(identity.public_key()), config.cluster),
       context_(std::move(config), std::move(identity), clock, transport, store, cluster, rng,
                std::move(logger), peers_, signatures),
@@ -26,9 +35,9 @@ Agent::Agent(AgentConfig config, crypto::Identity identity, const Clock& clock,
       source_(context_, peers_, invitations_,
               [this](const std::string& ns) { return target_.advertiser().own_counts(ns); }) {}
 
-Agent::~Agent() = default;
+Router::~Router() = default;
 
-Status Agent::start() {
+Status Router::start() {
   SHOAL_ASSIGN_OR_RETURN(uint64_t boot, context_.store().next_boot());
   context_.set_boot(boot);
   SHOAL_RETURN_IF_ERROR(load());
@@ -40,7 +49,7 @@ Status Agent::start() {
   return finish_batch();
 }
 
-Status Agent::load() {
+Status Router::load() {
   store::Store& store = context_.store();
   SHOAL_ASSIGN_OR_RETURN(auto peer_records, store.load_peers());
   peers_.load(peer_records);
@@ -59,7 +68,7 @@ Status Agent::load() {
 
 // ---- the wire ---------------------------------------------------------------
 
-size_t Agent::handle_wire(std::span<const uint8_t> wire) {
+size_t Router::handle_wire(std::span<const uint8_t> wire) {
   DropReason reason;
   auto opened = protocol::open(wire, &reason, context_.signatures());
   if (!opened.is_ok()) {
@@ -127,7 +136,7 @@ size_t Agent::handle_wire(std::span<const uint8_t> wire) {
   return handled;
 }
 
-const InvitationBook::OnRecord& Agent::invitations_of(TextMap<PeerTable::Peer>::value_type& row) {
+const InvitationBook::OnRecord& Router::invitations_of(TextMap<PeerTable::Peer>::value_type& row) {
   PeerTable::Peer& peer = row.second;
   if (peer.invitations_generation != invitations_.index_generation()) {
     peer.invitations = invitations_.on_record(row.first.text());
@@ -136,8 +145,8 @@ const InvitationBook::OnRecord& Agent::invitations_of(TextMap<PeerTable::Peer>::
   return peer.invitations;
 }
 
-bool Agent::handle_message(const std::string& from, const Sender& sender, uint8_t type_number,
-                           std::span<const uint8_t> bytes) {
+bool Router::handle_message(const std::string& from, const Sender& sender, uint8_t type_number,
+                            std::span<const uint8_t> bytes) {
   if (type_number == 0 || type_number > protocol::kMaxMessageType ||
       type_number == static_cast<uint8_t>(MessageType::kBatch)) {
     drop(DropReason::kUnknownType, from,
@@ -222,7 +231,7 @@ bool Agent::handle_message(const std::string& from, const Sender& sender, uint8_
   return true;
 }
 
-void Agent::dispatch(const std::string& from, const protocol::Body& body, const Sender* sender) {
+void Router::dispatch(const std::string& from, const protocol::Body& body, const Sender* sender) {
   std::visit(
       [&](const auto& message) {
         using T = std::decay_t<decltype(message)>;
@@ -267,7 +276,7 @@ void Agent::dispatch(const std::string& from, const protocol::Body& body, const 
       body);
 }
 
-void Agent::drain_local() {
+void Router::drain_local() {
   // Self-addressed messages take the same code path as remote ones, in the
   // same batch; once none is left, the target serves its queue for the
   // candidates the step brought (which may answer ourselves again). Each
@@ -288,7 +297,7 @@ void Agent::drain_local() {
   SHOAL_CHECK(false, "a step kept producing work for itself past any bound a step can reach");
 }
 
-void Agent::drop(DropReason reason, const std::string& peer, const std::string& detail) {
+void Router::drop(DropReason reason, const std::string& peer, const std::string& detail) {
   ++context_.stats().dropped[static_cast<size_t>(reason)];
   spdlog::logger* logger = context_.logger();
   if (!logger) return;
@@ -308,7 +317,7 @@ void Agent::drop(DropReason reason, const std::string& peer, const std::string& 
 
 // ---- the step ---------------------------------------------------------------
 
-void Agent::tick() {
+void Router::tick() {
   TimePoint now = context_.now();
   last_tick_ = now;
   context_.take_due_deferred();
@@ -335,7 +344,7 @@ void Agent::tick() {
   drain_local();
 }
 
-Status Agent::finish_batch() {
+Status Router::finish_batch() {
   // The READYs this batch read compete by score (a winner's APPROVE, and
   // what the slot it frees starts, go out with the batch).
   while (source_.decide_readied()) drain_local();
@@ -344,9 +353,9 @@ Status Agent::finish_batch() {
   return context_.store_health();
 }
 
-void Agent::batch_committed() { target_.launch_bound(); }
+void Router::batch_committed() { target_.launch_bound(); }
 
-TimePoint Agent::next_deadline() {
+TimePoint Router::next_deadline() {
   Duration heartbeat = context_.config().heartbeat_interval;
   TimePoint next = last_heartbeat_ + heartbeat / 2;  // the next heartbeat pass
   // A tick at least every half heartbeat, idle or not: a gap of a whole
@@ -361,12 +370,12 @@ TimePoint Agent::next_deadline() {
   return next;
 }
 
-Status Agent::end_control() {
+Status Router::end_control() {
   drain_local();
   return finish_batch();
 }
 
-std::string Agent::broken_invariant() {
+std::string Router::broken_invariant() {
   for (auto [part, broken] : {std::pair{"peers", peers_.broken_invariant()},
                               std::pair{"invitations", invitations_.broken_invariant()},
                               std::pair{"target", target_.broken_invariant()},
