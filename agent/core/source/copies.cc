@@ -14,33 +14,17 @@ void SourceRole::greet_target(const std::string& target) {
   // Its copies' leases count as unrenewed from now: worker-lost handling
   // of them may come due earlier (worker_lost_at).
   due_.touch_watching(target);
-  if (invitations_.issuers().count(target)) next_digest_due_ = TimePoint::min();
+  if (invitations_.issuers().count(target)) leases_.due_now();
 }
 
 void SourceRole::heard_from(const std::string& peer, Duration silence) {
   // Silent for less, it was renewable all along, so in the plan already.
-  if (may_renew_after(silence)) return;
+  if (leases_.may_renew_after(silence)) return;
   // Renewable again: an APPROVE it is owed may be re-sent now (own_due_at).
   due_.touch_watching(peer);
   if (!invitations_.issuers().count(peer)) return;
   TimePoint last_sent = targets_.last_digest_sent(peer);
-  next_digest_due_ = std::min(next_digest_due_, last_sent + digest_interval());
-}
-
-bool SourceRole::lost(const std::string& peer_id) const {
-  return silent_for(peer_id) >= config_.worker_lost_timeout;
-}
-
-bool SourceRole::may_renew_lease(const std::string& peer_id) const {
-  return may_renew_after(silent_for(peer_id));
-}
-
-bool SourceRole::may_renew_after(Duration silence) const {
-  // Stop once the target has been silent so long that worker-lost handling
-  // will need its copies stopped: then its lease has ended lease + skew
-  // before we place them again.
-  return config_.lease.count() == 0 ||
-         silence < config_.worker_lost_timeout - config_.lease - config_.max_clock_skew;
+  leases_.due_by(last_sent + leases_.digest_interval());
 }
 
 void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch) {
@@ -307,23 +291,16 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
   }
 }
 
-Duration SourceRole::digest_interval() const {
-  Duration interval = config_.gc_interval;
-  if (config_.lease.count() > 0) interval = std::min(interval, config_.lease / 4);
-  return interval;
-}
-
 void SourceRole::send_digests(TimePoint now) {
-  Duration interval = digest_interval();
-  next_digest_due_ = TimePoint::max();
-  digest_issuers_seen_ = invitations_.issuers().size();
+  Duration interval = leases_.digest_interval();
+  leases_.start_pass(invitations_.issuers().size());
   for (const auto& [id, invitations] : invitations_.issuers()) {
     // Renewing a lease tells the target "I still see you". One that may
     // not be renewed waits until we hear from it (heard_from).
-    if (!may_renew_lease(id)) continue;
+    if (!leases_.may_renew(id)) continue;
     TimePoint last_sent = targets_.last_digest_sent(id);
     if (now - last_sent < interval) {
-      next_digest_due_ = std::min(next_digest_due_, last_sent + interval);
+      leases_.due_by(last_sent + interval);
       continue;
     }
     protocol::Digest digest;
@@ -335,7 +312,7 @@ void SourceRole::send_digests(TimePoint now) {
       }
     }
     targets_.digest_sent(id, now);
-    next_digest_due_ = std::min(next_digest_due_, now + interval);
+    leases_.due_by(now + interval);
     send(id, std::move(digest));
   }
 }
@@ -343,7 +320,7 @@ void SourceRole::send_digests(TimePoint now) {
 void SourceRole::silences_restarted() {
   due_.touch_all_watching();
   // A target silent too long to renew may be renewable again.
-  next_digest_due_ = TimePoint::min();
+  leases_.due_now();
 }
 
 }  // namespace shoal::core::source

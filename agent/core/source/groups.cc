@@ -105,14 +105,7 @@ std::string SourceRole::broken_invariant() {
   }
   if (std::string broken = window_.broken_invariant(book_); !broken.empty()) return broken;
   // The digests' plan is a lower bound (next_deadline).
-  if (invitations_.issuers().size() == digest_issuers_seen_) {
-    for (const auto& [id, invitations] : invitations_.issuers()) {
-      TimePoint last_sent = targets_.last_digest_sent(id);
-      if (last_sent + digest_interval() < next_digest_due_ && may_renew_lease(id)) {
-        return "a DIGEST is due before next_digest_due_";
-      }
-    }
-  }
+  if (std::string broken = leases_.broken_invariant(invitations_); !broken.empty()) return broken;
   // every batch decides what it read (decide_readied)
   if (!readied_.empty()) {
     return "a batch ended with READYs undecided";

@@ -76,7 +76,7 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
     LiveCluster live;
     live.peer_id = id;
     live.org = peer.org;
-    live.state = lost(id) ? "Unreachable" : "Active";
+    live.state = leases_.lost(id) ? "Unreachable" : "Active";
     model::ClusterCandidate& c = live.candidate;
     c.name = unique_name(id, peer.cluster);
     std::vector<std::string> namespaces;
@@ -104,7 +104,7 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
     for (const auto& [key, workloads] : target.unadvertised_by_queue) {
       if (key.first == namespace_name) c.queue_counts[key.second] += workloads;
     }
-    if (lost(id)) {
+    if (leases_.lost(id)) {
       live.unavailable = "Unreachable";
     } else if (capacity == target.capacity.end()) {
       if (invited) live.unavailable = "NoCapacityAdvertised";

@@ -264,7 +264,7 @@ bool SourceRole::approves_in_advance(const SourceWorkload& workload, const Ranke
   const store::WorkloadRecord& record = workload.record;
   return target != self_id_ && !is_group(workload) && record.parent.empty() && !record.deleting &&
          record.spec.placement.ready_window.count() == 0 &&
-         silent_for(target) < config_.retry_interval / 5 && may_renew_lease(target);
+         leases_.silent_for(target) < config_.retry_interval / 5 && leases_.may_renew(target);
 }
 
 model::Dispatcher SourceRole::dispatcher_of(const store::WorkloadRecord& record) const {

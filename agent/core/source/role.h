@@ -10,7 +10,9 @@
 // groups, counts and watches), TargetLedger (what each target advertised,
 // our lease renewals, our work it does not count yet), PlacementWindow
 // (whose round is in flight, and the lines waiting for a slot or for
-// quota), DueIndex (which workloads the timers visit, and when).
+// quota), DueIndex (which workloads the timers visit, and when),
+// SourceLeases (silences, lease renewals, worker-lost times, the DIGEST
+// plan).
 //
 // Files, all in this folder: role.cc (submit, the window, rounds),
 // placement.cc (the live inventory, ranking by the placement engine, the
@@ -19,7 +21,8 @@
 // restarts, worker-lost, reconciliation), timers.cc (the tick, due times,
 // driving each awake workload), groups.cc (multi-cluster groups,
 // nominations, priorities, loading, views, invariants), deletion.cc
-// (deleting everywhere), quota.cc (federation-wide quotas).
+// (deleting everywhere), quota.cc (federation-wide quotas); each part in
+// its own files.
 #pragma once
 
 #include <functional>
@@ -36,6 +39,7 @@
 #include "agent/core/peer_table.h"
 #include "agent/core/source/book.h"
 #include "agent/core/source/due_index.h"
+#include "agent/core/source/leases.h"
 #include "agent/core/source/placement_window.h"
 #include "agent/core/source/target_ledger.h"
 #include "agent/core/source/workload.h"
@@ -291,15 +295,8 @@ class SourceRole : private DueIndex::Times {
   // `last` says what ended its last copy.
   void fail_past_budget(SourceWorkload& workload, bool disruption, const std::string& last);
   static constexpr Duration kAvoidDisruptingTarget = std::chrono::minutes(5);
+  // A DIGEST (our lease renewal) to every issuer that is due one.
   void send_digests(TimePoint now);
-  Duration digest_interval() const;
-  Duration silent_for(const std::string& peer_id) const {
-    return peers_.silent_for(peer_id, context_.now());
-  }
-  bool lost(const std::string& peer_id) const;
-  // Whether a lease-renewing message (DIGEST, APPROVE) may go to this peer.
-  bool may_renew_lease(const std::string& peer_id) const;
-  bool may_renew_after(Duration silence) const;  // silent this long
   void drive_source_workloads(TimePoint now);
   // One workload's timers: retries, rounds, deletes, a lost winner.
   void drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,
@@ -316,11 +313,6 @@ class SourceRole : private DueIndex::Times {
   // The remote winner whose silence the workload waits on (worker-lost
   // handling), or null.
   const std::string* watched_winner(const SourceWorkload& workload) const;
-  // When copies this winner runs may be called lost: silent long enough
-  // and (fencing) renewals stopped lease + skew ago. Shared by all of them,
-  // and moved later by every envelope from it, so kept per winner, not in
-  // each workload's key.
-  TimePoint worker_lost_at(const std::string& winner) const;
   // Nothing for drive_source_workload to do until the workload changes
   // (persist), a CANCEL is owed (cancel_at) or a slot is its turn
   // (admit_waiting), each of which wakes it.
@@ -328,7 +320,12 @@ class SourceRole : private DueIndex::Times {
   // DueIndex::Times, by uid: the due times the index files by.
   std::optional<TimePoint> own_due(const std::string& uid, ResendBound bound) const override;
   const std::string* watched(const std::string& uid) const override;
-  TimePoint lost_at(const std::string& winner) const override { return worker_lost_at(winner); }
+  // When copies at this winner may be called lost (SourceLeases): shared by
+  // all of them, and moved later by every envelope from it, so kept per
+  // winner, not in each workload's key.
+  TimePoint lost_at(const std::string& winner) const override {
+    return leases_.worker_lost_at(winner);
+  }
 
   // groups.cc and deletion.cc: groups, nominations, deletion.
   // A multi-cluster workload's own row: it runs no rounds, its copies do.
@@ -359,6 +356,7 @@ class SourceRole : private DueIndex::Times {
 
   SourceBook book_;
   TargetLedger targets_;
+  SourceLeases leases_{context_, peers_, targets_};
   // The workloads the timers visit: every one that is not quiet
   // (is_quiet). A change (persist) or an owed CANCEL wakes one; a tick
   // visits those whose time has come, not all of them.
@@ -383,15 +381,6 @@ class SourceRole : private DueIndex::Times {
   std::string serving_quota_;
   // Workloads without a winner that got a READY in this batch (decide_readied).
   std::set<std::string> readied_;
-  // The earliest DIGEST due, as of the last tick (send_digests), so that
-  // next_deadline() need not walk every issuer after every step. Between
-  // ticks a digest comes due earlier only by a greeting (greet_target), by
-  // hearing again from a target too long silent to renew (heard_from), or
-  // by a new issuer (digest_issuers_seen_ no longer the count); a silence
-  // that grows only makes a digest wait, so this stays a lower bound: the
-  // tick may come early, never late.
-  TimePoint next_digest_due_ = TimePoint::min();
-  size_t digest_issuers_seen_ = 0;
 };
 
 }  // namespace shoal::core::source

@@ -37,17 +37,14 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   // lower bounds. Only when one may be due: the plan is a lower bound of
   // every DIGEST's due time, and the issuers only ever grow, so a new one
   // changes their count (each pass looked up every issuer twice).
-  if (now >= next_digest_due_ || invitations_.issuers().size() != digest_issuers_seen_) {
-    send_digests(now);
-  }
+  if (leases_.pass_due(now, invitations_.issuers().size())) send_digests(now);
 }
 
 TimePoint SourceRole::next_deadline() {
   TimePoint next = due_.next_deadline();
   if (!parked_.empty()) next = std::min(next, parked_.begin()->first);
   // An issuer not yet in the digests' plan: its first DIGEST is due now.
-  if (invitations_.issuers().size() != digest_issuers_seen_) return TimePoint::min();
-  return std::min(next, next_digest_due_);
+  return std::min(next, leases_.next_due(invitations_.issuers().size()));
 }
 
 const std::string* SourceRole::watched_winner(const SourceWorkload& workload) const {
@@ -58,17 +55,6 @@ const std::string* SourceRole::watched_winner(const SourceWorkload& workload) co
     return nullptr;
   }
   return &record.winner;
-}
-
-TimePoint SourceRole::worker_lost_at(const std::string& winner) const {
-  // Silent long enough, and (fencing) renewals stopped lease + skew ago.
-  TimePoint silent_enough = clock_.now() - silent_for(winner) + config_.worker_lost_timeout;
-  TimePoint fenced = TimePoint::min();
-  if (config_.lease.count() > 0) {
-    TimePoint last_renewal = targets_.last_digest_sent(winner);
-    fenced = last_renewal + config_.lease + config_.max_clock_skew;
-  }
-  return std::max(silent_enough, fenced);
 }
 
 // Mirrors drive_source_workload: each time here is one at which that
@@ -105,10 +91,10 @@ TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bou
   if (record.phase == model::Phase::kPending) {
     return std::min(due, std::max(workload.next_round_at, record.restart_at));
   }
-  // (Worker lost: worker_lost_at, for the winner watched_winner names.)
+  // (Worker lost: SourceLeases::worker_lost_at, for the winner watched_winner names.)
   if (record.phase != model::Phase::kPlacing) return due;
   if (!record.winner.empty()) {
-    if (!may_renew_lease(record.winner)) return due;  // until we hear from it (an input)
+    if (!leases_.may_renew(record.winner)) return due;  // until we hear from it (an input)
     return std::min(due,
                     resend_at(record.winner, workload.last_approve_sent, workload.approve_resends));
   }
@@ -239,14 +225,14 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
     return;
   }
   if (!record.winner.empty() && record.winner != self_id_ && !model::is_finished(record.phase) &&
-      lost(record.winner)) {
+      leases_.lost(record.winner)) {
     // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
     // stopped at least lease + skew ago, so its copy has stopped by now.
     TimePoint last_renewal = targets_.last_digest_sent(record.winner);
     if (config_.lease.count() == 0 ||
         now - last_renewal >= config_.lease + config_.max_clock_skew) {
       requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
-                                 format_duration(silent_for(record.winner)));
+                                 format_duration(leases_.silent_for(record.winner)));
       return;
     }
   }
@@ -256,7 +242,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
     // is not sent to a target silent past the renewal window.
     if (now >= context_.resend_at(record.winner, workload.last_approve_sent,
                                   workload.approve_resends) &&
-        may_renew_lease(record.winner)) {
+        leases_.may_renew(record.winner)) {
       workload.last_approve_sent = now;
       workload.approve_resends += 1;
       send(record.winner, protocol::Approve{uid, record.epoch});

@@ -1,0 +1,97 @@
+// The source's side of the targets' leases (protocol/README.md, "Leases and
+// fencing"): how long each target has been silent, whether we may still
+// renew its lease (DIGEST, APPROVE), when its copies count as lost and
+// fenced, and when the next DIGEST is due.
+//
+// A target silent for worker_lost_timeout is lost; we stop renewing its
+// lease lease + max_clock_skew before that, so by the time its copies are
+// placed again its lease has certainly ended and it has stopped them. The
+// DIGEST plan (next_digest_due) is a lower bound of every issuer's next
+// DIGEST, so the tick may come early, never late: between passes a DIGEST
+// comes due earlier only by a greeting, by hearing again from a target too
+// long silent to renew, or by a new issuer, and each of those calls
+// due_by/due_now (or changes the issuers' count).
+//
+// Invariant (broken_invariant): while the issuers are those of the last
+// pass, no renewable issuer's DIGEST is due before the plan says.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include "agent/core/config.h"
+#include "agent/core/context.h"
+#include "agent/core/invitation_book.h"
+#include "agent/core/peer_table.h"
+#include "agent/core/source/target_ledger.h"
+
+namespace shoal::core::source {
+
+class SourceLeases {
+ public:
+  // Reads the silences in `peers` and our last renewals in `targets`.
+  SourceLeases(const Context& context, const PeerTable& peers, const TargetLedger& targets)
+      : context_(context), config_(context.config()), peers_(peers), targets_(targets) {}
+
+  Duration silent_for(const std::string& peer_id) const {
+    return peers_.silent_for(peer_id, context_.now());
+  }
+  // Silent for worker_lost_timeout: its copies are placed again.
+  bool lost(const std::string& peer_id) const {
+    return silent_for(peer_id) >= config_.worker_lost_timeout;
+  }
+  // Whether a lease-renewing message (DIGEST, APPROVE) may go to this peer,
+  // silent for now or for `silence`.
+  bool may_renew(const std::string& peer_id) const { return may_renew_after(silent_for(peer_id)); }
+  bool may_renew_after(Duration silence) const {
+    // Stop once the target has been silent so long that worker-lost
+    // handling will need its copies stopped: then its lease has ended
+    // lease + skew before we place them again.
+    return config_.lease.count() == 0 ||
+           silence < config_.worker_lost_timeout - config_.lease - config_.max_clock_skew;
+  }
+  // When a copy at `winner` counts as lost: silent long enough, and (with
+  // fencing) our renewals stopped lease + skew before. Inline, as the
+  // above: the due-time index asks on every tick.
+  TimePoint worker_lost_at(const std::string& winner) const {
+    TimePoint silent_enough = context_.now() - silent_for(winner) + config_.worker_lost_timeout;
+    TimePoint fenced = TimePoint::min();
+    if (config_.lease.count() > 0) {
+      fenced = targets_.last_digest_sent(winner) + config_.lease + config_.max_clock_skew;
+    }
+    return std::max(silent_enough, fenced);
+  }
+  // How often each target's lease is renewed: a quarter lease, or the
+  // garbage interval if that is shorter.
+  Duration digest_interval() const;
+
+  // ---- the DIGEST plan ----
+  // Whether a pass over the issuers is due: the plan has come, or the
+  // issuers changed since the last pass (they only ever grow).
+  bool pass_due(TimePoint now, size_t issuers) const {
+    return now >= next_due_ || issuers != issuers_seen_;
+  }
+  TimePoint next_due(size_t issuers) const {
+    return issuers != issuers_seen_ ? TimePoint::min() : next_due_;
+  }
+  // A pass starts over `issuers` issuers; it plans each one's next DIGEST.
+  void start_pass(size_t issuers) {
+    next_due_ = TimePoint::max();
+    issuers_seen_ = issuers;
+  }
+  void due_by(TimePoint at) { next_due_ = std::min(next_due_, at); }
+  void due_now() { next_due_ = TimePoint::min(); }
+
+  std::string broken_invariant(const InvitationBook& invitations) const;
+
+ private:
+  const Context& context_;
+  const AgentConfig& config_;
+  const PeerTable& peers_;
+  const TargetLedger& targets_;
+  TimePoint next_due_ = TimePoint::min();
+  size_t issuers_seen_ = 0;
+};
+
+}  // namespace shoal::core::source
