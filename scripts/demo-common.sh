@@ -23,7 +23,9 @@ build_agent_binaries() {
   # an existing one keeps the choice it was configured with.
   if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then options=(-DSHOAL_TESTS=OFF -DSHOAL_BENCH=OFF); fi
   phase "configuring $BUILD_DIR …"
-  if ! cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${SHOAL_BUILD_TYPE:-RelWithDebInfo}" \
+  source scripts/cmake-generator.sh
+  # shellcheck disable=SC2046  # the generator's options are words
+  if ! cmake $(cmake_generator "$BUILD_DIR") -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${SHOAL_BUILD_TYPE:-RelWithDebInfo}" \
       "${options[@]}" >"$log" 2>&1; then
     tail -n 20 "$log" >&2
     echo "configuring failed; the whole output is in $log" >&2

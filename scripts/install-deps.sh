@@ -12,6 +12,8 @@ set -euo pipefail
 # What shoald, shoalctl and shoal-exec-monitor need to build.
 AGENT_PACKAGES=(
   build-essential cmake pkg-config python3
+  # Keeps both cores busy across the libraries (scripts/cmake-generator.sh).
+  ninja-build
   # Reuses object files across builds and clones on the same machine.
   ccache
   cppzmq-dev libzmq3-dev

@@ -23,7 +23,9 @@ fi
 if [ "$MODE" != --test-only ]; then
   # -O1 keeps the build and the instrumented runs quick; line tables are all
   # a sanitizer report needs to name the lines.
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug \
+  source scripts/cmake-generator.sh
+  # shellcheck disable=SC2046  # the generator's options are words
+  cmake $(cmake_generator "$BUILD_DIR") -S . -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" -DSHOAL_BENCH=OFF -DSHOAL_WERROR="${SHOAL_WERROR:-OFF}" \
     "${FLAGS[@]}" >/dev/null
   cmake --build "$BUILD_DIR" -j "$(nproc)"
