@@ -35,11 +35,6 @@ void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint
   choose_winner(workload, target, "re-adopted");
 }
 
-bool SourceRole::past_budget(const store::WorkloadRecord& record, bool disruption) {
-  int32_t budget = disruption ? record.spec.max_disruptions : record.spec.max_restarts;
-  return budget >= 0 && (disruption ? record.disruptions : record.restarts) > budget;
-}
-
 void SourceRole::fail_past_budget(SourceWorkload& workload, bool disruption, const std::string& last) {
   store::WorkloadRecord& record = workload.record;
   record.reason = disruption ? "TooManyDisruptions: " + std::to_string(record.disruptions) +

@@ -10,15 +10,6 @@
 
 namespace shoal::core::source {
 
-std::optional<std::pair<model::Resources, model::Resources>> SourceRole::advertised_room(
-    const protocol::NamespaceCapacity& advertised, const std::string& queue) {
-  if (advertised.queues.empty()) return std::make_pair(advertised.free, advertised.largest_free_node);
-  for (const auto& q : advertised.queues) {
-    if (q.queue == queue) return std::make_pair(q.free, q.largest_free_node);
-  }
-  return std::nullopt;
-}
-
 std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace_name,
                                                     const std::string& queue) const {
   std::vector<LiveCluster> out;

@@ -14,12 +14,6 @@
 
 namespace shoal::core::source {
 
-bool SourceRole::may_hold_something(const CandidateProgress& progress) {
-  // A NoCapacity REJECT means the target queued the candidate.
-  return progress.state != CandidateState::kRejected ||
-         progress.code == protocol::RejectCode::kNoCapacity;
-}
-
 Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::WorkloadSpec>& specs) {
   std::set<std::string> named;
   for (const auto& spec : specs) {
@@ -100,12 +94,6 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
   }
   SHOAL_RETURN_IF_ERROR(context_.store_health());
   return uids;
-}
-
-bool SourceRole::holds_slot(const store::WorkloadRecord& record) {
-  bool group = record.parent.empty() && record.spec.placement.number_of_clusters > 1;
-  return record.phase == model::Phase::kPlacing && record.winner.empty() && !record.deleting &&
-         !group;
 }
 
 void SourceRole::wait_for_slot(SourceWorkload& workload) {
@@ -271,10 +259,6 @@ model::Dispatcher SourceRole::dispatcher_of(const store::WorkloadRecord& record)
   return record.spec.placement.dispatcher.value_or(config_.default_dispatcher);
 }
 
-size_t SourceRole::incremental_batch(const store::WorkloadRecord& record) {
-  return static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch));
-}
-
 Duration SourceRole::wave_timeout(const store::WorkloadRecord& record) const {
   // Preferred: the first-ranked had its preferredWait; then everyone else.
   if (dispatcher_of(record) == model::Dispatcher::kPreferred) return config_.preferred_wait;
@@ -378,16 +362,6 @@ void SourceRole::wake_parked(TimePoint now) {
     due_.wake(uid);
     ++woken;
   }
-}
-
-bool SourceRole::waits_in_every_queue(const SourceWorkload& workload) {
-  if (workload.candidates.empty() || !workload.untried.empty() || !workload.unasked.empty()) {
-    return false;
-  }
-  return std::all_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
-    return entry.second.state == CandidateState::kRejected &&
-           entry.second.code == protocol::RejectCode::kNoCapacity;
-  });
 }
 
 Duration SourceRole::backoff(int doublings) const {

@@ -162,8 +162,6 @@ class SourceRole : private DueIndex::Times {
   // be approved; one that is working sends something within its lazy delay.
   bool approves_in_advance(const SourceWorkload& workload, const RankedTargets& targets) const;
   model::Dispatcher dispatcher_of(const store::WorkloadRecord& record) const;
-  // Incremental's batch of candidates: incrementalBatch, at least one.
-  static size_t incremental_batch(const store::WorkloadRecord& record);
   // How long a batch of candidates is given before the next is asked.
   Duration wave_timeout(const store::WorkloadRecord& record) const;
   // Parked work that a round would send to the very targets that queue it:
@@ -182,8 +180,6 @@ class SourceRole : private DueIndex::Times {
   void persist(const store::WorkloadRecord& record);
 
   // role.cc: rounds.
-  // Whether a round of `record` is in flight (holds a slot of the window).
-  static bool holds_slot(const store::WorkloadRecord& record);
   // The window is full: `workload` waits (Pending, WaitingForSlot) until
   // admit_waiting() starts its round.
   void wait_for_slot(SourceWorkload& workload);
@@ -201,11 +197,6 @@ class SourceRole : private DueIndex::Times {
   // count the answer as a HoldsAnotherCopy refusal.
   void refuse_for_sibling(SourceWorkload& workload, const std::string& target, uint64_t epoch);
   // placement.cc: where work can go.
-  // The room a target advertised for a workload of `queue` in one
-  // namespace: the queue's own numbers when the target lists queues, the
-  // namespace's otherwise; nullopt when it lists queues but not this one.
-  static std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
-      const protocol::NamespaceCapacity& advertised, const std::string& queue);
   // Every target of `record` by its placement policy, through the
   // placement engine over live_inventory(); the other copies of its group
   // count as placed (never candidates, but counted by the spread).
@@ -234,9 +225,6 @@ class SourceRole : private DueIndex::Times {
   // pendingRetry doubled `doublings` times, at most pendingRetryMax: the wait
   // before a Pending round and before a restart.
   Duration backoff(int doublings) const;
-  // Every target of this round was asked and answered "NoCapacity:" (the
-  // candidate waits in its queue, a READY may follow).
-  static bool waits_in_every_queue(const SourceWorkload& workload);
   void park(SourceWorkload& workload);
   void unpark(SourceWorkload& workload);
   // Wakes the parked workloads whose time has come, at most
@@ -247,7 +235,6 @@ class SourceRole : private DueIndex::Times {
   // reservation must have expired; a no-op while one for `epoch` or a newer
   // epoch is pending there (one CANCEL per workload, epoch and target).
   void cancel_at(SourceWorkload& workload, const std::string& peer_id, uint64_t epoch);
-  static bool may_hold_something(const CandidateProgress& progress);
   // The winner of this epoch is chosen: persist it, APPROVE, cancel the rest.
   void choose_winner(SourceWorkload& workload, const std::string& target, const std::string& why);
   // readyWindow: approve the best READY so far (highest score, ties by name).
@@ -256,16 +243,6 @@ class SourceRole : private DueIndex::Times {
   // name taking all of it.
   void choose_best_ready(SourceWorkload& workload, const std::string& why,
                          bool spread_ties = false);
-  // What a READY costs in preemption, cheapest first: room held now, then
-  // the fewest victims, then the lowest priority among them.
-  struct Cost {
-    uint32_t victims = 0;
-    int32_t priority = 0;
-    auto operator<=>(const Cost&) const = default;
-  };
-  static Cost cost_of(const CandidateProgress& progress) {
-    return progress.victims == 0 ? Cost{} : Cost{progress.victims, progress.victim_priority};
-  }
   // The workload a message names, touched for the timers (null: gone).
   SourceWorkload* find_source_workload(const std::string& uid);
 
@@ -288,9 +265,6 @@ class SourceRole : private DueIndex::Times {
   // placed again, and kept from that target for kAvoidDisruptingTarget when
   // the target chose the end) or the cluster could not start it.
   void on_copy_failed(SourceWorkload& workload, protocol::CopyCondition condition);
-  // Whether `record` has used up its budget of disruptions (or, if not
-  // `disruption`, of restarts): its count is past the spec's bound.
-  static bool past_budget(const store::WorkloadRecord& record, bool disruption);
   // Ends `workload` Failed, past its budget, instead of placing it again;
   // `last` says what ended its last copy.
   void fail_past_budget(SourceWorkload& workload, bool disruption, const std::string& last);
@@ -304,7 +278,6 @@ class SourceRole : private DueIndex::Times {
   // No winner, READYs in, and no longer waiting for the first-ranked
   // target: takes the best READY and returns true.
   bool decide_after_preferred_wait(SourceWorkload& workload, TimePoint now);
-  static bool has_ready(const SourceWorkload& workload);
   // When drive_source_workload next has something to do for it: the
   // earlier of these two. The workload's own due time: everything but
   // worker-lost handling.
@@ -313,10 +286,6 @@ class SourceRole : private DueIndex::Times {
   // The remote winner whose silence the workload waits on (worker-lost
   // handling), or null.
   const std::string* watched_winner(const SourceWorkload& workload) const;
-  // Nothing for drive_source_workload to do until the workload changes
-  // (persist), a CANCEL is owed (cancel_at) or a slot is its turn
-  // (admit_waiting), each of which wakes it.
-  static bool is_quiet(const SourceWorkload& workload);
   // DueIndex::Times, by uid: the due times the index files by.
   std::optional<TimePoint> own_due(const std::string& uid, ResendBound bound) const override;
   const std::string* watched(const std::string& uid) const override;
@@ -328,10 +297,6 @@ class SourceRole : private DueIndex::Times {
   }
 
   // groups.cc and deletion.cc: groups, nominations, deletion.
-  // A multi-cluster workload's own row: it runs no rounds, its copies do.
-  static bool is_group(const SourceWorkload& workload) {
-    return workload.record.parent.empty() && workload.record.spec.placement.number_of_clusters > 1;
-  }
   // Recomputes a group's phase and reason from its copies, and persists it.
   void update_group(const std::string& group_uid);
   // Whether a copy of `record` may run at `target` (adoption checks what a

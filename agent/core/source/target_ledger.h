@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,5 +71,17 @@ class TargetLedger {
  private:
   TextMap<Target> targets_;  // by peer id
 };
+
+// The room a target advertised for a workload of `queue` in one namespace:
+// the queue's own numbers when the target lists queues, the namespace's
+// otherwise; nullopt when it lists queues but not this one.
+inline std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
+    const protocol::NamespaceCapacity& advertised, const std::string& queue) {
+  if (advertised.queues.empty()) return std::make_pair(advertised.free, advertised.largest_free_node);
+  for (const auto& q : advertised.queues) {
+    if (q.queue == queue) return std::make_pair(q.free, q.largest_free_node);
+  }
+  return std::nullopt;
+}
 
 }  // namespace shoal::core::source

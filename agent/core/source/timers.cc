@@ -175,22 +175,6 @@ bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint
   return true;
 }
 
-bool SourceRole::has_ready(const SourceWorkload& workload) {
-  return std::any_of(workload.candidates.begin(), workload.candidates.end(),
-                     [](const auto& entry) { return entry.second.state == CandidateState::kReady; });
-}
-
-bool SourceRole::is_quiet(const SourceWorkload& workload) {
-  const store::WorkloadRecord& record = workload.record;
-  if (record.deleting) return false;
-  if (is_group(workload)) return true;  // its copies do the work; a delete wakes it
-  if (!workload.cancels.empty()) return false;
-  // Finished, waiting for a slot (admit_waiting starts its round, and
-  // persist wakes it then), or parked (wake_parked or persist wakes it).
-  return model::is_finished(record.phase) || workload.waiting_ticket != 0 ||
-         workload.parked_until != TimePoint{};
-}
-
 void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& workload,
                                        TimePoint now, std::vector<std::string>& deleted) {
   store::WorkloadRecord& record = workload.record;

@@ -3,6 +3,9 @@
 // stored (a restart starts a new round from the record).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -106,5 +109,80 @@ struct SourceWorkload {
   std::string last_status_from;
   Context::EnvelopeOrder last_status_order;
 };
+
+// ---- what a workload's own state says (the role's rules over one) ----
+
+// A multi-cluster workload's own row: it runs no rounds, its copies do.
+inline bool is_group(const SourceWorkload& workload) {
+  return workload.record.parent.empty() && workload.record.spec.placement.number_of_clusters > 1;
+}
+
+// Whether a round of `record` is in flight (holds a slot of the window).
+inline bool holds_slot(const store::WorkloadRecord& record) {
+  bool group = record.parent.empty() && record.spec.placement.number_of_clusters > 1;
+  return record.phase == model::Phase::kPlacing && record.winner.empty() && !record.deleting &&
+         !group;
+}
+
+// Incremental's batch of candidates: incrementalBatch, at least one.
+inline size_t incremental_batch(const store::WorkloadRecord& record) {
+  return static_cast<size_t>(std::max(1, record.spec.placement.incremental_batch));
+}
+
+// Whether a target may hold something of this round: a NoCapacity REJECT
+// means it queued the candidate.
+inline bool may_hold_something(const CandidateProgress& progress) {
+  return progress.state != CandidateState::kRejected ||
+         progress.code == protocol::RejectCode::kNoCapacity;
+}
+
+// Every target of this round was asked and answered "NoCapacity:" (the
+// candidate waits in its queue, a READY may follow).
+inline bool waits_in_every_queue(const SourceWorkload& workload) {
+  if (workload.candidates.empty() || !workload.untried.empty() || !workload.unasked.empty()) {
+    return false;
+  }
+  return std::all_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
+    return entry.second.state == CandidateState::kRejected &&
+           entry.second.code == protocol::RejectCode::kNoCapacity;
+  });
+}
+
+inline bool has_ready(const SourceWorkload& workload) {
+  return std::any_of(workload.candidates.begin(), workload.candidates.end(),
+                     [](const auto& entry) { return entry.second.state == CandidateState::kReady; });
+}
+
+// What a READY costs in preemption, cheapest first: room held now, then
+// the fewest victims, then the lowest priority among them.
+struct Cost {
+  uint32_t victims = 0;
+  int32_t priority = 0;
+  auto operator<=>(const Cost&) const = default;
+};
+inline Cost cost_of(const CandidateProgress& progress) {
+  return progress.victims == 0 ? Cost{} : Cost{progress.victims, progress.victim_priority};
+}
+
+// Whether `record` has used up its budget of disruptions (or, if not
+// `disruption`, of restarts): its count is past the spec's bound.
+inline bool past_budget(const store::WorkloadRecord& record, bool disruption) {
+  int32_t budget = disruption ? record.spec.max_disruptions : record.spec.max_restarts;
+  return budget >= 0 && (disruption ? record.disruptions : record.restarts) > budget;
+}
+
+// Nothing for the timers to do until the workload changes (persist), a
+// CANCEL is owed (cancel_at) or a slot is its turn (admit_waiting), each
+// of which wakes it.
+inline bool is_quiet(const SourceWorkload& workload) {
+  const store::WorkloadRecord& record = workload.record;
+  if (record.deleting) return false;
+  if (is_group(workload)) return true;  // its copies do the work; a delete wakes it
+  if (!workload.cancels.empty()) return false;
+  // Finished, waiting for a slot (admit_waiting starts its round, and
+  // persist wakes it then), or parked (wake_parked or persist wakes it).
+  return model::is_finished(record.phase) || workload.waiting_ticket != 0 ||
+         workload.parked_until != TimePoint{};
+}
 
 }  // namespace shoal::core::source

@@ -288,7 +288,7 @@ bool TargetRole::tick(TimePoint now, std::optional<TimePoint> previous_pass) {
   fail_launches();
   apply_cluster_events();
   enforce_leases();
-  plan_lease_ends(now);
+  lease_plan_.plan(now);
   give_up_unstarted();
   expire_reservations();
   // Freed room goes to queued candidates first, before it is advertised.
@@ -362,15 +362,8 @@ void TargetRole::fail_launches() {
 TimePoint TargetRole::next_deadline() const {
   if (!failed_launches_.empty() || capacity_changed_ || !asked_.empty()) return TimePoint::min();
   return std::min({next_reservation_expiry_, next_status_retry_, next_queue_expiry_,
-                   last_gc_ + config_.gc_interval, cluster_.next_event_at(), next_lease_end_,
+                   last_gc_ + config_.gc_interval, cluster_.next_event_at(), lease_plan_.next_end(),
                    next_start_deadline_});
-}
-
-bool TargetRole::runs_work_of(const std::string& source) const {
-  return table_.any_of(source, [](const store::ReservationRecord& record) {
-    return record.phase == store::ReservationPhase::kBound ||
-           record.phase == store::ReservationPhase::kRunning;
-  });
 }
 
 bool TargetRole::holds_work_of(const std::string& source) const {
@@ -429,12 +422,7 @@ std::string TargetRole::broken_invariant() const {
       return "a queue entry expires before next_queue_expiry_";
     }
   }
-  for (const auto& [id, peer] : peers_.all()) {
-    std::optional<TimePoint> ends = peers_.lease_end_of(id, peer);
-    if (ends && *ends < next_lease_end_ && runs_work_of(id)) {
-      return "a lease of a source with work here ends before next_lease_end_";
-    }
-  }
+  if (std::string broken = lease_plan_.broken_invariant(); !broken.empty()) return broken;
   // Every step ends with what it asked served (Router::drain_local).
   return asked_.empty() ? "" : "a step ended with asks unserved";
 }

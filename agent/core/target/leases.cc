@@ -21,7 +21,7 @@ void TargetRole::on_digest(const std::string& from, const protocol::Digest& mess
     peers_.set_lease(from, 0, 0);  // the source runs without fencing
   } else {
     peers_.set_lease(from, lease_ms, source->lease_until_ms);
-    renew_lease(from);  // and note_lease
+    renew_lease(from);  // and its end planned
   }
   // Garbage collection: a finished copy whose last status the source has
   // acknowledged, and which the source no longer counts as held here, is
@@ -101,32 +101,14 @@ void TargetRole::renew_lease(const std::string& source_id, int64_t sent_at) {
   }
   peers_.set_lease(source_id, source->lease_ms,
                    std::max(source->lease_until_ms, sent_at + source->lease_ms));
-  note_lease(source_id);
-}
-
-void TargetRole::note_lease(const std::string& source_id) {
-  if (std::optional<TimePoint> ends = peers_.lease_end_of(source_id)) {
-    next_lease_end_ = std::min(next_lease_end_, *ends);
-  }
-}
-
-void TargetRole::plan_lease_ends(TimePoint now) {
-  next_lease_end_ = TimePoint::max();
-  for (const PeerTable::Lease& lease : peers_.leases()) {
-    TimePoint ends = from_millis(lease.until_ms);
-    if (ends >= next_lease_end_) continue;
-    // An ended lease matters only while the source still runs work here
-    // (enforce_leases stops bound and running copies, nothing else).
-    if (ends <= now && !runs_work_of(lease.row->first)) continue;
-    next_lease_end_ = ends;
-  }
+  lease_plan_.note(source_id);
 }
 
 void TargetRole::enforce_leases() {
   TimePoint now = clock_.now();
-  // No lease of a source with work here ends before next_lease_end_
-  // (broken_invariant checks it), so until then there is nothing to stop.
-  if (now < next_lease_end_) return;
+  // No lease of a source with work here ends before the plan's next end
+  // (LeasePlan::broken_invariant), so until then there is nothing to stop.
+  if (now < lease_plan_.next_end()) return;
   // Leases are per source, and sources are few: find the lapsed ones, then
   // visit only their reservations (the table is ordered by source).
   for (const auto& [source_id, peer] : peers_.all()) {

@@ -8,7 +8,7 @@ namespace shoal::core::target {
 bool TargetRole::withdraw(const ReservationKey& key, uint64_t epoch, bool stop_bound) {
   auto queued = queued_.find(key);
   if (queued != queued_.end() && queued->second.epoch <= epoch) unqueue(queued);
-  if (stop_bound && clock_.now() >= next_lease_end_) {
+  if (stop_bound && clock_.now() >= lease_plan_.next_end()) {
     // What still ran when its source's lease lapsed stopped then, the
     // moment the source relies on: fenced as of the lapse first (as a
     // renewal does, renew_lease), not stopped as of now. A target waking

@@ -7,15 +7,16 @@
 //
 // Parts that own their state: ReservationTable (the reservations, and what
 // each source holds here), RoutingCounts (what weighted routing reads,
-// kept as work binds, ends and queues) and Advertiser (what each source is
-// told of our room, and when).
+// kept as work binds, ends and queues), Advertiser (what each source is
+// told of our room, and when) and LeasePlan (the earliest lease end that
+// may need a copy fenced).
 //
 // Files, all in this folder: role.cc (admission, the queue, binding),
 // preemption.cc (priorities, an invitation's ceiling and whom it may
 // preempt, offers and their APPROVE), release.cc (CANCEL, DELETE, expiry,
 // a hosted copy stopped), copies.cc (the life of a bound copy, its
 // reports, expiry, restore, the timers), leases.cc (digests, leases and
-// fencing, start timeouts, logs).
+// fencing, start timeouts, logs); each part in its own files.
 //
 // Launches are effects: a copy bound in a step is started on the cluster
 // only after the batch that made it Bound commits (launch_bound), so no
@@ -38,6 +39,7 @@
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
 #include "agent/core/target/advertiser.h"
+#include "agent/core/target/lease_plan.h"
 #include "agent/core/target/reservation_table.h"
 #include "agent/core/target/routing_counts.h"
 
@@ -241,17 +243,11 @@ class TargetRole {
   void fail_launches();
   void expire_reservations();
   void retry_status_reports();
-  // Whether `source` has a bound or running copy here.
-  bool runs_work_of(const std::string& source) const;
   // Extends `source_id`'s lease to the current message's sent_at + lease.
   void renew_lease(const std::string& source_id);
   void renew_lease(const std::string& source_id, int64_t sent_at_ms);
   // Stops every bound or running copy of sources whose lease ran out.
   void enforce_leases();
-  // Plans next_lease_end_ afresh (after enforce_leases, in the tick).
-  void plan_lease_ends(TimePoint now);
-  // `source_id`'s lease was set or renewed: its end joins the plan.
-  void note_lease(const std::string& source_id);
   // Stops the copy `key` still runs as of `lease_end`, its source's lease having lapsed.
   void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
   // When a bound copy that has not started is given up (spec.startTimeout
@@ -298,13 +294,8 @@ class TargetRole {
   TimePoint next_status_retry_{};
   TimePoint next_queue_expiry_ = TimePoint::max();
   TimePoint next_start_deadline_ = TimePoint::max();  // no bound copy's start deadline is earlier
-  // The earliest lease end enforce_leases may have to act on, planned by
-  // the tick rather than walked after every step: every future lease end
-  // (a source with no work here costs one early tick when its lease ends),
-  // and an ended one while its source still runs work here. Between ticks a
-  // lease moves only by set_lease (note_lease), and only later unless it is
-  // new or revived, which note_lease brings in.
-  TimePoint next_lease_end_ = TimePoint::min();
+  // When enforce_leases may have something to fence.
+  LeasePlan lease_plan_{peers_, table_};
   TimePoint last_gc_{};
   bool capacity_changed_ = false;  // room freed (or the invitations changed): tick now
   // Room taken by a reservation, or the routing counts moved (counts_):
