@@ -1,4 +1,6 @@
 // shoalctl identity, status and backup: the agent itself.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -105,6 +107,15 @@ void add_agent_commands(CommandTree& tree, Options& options, Runners& runners) {
                 "copy in place of <data>/state.db)");
   backup->add_option("FILE", *file, "A new file to write (never overwritten)")->required();
   runners.push_back({backup, [&options, file] { return cmd_backup(options, *file); }});
+}
+
+bool confirmed(const std::string& question) {
+  std::cerr << question << " [y/N] " << std::flush;
+  std::string answer;
+  if (!std::getline(std::cin, answer)) return false;
+  std::transform(answer.begin(), answer.end(), answer.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return answer == "y" || answer == "yes";
 }
 
 int fail(const Status& status) {

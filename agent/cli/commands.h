@@ -61,6 +61,9 @@ void add_quota_commands(CommandTree& tree, Options& options, Runners& runners);
 // Prints "shoalctl: <message>" and returns the exit code for its kind: 2
 // for bad input (InvalidArgument, AlreadyExists, NotFound), else 1.
 int fail(const Status& status);
+// Asks `question` on stderr and reads the answer from stdin: true only for
+// "y" or "yes" (any case); an end of input is a no.
+bool confirmed(const std::string& question);
 // An RFC 3339 time's age, as kubectl prints it ("?" if unreadable).
 std::string age_since(const std::string& rfc3339);
 // A JSON list of strings joined; "-" when empty.

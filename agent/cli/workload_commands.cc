@@ -79,13 +79,33 @@ int cmd_patch_workload(const Options& o, const PatchArguments& a) {
   return 0;
 }
 
-int cmd_delete_workload(const Options& o, const std::string& target, const std::string& from) {
-  auto workload = workload_name(target);
+struct DeleteArguments {
+  std::string target, from;
+  bool force = false;
+  bool yes = false;
+};
+
+int cmd_delete_workload(const Options& o, const DeleteArguments& a) {
+  auto workload = workload_name(a.target);
   if (!workload.is_ok()) return fail(workload.status());
-  auto reply = call(o.data_dir, control::DeleteWorkloadRequest{
-                                    .namespace_name = workload->namespace_name, .name = workload->name, .from = from});
+  if (a.force && !a.from.empty()) return fail(invalid_argument("--force: not with --from"));
+  if (a.force && !a.yes &&
+      !confirmed("delete " + a.target +
+                 " by force? It is forgotten without waiting for its clusters to confirm its "
+                 "copies stopped; a copy at a cluster that is only unreachable stops when the "
+                 "lease there lapses")) {
+    std::cerr << "shoalctl: not deleted (confirm with y, or pass --yes)\n";
+    return 1;
+  }
+  auto reply = call(o.data_dir, control::DeleteWorkloadRequest{.namespace_name = workload->namespace_name,
+                                                              .name = workload->name,
+                                                              .from = a.from,
+                                                              .force = a.force});
   if (!reply.is_ok()) return fail(reply.status());
-  if ((*reply).value("hosted", false)) {
+  const std::string& target = a.target;
+  if ((*reply).value("forced", false)) {
+    std::cout << "workload " << target << " deleted by force (its events say which clusters never confirmed)\n";
+  } else if ((*reply).value("hosted", false)) {
     std::cout << "workload " << target << " stopped here; its source sees it Failed (DeletedAtTarget)\n";
   } else {
     std::cout << "workload " << target << " deleting (its copies are stopped, then it is forgotten)\n";
@@ -242,10 +262,7 @@ void add_workload_commands(CommandTree& tree, Options& options, Runners& runners
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   runners.push_back({logs, [&options, logs_arguments] { return cmd_logs(options, *logs_arguments); }});
 
-  struct Delete {
-    std::string target, from;
-  };
-  auto remove = std::make_shared<Delete>();
+  auto remove = std::make_shared<DeleteArguments>();
   auto* delete_workload = tree.remove->add_subcommand(
       "workload",
       "Stop a workload submitted here wherever it runs, then forget it; or, for a workload "
@@ -253,9 +270,11 @@ void add_workload_commands(CommandTree& tree, Options& options, Runners& runners
   delete_workload->add_option("NS/NAME", remove->target, "namespace/name")->required();
   delete_workload->add_option("--from", remove->from,
                               "the source cluster of a copy run here (when several use the name)");
-  runners.push_back({delete_workload, [&options, remove] {
-                       return cmd_delete_workload(options, remove->target, remove->from);
-                     }});
+  delete_workload->add_flag("--force", remove->force,
+                            "Forget it at once, without waiting for its clusters to confirm its "
+                            "copies stopped (for a cluster gone for good; asks first)");
+  delete_workload->add_flag("--yes", remove->yes, "With --force: do not ask");
+  runners.push_back({delete_workload, [&options, remove] { return cmd_delete_workload(options, *remove); }});
 
   struct Nominate {
     std::string target;

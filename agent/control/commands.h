@@ -212,10 +212,14 @@ struct DeleteWorkloadRequest {
   static constexpr Command kCommand = Command::kDeleteWorkload;
   std::string namespace_name{}, name{};
   std::string from{};  // a source's cluster: stop the copy run here for it
+  // Forget it at once, without waiting for its clusters to confirm
+  // (Operations::force_delete_workload); not with `from`.
+  bool force = false;
   void fields(FieldVisitor& f) {
     f.text("namespace", namespace_name);
     f.text("name", name);
     f.optional_text("from", from);
+    f.flag("force", force);
   }
 };
 struct LogsRequest {

@@ -265,6 +265,11 @@ Status Router::delete_workload(const std::string& namespace_name, const std::str
   return end_control();
 }
 
+Status Router::force_delete_workload(const std::string& namespace_name, const std::string& name) {
+  SHOAL_RETURN_IF_ERROR(source_.force_delete(namespace_name, name));
+  return end_control();
+}
+
 Status Router::set_priority(const std::string& namespace_name, const std::string& name,
                             int32_t priority) {
   SHOAL_RETURN_IF_ERROR(source_.set_priority(namespace_name, name, priority));

@@ -73,6 +73,13 @@ class Operations {
   // (its events stay). Until every copy is confirmed stopped the workload
   // shows reason "Deleting"; the name is free again afterwards.
   virtual Status delete_workload(const std::string& namespace_name, const std::string& name) = 0;
+  // The same without waiting for the clusters to confirm (`shoalctl delete
+  // workload --force`, for a cluster gone for good): the workload is
+  // forgotten at once and its name is free. A copy at a cluster that is
+  // only unreachable stops when our lease there lapses, or on the DELETE
+  // that answers its next HOLDINGS (SourceRole::force_delete).
+  virtual Status force_delete_workload(const std::string& namespace_name,
+                                       const std::string& name) = 0;
   // `shoalctl patch workload --priority` (SourceRole::set_priority).
   virtual Status set_priority(const std::string& namespace_name, const std::string& name,
                               int32_t priority) = 0;

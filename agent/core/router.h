@@ -82,6 +82,8 @@ class Router final : public Agent, public Operations {
   std::vector<QuotaView> quotas() const override;
   Result<std::vector<std::string>> submit(const std::vector<model::WorkloadSpec>& specs) override;
   Status delete_workload(const std::string& namespace_name, const std::string& name) override;
+  Status force_delete_workload(const std::string& namespace_name,
+                               const std::string& name) override;
   Status set_priority(const std::string& namespace_name, const std::string& name,
                       int32_t priority) override;
   Status nominate(const std::string& namespace_name, const std::string& name,

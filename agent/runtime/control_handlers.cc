@@ -157,6 +157,13 @@ json live_clusters(core::Operations& agent, const GetClustersRequest& request) {
 // Our own workload unless `from` names a source: then (or when we have no
 // such workload) the operator stops a copy this cluster runs for a peer.
 Result<json> delete_workload(core::Operations& agent, const DeleteWorkloadRequest& request) {
+  if (request.force) {
+    if (!request.from.empty()) {
+      return invalid_argument("force: only for a workload submitted here, not with from");
+    }
+    SHOAL_RETURN_IF_ERROR(agent.force_delete_workload(request.namespace_name, request.name));
+    return json{{"ok", true}, {"hosted", false}, {"forced", true}};
+  }
   if (request.from.empty() && agent.find_workload(request.namespace_name, request.name)) {
     SHOAL_RETURN_IF_ERROR(agent.delete_workload(request.namespace_name, request.name));
     return json{{"ok", true}, {"hosted", false}};

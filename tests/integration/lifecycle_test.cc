@@ -354,6 +354,46 @@ TEST_F(ConnectionLoss, APeerThatGoesUnreachableAndComesBackIsActiveAndItsCopyRun
   EXPECT_FALSE(has_event("job", "worker lost"));
 }
 
+// A target killed for good holds a delete hostage: the workload stays
+// Deleting. `delete --force` (after confirming) ends it at once and frees
+// the name; the dead target cannot run the copy, and an unreachable one
+// would stop it when the lease lapsed.
+TEST_F(ConnectionLoss, ForcedDeleteEndsAWorkloadWhoseTargetIsGoneForGood) {
+  submit("job", "duration: 10m, placement: {clusters: [east]}");
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Running", "east"); }, 20s));
+  east_.kill_hard();
+  ASSERT_TRUE(wait_until([&] { return peer_state("east") == "Unreachable"; }, 10s));
+  ASSERT_EQ(source_.ctl({"delete", "workload", "default/job"}).exit_code, 0);
+  ASSERT_EQ(describe("job")["status"]["reason"], "Deleting");
+
+  // Asked first: with nothing on stdin to say yes, nothing is deleted.
+  CommandResult unconfirmed = source_.ctl({"delete", "workload", "default/job", "--force"});
+  EXPECT_EQ(unconfirmed.exit_code, 1);
+  EXPECT_NE(unconfirmed.err.find("by force?"), std::string::npos) << unconfirmed.err;
+  EXPECT_NE(unconfirmed.err.find("not deleted"), std::string::npos) << unconfirmed.err;
+  ASSERT_FALSE(describe("job").is_null());
+  CommandResult with_from =
+      source_.ctl({"delete", "workload", "default/job", "--force", "--yes", "--from", "x"});
+  EXPECT_EQ(with_from.exit_code, 2);
+  EXPECT_NE(with_from.err.find("--force: not with --from"), std::string::npos) << with_from.err;
+
+  // Answered yes on stdin, as a script would.
+  CommandResult forced = run_command(
+      {"/bin/sh", "-c",
+       "echo y | '" + bin_path("shoalctl") + "' --data '" + source_.data_dir() +
+           "' delete workload default/job --force"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(forced.out.find("deleted by force"), std::string::npos) << forced.out;
+  CommandResult gone = source_.ctl({"describe", "workload", "default/job"});
+  EXPECT_EQ(gone.exit_code, 2) << "forgotten at once, not after east answers";
+  CommandResult again = source_.ctl({"delete", "workload", "default/job", "--force", "--yes"});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("not found"), std::string::npos) << again.err;
+  submit("job", "duration: 1s");
+  EXPECT_TRUE(wait_until([&] { return status_is("job", "Succeeded", "west"); }, 30s))
+      << describe("job").dump(2);
+}
+
 // A source restarted while its winner is silent counts workerLostTimeout
 // from its own start: it cannot know how long the winner was silent while
 // it was down, and giving up early could run the work twice.

@@ -38,6 +38,34 @@ Status SourceRole::delete_workload(const std::string& namespace_name, const std:
   return context_.store_health();
 }
 
+Status SourceRole::force_delete(const std::string& namespace_name, const std::string& name) {
+  SourceWorkload* named = book_.find_named(namespace_name + "/" + name);
+  if (!named) return not_found("workload " + namespace_name + "/" + name + " not found");
+  const std::string uid = named->record.uid;
+  SHOAL_RETURN_IF_ERROR(delete_workload(namespace_name, name));
+  SourceWorkload* left = book_.find(uid);
+  if (!left) return context_.store_health();  // every copy was confirmed stopped already
+  bool group = is_group(*left);
+  std::vector<std::string> uids = group ? book_.copy_uids(uid) : std::vector<std::string>{uid};
+  for (const std::string& copy_uid : uids) {
+    SourceWorkload& one = *book_.find(copy_uid);
+    std::string unconfirmed;
+    for (const auto& [peer_id, pending] : one.deletes) {
+      unconfirmed += (unconfirmed.empty() ? "" : ", ") + cluster_name_of(peer_id);
+    }
+    record_event(copy_uid, "deleted by force" +
+                               (unconfirmed.empty() ? std::string()
+                                                    : ", unconfirmed by " + unconfirmed +
+                                                          ": a copy there stops when our lease "
+                                                          "there lapses, or on the DELETE that "
+                                                          "answers its next HOLDINGS"));
+    one.deletes.clear();
+    forget_workload(copy_uid);
+  }
+  if (group) forget_workload(uid);  // its copies gone
+  return context_.store_health();
+}
+
 void SourceRole::begin_delete(SourceWorkload& workload) {
   const store::WorkloadRecord& record = workload.record;
   TimePoint now = clock_.now();

@@ -61,6 +61,12 @@ class SourceRole : private DueIndex::Times {
   // Control requests (see Agent).
   Result<std::vector<std::string>> submit(const std::vector<model::WorkloadSpec>& specs);
   Status delete_workload(const std::string& namespace_name, const std::string& name);
+  // A delete that does not wait for the targets to confirm: DELETEs go
+  // out as for delete_workload, then the workload is forgotten at once.
+  // A copy at a target that never answers cannot run on unseen: the target
+  // fences it when our lease there lapses, and one that answers again
+  // reports it in HOLDINGS, which a DELETE answers (on_holdings).
+  Status force_delete(const std::string& namespace_name, const std::string& name);
   Status nominate(const std::string& namespace_name, const std::string& name,
                   const std::vector<std::string>& clusters);
   // A pending or placed workload's new priority: its place among ours

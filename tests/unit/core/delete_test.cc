@@ -60,6 +60,95 @@ TEST(DeleteTest, UnreachableTargetKeepsTheWorkloadDeletingUntilItConfirms) {
   EXPECT_EQ(free_cpu(target), 32000);
 }
 
+// `delete workload --force`, for a cluster gone for good: the workload is
+// forgotten at once and its name is free; its copy there cannot run on
+// unseen, since the target fences it when the lease lapses.
+TEST(DeleteTest, ForcedDeleteForgetsAtOnceAndTheSilentTargetFencesTheCopy) {
+  World world;
+  Node& source = world.add("source", 1, 500);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  Operations& ops = source.agent->operations();
+  ASSERT_TRUE(ops.submit({workload("job", 4000, 3600s)}).is_ok());
+  world.run_for(2s);
+  ASSERT_EQ(ops.find_workload("default", "job")->phase, model::Phase::kRunning);
+  std::string uid = ops.find_workload("default", "job")->uid;
+  auto cut = [&](const Wire& w) { return w.to != target.id && w.from != target.id; };
+  ASSERT_TRUE(ops.delete_workload("default", "job").is_ok());
+  world.run_for(10s, 250ms, cut);
+  ASSERT_EQ(ops.find_workload("default", "job")->reason, "Deleting");
+
+  ASSERT_TRUE(ops.force_delete_workload("default", "job").is_ok());
+  EXPECT_FALSE(ops.find_workload("default", "job").has_value());
+  auto events = ops.events(uid);
+  ASSERT_TRUE(events.is_ok());
+  bool told = false;
+  for (const auto& event : *events) {
+    told |= event.text.find("deleted by force, unconfirmed by target") != std::string::npos;
+  }
+  EXPECT_TRUE(told) << "the events name the cluster that never confirmed";
+  EXPECT_EQ(ops.force_delete_workload("default", "job").code(), ErrorCode::kNotFound);
+  // The copy still runs at the unreachable target until its lease lapses.
+  EXPECT_EQ(free_cpu(target), 28000);
+  world.run_for(150s, 250ms, cut);  // past the 2 min lease, still cut off
+  EXPECT_EQ(free_cpu(target), 32000) << "fenced when the source's lease lapsed";
+  world.run_for(5s);
+  EXPECT_TRUE(ops.submit({workload("job", 1000, 1s)}).is_ok()) << "the name is free";
+}
+
+// A target that was only unreachable reports the copy in HOLDINGS when it
+// answers again, before its lease lapses: a DELETE stops it.
+TEST(DeleteTest, ForcedDeleteStopsTheCopyOfATargetThatAnswersAgain) {
+  World world;
+  Node& source = world.add("source", 1, 500);
+  Node& target = world.add("target");
+  world.invite(target, source);
+  world.run_for(3s);
+  Operations& ops = source.agent->operations();
+  ASSERT_TRUE(ops.submit({workload("job", 4000, 3600s)}).is_ok());
+  world.run_for(2s);
+  std::string uid = ops.find_workload("default", "job")->uid;
+  auto cut = [&](const Wire& w) { return w.to != target.id && w.from != target.id; };
+  world.run_for(5s, 250ms, cut);
+  ASSERT_TRUE(ops.force_delete_workload("default", "job").is_ok());
+  EXPECT_FALSE(ops.find_workload("default", "job").has_value());
+  world.run_for(10s, 250ms, cut);
+  EXPECT_EQ(free_cpu(target), 28000) << "within its lease, the copy still runs";
+  world.run_for(75s);  // a DIGEST pass, its HOLDINGS and our DELETE
+  EXPECT_EQ(free_cpu(target), 32000);
+  for (const auto& reservation : target.agent->operations().reservations()) {
+    EXPECT_FALSE(reservation.uid == uid && store::holds_resources(reservation.phase))
+        << "the forgotten workload's copy still holds room";
+  }
+}
+
+TEST(DeleteTest, ForcedDeleteOfAGroupForgetsItAndEveryCopyAtOnce) {
+  World world;
+  Node& source = world.add("source", 1, 500);
+  Node& east = world.add("east");
+  Node& west = world.add("west");
+  world.invite(east, source);
+  world.invite(west, source);
+  world.run_for(3s);
+  Operations& ops = source.agent->operations();
+  model::WorkloadSpec pair = workload("pair", 2000, 3600s);
+  pair.placement.number_of_clusters = 2;
+  ASSERT_TRUE(ops.submit({pair}).is_ok());
+  world.run_for(3s);
+  ASSERT_EQ(ops.find_workload("default", "pair")->phase, model::Phase::kRunning);
+  std::string uid = ops.find_workload("default", "pair")->uid;
+  ASSERT_EQ(ops.copies_of(uid).size(), 2u);
+  auto cut = [&](const Wire& w) { return w.to != east.id && w.from != east.id; };
+  ASSERT_TRUE(ops.delete_workload("default", "pair").is_ok());
+  world.run_for(5s, 250ms, cut);
+  ASSERT_TRUE(ops.find_workload("default", "pair").has_value()) << "east holds the delete";
+  ASSERT_TRUE(ops.force_delete_workload("default", "pair").is_ok());
+  EXPECT_FALSE(ops.find_workload("default", "pair").has_value());
+  EXPECT_TRUE(ops.copies_of(uid).empty());
+  EXPECT_EQ(ops.workload_counts().total, 0u);
+}
+
 TEST(DeleteTest, PendingWorkloadQueuedAtATargetIsWithdrawnThere) {
   World world;
   Node& source = world.add("source", 1, 500);
