@@ -63,18 +63,31 @@ TEST(DeleteTest, UnreachableTargetKeepsTheWorkloadDeletingUntilItConfirms) {
 // `delete workload --force`, for a cluster gone for good: the workload is
 // forgotten at once and its name is free; its copy there cannot run on
 // unseen, since the target fences it when the lease lapses.
-TEST(DeleteTest, ForcedDeleteForgetsAtOnceAndTheSilentTargetFencesTheCopy) {
+// A source with an hour-long job of 4 cpu running at its one target.
+struct RemoteJob {
   World world;
   Node& source = world.add("source", 1, 500);
   Node& target = world.add("target");
-  world.invite(target, source);
-  world.run_for(3s);
   Operations& ops = source.agent->operations();
-  ASSERT_TRUE(ops.submit({workload("job", 4000, 3600s)}).is_ok());
-  world.run_for(2s);
-  ASSERT_EQ(ops.find_workload("default", "job")->phase, model::Phase::kRunning);
-  std::string uid = ops.find_workload("default", "job")->uid;
-  auto cut = [&](const Wire& w) { return w.to != target.id && w.from != target.id; };
+  std::string uid;
+  // Keeps every message to or from the target from arriving.
+  std::function<bool(const Wire&)> cut = [this](const Wire& w) {
+    return w.to != target.id && w.from != target.id;
+  };
+
+  RemoteJob() {
+    world.invite(target, source);
+    world.run_for(3s);
+    EXPECT_TRUE(ops.submit({workload("job", 4000, 3600s)}).is_ok());
+    world.run_for(2s);
+    EXPECT_EQ(ops.find_workload("default", "job")->phase, model::Phase::kRunning);
+    uid = ops.find_workload("default", "job")->uid;
+  }
+};
+
+TEST(DeleteTest, ForcedDeleteForgetsAtOnceAndTheSilentTargetFencesTheCopy) {
+  RemoteJob job;
+  auto& [world, source, target, ops, uid, cut] = job;
   ASSERT_TRUE(ops.delete_workload("default", "job").is_ok());
   world.run_for(10s, 250ms, cut);
   ASSERT_EQ(ops.find_workload("default", "job")->reason, "Deleting");
@@ -100,16 +113,8 @@ TEST(DeleteTest, ForcedDeleteForgetsAtOnceAndTheSilentTargetFencesTheCopy) {
 // A target that was only unreachable reports the copy in HOLDINGS when it
 // answers again, before its lease lapses: a DELETE stops it.
 TEST(DeleteTest, ForcedDeleteStopsTheCopyOfATargetThatAnswersAgain) {
-  World world;
-  Node& source = world.add("source", 1, 500);
-  Node& target = world.add("target");
-  world.invite(target, source);
-  world.run_for(3s);
-  Operations& ops = source.agent->operations();
-  ASSERT_TRUE(ops.submit({workload("job", 4000, 3600s)}).is_ok());
-  world.run_for(2s);
-  std::string uid = ops.find_workload("default", "job")->uid;
-  auto cut = [&](const Wire& w) { return w.to != target.id && w.from != target.id; };
+  RemoteJob job;
+  auto& [world, source, target, ops, uid, cut] = job;
   world.run_for(5s, 250ms, cut);
   ASSERT_TRUE(ops.force_delete_workload("default", "job").is_ok());
   EXPECT_FALSE(ops.find_workload("default", "job").has_value());
