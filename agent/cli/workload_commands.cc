@@ -97,14 +97,16 @@ int cmd_delete_workload(const Options& o, const DeleteArguments& a) {
     std::cerr << "shoalctl: not deleted (confirm with y, or pass --yes)\n";
     return 1;
   }
-  auto reply = call(o.data_dir, control::DeleteWorkloadRequest{.namespace_name = workload->namespace_name,
-                                                              .name = workload->name,
-                                                              .from = a.from,
-                                                              .force = a.force});
+  auto reply =
+      call(o.data_dir, control::DeleteWorkloadRequest{.namespace_name = workload->namespace_name,
+                                                      .name = workload->name,
+                                                      .from = a.from,
+                                                      .force = a.force});
   if (!reply.is_ok()) return fail(reply.status());
   const std::string& target = a.target;
   if ((*reply).value("forced", false)) {
-    std::cout << "workload " << target << " deleted by force (its events say which clusters never confirmed)\n";
+    std::cout << "workload " << target
+              << " deleted by force (its events say which clusters never confirmed)\n";
   } else if ((*reply).value("hosted", false)) {
     std::cout << "workload " << target << " stopped here; its source sees it Failed (DeletedAtTarget)\n";
   } else {
@@ -274,7 +276,8 @@ void add_workload_commands(CommandTree& tree, Options& options, Runners& runners
                             "Forget it at once, without waiting for its clusters to confirm its "
                             "copies stopped (for a cluster gone for good; asks first)");
   delete_workload->add_flag("--yes", remove->yes, "With --force: do not ask");
-  runners.push_back({delete_workload, [&options, remove] { return cmd_delete_workload(options, *remove); }});
+  runners.push_back(
+      {delete_workload, [&options, remove] { return cmd_delete_workload(options, *remove); }});
 
   struct Nominate {
     std::string target;

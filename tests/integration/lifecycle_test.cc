@@ -378,10 +378,10 @@ TEST_F(ConnectionLoss, ForcedDeleteEndsAWorkloadWhoseTargetIsGoneForGood) {
   EXPECT_NE(with_from.err.find("--force: not with --from"), std::string::npos) << with_from.err;
 
   // Answered yes on stdin, as a script would.
-  CommandResult forced = run_command(
-      {"/bin/sh", "-c",
-       "echo y | '" + bin_path("shoalctl") + "' --data '" + source_.data_dir() +
-           "' delete workload default/job --force"});
+  CommandResult forced =
+      run_command({"/bin/sh", "-c",
+                   "echo y | '" + bin_path("shoalctl") + "' --data '" + source_.data_dir() +
+                       "' delete workload default/job --force"});
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_NE(forced.out.find("deleted by force"), std::string::npos) << forced.out;
   CommandResult gone = source_.ctl({"describe", "workload", "default/job"});

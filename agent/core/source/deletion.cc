@@ -53,12 +53,13 @@ Status SourceRole::force_delete(const std::string& namespace_name, const std::st
     for (const auto& [peer_id, pending] : one.deletes) {
       unconfirmed += (unconfirmed.empty() ? "" : ", ") + cluster_name_of(peer_id);
     }
-    record_event(copy_uid, "deleted by force" +
-                               (unconfirmed.empty() ? std::string()
-                                                    : ", unconfirmed by " + unconfirmed +
-                                                          ": a copy there stops when our lease "
-                                                          "there lapses, or on the DELETE that "
-                                                          "answers its next HOLDINGS"));
+    std::string text = "deleted by force";
+    if (!unconfirmed.empty()) {
+      text += ", unconfirmed by " + unconfirmed +
+              ": a copy there stops when our lease there lapses, or on the DELETE that answers "
+              "its next HOLDINGS";
+    }
+    record_event(copy_uid, text);
     one.deletes.clear();
     forget_workload(copy_uid);
   }

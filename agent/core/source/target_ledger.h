@@ -77,7 +77,9 @@ class TargetLedger {
 // otherwise; nullopt when it lists queues but not this one.
 inline std::optional<std::pair<model::Resources, model::Resources>> advertised_room(
     const protocol::NamespaceCapacity& advertised, const std::string& queue) {
-  if (advertised.queues.empty()) return std::make_pair(advertised.free, advertised.largest_free_node);
+  if (advertised.queues.empty()) {
+    return std::make_pair(advertised.free, advertised.largest_free_node);
+  }
   for (const auto& q : advertised.queues) {
     if (q.queue == queue) return std::make_pair(q.free, q.largest_free_node);
   }

@@ -149,8 +149,9 @@ inline bool waits_in_every_queue(const SourceWorkload& workload) {
 }
 
 inline bool has_ready(const SourceWorkload& workload) {
-  return std::any_of(workload.candidates.begin(), workload.candidates.end(),
-                     [](const auto& entry) { return entry.second.state == CandidateState::kReady; });
+  return std::any_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
+    return entry.second.state == CandidateState::kReady;
+  });
 }
 
 // What a READY costs in preemption, cheapest first: room held now, then

@@ -23,8 +23,7 @@ namespace shoal::core::target {
 class LeasePlan {
  public:
   // Reads the leases in `peers` and the copies in `table`.
-  LeasePlan(const PeerTable& peers, const ReservationTable& table)
-      : peers_(peers), table_(table) {}
+  LeasePlan(const PeerTable& peers, const ReservationTable& table) : peers_(peers), table_(table) {}
 
   // Whether `source` has a bound or running copy here: what fencing stops.
   bool runs_work_of(const std::string& source) const;
