@@ -6,7 +6,7 @@
 // A target silent for worker_lost_timeout is lost; we stop renewing its
 // lease lease + max_clock_skew before that, so by the time its copies are
 // placed again its lease has certainly ended and it has stopped them. The
-// DIGEST plan (next_digest_due) is a lower bound of every issuer's next
+// DIGEST plan (next_due) is a lower bound of every issuer's next
 // DIGEST, so the tick may come early, never late: between passes a DIGEST
 // comes due earlier only by a greeting, by hearing again from a target too
 // long silent to renew, or by a new issuer, and each of those calls

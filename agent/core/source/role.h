@@ -58,7 +58,7 @@ class SourceRole : private DueIndex::Times {
   // epoch, a persisted winner is approved again, interrupted deletes go on.
   void load(std::vector<store::WorkloadRecord> records);
 
-  // Control requests (see Agent).
+  // Operators' requests (see Operations).
   Result<std::vector<std::string>> submit(const std::vector<model::WorkloadSpec>& specs);
   Status delete_workload(const std::string& namespace_name, const std::string& name);
   // A delete that does not wait for the targets to confirm: DELETEs go
