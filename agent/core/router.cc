@@ -145,6 +145,46 @@ const InvitationBook::OnRecord& Router::invitations_of(TextMap<PeerTable::Peer>:
   return peer.invitations;
 }
 
+namespace {
+
+// Who may say what. Starting or offering new work needs a valid invitation
+// in that direction; hearing about work already in flight (and being told
+// why a CANDIDATE is refused) needs only one on record, so revoked or
+// expired work still winds down cleanly. (Validity is asked anew for each
+// message: one before it in the batch may have been a REVOKE.)
+bool permitted(MessageType type, const InvitationBook::OnRecord& on_record, TimePoint now) {
+  switch (type) {
+    case MessageType::kHello:
+      return true;
+    case MessageType::kApprove:
+      return InvitationBook::any_valid(on_record.issued, now);
+    case MessageType::kCandidate:
+    case MessageType::kCancel:
+    case MessageType::kDelete:
+    case MessageType::kStatusAck:
+    case MessageType::kDigest:
+    case MessageType::kLogRequest:
+    case MessageType::kPriority:
+      return on_record.ever_issued();
+    case MessageType::kCapacity:
+    case MessageType::kReady:
+      return InvitationBook::any_valid(on_record.accepted, now);
+    case MessageType::kReject:
+    case MessageType::kReleased:
+    case MessageType::kBound:
+    case MessageType::kStatus:
+    case MessageType::kRevoke:
+    case MessageType::kHoldings:
+    case MessageType::kLogChunk:
+      return on_record.ever_accepted();
+    case MessageType::kBatch:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool Router::handle_message(const std::string& from, const Sender& sender, uint8_t type_number,
                             std::span<const uint8_t> bytes) {
   if (type_number == 0 || type_number > protocol::kMaxMessageType ||
@@ -180,45 +220,7 @@ bool Router::handle_message(const std::string& from, const Sender& sender, uint8
     }
   }
 
-  // Who may say what. Starting or offering new work needs a valid invitation
-  // in that direction; hearing about work already in flight (and being told
-  // why a CANDIDATE is refused) needs only one on record, so revoked or
-  // expired work still winds down cleanly. (Validity is asked anew for
-  // each message: one before it in the batch may have been a REVOKE.)
-  const InvitationBook::OnRecord& on_record = sender.invitations;
-  TimePoint now = context_.now();
-  bool permitted = false;
-  switch (type) {
-    case MessageType::kHello: permitted = true; break;
-    case MessageType::kApprove:
-      permitted = InvitationBook::any_valid(on_record.issued, now);
-      break;
-    case MessageType::kCandidate:
-    case MessageType::kCancel:
-    case MessageType::kDelete:
-    case MessageType::kStatusAck:
-    case MessageType::kDigest:
-    case MessageType::kLogRequest:
-    case MessageType::kPriority:
-      permitted = on_record.ever_issued();
-      break;
-    case MessageType::kCapacity:
-    case MessageType::kReady:
-      permitted = InvitationBook::any_valid(on_record.accepted, now);
-      break;
-    case MessageType::kReject:
-    case MessageType::kReleased:
-    case MessageType::kBound:
-    case MessageType::kStatus:
-    case MessageType::kRevoke:
-    case MessageType::kHoldings:
-    case MessageType::kLogChunk:
-      permitted = on_record.ever_accepted();
-      break;
-    case MessageType::kBatch:
-      break;
-  }
-  if (!permitted) {
+  if (!permitted(type, sender.invitations, context_.now())) {
     drop(DropReason::kNotPermitted, from,
          std::string(protocol::message_type_name(type)) +
              " without a valid invitation in that direction");

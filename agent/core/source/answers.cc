@@ -104,14 +104,14 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     // Scoring window: hold the reservations until the window closes, minReady
     // answers are in, or nobody is left to answer; then take the best.
     int readies = 0;
-    bool all_answered = workload->untried.empty();
+    bool everyone_answered = workload->untried.empty();
     for (const auto& [peer_id, p] : workload->candidates) {
       if (p.state == CandidateState::kReady) ++readies;
-      if (p.state == CandidateState::kSent) all_answered = false;
+      if (p.state == CandidateState::kSent) everyone_answered = false;
     }
     if (placement.min_ready > 0 && readies >= placement.min_ready) {
       choose_best_ready(*workload, std::to_string(readies) + " READY (minReady)");
-    } else if (all_answered) {
+    } else if (everyone_answered) {
       choose_best_ready(*workload, "every candidate answered");
     }
     return;
@@ -344,25 +344,17 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
   if (record.winner.empty() && from == workload->preferred) readied_.insert(record.uid);
   if (record.winner.empty() && record.spec.placement.ready_window.count() > 0 &&
       workload->untried.empty()) {
-    bool any_ready = false, all_answered = true;
-    for (const auto& [peer_id, p] : workload->candidates) {
-      any_ready = any_ready || p.state == CandidateState::kReady;
-      all_answered = all_answered && p.state != CandidateState::kSent;
-    }
-    if (any_ready && all_answered) {
+    if (has_ready(*workload) && all_answered(*workload)) {
       choose_best_ready(*workload, "every candidate answered");
       return;
     }
   }
-  bool all_rejected = std::all_of(workload->candidates.begin(), workload->candidates.end(),
-                                  [](const auto& entry) {
-                                    return entry.second.state == CandidateState::kRejected;
-                                  });
-  if (all_rejected && record.winner.empty() && !workload->untried.empty()) {
+  bool every_one_rejected = all_rejected(*workload);
+  if (every_one_rejected && record.winner.empty() && !workload->untried.empty()) {
     ask_next_batch(*workload);  // Incremental: no point waiting out the round
     return;
   }
-  if (all_rejected && record.winner.empty()) {
+  if (every_one_rejected && record.winner.empty()) {
     std::string reason = "Unschedulable: all clusters rejected:";
     for (const auto& [peer_id, p] : workload->candidates) {
       reason += " " + cluster_name_of(peer_id) + "=" + p.reason;
@@ -371,11 +363,7 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
     make_pending(*workload, reason);
     // Lost a race to a sibling copy: the next round leaves the sibling's
     // cluster out, so it can start now instead of after the backoff.
-    bool lost_to_sibling = std::any_of(
-        workload->candidates.begin(), workload->candidates.end(), [](const auto& entry) {
-          return entry.second.code == protocol::RejectCode::kHoldsAnotherCopy;
-        });
-    if (lost_to_sibling) workload->next_round_at = clock_.now();
+    if (lost_to_sibling(*workload)) workload->next_round_at = clock_.now();
   }
 }
 

@@ -62,6 +62,12 @@ class SourceLeases {
     }
     return std::max(silent_enough, fenced);
   }
+  // Whether our renewals to `winner` stopped lease + skew before `now` (or
+  // fencing is off): a copy there has certainly stopped.
+  bool renewals_ended(const std::string& winner, TimePoint now) const {
+    return config_.lease.count() == 0 ||
+           now - targets_.last_digest_sent(winner) >= config_.lease + config_.max_clock_skew;
+  }
   // How often each target's lease is renewed: a quarter lease, or the
   // garbage interval if that is shorter.
   Duration digest_interval() const;

@@ -14,32 +14,47 @@
 
 namespace shoal::core::source {
 
+namespace {
+
+// What this agent refuses at submit that the manifest's own checks cannot
+// see: limits of its config, and what the wire can carry.
+Status check_placeable(const model::WorkloadSpec& spec, const AgentConfig& config) {
+  const model::PlacementSpec& p = spec.placement;
+  if (p.ready_window >= config.reservation_ttl) {
+    return invalid_argument("workload " + spec.key() +
+                            " spec.placement.readyWindow: expected less than "
+                            "reservationTTL (" +
+                            format_duration(config.reservation_ttl) +
+                            "), or the reservations expire before the window closes");
+  }
+  if (!p.clusters.empty() && static_cast<size_t>(p.number_of_clusters) > p.clusters.size()) {
+    return invalid_argument("workload " + spec.key() +
+                            " spec.placement.numberOfClusters: expected at most " +
+                            std::to_string(p.clusters.size()) +
+                            " (one copy per cluster, and spec.placement.clusters lists that many)");
+  }
+  if (p.min_ready > 0 && p.ready_window.count() == 0) {
+    return invalid_argument("workload " + spec.key() +
+                            " spec.placement.minReady: needs a readyWindow (the longest to wait)");
+  }
+  // What cannot travel would stay Placing forever: every CANDIDATE would
+  // be refused by the receiver's frame limit, and nothing would say why.
+  size_t encoded = protocol::encode_body(protocol::Candidate{std::string(32, '0'), 0, spec}).size();
+  if (encoded > protocol::kMaxBodyBytes) {
+    return invalid_argument("workload " + spec.key() + ": its spec takes " +
+                            std::to_string(encoded) +
+                            " bytes on the wire, more than a message may carry (" +
+                            std::to_string(protocol::kMaxBodyBytes) + "); shorten metadata.labels");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::WorkloadSpec>& specs) {
   std::set<std::string> named;
   for (const auto& spec : specs) {
-    const model::PlacementSpec& p = spec.placement;
-    if (p.ready_window >= config_.reservation_ttl) {
-      return invalid_argument("workload " + spec.key() + " spec.placement.readyWindow: expected less than "
-                              "reservationTTL (" + format_duration(config_.reservation_ttl) +
-                              "), or the reservations expire before the window closes");
-    }
-    if (!p.clusters.empty() && static_cast<size_t>(p.number_of_clusters) > p.clusters.size()) {
-      return invalid_argument("workload " + spec.key() + " spec.placement.numberOfClusters: expected at most " +
-                              std::to_string(p.clusters.size()) +
-                              " (one copy per cluster, and spec.placement.clusters lists that many)");
-    }
-    if (p.min_ready > 0 && p.ready_window.count() == 0) {
-      return invalid_argument("workload " + spec.key() +
-                              " spec.placement.minReady: needs a readyWindow (the longest to wait)");
-    }
-    // What cannot travel would stay Placing forever: every CANDIDATE would
-    // be refused by the receiver's frame limit, and nothing would say why.
-    size_t encoded = protocol::encode_body(protocol::Candidate{std::string(32, '0'), 0, spec}).size();
-    if (encoded > protocol::kMaxBodyBytes) {
-      return invalid_argument("workload " + spec.key() + ": its spec takes " + std::to_string(encoded) +
-                              " bytes on the wire, more than a message may carry (" +
-                              std::to_string(protocol::kMaxBodyBytes) + "); shorten metadata.labels");
-    }
+    SHOAL_RETURN_IF_ERROR(check_placeable(spec, config_));
     if (book_.find_named(spec.key())) {
       return Status(ErrorCode::kAlreadyExists, "workload " + spec.key() + " already exists");
     }

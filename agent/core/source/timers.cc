@@ -212,9 +212,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
       leases_.lost(record.winner)) {
     // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
     // stopped at least lease + skew ago, so its copy has stopped by now.
-    TimePoint last_renewal = targets_.last_digest_sent(record.winner);
-    if (config_.lease.count() == 0 ||
-        now - last_renewal >= config_.lease + config_.max_clock_skew) {
+    if (leases_.renewals_ended(record.winner, now)) {
       requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
                                  format_duration(leases_.silent_for(record.winner)));
       return;
@@ -234,17 +232,14 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
     return;
   }
   if (record.spec.placement.ready_window.count() > 0 &&
-      now - workload.round_started >= record.spec.placement.ready_window &&
-      std::any_of(workload.candidates.begin(), workload.candidates.end(),
-                  [](const auto& entry) { return entry.second.state == CandidateState::kReady; })) {
+      now - workload.round_started >= record.spec.placement.ready_window && has_ready(workload)) {
     choose_best_ready(
         workload, "readyWindow " + format_duration(record.spec.placement.ready_window) + " closed");
     return;
   }
   if (decide_after_preferred_wait(workload, now)) return;
   if (!workload.untried.empty()) {
-    if (now - workload.wave_started >= wave_timeout(record))
-      ask_next_batch(workload);
+    if (now - workload.wave_started >= wave_timeout(record)) ask_next_batch(workload);
   } else if (workload.candidates.empty() ||
              now - workload.wave_started >= config_.reservation_ttl) {
     // A restart left the round without its candidates, or nobody answered in time.

@@ -154,6 +154,26 @@ inline bool has_ready(const SourceWorkload& workload) {
   });
 }
 
+// Every target asked this round has answered (READY or REJECT).
+inline bool all_answered(const SourceWorkload& workload) {
+  return std::none_of(
+      workload.candidates.begin(), workload.candidates.end(),
+      [](const auto& entry) { return entry.second.state == CandidateState::kSent; });
+}
+
+inline bool all_rejected(const SourceWorkload& workload) {
+  return std::all_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
+    return entry.second.state == CandidateState::kRejected;
+  });
+}
+
+// A target refused this round because a sibling copy runs there.
+inline bool lost_to_sibling(const SourceWorkload& workload) {
+  return std::any_of(workload.candidates.begin(), workload.candidates.end(), [](const auto& entry) {
+    return entry.second.code == protocol::RejectCode::kHoldsAnotherCopy;
+  });
+}
+
 // What a READY costs in preemption, cheapest first: room held now, then
 // the fewest victims, then the lowest priority among them.
 struct Cost {
