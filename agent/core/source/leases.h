@@ -56,17 +56,12 @@ class SourceLeases {
   // above: the due-time index asks on every tick.
   TimePoint worker_lost_at(const std::string& winner) const {
     TimePoint silent_enough = context_.now() - silent_for(winner) + config_.worker_lost_timeout;
-    TimePoint fenced = TimePoint::min();
-    if (config_.lease.count() > 0) {
-      fenced = targets_.last_digest_sent(winner) + config_.lease + config_.max_clock_skew;
-    }
-    return std::max(silent_enough, fenced);
+    return std::max(silent_enough, fenced_at(winner));
   }
   // Whether our renewals to `winner` stopped lease + skew before `now` (or
   // fencing is off): a copy there has certainly stopped.
   bool renewals_ended(const std::string& winner, TimePoint now) const {
-    return config_.lease.count() == 0 ||
-           now - targets_.last_digest_sent(winner) >= config_.lease + config_.max_clock_skew;
+    return now >= fenced_at(winner);
   }
   // How often each target's lease is renewed: a quarter lease, or the
   // garbage interval if that is shorter.
@@ -92,6 +87,13 @@ class SourceLeases {
   std::string broken_invariant(const InvitationBook& invitations) const;
 
  private:
+  // When a copy at `winner` has certainly stopped: lease + skew after our
+  // last renewal to it; the beginning of time when fencing is off.
+  TimePoint fenced_at(const std::string& winner) const {
+    if (config_.lease.count() == 0) return TimePoint::min();
+    return targets_.last_digest_sent(winner) + config_.lease + config_.max_clock_skew;
+  }
+
   const Context& context_;
   const AgentConfig& config_;
   const PeerTable& peers_;

@@ -366,12 +366,6 @@ TimePoint TargetRole::next_deadline() const {
                    next_start_deadline_});
 }
 
-bool TargetRole::holds_work_of(const std::string& source) const {
-  return table_.any_of(source, [](const store::ReservationRecord& record) {
-    return store::holds_resources(record.phase);
-  });
-}
-
 std::vector<store::ReservationRecord> TargetRole::reservations() const {
   std::vector<store::ReservationRecord> out;
   out.reserve(table_.entries().size());

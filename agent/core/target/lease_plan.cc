@@ -5,13 +5,6 @@
 
 namespace shoal::core::target {
 
-bool LeasePlan::runs_work_of(const std::string& source) const {
-  return table_.any_of(source, [](const store::ReservationRecord& record) {
-    return record.phase == store::ReservationPhase::kBound ||
-           record.phase == store::ReservationPhase::kRunning;
-  });
-}
-
 void LeasePlan::note(const std::string& source_id) {
   if (std::optional<TimePoint> ends = peers_.lease_end_of(source_id)) {
     next_end_ = std::min(next_end_, *ends);
@@ -25,7 +18,7 @@ void LeasePlan::plan(TimePoint now) {
     if (ends >= next_end_) continue;
     // An ended lease matters only while the source still runs work here
     // (fencing stops bound and running copies, nothing else).
-    if (ends <= now && !runs_work_of(lease.row->first)) continue;
+    if (ends <= now && !table_.runs_work_of(lease.row->first)) continue;
     next_end_ = ends;
   }
 }
@@ -33,7 +26,7 @@ void LeasePlan::plan(TimePoint now) {
 std::string LeasePlan::broken_invariant() const {
   for (const auto& [id, peer] : peers_.all()) {
     std::optional<TimePoint> ends = peers_.lease_end_of(id, peer);
-    if (ends && *ends < next_end_ && runs_work_of(id)) {
+    if (ends && *ends < next_end_ && table_.runs_work_of(id)) {
       return "a lease of a source with work here ends before the plan's next end";
     }
   }

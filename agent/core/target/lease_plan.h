@@ -25,8 +25,6 @@ class LeasePlan {
   // Reads the leases in `peers` and the copies in `table`.
   LeasePlan(const PeerTable& peers, const ReservationTable& table) : peers_(peers), table_(table) {}
 
-  // Whether `source` has a bound or running copy here: what fencing stops.
-  bool runs_work_of(const std::string& source) const;
   // `source_id`'s lease was set or renewed: its end joins the plan.
   void note(const std::string& source_id);
   // Plans afresh as of `now` (after fencing, in the tick).

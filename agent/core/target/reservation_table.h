@@ -68,6 +68,19 @@ class ReservationTable {
     }
     return false;
   }
+  // Whether `source` holds anything here (reserved, bound or running).
+  bool holds_work_of(const std::string& source) const {
+    return any_of(source, [](const store::ReservationRecord& record) {
+      return store::holds_resources(record.phase);
+    });
+  }
+  // Whether `source` has a bound or running copy here: what fencing stops.
+  bool runs_work_of(const std::string& source) const {
+    return any_of(source, [](const store::ReservationRecord& record) {
+      return record.phase == store::ReservationPhase::kBound ||
+             record.phase == store::ReservationPhase::kRunning;
+    });
+  }
   // Whether the routing counts moved since the last call (sources hear
   // of it at the next tick).
   bool take_counts_moved() { return std::exchange(counts_moved_, false); }

@@ -109,7 +109,7 @@ class TargetRole {
   // Resources `source` holds here (reserved or bound, not finished).
   InvitationUsage usage_of_source(const std::string& source) const;
   // Whether `source` holds anything here (the handshake admits it).
-  bool holds_work_of(const std::string& source) const;
+  bool holds_work_of(const std::string& source) const { return table_.holds_work_of(source); }
   std::vector<store::ReservationRecord> reservations() const;
   // One node per replica for what holds resources; no deadline hides
   // before the bounds that let tick() skip its scans.
