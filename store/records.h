@@ -25,6 +25,11 @@ struct PeerRecord {
   // clock ms, by the peer's send time). Persisted so a restart keeps fencing.
   int64_t lease_ms = 0;
   int64_t lease_until_ms = 0;
+  // When the operator forgot this peer (`shoalctl peer forget`; wall clock
+  // ms), 0 while it is not: a forgotten peer is not listed, not heard, not
+  // sent to, and its copies count as lost once a lease renewed at this time
+  // has certainly ended. A new invitation either way clears it.
+  int64_t forgotten_at_ms = 0;
 };
 
 enum class InvitationDirection : uint8_t { kIssued = 0, kAccepted = 1 };

@@ -1,4 +1,4 @@
-// shoalctl invite create|list|revoke|accept, peers and describe peer.
+// shoalctl invite create|list|revoke|accept, peers, peer forget and describe peer.
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -105,6 +105,25 @@ int cmd_invite_revoke(const Options& o, const std::string& id, bool evict) {
   return 0;
 }
 
+int cmd_peer_forget(const Options& o, const std::string& name, bool yes) {
+  if (!yes && !confirmed("forget peer " + name +
+                         "? Every invitation with it is revoked both ways, its workloads here are "
+                         "stopped, and ours there are placed again once its lease has ended")) {
+    std::cerr << "shoalctl: not forgotten (confirm with y, or pass --yes)\n";
+    return 1;
+  }
+  auto reply = call(o.data_dir, control::PeerForgetRequest{.name = name});
+  if (!reply.is_ok()) return fail(reply.status());
+  const auto& r = *reply;
+  std::cout << "peer " << r.value("cluster", name)
+            << " forgotten: " << r.value("invitationsRevoked", nlohmann::json::array()).size()
+            << " invitation(s) revoked, " << r.value("hostedStopped", 0)
+            << " of its workload(s) here stopped, " << r.value("copiesLost", 0)
+            << " of ours there placed again from " << r.value("placedAgainAt", std::string("-"))
+            << "\n";
+  return 0;
+}
+
 int cmd_describe_peer(const Options& o, const std::string& name) {
   auto reply = call(o.data_dir, control::DescribePeerRequest{.name = name});
   if (!reply.is_ok()) return fail(reply.status());
@@ -176,6 +195,40 @@ int cmd_peers(const Options& o) {
   return 0;
 }
 
+// peers, peer forget and describe peer.
+void add_peers_and_peer(CommandTree& tree, Options& options, Runners& runners) {
+  auto* peers =
+      tree.app.add_subcommand("peers", "Peer status: state, last seen, namespaces, workloads");
+  peers->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
+  runners.push_back({peers, [&options] { return cmd_peers(options); }});
+
+  struct Forget {
+    std::string name;
+    bool yes = false;
+  };
+  auto forget = std::make_shared<Forget>();
+  auto* peer = tree.app.add_subcommand("peer", "Act on one peer");
+  peer->require_subcommand(1);
+  auto* peer_forget = peer->add_subcommand(
+      "forget",
+      "For a cluster gone for good: revoke every invitation with it both ways, stop its workloads "
+      "here, place ours there again once its lease has ended, and stop listing it (asks first; a "
+      "new invitation makes it a peer again)");
+  peer_forget->add_option("NAME", forget->name, "The peer's cluster name or id")->required();
+  peer_forget->add_flag("--yes", forget->yes, "Do not ask");
+  runners.push_back({peer_forget, [&options, forget] {
+                       return cmd_peer_forget(options, forget->name, forget->yes);
+                     }});
+
+  auto peer_name = std::make_shared<std::string>();
+  auto* describe_peer =
+      tree.describe->add_subcommand("peer", "A peer's state, invitations and audit events");
+  describe_peer->add_option("NAME", *peer_name, "The peer's cluster name or id")->required();
+  describe_peer->add_option("-o,--output", options.output, "json or yaml")->check(kDocumentFormats);
+  runners.push_back(
+      {describe_peer, [&options, peer_name] { return cmd_describe_peer(options, *peer_name); }});
+}
+
 }  // namespace
 
 void add_peer_commands(CommandTree& tree, Options& options, Runners& runners) {
@@ -232,15 +285,7 @@ void add_peer_commands(CommandTree& tree, Options& options, Runners& runners) {
                        return cmd_invite_accept(options, *token_or_file);
                      }});
 
-  auto* peers = tree.app.add_subcommand("peers", "Peer status: state, last seen, namespaces, workloads");
-  peers->add_option("-o,--output", options.output, "json, yaml, name or wide")->check(kListFormats);
-  runners.push_back({peers, [&options] { return cmd_peers(options); }});
-
-  auto peer_name = std::make_shared<std::string>();
-  auto* describe_peer = tree.describe->add_subcommand("peer", "A peer's state, invitations and audit events");
-  describe_peer->add_option("NAME", *peer_name, "The peer's cluster name or id")->required();
-  describe_peer->add_option("-o,--output", options.output, "json or yaml")->check(kDocumentFormats);
-  runners.push_back({describe_peer, [&options, peer_name] { return cmd_describe_peer(options, *peer_name); }});
+  add_peers_and_peer(tree, options, runners);
 }
 
 }  // namespace shoal::cli

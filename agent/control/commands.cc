@@ -9,7 +9,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::array<CommandInfo, 24> kCommands = {{
+constexpr std::array<CommandInfo, 25> kCommands = {{
     {Command::kIdentity, "identity", Access::kRead, Replies::kOne},
     {Command::kInviteCreate, "invite-create", Access::kWrite, Replies::kOne},
     {Command::kInviteAccept, "invite-accept", Access::kWrite, Replies::kOne},
@@ -37,13 +37,14 @@ constexpr std::array<CommandInfo, 24> kCommands = {{
     {Command::kQuotaSet, "quota-set", Access::kWrite, Replies::kOne},
     {Command::kQuotaDelete, "quota-delete", Access::kWrite, Replies::kOne},
     {Command::kGetQuotas, "get-quotas", Access::kRead, Replies::kOne},
+    {Command::kPeerForget, "peer-forget", Access::kWrite, Replies::kOne},
 }};
 
 constexpr bool table_in_enum_order() {
   for (size_t i = 0; i < kCommands.size(); ++i) {
     if (static_cast<size_t>(kCommands[i].command) != i) return false;
   }
-  return static_cast<size_t>(Command::kGetQuotas) + 1 == kCommands.size();
+  return static_cast<size_t>(Command::kPeerForget) + 1 == kCommands.size();
 }
 static_assert(table_in_enum_order(), "kCommands lists every Command once, in the enum's order");
 

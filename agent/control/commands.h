@@ -59,6 +59,7 @@ enum class Command : uint8_t {
   kQuotaSet,
   kQuotaDelete,
   kGetQuotas,
+  kPeerForget,
 };
 
 // kRead: answered while the agent cannot write its state database.
@@ -293,6 +294,12 @@ struct QuotaDeleteRequest {
 struct GetQuotasRequest : NoFields {
   static constexpr Command kCommand = Command::kGetQuotas;
 };
+// Operations::forget_peer; the reply says what it did.
+struct PeerForgetRequest {
+  static constexpr Command kCommand = Command::kPeerForget;
+  std::string name{};  // a cluster name or a peer id
+  void fields(FieldVisitor& f) { f.text("name", name); }
+};
 
 // {"command": <name>, <fields>}.
 nlohmann::json encode_fields(Command command, const std::function<void(FieldVisitor&)>& visit);
@@ -319,7 +326,8 @@ using AllRequests =
                GetWorkloadsRequest, GetReservationsRequest, GetClustersRequest, NominateRequest,
                PatchWorkloadRequest, DeleteWorkloadRequest, LogsRequest, DescribeWorkloadRequest,
                StatusRequest, WatchWorkloadsRequest, BackupRequest, MetricsRequest,
-               RoutingMetricsRequest, QuotaSetRequest, QuotaDeleteRequest, GetQuotasRequest>;
+               RoutingMetricsRequest, QuotaSetRequest, QuotaDeleteRequest, GetQuotasRequest,
+               PeerForgetRequest>;
 
 // `body` decoded as the request its "command" names: ok, or the first
 // field (or the command) that is wrong, named.

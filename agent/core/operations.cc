@@ -164,11 +164,14 @@ Status Router::revoke_invitation(const std::string& id, bool evict) {
 std::vector<std::string> Router::peer_ids() const {
   std::vector<std::string> out;
   out.reserve(peers_.all().size());
-  for (const auto& [id, peer] : peers_.all()) out.push_back(id);
+  for (const auto& [id, peer] : peers_.all()) {
+    if (!PeerTable::is_forgotten(peer)) out.push_back(id);
+  }
   return out;
 }
 
 bool Router::admits_connection(const std::string& peer_id) const {
+  if (peers_.forgotten_at(peer_id)) return false;  // nothing of it is heard any more
   if (is_source(peer_id) || is_target(peer_id)) return true;
   // A source holding a token we revoked before it connected (perhaps before
   // it accepted) must get in, to hear the REVOKE that on_hello repeats;
@@ -182,6 +185,7 @@ std::vector<PeerView> Router::peers() const {
   std::vector<PeerView> out;
   TimePoint now = context_.now();
   for (const auto& [id, peer] : peers_.all()) {
+    if (PeerTable::is_forgotten(peer)) continue;
     PeerView view;
     view.id = id;
     view.cluster = peer.cluster;

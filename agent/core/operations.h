@@ -55,6 +55,14 @@ class Operations {
   // a valid invitation in either direction, or work is still in flight
   // between us (so the last statuses of revoked or expired work get through).
   virtual bool admits_connection(const std::string& peer_id) const = 0;
+  // `shoalctl peer forget` (`name`: a cluster name or a peer id), for a
+  // cluster gone for good: every invitation with it, either way, is
+  // revoked; its work here is stopped; our copies there count as lost and
+  // are placed again once a lease renewed until now has certainly ended,
+  // never sooner; DELETEs owed to it are let go then. From now on it is
+  // not listed, nothing is sent to it and what it sends is dropped, across
+  // restarts, until a new invitation either way.
+  virtual Result<PeerForgotten> forget_peer(const std::string& name) = 0;
   // Every known peer's id, without building views (for the handshake check).
   virtual std::vector<std::string> peer_ids() const = 0;
   virtual std::vector<PeerView> peers() const = 0;

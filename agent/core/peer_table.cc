@@ -20,6 +20,7 @@ void PeerTable::load(const std::vector<store::PeerRecord>& records) {
     peer.last_seq = record.last_seq;
     peer.lease_ms = record.lease_ms;
     peer.lease_until_ms = record.lease_until_ms;
+    peer.forgotten_at_ms = record.forgotten_at_ms;
     index_lease(row);
   }
 }
@@ -72,7 +73,7 @@ const PeerTable::Peer* PeerTable::find(const std::string& id) const {
 
 const PeerTable::Peer* PeerTable::note_sending(const std::string& id, TimePoint now) {
   auto it = peers_.find(id);
-  if (it == peers_.end()) return nullptr;
+  if (it == peers_.end() || is_forgotten(it->second)) return nullptr;
   it->second.last_sent_to = now;
   return &it->second;
 }
@@ -198,6 +199,29 @@ Duration PeerTable::silent_for(const std::string& id, TimePoint now) const {
   return now - since;
 }
 
+bool PeerTable::forget(const std::string& id, TimePoint now) {
+  auto row = find_row(id);
+  if (!row || is_self((*row)->first) || is_forgotten((*row)->second)) return false;
+  // 0 means "not forgotten": a clock at the epoch still marks the row.
+  (*row)->second.forgotten_at_ms = std::max<int64_t>(to_millis(now), 1);
+  note_unsaved(*row);
+  return true;
+}
+
+bool PeerTable::unforget(const std::string& id) {
+  auto row = find_row(id);
+  if (!row || !is_forgotten((*row)->second)) return false;
+  (*row)->second.forgotten_at_ms = 0;
+  note_unsaved(*row);
+  return true;
+}
+
+std::optional<TimePoint> PeerTable::forgotten_at(const std::string& id) const {
+  const Peer* peer = find(id);
+  if (!peer || !is_forgotten(*peer)) return std::nullopt;
+  return from_millis(peer->forgotten_at_ms);
+}
+
 std::string PeerTable::cluster_name_of(const std::string& id) const {
   if (id == self_id_) return self_cluster_;
   const Peer* peer = find(id);
@@ -210,8 +234,9 @@ Status PeerTable::flush(store::Store& store) {
     const std::string& id = row->first;
     Peer& peer = row->second;
     peer.unsaved = false;
-    Status written = store.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot,
-                                     peer.last_seq, peer.lease_ms, peer.lease_until_ms});
+    Status written =
+        store.put_peer({id, peer.cluster, peer.org, peer.endpoint, peer.last_boot, peer.last_seq,
+                        peer.lease_ms, peer.lease_until_ms, peer.forgotten_at_ms});
     if (!written.is_ok() && first.is_ok()) first = written;
   }
   unsaved_.clear();

@@ -62,6 +62,8 @@ class PeerTable {
     // the lease ends (wall-clock ms, by the peer's send times).
     int64_t lease_ms = 0;
     int64_t lease_until_ms = 0;
+    // When the operator forgot it (wall-clock ms; 0: not forgotten).
+    int64_t forgotten_at_ms = 0;
     uint32_t lease_slot = UINT32_MAX;  // its entry in leases(), once it had a lease
     // Its invitations on record, as the book's index stood at generation
     // `invitations_generation` (0: never looked up): every envelope asks,
@@ -97,7 +99,8 @@ class PeerTable {
 
   const Peer* find(const std::string& id) const;
   // A message to `id` is queued at `now`: records the time and returns the
-  // peer (nullptr for a stranger), in one lookup. Not a row change.
+  // peer (nullptr for a stranger or a forgotten peer: nothing goes to it),
+  // in one lookup. Not a row change.
   const Peer* note_sending(const std::string& id, TimePoint now);
   bool contains(const std::string& id) const { return peers_.count(id) > 0; }
   const TextMap<Peer>& all() const { return peers_; }
@@ -163,6 +166,17 @@ class PeerTable {
   void start_listening(TimePoint now) { listening_since_ = now; }
   // How long `id` has been silent while we listened.
   Duration silent_for(const std::string& id, TimePoint now) const;
+
+  // `shoalctl peer forget`: from `now` on the peer is neither listed nor
+  // sent to (note_sending), and the router drops what it sends. Returns
+  // false for an unknown peer, ourselves, or one already forgotten.
+  bool forget(const std::string& id, TimePoint now);
+  // A new invitation either way makes it a peer again; false if it was not
+  // forgotten.
+  bool unforget(const std::string& id);
+  static bool is_forgotten(const Peer& peer) { return peer.forgotten_at_ms != 0; }
+  // When `id` was forgotten; none while it is not (or unknown).
+  std::optional<TimePoint> forgotten_at(const std::string& id) const;
 
   // The peer's cluster name (ours for self); a key prefix for a stranger.
   std::string cluster_name_of(const std::string& id) const;

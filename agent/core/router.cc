@@ -92,6 +92,10 @@ size_t Router::handle_wire(std::span<const uint8_t> wire) {
     drop(DropReason::kUnknownSender, from, "no invitation with this key");
     return 0;
   }
+  if (PeerTable::is_forgotten((*row)->second)) {
+    drop(DropReason::kUnknownSender, from, "a peer the operator forgot");
+    return 0;
+  }
   const Sender sender{*row, on_record};
   TimePoint now = context_.now();
   TimePoint sent_at = from_millis(envelope.sent_at_ms);

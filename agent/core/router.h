@@ -77,6 +77,7 @@ class Router final : public Agent, public Operations {
   bool admits_connection(const std::string& peer_id) const override;
   std::vector<std::string> peer_ids() const override;
   std::vector<PeerView> peers() const override;
+  Result<PeerForgotten> forget_peer(const std::string& name) override;
   Status set_quota(const model::QuotaSpec& quota) override;
   Status delete_quota(const std::string& namespace_name) override;
   std::vector<QuotaView> quotas() const override;
@@ -153,6 +154,9 @@ class Router final : public Agent, public Operations {
   // a target of ours).
   void send_heartbeats(TimePoint silent_since);
   void remember_peer(const crypto::IdCard& card);
+  // forget_peer's steps: the peer it names, and every invitation with it revoked.
+  Result<std::string> forgettable_peer(const std::string& name) const;
+  Result<std::vector<std::string>> revoke_all_with(const std::string& peer_id);
   // The end of a control mutation: self-addressed messages handled, peer
   // rows written; the first store failure, if any.
   Status end_control();

@@ -1,6 +1,7 @@
 // The router and its peers: HELLO (who a peer is and where it listens,
 // the REVOKEs it has not heard, our room for a source that restarted),
-// REVOKE, and the heartbeats that keep every idle link known to be alive.
+// REVOKE, the heartbeats that keep every idle link known to be alive, and
+// forgetting a peer gone for good.
 #include "agent/core/router.h"
 
 namespace shoal::core {
@@ -70,7 +71,81 @@ void Router::send_heartbeats(TimePoint silent_since) {
 }
 
 void Router::remember_peer(const crypto::IdCard& card) {
-  peers_.remember(crypto::key_to_text(card.public_key), card.cluster, card.org, card.endpoint);
+  std::string id = crypto::key_to_text(card.public_key);
+  peers_.remember(id, card.cluster, card.org, card.endpoint);
+  if (peers_.unforget(id)) {
+    context_.record_event("peer/" + id, "a new invitation: " + card.cluster + " is a peer again");
+    source_.greet_target(id);  // its lease may be renewed again: a DIGEST is due
+  }
+}
+
+Result<PeerForgotten> Router::forget_peer(const std::string& name) {
+  SHOAL_ASSIGN_OR_RETURN(std::string id, forgettable_peer(name));
+  TimePoint now = context_.now();
+  PeerForgotten forgotten;
+  forgotten.id = id;
+  forgotten.cluster = context_.cluster_name_of(id);
+  forgotten.hosted_stopped = target_.usage_of_source(id).workloads;
+  forgotten.copies_lost = source_.book().usage_at(id).workloads;
+  const AgentConfig& config = context_.config();
+  forgotten.placed_again_at =
+      config.lease.count() == 0 ? now : now + config.lease + config.max_clock_skew;
+  // Forgotten first: nothing below (a REVOKE, a STATUS of a stopped copy)
+  // is sent to it.
+  peers_.forget(id, now);
+  SHOAL_ASSIGN_OR_RETURN(forgotten.invitations_revoked, revoke_all_with(id));
+  target_.withdraw_from_source(id, "peer " + forgotten.cluster + " forgotten by the operator",
+                               /*evict=*/true);
+  target_.note_capacity_changed();
+  source_.lose_target(id);
+  context_.record_event(
+      "peer/" + id,
+      "forgotten by the operator: " + std::to_string(forgotten.invitations_revoked.size()) +
+          " invitation(s) revoked, " + std::to_string(forgotten.hosted_stopped) +
+          " of its workload(s) here stopped, " + std::to_string(forgotten.copies_lost) +
+          " of ours there placed again from " + format_time(forgotten.placed_again_at));
+  SHOAL_RETURN_IF_ERROR(end_control());
+  return forgotten;
+}
+
+Result<std::string> Router::forgettable_peer(const std::string& name) const {
+  if (name.empty()) return invalid_argument("name: expected a peer's cluster name or id");
+  if (name == context_.self_id() || name == context_.config().cluster) {
+    return invalid_argument("name: " + name + " is this agent; expected a peer");
+  }
+  std::vector<std::string> named;
+  for (const auto& [id, peer] : peers_.all()) {
+    if (peers_.is_self(id) || PeerTable::is_forgotten(peer)) continue;
+    if (id == name) return id.text();
+    if (peer.cluster == name) named.push_back(id.text());
+  }
+  if (named.empty()) return not_found("name: no peer " + name + " (see `shoalctl peers`)");
+  if (named.size() > 1) {
+    return invalid_argument("name: " + std::to_string(named.size()) + " peers are named " + name +
+                            "; give the id (see `shoalctl peers -o wide`)");
+  }
+  return named.front();
+}
+
+Result<std::vector<std::string>> Router::revoke_all_with(const std::string& peer_id) {
+  std::vector<std::string> revoked_ids;
+  using Direction = store::InvitationDirection;
+  for (auto [direction, owned_list] :
+       {std::pair{Direction::kIssued, invitations_.issued_to(peer_id)},
+        std::pair{Direction::kAccepted, invitations_.accepted_from(peer_id)}}) {
+    for (const InvitationBook::Owned* owned : owned_list) {
+      std::string id = owned->record.id;
+      auto revoked = invitations_.revoke(direction, id, context_.store());
+      if (!revoked.is_ok())
+        context_.note_store(revoked.status());  // latched: see create_invitation
+      SHOAL_ASSIGN_OR_RETURN(bool newly_revoked, std::move(revoked));
+      if (!newly_revoked) continue;
+      revoked_ids.push_back(id);
+      context_.record_event("peer/" + peer_id,
+                            "invitation " + id + " revoked: the peer is forgotten");
+    }
+  }
+  return revoked_ids;
 }
 
 }  // namespace shoal::core

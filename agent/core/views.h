@@ -91,6 +91,18 @@ struct PeerView {
   int workloads_placed = 0;                           // our workloads bound there now
 };
 
+// What forgetting a peer did (Operations::forget_peer).
+struct PeerForgotten {
+  std::string id;
+  std::string cluster;
+  std::vector<std::string> invitations_revoked;  // ids, issued and accepted
+  int64_t hosted_stopped = 0;                    // its copies here, stopped (Failed: Revoked)
+  int64_t copies_lost = 0;  // our workloads there, placed again at `placed_again_at`
+  // When a lease renewed at the last moment has certainly ended (lease +
+  // max clock skew from now); the moment itself when fencing is off.
+  TimePoint placed_again_at{};
+};
+
 // One cluster as this agent's source role sees it (shoalctl get clusters,
 // place --live): what the placement engine reads, and who it is.
 struct LiveCluster {

@@ -154,6 +154,23 @@ json live_clusters(core::Operations& agent, const GetClustersRequest& request) {
   return json{{"ok", true}, {"namespace", request.namespace_name}, {"queue", request.queue}, {"items", items}};
 }
 
+Result<json> set_quota(core::Operations& agent, const QuotaSetRequest& request) {
+  SHOAL_ASSIGN_OR_RETURN(model::QuotaSpec quota,
+                         model::quota_from_text(request.namespace_name, request.cpu, request.memory,
+                                                request.gpu, request.workloads));
+  SHOAL_RETURN_IF_ERROR(agent.set_quota(quota));
+  return json{{"ok", true}};
+}
+
+// The loop copies the database once no batch is open (kPendingBackup).
+Result<json> backup(const BackupRequest& request) {
+  if (request.path.empty() || request.path[0] != '/') {
+    return invalid_argument("control request field \"path\": expected an absolute path, got " +
+                            quoted_text(request.path));
+  }
+  return json{{"ok", true}, {kPendingBackup, request.path}};
+}
+
 // Our own workload unless `from` names a source: then (or when we have no
 // such workload) the operator stops a copy this cluster runs for a peer.
 Result<json> delete_workload(core::Operations& agent, const DeleteWorkloadRequest& request) {
@@ -290,13 +307,7 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
         return json{{"ok", true}, {kStartWatch, request.namespace_name}};
       });
     case Command::kBackup:
-      return with<BackupRequest>(body, [&](const BackupRequest& request) -> Result<json> {
-        if (request.path.empty() || request.path[0] != '/') {
-          return invalid_argument("control request field \"path\": expected an absolute path, got " +
-                                  quoted_text(request.path));
-        }
-        return json{{"ok", true}, {kPendingBackup, request.path}};
-      });
+      return with<BackupRequest>(body, backup);
     case Command::kMetrics:
       return json{{"ok", true}, {"text", render_metrics(context)}};
     case Command::kRoutingMetrics:
@@ -306,13 +317,8 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
         return out;
       });
     case Command::kQuotaSet:
-      return with<QuotaSetRequest>(body, [&](const QuotaSetRequest& request) -> Result<json> {
-        SHOAL_ASSIGN_OR_RETURN(model::QuotaSpec quota,
-                               model::quota_from_text(request.namespace_name, request.cpu, request.memory,
-                                                      request.gpu, request.workloads));
-        SHOAL_RETURN_IF_ERROR(agent.set_quota(quota));
-        return ok;
-      });
+      return with<QuotaSetRequest>(
+          body, [&](const QuotaSetRequest& request) { return set_quota(agent, request); });
     case Command::kQuotaDelete:
       return with<QuotaDeleteRequest>(body, [&](const QuotaDeleteRequest& request) -> Result<json> {
         SHOAL_RETURN_IF_ERROR(agent.delete_quota(request.namespace_name));
@@ -320,6 +326,11 @@ Result<json> dispatch(const ControlContext& context, const json& body) {
       });
     case Command::kGetQuotas:
       return quotas_json(agent);
+    case Command::kPeerForget:
+      return with<PeerForgetRequest>(body, [&](const PeerForgetRequest& request) -> Result<json> {
+        SHOAL_ASSIGN_OR_RETURN(core::PeerForgotten forgotten, agent.forget_peer(request.name));
+        return peer_forgotten_json(forgotten);
+      });
   }
   return internal_error("control command " + quoted_text(info(*command).name) + " has no handler");
 }

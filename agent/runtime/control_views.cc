@@ -169,6 +169,16 @@ json status_json(const ControlContext& context) {
         {"commitSeconds", context.commits.written_seconds}}}};
 }
 
+json peer_forgotten_json(const core::PeerForgotten& forgotten) {
+  return json{{"ok", true},
+              {"id", forgotten.id},
+              {"cluster", forgotten.cluster},
+              {"invitationsRevoked", forgotten.invitations_revoked},
+              {"hostedStopped", forgotten.hosted_stopped},
+              {"copiesLost", forgotten.copies_lost},
+              {"placedAgainAt", format_time(forgotten.placed_again_at)}};
+}
+
 json quotas_json(const core::Operations& agent) {
   json items = json::array();
   for (const core::QuotaView& view : agent.quotas()) {

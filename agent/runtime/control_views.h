@@ -34,6 +34,8 @@ Result<nlohmann::json> describe_peer_json(core::Operations& agent, const std::st
 nlohmann::json invitations_json(const core::Operations& agent);
 // The federation-wide quotas: limits, what each namespace holds, who waits.
 nlohmann::json quotas_json(const core::Operations& agent);
+// What `peer forget` did (protocol/README.md, "Control API").
+nlohmann::json peer_forgotten_json(const core::PeerForgotten& forgotten);
 nlohmann::json reservations_json(const core::Operations& agent);
 nlohmann::json status_json(const ControlContext& context);
 

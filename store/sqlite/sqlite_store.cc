@@ -98,6 +98,10 @@ const char* const kMigrations[] = {
     R"sql(
     CREATE TABLE quotas (namespace TEXT PRIMARY KEY, spec TEXT NOT NULL);
     )sql",
+    // 8 -> 9: peers the operator forgot (PeerRecord::forgotten_at_ms).
+    R"sql(
+    ALTER TABLE peers ADD COLUMN forgotten_at INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 
 // Stored JSON never throws on the way in: bytes that are not UTF-8 (which
@@ -281,7 +285,8 @@ Result<uint64_t> SqliteStore::next_boot() {
 Status SqliteStore::put_peer(const PeerRecord& peer) {
   SHOAL_ASSIGN_OR_RETURN(Statement s,
                          db_->prepare("INSERT OR REPLACE INTO peers (id, cluster, org, endpoint, "
-                                      "last_boot, last_seq, lease_ms, lease_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+                                      "last_boot, last_seq, lease_ms, lease_until, forgotten_at) "
+                                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
   return s.bind(1, peer.id)
       .bind(2, peer.cluster)
       .bind(3, peer.org)
@@ -290,20 +295,21 @@ Status SqliteStore::put_peer(const PeerRecord& peer) {
       .bind(6, static_cast<int64_t>(peer.last_seq))
       .bind(7, peer.lease_ms)
       .bind(8, peer.lease_until_ms)
+      .bind(9, peer.forgotten_at_ms)
       .run();
 }
 
 Result<std::vector<PeerRecord>> SqliteStore::load_peers() {
   SHOAL_ASSIGN_OR_RETURN(
-      Statement s, db_->prepare("SELECT id, cluster, org, endpoint, last_boot, last_seq, lease_ms, lease_until "
-                                "FROM peers"));
+      Statement s, db_->prepare("SELECT id, cluster, org, endpoint, last_boot, last_seq, lease_ms, "
+                                "lease_until, forgotten_at FROM peers"));
   std::vector<PeerRecord> out;
   while (true) {
     SHOAL_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) break;
     out.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
                    static_cast<uint64_t>(s.column_int(4)), static_cast<uint64_t>(s.column_int(5)),
-                   s.column_int(6), s.column_int(7)});
+                   s.column_int(6), s.column_int(7), s.column_int(8)});
   }
   return out;
 }

@@ -15,6 +15,8 @@
 
 #include "common/time.h"
 #include "harness.h"
+#include "store/sqlite/sqlite_store.h"
+#include "tests/chaos/checker.h"
 
 namespace shoal::testing {
 namespace {
@@ -392,6 +394,81 @@ TEST_F(ConnectionLoss, ForcedDeleteEndsAWorkloadWhoseTargetIsGoneForGood) {
   submit("job", "duration: 1s");
   EXPECT_TRUE(wait_until([&] { return status_is("job", "Succeeded", "west"); }, 30s))
       << describe("job").dump(2);
+}
+
+// A target killed for good holds its copies hostage until workerLostTimeout.
+// `peer forget` (after confirming) lets it go at once: no longer listed,
+// its copy placed again once the lease renewed until the forget has ended,
+// and not sooner. When the dead cluster comes back anyway it is not heard,
+// and the chaos checker, reading every agent's durable records, finds the
+// job ran once at a time.
+TEST_F(ConnectionLoss, AForgottenPeersCopyIsPlacedAgainAfterItsLeaseAndNeverTwiceAtOnce) {
+  submit("job", "duration: 8s");  // longer than east's lease: only the fence ends it there
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Running", "east"); }, 20s));
+  std::string east_id = east_.ctl_json({"status"}).value("id", "");
+  east_.kill_hard();
+  ASSERT_TRUE(wait_until([&] { return peer_state("east") == "Unreachable"; }, 10s));
+
+  CommandResult unconfirmed = source_.ctl({"peer", "forget", "east"});
+  EXPECT_EQ(unconfirmed.exit_code, 1);
+  EXPECT_NE(unconfirmed.err.find("not forgotten"), std::string::npos) << unconfirmed.err;
+  EXPECT_EQ(peer_state("east"), "Unreachable") << "still a peer";
+  CommandResult unknown = source_.ctl({"peer", "forget", "north", "--yes"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("name: no peer north"), std::string::npos) << unknown.err;
+
+  CommandResult forgotten = source_.ctl({"peer", "forget", "east", "--yes"});
+  ASSERT_EQ(forgotten.exit_code, 0) << forgotten.err;
+  EXPECT_NE(forgotten.out.find("peer east forgotten: 1 invitation(s) revoked"), std::string::npos)
+      << forgotten.out;
+  std::string marker = "placed again from ";
+  size_t at = forgotten.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << forgotten.out;
+  auto placed_again_at = parse_time(
+      forgotten.out.substr(at + marker.size(), forgotten.out.find('\n', at) - at - marker.size()),
+      "placedAgainAt");
+  ASSERT_TRUE(placed_again_at.is_ok()) << forgotten.out;
+  EXPECT_EQ(peer_state("east"), "") << "no longer listed";
+
+  ASSERT_TRUE(wait_until([&] { return status_is("job", "Succeeded", "west"); }, 30s))
+      << describe("job").dump(2);
+  EXPECT_TRUE(has_event("job", "east forgotten by the operator"));
+  std::string uid = describe("job")["metadata"]["uid"];
+  auto west_store = store::sqlite::SqliteStore::open(west_.data_dir() + "/state.db");
+  ASSERT_TRUE(west_store.is_ok());
+  auto west_runs = (*west_store)->load_runs();
+  ASSERT_TRUE(west_runs.is_ok());
+  ASSERT_EQ(west_runs->size(), 1u);
+  EXPECT_GE(west_runs->front().started_at_ms, to_millis(*placed_again_at))
+      << "placed again before the lease renewed until the forget had ended";
+
+  // The dead cluster comes back: it fences its copy as of the lapse, and
+  // the source does not hear it.
+  ASSERT_TRUE(east_.start());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return east_.log().find("stopped at east: the lease of source ended") != std::string::npos;
+      },
+      20s))
+      << east_.log();
+  EXPECT_EQ(peer_state("east"), "");
+  EXPECT_EQ(describe("job")["status"]["cluster"], "west");
+
+  std::vector<chaos::AgentRecords> records;
+  chaos::Expectations expected;
+  for (AgentProcess* agent : {&source_, &east_, &west_}) {
+    std::string id = agent->ctl_json({"status"}).value("id", "");
+    agent->stop();
+    auto loaded = chaos::load_records(agent->name(), id, agent->data_dir() + "/state.db");
+    ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+    records.push_back(std::move(loaded).value());
+    if (agent == &source_) expected.submitted[id] = {"job"};
+  }
+  EXPECT_EQ(records[1].id, east_id);
+  expected.node_capacity = {8000, int64_t{32} << 30, 0};
+  for (const chaos::Finding& finding : chaos::check(records, expected)) {
+    ADD_FAILURE() << finding.invariant << ": " << finding.detail;
+  }
 }
 
 // A source restarted while its winner is silent counts workerLostTimeout

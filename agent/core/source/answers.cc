@@ -63,7 +63,7 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
         // (Approved in advance, it answers READY when it offers to preempt
         // or does not know approvals: the APPROVE it needs follows.)
         workload->approved_in_advance = false;
-        send(from, protocol::Approve{record.uid, record.epoch});
+        send_binding(from, protocol::Approve{record.uid, record.epoch});
       }
     } else {
       cancel_at(*workload, from, message.epoch);  // a READY after the winner: cancel it
@@ -212,7 +212,7 @@ void SourceRole::choose_winner(SourceWorkload& workload, const std::string& targ
   workload.pending_attempts = 0;
   workload.round_started = clock_.now();
   record_event(record.uid, "winner " + record.cluster + " (" + why + ")");
-  send(target, protocol::Approve{record.uid, record.epoch});
+  send_binding(target, protocol::Approve{record.uid, record.epoch});
   for (auto& [peer_id, progress] : workload.candidates) {
     if (peer_id != target && may_hold_something(progress)) cancel_at(workload, peer_id, record.epoch);
   }

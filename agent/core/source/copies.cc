@@ -11,10 +11,23 @@ namespace shoal::core::source {
 
 void SourceRole::greet_target(const std::string& target) {
   targets_.digest_sent(target, TimePoint{});
+  targets_.set_knows_our_lease(target, false);  // a new boot: until its HOLDINGS says so
   // Its copies' leases count as unrenewed from now: worker-lost handling
   // of them may come due earlier (worker_lost_at).
   due_.touch_watching(target);
   if (invitations_.issuers().count(target)) leases_.due_now();
+}
+
+void SourceRole::lose_target(const std::string& target) {
+  targets_.forget_capacity(target);
+  due_.touch_watching(target);
+  // Deleting workloads are not watched (watched_winner): those owing it a
+  // DELETE are found by a walk, once, for an operator's request.
+  for (const auto& [uid, workload] : book_.entries()) {
+    if (!workload.deletes.count(target)) continue;
+    due_.wake(uid);
+    due_.touch(uid);
+  }
 }
 
 void SourceRole::heard_from(const std::string& peer, Duration silence) {
@@ -247,6 +260,8 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
   // The target's side of reconciliation: the source owns each workload, so
   // it decides what every mismatch means. Never two running copies of one
   // workload: a copy is kept only if it is (or becomes) the epoch's winner.
+  // It answers a DIGEST, so the target knows our lease (send_binding).
+  targets_.set_knows_our_lease(from, true);
   std::set<std::string> held;
   for (const auto& copy : message.copies) {
     bool running = copy.phase == model::Phase::kBound || copy.phase == model::Phase::kRunning;
@@ -298,18 +313,30 @@ void SourceRole::send_digests(TimePoint now) {
       leases_.due_by(last_sent + interval);
       continue;
     }
-    protocol::Digest digest;
-    digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
-    for (const auto& [uid, workload] : book_.entries()) {
-      const store::WorkloadRecord& record = workload.record;
-      if (record.winner == id && !model::is_finished(record.phase) && !record.deleting) {
-        digest.copies.push_back({uid, record.epoch, record.spec.priority});
-      }
-    }
-    targets_.digest_sent(id, now);
-    leases_.due_by(now + interval);
-    send(id, std::move(digest));
+    send_digest(id, now);
   }
+}
+
+void SourceRole::send_digest(const std::string& target, TimePoint now) {
+  protocol::Digest digest;
+  digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
+  for (const auto& [uid, workload] : book_.entries()) {
+    const store::WorkloadRecord& record = workload.record;
+    if (record.winner == target && !model::is_finished(record.phase) && !record.deleting) {
+      digest.copies.push_back({uid, record.epoch, record.spec.priority});
+    }
+  }
+  targets_.digest_sent(target, now);
+  leases_.due_by(now + leases_.digest_interval());
+  send(target, std::move(digest));
+}
+
+void SourceRole::send_binding(const std::string& target, protocol::Body body) {
+  if (config_.lease.count() > 0 && target != self_id_ && !targets_.knows_our_lease(target) &&
+      leases_.may_renew(target)) {
+    send_digest(target, clock_.now());
+  }
+  send(target, std::move(body));
 }
 
 void SourceRole::silences_restarted() {

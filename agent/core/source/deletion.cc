@@ -96,7 +96,8 @@ void SourceRole::begin_delete(SourceWorkload& workload) {
 bool SourceRole::drive_delete(SourceWorkload& workload, TimePoint now) {
   for (auto it = workload.deletes.begin(); it != workload.deletes.end();) {
     PendingDelete& pending = it->second;
-    if (pending.give_up_at && now >= *pending.give_up_at) {
+    std::optional<TimePoint> let_go_at = leases_.let_go_at(it->first);
+    if ((pending.give_up_at && now >= *pending.give_up_at) || (let_go_at && now >= *let_go_at)) {
       it = workload.deletes.erase(it);
       continue;
     }

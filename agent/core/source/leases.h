@@ -5,7 +5,9 @@
 //
 // A target silent for worker_lost_timeout is lost; we stop renewing its
 // lease lease + max_clock_skew before that, so by the time its copies are
-// placed again its lease has certainly ended and it has stopped them. The
+// placed again its lease has certainly ended and it has stopped them. A
+// target the operator forgot is lost at once, and its copies are placed
+// again lease + max_clock_skew after it was forgotten (renewals stop then). The
 // DIGEST plan (next_due) is a lower bound of every issuer's next
 // DIGEST, so the tick may come early, never late: between passes a DIGEST
 // comes due earlier only by a greeting, by hearing again from a target too
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "agent/core/config.h"
@@ -37,13 +40,19 @@ class SourceLeases {
   Duration silent_for(const std::string& peer_id) const {
     return peers_.silent_for(peer_id, context_.now());
   }
-  // Silent for worker_lost_timeout: its copies are placed again.
+  bool forgotten(const std::string& peer_id) const {
+    return peers_.forgotten_at(peer_id).has_value();
+  }
+  // Silent for worker_lost_timeout, or forgotten by the operator: its
+  // copies are placed again once renewals_ended.
   bool lost(const std::string& peer_id) const {
-    return silent_for(peer_id) >= config_.worker_lost_timeout;
+    return silent_for(peer_id) >= config_.worker_lost_timeout || forgotten(peer_id);
   }
   // Whether a lease-renewing message (DIGEST, APPROVE) may go to this peer,
-  // silent for now or for `silence`.
-  bool may_renew(const std::string& peer_id) const { return may_renew_after(silent_for(peer_id)); }
+  // silent for now or for `silence`. Never to a forgotten one.
+  bool may_renew(const std::string& peer_id) const {
+    return may_renew_after(silent_for(peer_id)) && !forgotten(peer_id);
+  }
   bool may_renew_after(Duration silence) const {
     // Stop once the target has been silent so long that worker-lost
     // handling will need its copies stopped: then its lease has ended
@@ -55,6 +64,7 @@ class SourceLeases {
   // fencing) our renewals stopped lease + skew before. Inline, as the
   // above: the due-time index asks on every tick.
   TimePoint worker_lost_at(const std::string& winner) const {
+    if (forgotten(winner)) return fenced_at(winner);
     TimePoint silent_enough = context_.now() - silent_for(winner) + config_.worker_lost_timeout;
     return std::max(silent_enough, fenced_at(winner));
   }
@@ -62,6 +72,19 @@ class SourceLeases {
   // fencing is off): a copy there has certainly stopped.
   bool renewals_ended(const std::string& winner, TimePoint now) const {
     return now >= fenced_at(winner);
+  }
+  // Why a copy at `winner` (cluster `cluster`) is given up as lost.
+  std::string why_lost(const std::string& winner, const std::string& cluster) const {
+    return forgotten(winner)
+               ? "worker lost: " + cluster + " forgotten by the operator, its lease over"
+               : "worker lost: " + cluster + " silent for " + format_duration(silent_for(winner));
+  }
+  // For a forgotten peer, when what we asked of it may be let go: its
+  // copies have certainly stopped (fenced_at), so a DELETE owed to it is
+  // answered; none while it is not forgotten.
+  std::optional<TimePoint> let_go_at(const std::string& peer_id) const {
+    if (!forgotten(peer_id)) return std::nullopt;
+    return fenced_at(peer_id);
   }
   // How often each target's lease is renewed: a quarter lease, or the
   // garbage interval if that is shorter.
@@ -88,10 +111,15 @@ class SourceLeases {
 
  private:
   // When a copy at `winner` has certainly stopped: lease + skew after our
-  // last renewal to it; the beginning of time when fencing is off.
+  // last renewal to it; the beginning of time when fencing is off. Renewals
+  // to a forgotten peer end when it is forgotten (may_renew), and that
+  // moment is stored, while the last DIGEST's time is not: a restart must
+  // not move the fence earlier.
   TimePoint fenced_at(const std::string& winner) const {
     if (config_.lease.count() == 0) return TimePoint::min();
-    return targets_.last_digest_sent(winner) + config_.lease + config_.max_clock_skew;
+    TimePoint last_renewal = targets_.last_digest_sent(winner);
+    if (auto forgotten = peers_.forgotten_at(winner)) last_renewal = *forgotten;
+    return last_renewal + config_.lease + config_.max_clock_skew;
   }
 
   const Context& context_;

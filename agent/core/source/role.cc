@@ -214,7 +214,12 @@ void SourceRole::start_round(SourceWorkload& workload) {
                                "; ranked " + targets.decision +
                                (approved ? "; approved in advance: it binds if it has room" : ""));
   for (const auto& [peer_id, name] : targets.ranked) {
-    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec, approved});
+    protocol::Candidate candidate{record.uid, record.epoch, record.spec, approved};
+    if (approved) {
+      send_binding(peer_id, std::move(candidate));
+    } else {
+      send(peer_id, std::move(candidate));
+    }
   }
 }
 

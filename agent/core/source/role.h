@@ -83,6 +83,10 @@ class SourceRole : private DueIndex::Times {
   void on_holdings(const std::string& from, const protocol::Holdings& message);
   // A target's first HELLO of a boot: reconcile with it at the next tick.
   void greet_target(const std::string& target);
+  // The operator forgot `target` (PeerTable::forget): nothing more is
+  // placed there, and its copies and the DELETEs owed to it come due at
+  // their fence (SourceLeases::worker_lost_at, let_go_at).
+  void lose_target(const std::string& target);
   // An authentic envelope from `peer` ended a silence of `silence`: a
   // target too long silent to renew its lease may be renewed again
   // (next_deadline).
@@ -176,6 +180,12 @@ class SourceRole : private DueIndex::Times {
   bool renew_queued(SourceWorkload& workload);
 
   void send(const std::string& to, protocol::Body body) { context_.send(to, std::move(body)); }
+  // An APPROVE, or a CANDIDATE approved in advance: what binds work at
+  // `target`. A target that has not answered a DIGEST of ours since we
+  // greeted it may not know our lease yet, and would bind the copy
+  // unfenced (a copy its death leaves running, while we place it again
+  // elsewhere). A DIGEST goes first, in the same batch, read first.
+  void send_binding(const std::string& target, protocol::Body body);
   void record_event(const std::string& subject, const std::string& text) {
     context_.record_event(subject, text);
   }
@@ -277,6 +287,8 @@ class SourceRole : private DueIndex::Times {
   static constexpr Duration kAvoidDisruptingTarget = std::chrono::minutes(5);
   // A DIGEST (our lease renewal) to every issuer that is due one.
   void send_digests(TimePoint now);
+  // One DIGEST to `target` now: its lease renewed, what we hold there listed.
+  void send_digest(const std::string& target, TimePoint now);
   void drive_source_workloads(TimePoint now);
   // One workload's timers: retries, rounds, deletes, a lost winner.
   void drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,

@@ -29,6 +29,9 @@ class TargetLedger {
     protocol::ClusterFacts facts;  // advertised; labels and claims as last sent
     bool heard_facts = false;      // from an agent that sends them at all
     TimePoint last_digest_sent{};  // our last DIGEST (lease renewal) to it
+    // A HOLDINGS answered a DIGEST of ours since we last greeted it: it
+    // knows our lease, so it fences what it binds for us.
+    bool knows_our_lease = false;
     // Our own workloads headed or bound there that its last CAPACITY does
     // not count yet (SourceWorkload::expected_at): what they hold, counted
     // cluster-wide, per namespace and per (namespace, queue).
@@ -65,6 +68,13 @@ class TargetLedger {
   // the next one is due at once).
   TimePoint last_digest_sent(const std::string& peer) const;
   void digest_sent(const std::string& peer, TimePoint at) { targets_[peer].last_digest_sent = at; }
+  bool knows_our_lease(const std::string& peer) const {
+    const Target* target = find(peer);
+    return target && target->knows_our_lease;
+  }
+  void set_knows_our_lease(const std::string& peer, bool knows) {
+    targets_[peer].knows_our_lease = knows;
+  }
 
   std::string broken_invariant() const;
 

@@ -76,6 +76,7 @@ TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bou
     for (const auto& [peer_id, pending] : workload.deletes) {
       due = std::min(due, resend_at(peer_id, pending.last_sent, 0));
       if (pending.give_up_at) due = std::min(due, *pending.give_up_at);
+      if (auto let_go_at = leases_.let_go_at(peer_id)) due = std::min(due, *let_go_at);
     }
     return due;
   }
@@ -213,8 +214,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
     // Fencing arithmetic (docs/lifecycle.md): renewals to a silent winner
     // stopped at least lease + skew ago, so its copy has stopped by now.
     if (leases_.renewals_ended(record.winner, now)) {
-      requeue_lost(workload, "worker lost: " + record.cluster + " silent for " +
-                                 format_duration(leases_.silent_for(record.winner)));
+      requeue_lost(workload, leases_.why_lost(record.winner, record.cluster));
       return;
     }
   }
@@ -227,7 +227,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
         leases_.may_renew(record.winner)) {
       workload.last_approve_sent = now;
       workload.approve_resends += 1;
-      send(record.winner, protocol::Approve{uid, record.epoch});
+      send_binding(record.winner, protocol::Approve{uid, record.epoch});
     }
     return;
   }

@@ -59,12 +59,18 @@ void TargetRole::fail_copy(TargetReservation& reservation, protocol::CopyConditi
 
 void TargetRole::collect_local_garbage() {
   // Copies of other sources are collected through their digests; our own
-  // cluster's copies are acknowledged in the batch they finish in.
+  // cluster's copies are acknowledged in the batch they finish in. A
+  // forgotten source acknowledges nothing any more: its finished copies go
+  // once their stop's grace is over (the cluster has let them go by then).
   std::vector<ReservationKey> collected;
+  TimePoint now = clock_.now();
   for (const auto& [key, reservation] : table_.entries()) {
     const store::ReservationRecord& record = reservation.record;
-    if (key.first == self_id_ && !store::holds_resources(record.phase) &&
-        record.acked_generation >= record.generation) {
+    if (store::holds_resources(record.phase)) continue;
+    bool acked = record.acked_generation >= record.generation;
+    if ((key.first == self_id_ && acked) ||
+        (peers_.forgotten_at(key.first) &&
+         now >= from_millis(record.finished_at_ms) + record.spec.termination_grace)) {
       collected.push_back(key);
     }
   }

@@ -56,6 +56,48 @@ TEST(LifecycleTest, PartitionedWinnerStopsItsCopyBeforeTheSourcePlacesANewOne) {
   EXPECT_EQ(running_copies(*f.west, uid), 1);
 }
 
+// A target must know its source's lease before it binds: the first DIGEST
+// can come after the first APPROVE (it is periodic, and a new link's first
+// one may be slow). A target that bound unfenced and then froze (or died,
+// its work running on) would run the copy on after waking, beside the one
+// the source placed once the target was lost. The source sends a DIGEST
+// ahead of what binds until the target answers one.
+TEST(LifecycleTest, ATargetKnowsTheSourcesLeaseBeforeItBindsItsFirstCopy) {
+  World world;
+  world.configure = fast_lifecycle_timers;
+  Node& source = world.add("source", 1, 500);
+  Node& east = world.add("east");
+  Node& west = world.add("west", 2);
+  // Every DIGEST sent alone to east is lost (a slow first one, stood for).
+  auto lone_digests_lost = [&](const Wire& w) {
+    return !(w.to == east.id && w.type == protocol::MessageType::kDigest && w.parts == 1);
+  };
+  world.invite(east, source);
+  world.invite(west, source);
+  world.run_for(2s, 250ms, lone_digests_lost);
+  ASSERT_FALSE(east.agent->operations().peers().front().lease_until.has_value())
+      << "the test needs east not to know the lease yet";
+
+  ASSERT_TRUE(source.agent->operations().submit({workload("job", 4000, 3600s)}).is_ok());
+  world.run_for(250ms, 250ms, lone_digests_lost);
+  auto record = source.agent->operations().find_workload("default", "job");
+  ASSERT_EQ(record->cluster, "east");
+  std::string uid = record->uid;
+  ASSERT_EQ(running_copies(east, uid), 1);
+  EXPECT_TRUE(east.agent->operations().peers().front().lease_until.has_value())
+      << "bound without knowing the source's lease";
+
+  east.frozen = true;
+  world.run_for(8s);  // past workerLostTimeout: placed again at west
+  ASSERT_EQ(running_copies(west, uid), 1);
+  east.frozen = false;
+  world.run_for(250ms);
+  EXPECT_EQ(running_copies(east, uid), 0) << "two copies run at once";
+  auto old_copy = copy_at(east, uid);
+  ASSERT_TRUE(old_copy.has_value());
+  EXPECT_EQ(old_copy->message.rfind("LeaseExpired", 0), 0u) << old_copy->message;
+}
+
 // A target frozen past its source's lease reads, on waking and before its
 // first tick, a DELETE its source sent meanwhile. The copy stopped when
 // the lease lapsed, the moment the source relies on: it is fenced as of
