@@ -332,6 +332,9 @@ void SourceRole::send_digest(const std::string& target, TimePoint now) {
 }
 
 void SourceRole::send_binding(const std::string& target, protocol::Body body) {
+  // Ahead of every one until the target answers: a DIGEST may be lost
+  // without the APPROVE after it (a new link drops what it queued). Only
+  // the first round trip after a greeting pays for it.
   if (config_.lease.count() > 0 && target != self_id_ && !targets_.knows_our_lease(target) &&
       leases_.may_renew(target)) {
     send_digest(target, clock_.now());
