@@ -85,7 +85,7 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
     cancel_at(*workload, from, message.epoch);
     return;
   }
-  if (sibling_winners(record).count(from)) {
+  if (book_.sibling_winners(record).count(from)) {
     refuse_for_sibling(*workload, from, message.epoch);
     return;
   }
@@ -159,7 +159,7 @@ bool SourceRole::decide_readied() {
       continue;
     }
     // A sibling copy may have won at one of them in this same step.
-    std::set<std::string> taken = sibling_winners(record);
+    std::set<std::string> taken = book_.sibling_winners(record);
     std::vector<std::string> refused;
     int readies = 0;
     for (const auto& [peer_id, progress] : workload.candidates) {
@@ -176,7 +176,7 @@ bool SourceRole::decide_readied() {
     // The first-ranked target has not answered READY yet but still may:
     // the timers decide once preferredWait is over (a parked workload is
     // woken for it).
-    if (waits_for_preferred(workload, clock_.now())) {
+    if (waits_for_preferred(workload, clock_.now(), config_)) {
       unpark(workload);
       due_.wake(uid);
       due_.touch(uid);
@@ -238,7 +238,7 @@ void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& 
   double best_score = 0, best_rank = 0, best_fit = 0;
   std::string best_name;
   uint64_t best_hash = 0;
-  std::set<std::string> taken = sibling_winners(workload.record);
+  std::set<std::string> taken = book_.sibling_winners(workload.record);
   // Without a readyWindow the engine's own pick wins whenever it is READY:
   // the live decision is the one `place --live` shows. The rest compete by
   // score only when it is not.

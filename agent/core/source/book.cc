@@ -218,4 +218,33 @@ std::string SourceBook::broken_invariant() const {
   return "";
 }
 
+std::set<std::string> SourceBook::sibling_winners(const store::WorkloadRecord& record) const {
+  std::set<std::string> taken;
+  if (record.parent.empty()) return taken;
+  for (const auto& copy_uid : copy_uids(record.parent)) {
+    const store::WorkloadRecord& sibling = find(copy_uid)->record;
+    // A finished sibling keeps its cluster: the group promises N distinct
+    // clusters for its whole life, not only among the copies still running.
+    // (A copy that restarts elsewhere has cleared its winner.) So does an
+    // epoch of it given up as lost, which may have succeeded unheard.
+    if (copy_uid == record.uid) continue;
+    if (!sibling.winner.empty()) taken.insert(sibling.winner);
+    for (const auto& lost : sibling.lost_copies) taken.insert(lost.target);
+  }
+  return taken;
+}
+
+std::set<std::string> SourceBook::sibling_places(const store::WorkloadRecord& record) const {
+  std::set<std::string> places = sibling_winners(record);
+  if (record.parent.empty()) return places;
+  for (const auto& copy_uid : copy_uids(record.parent)) {
+    const SourceWorkload& sibling = *find(copy_uid);
+    if (copy_uid != record.uid && !sibling.preferred.empty() && sibling.record.winner.empty() &&
+        sibling.record.phase == model::Phase::kPlacing) {
+      places.insert(sibling.preferred);
+    }
+  }
+  return places;
+}
+
 }  // namespace shoal::core::source

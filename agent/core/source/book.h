@@ -60,6 +60,13 @@ class SourceBook {
   // Running), a group by its copies.
   model::QuotaUsage held_in(const std::string& namespace_name) const;
   static bool holds_quota(const store::WorkloadRecord& record);
+  // Where the other copies of `record`'s group are placed or ran (their
+  // winners, and the targets of epochs given up as lost); none for a
+  // workload of no group.
+  std::set<std::string> sibling_winners(const store::WorkloadRecord& record) const;
+  // The same, and where those still placing are headed (their
+  // first-ranked targets).
+  std::set<std::string> sibling_places(const store::WorkloadRecord& record) const;
   // Our unfinished workloads placed at `target`: how many, and what they hold.
   InvitationUsage usage_at(const std::string& target) const;
 

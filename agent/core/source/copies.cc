@@ -123,7 +123,7 @@ void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyConditio
     fail_past_budget(workload, disrupted, last);
     return;
   }
-  Duration wait = backoff(count - 1);
+  Duration wait = backoff(count - 1, config_);
   std::string why;
   if (disrupted) {
     why = " (" + std::string(protocol::kCopyConditionNames[static_cast<int>(condition)]) + " at " +
@@ -251,11 +251,6 @@ void SourceRole::on_status(const std::string& from, const protocol::WorkloadStat
   take_copy_status(*workload, message);
 }
 
-bool SourceRole::overtaken_by_status(const SourceWorkload& workload, const std::string& from) const {
-  return workload.last_status_from == from &&
-         context_.envelope_order().precedes(workload.last_status_order);
-}
-
 void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& message) {
   // The target's side of reconciliation: the source owns each workload, so
   // it decides what every mismatch means. Never two running copies of one
@@ -278,7 +273,7 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
     if (!running || record.deleting) continue;
     // A snapshot sealed before a STATUS we took from this target about this
     // workload is older news: that STATUS may have said the copy ended.
-    if (overtaken_by_status(*workload, from)) continue;
+    if (overtaken_by_status(*workload, from, context_.envelope_order())) continue;
     if (record.winner.empty() && !model::is_finished(record.phase) && copy.epoch <= record.epoch &&
         may_place_at(record, from)) {
       adopt(*workload, from, copy.epoch);
@@ -295,7 +290,7 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
     const store::WorkloadRecord& record = workload.record;
     if (record.winner != from || held.count(uid) || record.deleting) continue;
     if (record.phase != model::Phase::kBound && record.phase != model::Phase::kRunning) continue;
-    if (overtaken_by_status(workload, from)) continue;
+    if (overtaken_by_status(workload, from, context_.envelope_order())) continue;
     requeue_lost(workload, "LostAtTarget: " + record.cluster + " no longer holds epoch " +
                                std::to_string(record.epoch));
   }

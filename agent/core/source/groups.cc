@@ -264,23 +264,7 @@ bool SourceRole::may_place_at(const store::WorkloadRecord& record,
          (placement.dispatcher.value_or(config_.default_dispatcher) !=
               model::Dispatcher::kExternal ||
           (record.nominations && listed(*record.nominations))) &&
-         !sibling_winners(record).count(target);
-}
-
-std::set<std::string> SourceRole::sibling_winners(const store::WorkloadRecord& record) const {
-  std::set<std::string> taken;
-  if (record.parent.empty()) return taken;
-  for (const auto& copy_uid : book_.copy_uids(record.parent)) {
-    const store::WorkloadRecord& sibling = book_.find(copy_uid)->record;
-    // A finished sibling keeps its cluster: the group promises N distinct
-    // clusters for its whole life, not only among the copies still running.
-    // (A copy that restarts elsewhere has cleared its winner.) So does an
-    // epoch of it given up as lost, which may have succeeded unheard.
-    if (copy_uid == record.uid) continue;
-    if (!sibling.winner.empty()) taken.insert(sibling.winner);
-    for (const auto& lost : sibling.lost_copies) taken.insert(lost.target);
-  }
-  return taken;
+         !book_.sibling_winners(record).count(target);
 }
 
 void SourceRole::update_group(const std::string& group_uid) {

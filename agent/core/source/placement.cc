@@ -117,19 +117,6 @@ std::vector<LiveCluster> SourceRole::live_inventory(const std::string& namespace
   return out;
 }
 
-std::set<std::string> SourceRole::sibling_places(const store::WorkloadRecord& record) const {
-  std::set<std::string> places = sibling_winners(record);
-  if (record.parent.empty()) return places;
-  for (const auto& copy_uid : book_.copy_uids(record.parent)) {
-    const SourceWorkload& sibling = *book_.find(copy_uid);
-    if (copy_uid != record.uid && !sibling.preferred.empty() && sibling.record.winner.empty() &&
-        sibling.record.phase == model::Phase::kPlacing) {
-      places.insert(sibling.preferred);
-    }
-  }
-  return places;
-}
-
 namespace {
 
 // "c5 250, c4 200; left out c2 (zone maxSkew 1 would be exceeded)": what an
@@ -164,7 +151,7 @@ SourceRole::RankedTargets SourceRole::rank_targets(const store::WorkloadRecord& 
   const model::WorkloadSpec& spec = record.spec;
   RankedTargets out;
   std::vector<LiveCluster> inventory = live_inventory(spec.namespace_name, spec.queue);
-  std::set<std::string> siblings = sibling_places(record);
+  std::set<std::string> siblings = book_.sibling_places(record);
   std::vector<model::ClusterCandidate> candidates;
   std::map<std::string, std::string> peer_by_name;
   const SourceWorkload* self = book_.find(record.uid);
@@ -259,34 +246,6 @@ void SourceRole::follow_expectation(SourceWorkload& workload) {
     if (!counted.empty()) targets_.count_ours(counted, 1);
     workload.counted_at = counted;
   }
-}
-
-bool SourceRole::waits_for_preferred(const SourceWorkload& workload, TimePoint now) const {
-  if (config_.preferred_wait.count() <= 0 || workload.first_ready_at == TimePoint{}) return false;
-  if (now >= hold_until(workload)) return false;
-  auto may_answer = [](const CandidateProgress& progress) {
-    return progress.state == CandidateState::kSent ||
-           (progress.state == CandidateState::kRejected &&
-            progress.code == protocol::RejectCode::kNoCapacity);
-  };
-  auto preferred = workload.candidates.find(workload.preferred);
-  if (preferred != workload.candidates.end() && may_answer(preferred->second)) return true;
-  bool offers = false, room_held = false, another_may_answer = false;
-  for (const auto& [peer_id, progress] : workload.candidates) {
-    if (progress.state == CandidateState::kReady) (progress.victims > 0 ? offers : room_held) = true;
-    if (progress.state == CandidateState::kSent) another_may_answer = true;
-  }
-  return offers && !room_held && another_may_answer;
-}
-
-TimePoint SourceRole::hold_until(const SourceWorkload& workload) const {
-  // Rounded up to a tick of kHoldGranularity, so that the holds that end
-  // close together end in one step and their APPROVEs and CANCELs share
-  // envelopes (one signature, one commit).
-  TimePoint end = (workload.asked_preferred_alone ? workload.round_started : workload.first_ready_at) +
-                  config_.preferred_wait;
-  auto ticks = (end.time_since_epoch() + kHoldGranularity - Duration(1)) / kHoldGranularity;
-  return TimePoint(ticks * kHoldGranularity);
 }
 
 }  // namespace shoal::core::source

@@ -190,7 +190,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
   workload.round_started = now;
   workload.wave_started = now;
   workload.asked_preferred_alone =
-      dispatcher_of(record) == model::Dispatcher::kPreferred && !workload.untried.empty();
+      dispatcher_of(record, config_) == model::Dispatcher::kPreferred && !workload.untried.empty();
   workload.approved_in_advance = approved;
   if (approved) {
     // Until it answers, its CANDIDATE stands for an APPROVE: re-sent as one.
@@ -231,7 +231,7 @@ SourceRole::RankedTargets SourceRole::round_targets(
   // it has room, the rest later (Preferred), everyone (AllAtOnce), the d*N
   // best (Sample), or the best k with k more per round (Incremental).
   const model::PlacementSpec& placement = record.spec.placement;
-  model::Dispatcher dispatcher = dispatcher_of(record);
+  model::Dispatcher dispatcher = dispatcher_of(record, config_);
   untried->clear();
   if (dispatcher == model::Dispatcher::kSample) {
     size_t sample = static_cast<size_t>(placement.sample_factor) *
@@ -246,7 +246,8 @@ SourceRole::RankedTargets SourceRole::round_targets(
     });
     if (!nominated) targets.reason = " waiting for nominations (shoalctl nominate)";
   } else if (dispatcher == model::Dispatcher::kIncremental ||
-             (dispatcher == model::Dispatcher::kPreferred && asks_preferred_alone(workload, targets))) {
+             (dispatcher == model::Dispatcher::kPreferred &&
+              asks_preferred_alone(workload, targets.queueing, config_))) {
     size_t batch = dispatcher == model::Dispatcher::kPreferred ? 1 : incremental_batch(record);
     if (targets.ranked.size() > batch) {
       untried->assign(targets.ranked.begin() + static_cast<std::ptrdiff_t>(batch),
@@ -257,15 +258,6 @@ SourceRole::RankedTargets SourceRole::round_targets(
   return targets;
 }
 
-bool SourceRole::asks_preferred_alone(const SourceWorkload& workload, const RankedTargets& targets) const {
-  // Only while the first-ranked has room to offer: when nobody has, every
-  // target that would queue it is asked (each keeps it in line). A
-  // readyWindow compares several READYs, and preferredWait 0 takes the
-  // first READY of any target: both need everyone asked at once.
-  return !targets.queueing && config_.preferred_wait.count() > 0 &&
-         workload.record.spec.placement.ready_window.count() == 0;
-}
-
 bool SourceRole::approves_in_advance(const SourceWorkload& workload, const RankedTargets& targets) const {
   if (targets.ranked.size() != 1 || targets.queueing) return false;
   const std::string& target = targets.ranked.front().first;
@@ -273,16 +265,6 @@ bool SourceRole::approves_in_advance(const SourceWorkload& workload, const Ranke
   return target != self_id_ && !is_group(workload) && record.parent.empty() && !record.deleting &&
          record.spec.placement.ready_window.count() == 0 &&
          leases_.silent_for(target) < config_.retry_interval / 5 && leases_.may_renew(target);
-}
-
-model::Dispatcher SourceRole::dispatcher_of(const store::WorkloadRecord& record) const {
-  return record.spec.placement.dispatcher.value_or(config_.default_dispatcher);
-}
-
-Duration SourceRole::wave_timeout(const store::WorkloadRecord& record) const {
-  // Preferred: the first-ranked had its preferredWait; then everyone else.
-  if (dispatcher_of(record) == model::Dispatcher::kPreferred) return config_.preferred_wait;
-  return record.spec.placement.round_timeout;
 }
 
 bool SourceRole::renew_queued(SourceWorkload& workload) {
@@ -304,7 +286,7 @@ bool SourceRole::renew_queued(SourceWorkload& workload) {
   for (const auto& [peer_id, progress] : workload.candidates) {
     send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
-  workload.next_round_at = clock_.now() + backoff(workload.pending_attempts);
+  workload.next_round_at = clock_.now() + backoff(workload.pending_attempts, config_);
   workload.pending_attempts += 1;  // to pendingRetryMax, well inside queueHold
   park(workload);
   return true;
@@ -315,7 +297,7 @@ void SourceRole::ask_next_batch(SourceWorkload& workload) {
   TimePoint now = clock_.now();
   // Incremental asks the next incrementalBatch; Preferred, everyone left.
   size_t count = workload.untried.size();
-  if (dispatcher_of(record) == model::Dispatcher::kIncremental) {
+  if (dispatcher_of(record, config_) == model::Dispatcher::kIncremental) {
     count = std::min(count, incremental_batch(record));
   }
   std::string names;
@@ -341,7 +323,7 @@ void SourceRole::make_pending(SourceWorkload& workload, const std::string& reaso
   // The candidates stay: a target that queued one may still answer READY
   // for this epoch, and the others must then be cancelled.
   // Exponential backoff; new advertised room brings the retry forward.
-  workload.next_round_at = clock_.now() + backoff(workload.pending_attempts);
+  workload.next_round_at = clock_.now() + backoff(workload.pending_attempts, config_);
   workload.pending_attempts += 1;
   if (changed) {
     persist(record);
@@ -382,12 +364,6 @@ void SourceRole::wake_parked(TimePoint now) {
     due_.wake(uid);
     ++woken;
   }
-}
-
-Duration SourceRole::backoff(int doublings) const {
-  Duration wait = config_.pending_retry;
-  for (int i = 0; i < doublings && wait < config_.pending_retry_max; ++i) wait *= 2;
-  return std::min(wait, config_.pending_retry_max);
 }
 
 SourceWorkload* SourceRole::find_source_workload(const std::string& uid) {

@@ -15,14 +15,16 @@
 // plan).
 //
 // Files, all in this folder: role.cc (submit, the window, rounds),
-// placement.cc (the live inventory, ranking by the placement engine, the
-// wait for the first-ranked target), answers.cc (CAPACITY, READY/REJECT,
+// placement.cc (the live inventory, ranking by the placement engine),
+// answers.cc (CAPACITY, READY/REJECT,
 // the winner, RELEASED and BOUND), copies.cc (the winner's copy: status,
 // restarts, worker-lost, reconciliation), timers.cc (the tick, due times,
 // driving each awake workload), groups.cc (multi-cluster groups,
 // nominations, priorities, loading, views, invariants), deletion.cc
 // (deleting everywhere), quota.cc (federation-wide quotas); each part in
-// its own files.
+// its own files. The rules over one workload are functions beside it:
+// workload.h (its own state) and dispatch_rules.h (with the config: the
+// dispatchers, the wait for the first-ranked target, backoff).
 #pragma once
 
 #include <functional>
@@ -38,6 +40,7 @@
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
 #include "agent/core/source/book.h"
+#include "agent/core/source/dispatch_rules.h"
 #include "agent/core/source/due_index.h"
 #include "agent/core/source/leases.h"
 #include "agent/core/source/placement_window.h"
@@ -160,8 +163,6 @@ class SourceRole : private DueIndex::Times {
   // the later batches (Incremental, Preferred) go to `untried`.
   RankedTargets round_targets(const SourceWorkload& workload,
                               std::vector<std::pair<std::string, std::string>>* untried);
-  // Whether a Preferred round asks its first-ranked target alone first.
-  bool asks_preferred_alone(const SourceWorkload& workload, const RankedTargets& targets) const;
   // Whether this round's CANDIDATE goes approved in advance
   // (protocol::Candidate::approved), two messages and a commit at each end
   // fewer: the round asks one target, not ourselves, for a plain workload
@@ -171,9 +172,6 @@ class SourceRole : private DueIndex::Times {
   // can take the workload back, so one that stopped a moment ago must not
   // be approved; one that is working sends something within its lazy delay.
   bool approves_in_advance(const SourceWorkload& workload, const RankedTargets& targets) const;
-  model::Dispatcher dispatcher_of(const store::WorkloadRecord& record) const;
-  // How long a batch of candidates is given before the next is asked.
-  Duration wave_timeout(const store::WorkloadRecord& record) const;
   // Parked work that a round would send to the very targets that queue it:
   // re-sends the same epoch's candidates (the targets keep its place in
   // line) and parks it again. False if it needs a real round.
@@ -217,30 +215,15 @@ class SourceRole : private DueIndex::Times {
   // placement engine over live_inventory(); the other copies of its group
   // count as placed (never candidates, but counted by the spread).
   RankedTargets rank_targets(const store::WorkloadRecord& record);
-  // The peers where the other copies of `record`'s group are placed or
-  // headed (their winners and first-ranked targets).
-  std::set<std::string> sibling_places(const store::WorkloadRecord& record) const;
   // Counts `workload` at `peer_id` until that target's CAPACITY does ("":
   // nowhere), so that a burst of submissions sees what it already sent.
   void expect_at(SourceWorkload& workload, const std::string& peer_id);
   // Keeps expected_at and Target::ours in step with the record (persist).
   void follow_expectation(SourceWorkload& workload);
-  // Whether READYs of this round still wait, for less than preferredWait
-  // since the first READY (AgentConfig::preferred_wait): for the round's
-  // first-ranked target, which has not answered READY but still may (not
-  // asked back yet, or queued); or, while every READY offers only to
-  // preempt, for a target that has not answered and may hold room.
-  bool waits_for_preferred(const SourceWorkload& workload, TimePoint now) const;
-  // When that wait ends (unless the first-ranked answers first).
-  TimePoint hold_until(const SourceWorkload& workload) const;
-  static constexpr Duration kHoldGranularity = std::chrono::milliseconds(50);
   void start_round(SourceWorkload& workload);
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);
   void make_pending(SourceWorkload& workload, const std::string& reason);
-  // pendingRetry doubled `doublings` times, at most pendingRetryMax: the wait
-  // before a Pending round and before a restart.
-  Duration backoff(int doublings) const;
   void park(SourceWorkload& workload);
   void unpark(SourceWorkload& workload);
   // Wakes the parked workloads whose time has come, at most
@@ -265,10 +248,6 @@ class SourceRole : private DueIndex::Times {
   // copies.cc: the winner's copy.
   // A copy at `target` still runs while we have no winner: take it back.
   void adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch);
-  // Whether the message being handled was sealed by `from` before a STATUS
-  // about `workload` we already took from it: envelopes can be overtaken
-  // (a redial, parallel checks), and such a snapshot is older news.
-  bool overtaken_by_status(const SourceWorkload& workload, const std::string& from) const;
   // The copy at the winner is gone without finishing: place again now.
   void requeue_lost(SourceWorkload& workload, const std::string& why);
   void keep_outcome_of_lost_copy(SourceWorkload& workload, const std::string& from,
@@ -301,9 +280,6 @@ class SourceRole : private DueIndex::Times {
   // worker-lost handling.
   using ResendBound = DueIndex::ResendBound;
   TimePoint own_due_at(const SourceWorkload& workload, ResendBound bound = ResendBound::kNow) const;
-  // The remote winner whose silence the workload waits on (worker-lost
-  // handling), or null.
-  const std::string* watched_winner(const SourceWorkload& workload) const;
   // DueIndex::Times, by uid: the due times the index files by.
   std::optional<TimePoint> own_due(const std::string& uid, ResendBound bound) const override;
   const std::string* watched(const std::string& uid) const override;
@@ -320,8 +296,6 @@ class SourceRole : private DueIndex::Times {
   // Whether a copy of `record` may run at `target` (adoption checks what a
   // READY would have needed: invitation, allow list, nominations, siblings).
   bool may_place_at(const store::WorkloadRecord& record, const std::string& target) const;
-  // The peers where other copies of this workload's group are placed or ran.
-  std::set<std::string> sibling_winners(const store::WorkloadRecord& record) const;
   void begin_delete(SourceWorkload& workload);
   // Retries DELETEs; true once every copy is confirmed stopped (or, for one
   // that cannot be running, given up on).

@@ -47,16 +47,6 @@ TimePoint SourceRole::next_deadline() {
   return std::min(next, leases_.next_due(invitations_.issuers().size()));
 }
 
-const std::string* SourceRole::watched_winner(const SourceWorkload& workload) const {
-  const store::WorkloadRecord& record = workload.record;
-  if (is_group(workload) || record.deleting || workload.waiting_ticket ||
-      record.phase == model::Phase::kPending || record.winner.empty() || record.winner == self_id_ ||
-      model::is_finished(record.phase)) {
-    return nullptr;
-  }
-  return &record.winner;
-}
-
 // Mirrors drive_source_workload: each time here is one at which that
 // function acts (the simulation checks that a tick leaves no deadline due).
 TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bound) const {
@@ -87,7 +77,8 @@ TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bou
   if (record.winner.empty() && record.spec.placement.ready_window.count() == 0 &&
       workload.first_ready_at != TimePoint{} && has_ready(workload)) {
     // READYs wait for the first-ranked target (waits_for_preferred), no longer.
-    due = std::min(due, waits_for_preferred(workload, now) ? hold_until(workload) : now);
+    due = std::min(
+        due, waits_for_preferred(workload, now, config_) ? hold_until(workload, config_) : now);
   }
   if (record.phase == model::Phase::kPending) {
     return std::min(due, std::max(workload.next_round_at, record.restart_at));
@@ -107,7 +98,7 @@ TimePoint SourceRole::own_due_at(const SourceWorkload& workload, ResendBound bou
   }
 
   if (!workload.untried.empty()) {
-    due = std::min(due, workload.wave_started + wave_timeout(record));
+    due = std::min(due, workload.wave_started + wave_timeout(record, config_));
   } else if (workload.candidates.empty()) {
     return now;
   } else {
@@ -155,7 +146,7 @@ std::optional<TimePoint> SourceRole::own_due(const std::string& uid, ResendBound
 
 const std::string* SourceRole::watched(const std::string& uid) const {
   const SourceWorkload* found = book_.find(uid);
-  return found ? watched_winner(*found) : nullptr;
+  return found ? watched_winner(*found, self_id_) : nullptr;
 }
 
 bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint now) {
@@ -163,7 +154,8 @@ bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint
   // first_ready_at: a READY came for this round and was not decided on yet
   // (a winner whose copy ended leaves its candidate READY behind).
   if (record.spec.placement.ready_window.count() > 0 || !record.winner.empty() ||
-      workload.first_ready_at == TimePoint{} || waits_for_preferred(workload, now) || !has_ready(workload)) {
+      workload.first_ready_at == TimePoint{} || waits_for_preferred(workload, now, config_) ||
+      !has_ready(workload)) {
     return false;
   }
   auto preferred = workload.candidates.find(workload.preferred);
@@ -239,7 +231,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
   }
   if (decide_after_preferred_wait(workload, now)) return;
   if (!workload.untried.empty()) {
-    if (now - workload.wave_started >= wave_timeout(record)) ask_next_batch(workload);
+    if (now - workload.wave_started >= wave_timeout(record, config_)) ask_next_batch(workload);
   } else if (workload.candidates.empty() ||
              now - workload.wave_started >= config_.reservation_ttl) {
     // A restart left the round without its candidates, or nobody answered in time.

@@ -192,6 +192,28 @@ inline bool past_budget(const store::WorkloadRecord& record, bool disruption) {
   return budget >= 0 && (disruption ? record.disruptions : record.restarts) > budget;
 }
 
+// Whether the message being handled, sealed at `order`, was sealed by
+// `from` before a STATUS about `workload` we already took from it:
+// envelopes can be overtaken (a redial, parallel checks), and such a
+// snapshot is older news.
+inline bool overtaken_by_status(const SourceWorkload& workload, const std::string& from,
+                                const Context::EnvelopeOrder& order) {
+  return workload.last_status_from == from && order.precedes(workload.last_status_order);
+}
+
+// The remote winner whose silence the workload waits on (worker-lost
+// handling: DueIndex files it by that winner), or null. `self_id`: ours.
+inline const std::string* watched_winner(const SourceWorkload& workload,
+                                         const std::string& self_id) {
+  const store::WorkloadRecord& record = workload.record;
+  if (is_group(workload) || record.deleting || workload.waiting_ticket ||
+      record.phase == model::Phase::kPending || record.winner.empty() || record.winner == self_id ||
+      model::is_finished(record.phase)) {
+    return nullptr;
+  }
+  return &record.winner;
+}
+
 // Nothing for the timers to do until the workload changes (persist), a
 // CANCEL is owed (cancel_at) or a slot is its turn (admit_waiting), each
 // of which wakes it.
