@@ -177,7 +177,7 @@ bool SourceRole::decide_readied() {
     // the timers decide once preferredWait is over (a parked workload is
     // woken for it).
     if (waits_for_preferred(workload, clock_.now(), config_)) {
-      unpark(workload);
+      parked_.unpark(workload);
       due_.wake(uid);
       due_.touch(uid);
       continue;

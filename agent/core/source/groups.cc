@@ -54,7 +54,7 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   due_.touch(record.uid);
   SourceWorkload* found = book_.find(record.uid);
   if (found) {
-    unpark(*found);
+    parked_.unpark(*found);
     book_.changed(*found);
     follow_expectation(*found);
   }
@@ -80,19 +80,13 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
 std::string SourceRole::broken_invariant() {
   if (std::string broken = book_.broken_invariant(); !broken.empty()) return broken;
   if (std::string broken = targets_.broken_invariant(); !broken.empty()) return broken;
-  size_t parked = 0;
+  if (std::string broken = parked_.broken_invariant(book_); !broken.empty()) return broken;
   for (const auto& [uid, workload] : book_.entries()) {
-    parked += workload.parked_until != TimePoint{};
     if (!workload.record.winner.empty() && workload.record.phase == model::Phase::kPending) {
       return "a Pending workload has a winner";
     }
     if (!is_quiet(workload) && !due_.is_awake(uid)) {
       return "a workload with something due is not awake";
-    }
-    // A parked workload is woken by its entry in parked_.
-    if (workload.parked_until != TimePoint{} &&
-        !parked_.count({workload.parked_until, uid})) {
-      return "a parked workload is missing from parked_";
     }
     // The window: a slot is held only by a round in flight; whoever waits
     // is Pending and in line exactly once.
@@ -117,7 +111,6 @@ std::string SourceRole::broken_invariant() {
       return "a workload waiting for a slot also waits for room";
     }
   }
-  if (parked != parked_.size()) return "parked_ does not hold each parked workload once";
   // The due-time index keeps its contract against our due times
   // (due_index.h).
   TimePoint deadline = next_deadline();

@@ -288,7 +288,7 @@ bool SourceRole::renew_queued(SourceWorkload& workload) {
   }
   workload.next_round_at = clock_.now() + backoff(workload.pending_attempts, config_);
   workload.pending_attempts += 1;  // to pendingRetryMax, well inside queueHold
-  park(workload);
+  parked_.park(workload);
   return true;
 }
 
@@ -331,38 +331,9 @@ void SourceRole::make_pending(SourceWorkload& workload, const std::string& reaso
   }
   if (waits_in_every_queue(workload)) {
     room_waiters_.erase(record.uid);
-    park(workload);
+    parked_.park(workload);
   } else {
     room_waiters_.insert(record.uid);
-  }
-}
-
-void SourceRole::park(SourceWorkload& workload) {
-  unpark(workload);
-  workload.parked_until = std::max(workload.next_round_at, workload.record.restart_at);
-  parked_.emplace(workload.parked_until, workload.record.uid);
-}
-
-void SourceRole::unpark(SourceWorkload& workload) {
-  if (workload.parked_until == TimePoint{}) return;
-  parked_.erase({workload.parked_until, workload.record.uid});
-  workload.parked_until = TimePoint{};
-  due_.wake(workload.record.uid);
-}
-
-void SourceRole::wake_parked(TimePoint now) {
-  // A bounded herd per tick: work submitted together parks until the same
-  // instant, and 20,000 woken in one tick held the loop (control requests,
-  // peers) for a quarter of a second. The rest stay due, so the loop ticks
-  // again as soon as it has served what waits.
-  for (int woken = 0; woken < kMostWokenPerTick && !parked_.empty() && parked_.begin()->first <= now;) {
-    auto [at, uid] = *parked_.begin();
-    parked_.erase(parked_.begin());
-    SourceWorkload* found = book_.find(uid);
-    if (!found || found->parked_until != at) continue;  // stale
-    found->parked_until = TimePoint{};
-    due_.wake(uid);
-    ++woken;
   }
 }
 

@@ -11,8 +11,9 @@
 // our lease renewals, our work it does not count yet), PlacementWindow
 // (whose round is in flight, and the lines waiting for a slot or for
 // quota), DueIndex (which workloads the timers visit, and when),
-// SourceLeases (silences, lease renewals, worker-lost times, the DIGEST
-// plan).
+// ParkingLot (Pending work that waits only for a time, out of DueIndex
+// until then), SourceLeases (silences, lease renewals, worker-lost times,
+// the DIGEST plan).
 //
 // Files, all in this folder: role.cc (submit, the window, rounds),
 // placement.cc (the live inventory, ranking by the placement engine),
@@ -43,6 +44,7 @@
 #include "agent/core/source/dispatch_rules.h"
 #include "agent/core/source/due_index.h"
 #include "agent/core/source/leases.h"
+#include "agent/core/source/parking_lot.h"
 #include "agent/core/source/placement_window.h"
 #include "agent/core/source/target_ledger.h"
 #include "agent/core/source/workload.h"
@@ -224,12 +226,6 @@ class SourceRole : private DueIndex::Times {
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);
   void make_pending(SourceWorkload& workload, const std::string& reason);
-  void park(SourceWorkload& workload);
-  void unpark(SourceWorkload& workload);
-  // Wakes the parked workloads whose time has come, at most
-  // kMostWokenPerTick of them (the rest stay due: next_deadline() is now).
-  static constexpr int kMostWokenPerTick = 1000;
-  void wake_parked(TimePoint now);
   // CANCELs `epoch` (and older) at `peer_id` until RELEASED or the
   // reservation must have expired; a no-op while one for `epoch` or a newer
   // epoch is pending there (one CANCEL per workload, epoch and target).
@@ -325,9 +321,7 @@ class SourceRole : private DueIndex::Times {
   // freed slot only re-sent their candidates. Kept by persist and
   // make_pending; what left Pending is dropped when next met.
   std::set<std::string> room_waiters_;
-  // Parked workloads by when they wake (SourceWorkload::parked_until); an
-  // entry that no longer matches its workload is stale and skipped.
-  std::set<std::pair<TimePoint, std::string>> parked_;
+  ParkingLot parked_{due_};
   // Whose round is in flight (holds_slot, kept by persist), and who waits
   // for a slot.
   PlacementWindow window_{config_.placement_window};

@@ -31,7 +31,7 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
     }
   }
   due_.start_tick();
-  wake_parked(now);
+  parked_.wake_due(book_, now);
   drive_source_workloads(now);
   // After the due times above: a DIGEST only moves them later, so they stay
   // lower bounds. Only when one may be due: the plan is a lower bound of
@@ -42,7 +42,7 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
 
 TimePoint SourceRole::next_deadline() {
   TimePoint next = due_.next_deadline();
-  if (!parked_.empty()) next = std::min(next, parked_.begin()->first);
+  next = std::min(next, parked_.next_wake());
   // An issuer not yet in the digests' plan: its first DIGEST is due now.
   return std::min(next, leases_.next_due(invitations_.issuers().size()));
 }
