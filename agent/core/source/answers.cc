@@ -49,7 +49,7 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
 void SourceRole::on_ready(const std::string& from, const protocol::Ready& message) {
   SourceWorkload* workload = find_source_workload(message.uid);
   if (!workload) {
-    send(from, protocol::Cancel{message.uid, message.epoch});
+    context_.send(from, protocol::Cancel{message.uid, message.epoch});
     return;
   }
   store::WorkloadRecord& record = workload->record;
@@ -63,7 +63,7 @@ void SourceRole::on_ready(const std::string& from, const protocol::Ready& messag
         // (Approved in advance, it answers READY when it offers to preempt
         // or does not know approvals: the APPROVE it needs follows.)
         workload->approved_in_advance = false;
-        send_binding(from, protocol::Approve{record.uid, record.epoch});
+        leases_.send_binding(from, protocol::Approve{record.uid, record.epoch});
       }
     } else {
       cancel_at(*workload, from, message.epoch);  // a READY after the winner: cancel it
@@ -198,7 +198,7 @@ void SourceRole::choose_winner(SourceWorkload& workload, const std::string& targ
   // The winner is in this batch, which commits before the APPROVE below
   // leaves the agent: a restarted source approves the same one.
   record.winner = target;
-  record.cluster = cluster_name_of(target);
+  record.cluster = context_.cluster_name_of(target);
   record.phase = model::Phase::kPlacing;
   record.reason.clear();
   record.status_generation = 0;  // the winner's copy counts its own generations
@@ -211,8 +211,8 @@ void SourceRole::choose_winner(SourceWorkload& workload, const std::string& targ
   workload.first_ready_at = TimePoint{};  // decided: READYs of this round wait no more
   workload.pending_attempts = 0;
   workload.round_started = clock_.now();
-  record_event(record.uid, "winner " + record.cluster + " (" + why + ")");
-  send_binding(target, protocol::Approve{record.uid, record.epoch});
+  context_.record_event(record.uid, "winner " + record.cluster + " (" + why + ")");
+  leases_.send_binding(target, protocol::Approve{record.uid, record.epoch});
   for (auto& [peer_id, progress] : workload.candidates) {
     if (peer_id != target && may_hold_something(progress)) cancel_at(workload, peer_id, record.epoch);
   }
@@ -261,7 +261,7 @@ void SourceRole::choose_best_ready(SourceWorkload& workload, const std::string& 
   for (const auto& [peer_id, progress] : workload.candidates) {
     if (progress.state != CandidateState::kReady || taken.count(peer_id)) continue;
     if (cost_of(progress) != *cheapest) continue;
-    std::string name = cluster_name_of(peer_id);
+    std::string name = context_.cluster_name_of(peer_id);
     // The engine's score of the target (its rank by the workload's policy)
     // plus the target's own fit from its READY.
     auto ranked = workload.engine_scores.find(peer_id);
@@ -300,11 +300,12 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
   if (!workload) return;
   store::WorkloadRecord& record = workload->record;
   if (message.epoch != record.epoch || model::is_finished(record.phase) || record.deleting) return;
-  std::string cluster = cluster_name_of(from);
+  std::string cluster = context_.cluster_name_of(from);
   if (record.winner == from && !workload->approved_in_advance) {
     // The winner lost its reservation before binding: place again.
     if (record.phase != model::Phase::kPlacing) return;
-    record_event(record.uid, "winner " + cluster + " rejected approval: " + message.reason);
+    context_.record_event(record.uid,
+                          "winner " + cluster + " rejected approval: " + message.reason);
     record.winner.clear();
     record.cluster.clear();
     start_round(*workload);
@@ -339,7 +340,7 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
   progress->second.state = CandidateState::kRejected;
   progress->second.code = message.code;
   progress->second.reason = message.reason;
-  record_event(record.uid, cluster + " rejected: " + message.reason);
+  context_.record_event(record.uid, cluster + " rejected: " + message.reason);
   // READYs that waited for this target (the first-ranked) need wait no more.
   if (record.winner.empty() && from == workload->preferred) readied_.insert(record.uid);
   if (record.winner.empty() && record.spec.placement.ready_window.count() > 0 &&
@@ -357,7 +358,7 @@ void SourceRole::on_reject(const std::string& from, const protocol::Reject& mess
   if (every_one_rejected && record.winner.empty()) {
     std::string reason = "Unschedulable: all clusters rejected:";
     for (const auto& [peer_id, p] : workload->candidates) {
-      reason += " " + cluster_name_of(peer_id) + "=" + p.reason;
+      reason += " " + context_.cluster_name_of(peer_id) + "=" + p.reason;
     }
     if (!workload->unasked.empty()) reason += "; not asked:" + workload->unasked;
     make_pending(*workload, reason);
@@ -377,7 +378,7 @@ void SourceRole::on_released(const std::string& from, const protocol::Released& 
   auto deleting = workload->deletes.find(from);
   if (deleting != workload->deletes.end() && deleting->second.epoch <= message.epoch) {
     workload->deletes.erase(deleting);
-    record_event(message.uid, "stopped and released at " + cluster_name_of(from));
+    context_.record_event(message.uid, "stopped and released at " + context_.cluster_name_of(from));
   }
 }
 
@@ -400,7 +401,7 @@ void SourceRole::on_bound(const std::string& from, const protocol::Bound& messag
     workload->untried.clear();
     workload->pending_attempts = 0;
   }
-  record_event(record.uid, "bound at " + record.cluster);
+  context_.record_event(record.uid, "bound at " + record.cluster);
   AgentStats& stats = context_.stats();
   ++stats.placements_bound;
   if (record.restarts == 0) {

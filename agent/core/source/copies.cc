@@ -1,7 +1,7 @@
 // The source role, the winner's copy: its STATUS mirrored into the
 // workload, restarts, worker-lost handling and adoption, reconciliation
-// (DIGEST renews leases, HOLDINGS answers). The role's timers are in
-// timers.cc.
+// (HOLDINGS, the answer to our DIGEST, which SourceLeases sends). The
+// role's timers are in timers.cc.
 #include <algorithm>
 #include <set>
 
@@ -41,10 +41,11 @@ void SourceRole::heard_from(const std::string& peer, Duration silence) {
 }
 
 void SourceRole::adopt(SourceWorkload& workload, const std::string& target, uint64_t copy_epoch) {
-  record_event(workload.record.uid,
-               "the copy at " + cluster_name_of(target) +
-                   (copy_epoch ? " (epoch " + std::to_string(copy_epoch) + ")" : std::string()) +
-                   " still runs and nothing replaced it: adopting it");
+  context_.record_event(
+      workload.record.uid,
+      "the copy at " + context_.cluster_name_of(target) +
+          (copy_epoch ? " (epoch " + std::to_string(copy_epoch) + ")" : std::string()) +
+          " still runs and nothing replaced it: adopting it");
   choose_winner(workload, target, "re-adopted");
 }
 
@@ -64,7 +65,7 @@ void SourceRole::fail_past_budget(SourceWorkload& workload, bool disruption, con
   if (record.finished_at_ms == 0) record.finished_at_ms = to_millis(clock_.now());
   record.updated_at = clock_.now();
   persist(record);
-  record_event(record.uid, "Failed, not placed again: " + record.reason);
+  context_.record_event(record.uid, "Failed, not placed again: " + record.reason);
 }
 
 void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) {
@@ -75,7 +76,7 @@ void SourceRole::requeue_lost(SourceWorkload& workload, const std::string& why) 
     fail_past_budget(workload, true, why);
     return;
   }
-  record_event(record.uid, why + "; placing it again under a new epoch");
+  context_.record_event(record.uid, why + "; placing it again under a new epoch");
   workload.pending_attempts = 0;
   start_round(workload);  // persists the new round (or Pending), disruptions included
   if (record.phase == model::Phase::kPending) {
@@ -136,8 +137,9 @@ void SourceRole::on_copy_failed(SourceWorkload& workload, protocol::CopyConditio
   } else {
     why = never_started ? " (its copy could not be started)" : " (restartPolicy OnFailure)";
   }
-  record_event(record.uid, std::string(disrupted ? "disruption " : "restart ") + std::to_string(count) +
-                               " in " + format_duration(wait) + why);
+  context_.record_event(record.uid, std::string(disrupted ? "disruption " : "restart ") +
+                                        std::to_string(count) + " in " + format_duration(wait) +
+                                        why);
   record.reason = (disrupted ? "placing again after: " : "restarting after: ") + record.reason;
   // Its round is over. What its targets answered in it must decide nothing
   // now: a READY a target's queue serves late, or the first-ranked
@@ -162,10 +164,10 @@ void SourceRole::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::
                                            const protocol::WorkloadStatus& message) {
   store::WorkloadRecord& record = workload.record;
   std::erase(record.lost_copies, store::LostCopy{from, message.epoch, false});
-  record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
-                               std::to_string(message.epoch) + ") given up as lost had " +
-                               std::string(model::phase_name(message.phase)) +
-                               " and nothing replaced it: keeping its outcome");
+  context_.record_event(record.uid, "the copy at " + context_.cluster_name_of(from) + " (epoch " +
+                                        std::to_string(message.epoch) + ") given up as lost had " +
+                                        std::string(model::phase_name(message.phase)) +
+                                        " and nothing replaced it: keeping its outcome");
   for (auto& [peer_id, progress] : workload.candidates) {
     if (may_hold_something(progress)) cancel_at(workload, peer_id, record.epoch);
   }
@@ -174,7 +176,7 @@ void SourceRole::keep_outcome_of_lost_copy(SourceWorkload& workload, const std::
   // The epoch stays the newest this workload used, so a later round never
   // reuses one that a target may still hold.
   record.winner = from;
-  record.cluster = cluster_name_of(from);
+  record.cluster = context_.cluster_name_of(from);
   take_copy_status(workload, message);
 }
 
@@ -194,13 +196,15 @@ void SourceRole::take_copy_status(SourceWorkload& workload,
   if (old_phase == record.phase) {
     // A bound copy's target says why it has not started (or no longer).
     if (record.phase == model::Phase::kBound && old_reason != record.reason) {
-      record_event(record.uid, "at " + record.cluster + ": " +
-                                   (record.reason.empty() ? "no longer waits" : "waits: " + record.reason));
+      context_.record_event(
+          record.uid, "at " + record.cluster + ": " +
+                          (record.reason.empty() ? "no longer waits" : "waits: " + record.reason));
     }
     return;
   }
-  record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " + record.cluster +
-                               (message.message.empty() ? "" : ": " + message.message));
+  context_.record_event(record.uid, std::string(model::phase_name(record.phase)) + " at " +
+                                        record.cluster +
+                                        (message.message.empty() ? "" : ": " + message.message));
   if (record.phase == model::Phase::kFailed) on_copy_failed(workload, message.condition);
 }
 
@@ -234,10 +238,11 @@ void SourceRole::on_status(const std::string& from, const protocol::WorkloadStat
     } else {
       record.lost_copies.erase(lost);
     }
-    record_event(record.uid, "the copy at " + cluster_name_of(from) + " (epoch " +
-                                 std::to_string(message.epoch) + ") given up as lost had " +
-                                 std::string(model::phase_name(message.phase)) +
-                                 "; another copy had replaced it");
+    context_.record_event(record.uid, "the copy at " + context_.cluster_name_of(from) + " (epoch " +
+                                          std::to_string(message.epoch) +
+                                          ") given up as lost had " +
+                                          std::string(model::phase_name(message.phase)) +
+                                          "; another copy had replaced it");
     persist(record);
   }
   if (record.winner != from || record.epoch != message.epoch ||
@@ -255,14 +260,15 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
   // The target's side of reconciliation: the source owns each workload, so
   // it decides what every mismatch means. Never two running copies of one
   // workload: a copy is kept only if it is (or becomes) the epoch's winner.
-  // It answers a DIGEST, so the target knows our lease (send_binding).
+  // It answers a DIGEST, so the target knows our lease (SourceLeases::send_binding).
   targets_.set_knows_our_lease(from, true);
   std::set<std::string> held;
   for (const auto& copy : message.copies) {
     bool running = copy.phase == model::Phase::kBound || copy.phase == model::Phase::kRunning;
     SourceWorkload* workload = find_source_workload(copy.uid);
     if (!workload) {
-      if (running) send(from, protocol::Delete{copy.uid, copy.epoch});  // not ours any more
+      if (running)
+        context_.send(from, protocol::Delete{copy.uid, copy.epoch});  // not ours any more
       continue;
     }
     const store::WorkloadRecord& record = workload->record;
@@ -278,9 +284,10 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
         may_place_at(record, from)) {
       adopt(*workload, from, copy.epoch);
     } else {
-      record_event(record.uid, "removing a stale copy at " + cluster_name_of(from) + " (epoch " +
-                                   std::to_string(copy.epoch) + ")");
-      send(from, protocol::Delete{copy.uid, copy.epoch});
+      context_.record_event(record.uid, "removing a stale copy at " +
+                                            context_.cluster_name_of(from) + " (epoch " +
+                                            std::to_string(copy.epoch) + ")");
+      context_.send(from, protocol::Delete{copy.uid, copy.epoch});
     }
   }
   // A copy we count as bound or running there, which the target does not
@@ -294,47 +301,6 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
     requeue_lost(workload, "LostAtTarget: " + record.cluster + " no longer holds epoch " +
                                std::to_string(record.epoch));
   }
-}
-
-void SourceRole::send_digests(TimePoint now) {
-  Duration interval = leases_.digest_interval();
-  leases_.start_pass(invitations_.issuers().size());
-  for (const auto& [id, invitations] : invitations_.issuers()) {
-    // Renewing a lease tells the target "I still see you". One that may
-    // not be renewed waits until we hear from it (heard_from).
-    if (!leases_.may_renew(id)) continue;
-    TimePoint last_sent = targets_.last_digest_sent(id);
-    if (now - last_sent < interval) {
-      leases_.due_by(last_sent + interval);
-      continue;
-    }
-    send_digest(id, now);
-  }
-}
-
-void SourceRole::send_digest(const std::string& target, TimePoint now) {
-  protocol::Digest digest;
-  digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
-  for (const auto& [uid, workload] : book_.entries()) {
-    const store::WorkloadRecord& record = workload.record;
-    if (record.winner == target && !model::is_finished(record.phase) && !record.deleting) {
-      digest.copies.push_back({uid, record.epoch, record.spec.priority});
-    }
-  }
-  targets_.digest_sent(target, now);
-  leases_.due_by(now + leases_.digest_interval());
-  send(target, std::move(digest));
-}
-
-void SourceRole::send_binding(const std::string& target, protocol::Body body) {
-  // Ahead of every one until the target answers: a DIGEST may be lost
-  // without the APPROVE after it (a new link drops what it queued). Only
-  // the first round trip after a greeting pays for it.
-  if (config_.lease.count() > 0 && target != self_id_ && !targets_.knows_our_lease(target) &&
-      leases_.may_renew(target)) {
-    send_digest(target, clock_.now());
-  }
-  send(target, std::move(body));
 }
 
 void SourceRole::silences_restarted() {

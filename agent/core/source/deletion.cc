@@ -18,7 +18,7 @@ Status SourceRole::delete_workload(const std::string& namespace_name, const std:
     workload.record.reason = "Deleting";
     workload.record.updated_at = clock_.now();
     persist(workload.record);
-    record_event(group_uid, "delete requested");
+    context_.record_event(group_uid, "delete requested");
     // A group goes once its last copy has gone (drive_source_workloads).
     std::vector<std::string> targets = {group_uid};
     if (is_group(workload)) targets = book_.copy_uids(group_uid);
@@ -51,7 +51,7 @@ Status SourceRole::force_delete(const std::string& namespace_name, const std::st
     SourceWorkload& one = *book_.find(copy_uid);
     std::string unconfirmed;
     for (const auto& [peer_id, pending] : one.deletes) {
-      unconfirmed += (unconfirmed.empty() ? "" : ", ") + cluster_name_of(peer_id);
+      unconfirmed += (unconfirmed.empty() ? "" : ", ") + context_.cluster_name_of(peer_id);
     }
     std::string text = "deleted by force";
     if (!unconfirmed.empty()) {
@@ -59,7 +59,7 @@ Status SourceRole::force_delete(const std::string& namespace_name, const std::st
               ": a copy there stops when our lease there lapses, or on the DELETE that answers "
               "its next HOLDINGS";
     }
-    record_event(copy_uid, text);
+    context_.record_event(copy_uid, text);
     one.deletes.clear();
     forget_workload(copy_uid);
   }
@@ -89,7 +89,7 @@ void SourceRole::begin_delete(SourceWorkload& workload) {
     // A copy that may be running is waited for until it is confirmed stopped.
     if (peer_id == record.winner && !model::is_finished(record.phase)) pending.give_up_at.reset();
     workload.deletes[peer_id] = pending;
-    send(peer_id, protocol::Delete{record.uid, record.epoch});
+    context_.send(peer_id, protocol::Delete{record.uid, record.epoch});
   }
 }
 
@@ -103,7 +103,7 @@ bool SourceRole::drive_delete(SourceWorkload& workload, TimePoint now) {
     }
     if (now >= context_.resend_at(it->first, pending.last_sent, 0)) {
       pending.last_sent = now;
-      send(it->first, protocol::Delete{workload.record.uid, pending.epoch});
+      context_.send(it->first, protocol::Delete{workload.record.uid, pending.epoch});
     }
     ++it;
   }
@@ -115,7 +115,7 @@ void SourceRole::forget_workload(const std::string& uid) {
   if (!found) return;
   SourceWorkload& workload = *found;
   const std::string parent = workload.record.parent;
-  record_event(uid, "deleted " + workload.record.spec.key());
+  context_.record_event(uid, "deleted " + workload.record.spec.key());
   context_.note_store(context_.store().delete_workload(uid));
   if (!parent.empty()) {
     // A deleting group goes once its last copy has: due now, so touched

@@ -178,7 +178,7 @@ Status SourceRole::nominate(const std::string& namespace_name, const std::string
   persist(record);
   std::string list;
   for (const auto& cluster : clusters) list += (list.empty() ? "" : ",") + cluster;
-  record_event(record.uid, "nominated " + list);
+  context_.record_event(record.uid, "nominated " + list);
   // A new round asks the nominees and cancels every candidate not nominated
   // any more.
   for (const auto& member_uid : members) {
@@ -203,8 +203,8 @@ Status SourceRole::set_priority(const std::string& namespace_name, const std::st
                             "; only a pending or running workload's priority can change");
   }
   if (group.spec.priority == priority) return Status::ok();
-  record_event(group.uid, "priority " + std::to_string(priority) + " (was " +
-                              std::to_string(group.spec.priority) + ")");
+  context_.record_event(group.uid, "priority " + std::to_string(priority) + " (was " +
+                                       std::to_string(group.spec.priority) + ")");
   std::vector<std::string> members = {group.uid};
   if (is_group(workload)) {
     workload.record.spec.priority = priority;
@@ -227,7 +227,7 @@ Status SourceRole::set_priority(const std::string& namespace_name, const std::st
     }
     if (!record.winner.empty()) told.insert(record.winner);
     for (const std::string& peer_id : told) {
-      send(peer_id, protocol::Priority{record.uid, record.epoch, priority});
+      context_.send(peer_id, protocol::Priority{record.uid, record.epoch, priority});
     }
   }
   return context_.store_health();
@@ -245,7 +245,7 @@ bool SourceRole::may_place_at(const store::WorkloadRecord& record,
   // What a READY from `target` would have needed: a valid invitation into
   // the namespace, the allow list, the nominations, no sibling copy there.
   const model::PlacementSpec& placement = record.spec.placement;
-  std::string cluster = cluster_name_of(target);
+  std::string cluster = context_.cluster_name_of(target);
   bool invited = target == self_id_;
   for (const auto* invitation : invitations_.valid_accepted(target, clock_.now())) {
     invited = invited || invitation->covers(record.spec.namespace_name);
@@ -338,7 +338,8 @@ void SourceRole::update_group(const std::string& group_uid) {
   group = std::move(updated);
   persist(group);
   if (phase_changed)
-    record_event(group_uid, std::string(model::phase_name(group.phase)) + ": " + group.reason);
+    context_.record_event(group_uid,
+                          std::string(model::phase_name(group.phase)) + ": " + group.reason);
 }
 
 }  // namespace shoal::core::source

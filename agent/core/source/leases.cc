@@ -18,4 +18,45 @@ std::string SourceLeases::broken_invariant(const InvitationBook& invitations) co
   return "";
 }
 
+void SourceLeases::send_digests(TimePoint now, const InvitationBook& invitations) {
+  Duration interval = digest_interval();
+  start_pass(invitations.issuers().size());
+  for (const auto& [id, on_record] : invitations.issuers()) {
+    // Renewing a lease tells the target "I still see you". One that may
+    // not be renewed waits until we hear from it (heard_from).
+    if (!may_renew(id)) continue;
+    TimePoint last_sent = targets_.last_digest_sent(id);
+    if (now - last_sent < interval) {
+      due_by(last_sent + interval);
+      continue;
+    }
+    send_digest(id, now);
+  }
+}
+
+void SourceLeases::send_digest(const std::string& target, TimePoint now) {
+  protocol::Digest digest;
+  digest.lease_ms = static_cast<uint64_t>(config_.lease.count());
+  for (const auto& [uid, workload] : book_.entries()) {
+    const store::WorkloadRecord& record = workload.record;
+    if (record.winner == target && !model::is_finished(record.phase) && !record.deleting) {
+      digest.copies.push_back({uid, record.epoch, record.spec.priority});
+    }
+  }
+  targets_.digest_sent(target, now);
+  due_by(now + digest_interval());
+  context_.send(target, std::move(digest));
+}
+
+void SourceLeases::send_binding(const std::string& target, protocol::Body body) {
+  // Ahead of every one until the target answers: a DIGEST may be lost
+  // without the APPROVE after it (a new link drops what it queued). Only
+  // the first round trip after a greeting pays for it.
+  if (config_.lease.count() > 0 && target != context_.self_id() &&
+      !targets_.knows_our_lease(target) && may_renew(target)) {
+    send_digest(target, context_.now());
+  }
+  context_.send(target, std::move(body));
+}
+
 }  // namespace shoal::core::source

@@ -1,7 +1,7 @@
 // The source's side of the targets' leases (protocol/README.md, "Leases and
 // fencing"): how long each target has been silent, whether we may still
 // renew its lease (DIGEST, APPROVE), when its copies count as lost and
-// fenced, and when the next DIGEST is due.
+// fenced, when the next DIGEST is due, and sending it.
 //
 // A target silent for worker_lost_timeout is lost; we stop renewing its
 // lease lease + max_clock_skew before that, so by the time its copies are
@@ -27,15 +27,22 @@
 #include "agent/core/context.h"
 #include "agent/core/invitation_book.h"
 #include "agent/core/peer_table.h"
+#include "agent/core/source/book.h"
 #include "agent/core/source/target_ledger.h"
 
 namespace shoal::core::source {
 
 class SourceLeases {
  public:
-  // Reads the silences in `peers` and our last renewals in `targets`.
-  SourceLeases(const Context& context, const PeerTable& peers, const TargetLedger& targets)
-      : context_(context), config_(context.config()), peers_(peers), targets_(targets) {}
+  // Reads the silences in `peers`, keeps our renewals in `targets`, and
+  // lists in each DIGEST what `book` holds at that target.
+  SourceLeases(Context& context, const PeerTable& peers, TargetLedger& targets,
+               const SourceBook& book)
+      : context_(context),
+        config_(context.config()),
+        peers_(peers),
+        targets_(targets),
+        book_(book) {}
 
   Duration silent_for(const std::string& peer_id) const {
     return peers_.silent_for(peer_id, context_.now());
@@ -107,6 +114,18 @@ class SourceLeases {
   void due_by(TimePoint at) { next_due_ = std::min(next_due_, at); }
   void due_now() { next_due_ = TimePoint::min(); }
 
+  // ---- renewals ----
+  // A DIGEST to every issuer of `invitations` that is due one (a pass of the plan).
+  void send_digests(TimePoint now, const InvitationBook& invitations);
+  // One DIGEST to `target` now: its lease renewed, what we hold there listed.
+  void send_digest(const std::string& target, TimePoint now);
+  // An APPROVE, or a CANDIDATE approved in advance: what binds work at
+  // `target`. A target that has not answered a DIGEST of ours since we
+  // greeted it may not know our lease yet, and would bind the copy
+  // unfenced (a copy its death leaves running, while we place it again
+  // elsewhere). A DIGEST goes first, in the same batch, read first.
+  void send_binding(const std::string& target, protocol::Body body);
+
   std::string broken_invariant(const InvitationBook& invitations) const;
 
  private:
@@ -122,10 +141,11 @@ class SourceLeases {
     return last_renewal + config_.lease + config_.max_clock_skew;
   }
 
-  const Context& context_;
+  Context& context_;
   const AgentConfig& config_;
   const PeerTable& peers_;
-  const TargetLedger& targets_;
+  TargetLedger& targets_;
+  const SourceBook& book_;
   TimePoint next_due_ = TimePoint::min();
   size_t issuers_seen_ = 0;
 };

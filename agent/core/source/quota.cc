@@ -11,7 +11,7 @@ namespace shoal::core::source {
 Status SourceRole::set_quota(const model::QuotaSpec& quota) {
   context_.note_store(context_.store().put_quota(quota));
   quotas_[quota.namespace_name] = quota;
-  record_event("quota/" + quota.namespace_name, "quota set: " + model::limits_text(quota));
+  context_.record_event("quota/" + quota.namespace_name, "quota set: " + model::limits_text(quota));
   return context_.store_health();
 }
 
@@ -21,7 +21,7 @@ Status SourceRole::delete_quota(const std::string& namespace_name) {
   }
   context_.note_store(context_.store().delete_quota(namespace_name));
   quotas_.erase(namespace_name);
-  record_event("quota/" + namespace_name, "quota deleted");
+  context_.record_event("quota/" + namespace_name, "quota deleted");
   return context_.store_health();
 }
 

@@ -81,10 +81,11 @@ Result<std::vector<std::string>> SourceRole::submit(const std::vector<model::Wor
     int32_t copies = spec.placement.number_of_clusters;
     SourceWorkload& stored = book_.add(std::move(workload));
     persist(stored.record);
-    record_event(stored.record.uid,
-                 "submitted " + spec.key() + " (" + std::to_string(spec.replicas) + " x " +
-                     spec.resources.to_string() + ")" +
-                     (copies > 1 ? ", one copy on each of " + std::to_string(copies) + " clusters" : ""));
+    context_.record_event(
+        stored.record.uid,
+        "submitted " + spec.key() + " (" + std::to_string(spec.replicas) + " x " +
+            spec.resources.to_string() + ")" +
+            (copies > 1 ? ", one copy on each of " + std::to_string(copies) + " clusters" : ""));
     if (copies == 1) {
       start_round(stored);
       continue;
@@ -183,7 +184,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
   record.phase = model::Phase::kPlacing;
   record.reason.clear();
   record.winner = approved ? targets.ranked.front().first : "";
-  record.cluster = approved ? cluster_name_of(record.winner) : "";
+  record.cluster = approved ? context_.cluster_name_of(record.winner) : "";
   record.updated_at = now;
   record.status_generation = 0;  // a new copy counts its own generations
   persist(record);
@@ -207,18 +208,19 @@ void SourceRole::start_round(SourceWorkload& workload) {
   // otherwise, and whose READY the others wait for (preferredWait).
   workload.preferred = targets.ranked.front().first;
   follow_expectation(workload);
-  record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
-                               (workload.untried.empty()
-                                    ? ""
-                                    : " (" + std::to_string(workload.untried.size()) + " more later)") +
-                               "; ranked " + targets.decision +
-                               (approved ? "; approved in advance: it binds if it has room" : ""));
+  context_.record_event(
+      record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
+                      (workload.untried.empty()
+                           ? ""
+                           : " (" + std::to_string(workload.untried.size()) + " more later)") +
+                      "; ranked " + targets.decision +
+                      (approved ? "; approved in advance: it binds if it has room" : ""));
   for (const auto& [peer_id, name] : targets.ranked) {
     protocol::Candidate candidate{record.uid, record.epoch, record.spec, approved};
     if (approved) {
-      send_binding(peer_id, std::move(candidate));
+      leases_.send_binding(peer_id, std::move(candidate));
     } else {
-      send(peer_id, std::move(candidate));
+      context_.send(peer_id, std::move(candidate));
     }
   }
 }
@@ -242,7 +244,7 @@ SourceRole::RankedTargets SourceRole::round_targets(
     const auto& nominated = record.nominations;
     std::erase_if(targets.ranked, [&](const auto& target) {
       return !nominated || std::find(nominated->begin(), nominated->end(),
-                                     cluster_name_of(target.first)) == nominated->end();
+                                     context_.cluster_name_of(target.first)) == nominated->end();
     });
     if (!nominated) targets.reason = " waiting for nominations (shoalctl nominate)";
   } else if (dispatcher == model::Dispatcher::kIncremental ||
@@ -284,7 +286,7 @@ bool SourceRole::renew_queued(SourceWorkload& workload) {
   // was most of what such an agent did.
   const store::WorkloadRecord& record = workload.record;
   for (const auto& [peer_id, progress] : workload.candidates) {
-    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
+    context_.send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
   workload.next_round_at = clock_.now() + backoff(workload.pending_attempts, config_);
   workload.pending_attempts += 1;  // to pendingRetryMax, well inside queueHold
@@ -305,11 +307,12 @@ void SourceRole::ask_next_batch(SourceWorkload& workload) {
     const auto& [peer_id, name] = workload.untried[i];
     names += (names.empty() ? "" : ", ") + name;
     workload.candidates[peer_id] = {CandidateState::kSent, protocol::RejectCode::kOther, "", now};
-    send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
+    context_.send(peer_id, protocol::Candidate{record.uid, record.epoch, record.spec});
   }
   workload.untried.erase(workload.untried.begin(), workload.untried.begin() + static_cast<std::ptrdiff_t>(count));
   workload.wave_started = now;
-  record_event(record.uid, "epoch " + std::to_string(record.epoch) + ": more candidates " + names);
+  context_.record_event(record.uid,
+                        "epoch " + std::to_string(record.epoch) + ": more candidates " + names);
 }
 
 void SourceRole::make_pending(SourceWorkload& workload, const std::string& reason) {
@@ -327,7 +330,7 @@ void SourceRole::make_pending(SourceWorkload& workload, const std::string& reaso
   workload.pending_attempts += 1;
   if (changed) {
     persist(record);
-    record_event(record.uid, "pending: " + reason);
+    context_.record_event(record.uid, "pending: " + reason);
   }
   if (waits_in_every_queue(workload)) {
     room_waiters_.erase(record.uid);
@@ -353,7 +356,7 @@ void SourceRole::cancel_at(SourceWorkload& workload, const std::string& peer_id,
   workload.cancels[peer_id] = {epoch, now, now + config_.reservation_ttl};
   due_.wake(workload.record.uid);
   due_.touch(workload.record.uid);
-  send(peer_id, protocol::Cancel{workload.record.uid, epoch});
+  context_.send(peer_id, protocol::Cancel{workload.record.uid, epoch});
 }
 
 }  // namespace shoal::core::source

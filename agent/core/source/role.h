@@ -13,7 +13,7 @@
 // quota), DueIndex (which workloads the timers visit, and when),
 // ParkingLot (Pending work that waits only for a time, out of DueIndex
 // until then), SourceLeases (silences, lease renewals, worker-lost times,
-// the DIGEST plan).
+// the DIGEST plan and the DIGESTs, one ahead of what binds).
 //
 // Files, all in this folder: role.cc (submit, the window, rounds),
 // placement.cc (the live inventory, ranking by the placement engine),
@@ -179,19 +179,6 @@ class SourceRole : private DueIndex::Times {
   // line) and parks it again. False if it needs a real round.
   bool renew_queued(SourceWorkload& workload);
 
-  void send(const std::string& to, protocol::Body body) { context_.send(to, std::move(body)); }
-  // An APPROVE, or a CANDIDATE approved in advance: what binds work at
-  // `target`. A target that has not answered a DIGEST of ours since we
-  // greeted it may not know our lease yet, and would bind the copy
-  // unfenced (a copy its death leaves running, while we place it again
-  // elsewhere). A DIGEST goes first, in the same batch, read first.
-  void send_binding(const std::string& target, protocol::Body body);
-  void record_event(const std::string& subject, const std::string& text) {
-    context_.record_event(subject, text);
-  }
-  std::string cluster_name_of(const std::string& peer_id) const {
-    return context_.cluster_name_of(peer_id);
-  }
   // Writes the record and wakes it for the timers (a group is recomputed).
   void persist(const store::WorkloadRecord& record);
 
@@ -260,10 +247,6 @@ class SourceRole : private DueIndex::Times {
   // `last` says what ended its last copy.
   void fail_past_budget(SourceWorkload& workload, bool disruption, const std::string& last);
   static constexpr Duration kAvoidDisruptingTarget = std::chrono::minutes(5);
-  // A DIGEST (our lease renewal) to every issuer that is due one.
-  void send_digests(TimePoint now);
-  // One DIGEST to `target` now: its lease renewed, what we hold there listed.
-  void send_digest(const std::string& target, TimePoint now);
   void drive_source_workloads(TimePoint now);
   // One workload's timers: retries, rounds, deletes, a lost winner.
   void drive_source_workload(const std::string& uid, SourceWorkload& workload, TimePoint now,
@@ -309,7 +292,7 @@ class SourceRole : private DueIndex::Times {
 
   SourceBook book_;
   TargetLedger targets_;
-  SourceLeases leases_{context_, peers_, targets_};
+  SourceLeases leases_{context_, peers_, targets_, book_};
   // The workloads the timers visit: every one that is not quiet
   // (is_quiet). A change (persist) or an owed CANCEL wakes one; a tick
   // visits those whose time has come, not all of them.

@@ -37,7 +37,7 @@ void SourceRole::tick(TimePoint now, bool local_room_freed) {
   // lower bounds. Only when one may be due: the plan is a lower bound of
   // every DIGEST's due time, and the issuers only ever grow, so a new one
   // changes their count (each pass looked up every issuer twice).
-  if (leases_.pass_due(now, invitations_.issuers().size())) send_digests(now);
+  if (leases_.pass_due(now, invitations_.issuers().size())) leases_.send_digests(now, invitations_);
 }
 
 TimePoint SourceRole::next_deadline() {
@@ -162,8 +162,9 @@ bool SourceRole::decide_after_preferred_wait(SourceWorkload& workload, TimePoint
   bool answered = preferred == workload.candidates.end() || preferred->second.state == CandidateState::kReady;
   choose_best_ready(workload,
                     answered ? "first READY of epoch " + std::to_string(record.epoch)
-                             : "first-ranked " + cluster_name_of(workload.preferred) +
-                                   " not READY within preferredWait " + format_duration(config_.preferred_wait),
+                             : "first-ranked " + context_.cluster_name_of(workload.preferred) +
+                                   " not READY within preferredWait " +
+                                   format_duration(config_.preferred_wait),
                     /*spread_ties=*/true);
   return true;
 }
@@ -189,7 +190,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
     if (now >= context_.resend_at(it->first, it->second.last_sent, it->second.resends)) {
       it->second.last_sent = now;
       it->second.resends += 1;
-      send(it->first, protocol::Cancel{uid, it->second.epoch});
+      context_.send(it->first, protocol::Cancel{uid, it->second.epoch});
     }
     ++it;
   }
@@ -219,7 +220,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
         leases_.may_renew(record.winner)) {
       workload.last_approve_sent = now;
       workload.approve_resends += 1;
-      send_binding(record.winner, protocol::Approve{uid, record.epoch});
+      leases_.send_binding(record.winner, protocol::Approve{uid, record.epoch});
     }
     return;
   }
@@ -243,7 +244,7 @@ void SourceRole::drive_source_workload(const std::string& uid, SourceWorkload& w
         now >= context_.resend_at(peer_id, progress.last_sent, progress.resends)) {
       progress.last_sent = now;
       progress.resends += 1;
-      send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
+      context_.send(peer_id, protocol::Candidate{uid, record.epoch, record.spec});
     }
   }
 }
