@@ -113,7 +113,7 @@ void TargetRole::send_status(TargetReservation& reservation, bool lazily) {
   if (lazily) {
     context_.send_later(record.source, std::move(status), context_.lazy_delay());
   } else {
-    send(record.source, std::move(status));
+    context_.send(record.source, std::move(status));
   }
 }
 
@@ -184,7 +184,7 @@ void TargetRole::apply_cluster_events() {
     record.generation += 1;
     persist(record);
     if (told.empty()) told = store::kReservationPhaseNames[static_cast<int>(record.phase)];
-    record_event(record.uid, "at " + config_.cluster + ": " + told);
+    context_.record_event(record.uid, "at " + config_.cluster + ": " + told);
     changed.insert(key);
   }
   for (const auto& key : changed) send_status(table_.entries().at(key), /*lazily=*/true);
@@ -359,7 +359,8 @@ void TargetRole::fail_launches() {
         !store::holds_resources(it->second.record.phase)) {
       continue;
     }
-    record_event(launch.key.second, "could not start at " + config_.cluster + ": " + launch.why);
+    context_.record_event(launch.key.second,
+                          "could not start at " + config_.cluster + ": " + launch.why);
     fail_copy(it->second, protocol::CopyCondition::kStartFailed, "StartFailed: " + launch.why,
               clock_.now());
   }

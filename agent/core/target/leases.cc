@@ -46,7 +46,7 @@ void TargetRole::on_digest(const std::string& from, const protocol::Digest& mess
     holdings.copies.push_back({record.uid, record.epoch, ReservationTable::source_phase(record.phase)});
   }
   for (const auto& key : collected) forget_reservation(key);
-  send(from, std::move(holdings));
+  context_.send(from, std::move(holdings));
 }
 
 void TargetRole::on_log_request(const std::string& from, const protocol::LogRequest& message) {
@@ -55,7 +55,7 @@ void TargetRole::on_log_request(const std::string& from, const protocol::LogRequ
   auto fail = [&](const Status& why) {
     answer.error_code = error_code_name(why.code());
     answer.error = why.message();
-    send(from, std::move(answer));
+    context_.send(from, std::move(answer));
   };
   auto it = table_.entries().find({from, message.uid});
   if (it != table_.entries().end()) {
@@ -80,7 +80,7 @@ void TargetRole::on_log_request(const std::string& from, const protocol::LogRequ
   answer.next_offset = chunk->next_offset;
   answer.finished = chunk->finished;
   answer.pending = chunk->pending;
-  send(from, std::move(answer));
+  context_.send(from, std::move(answer));
 }
 
 void TargetRole::renew_lease(const std::string& source_id) {
@@ -133,18 +133,11 @@ void TargetRole::fence_copy(const ReservationKey& key, TargetReservation& reserv
   }
   // The copy stops as of the lease's end: that is the moment the source
   // relies on (a target frozen past it stops the copy on waking, dated then).
-  record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
-                               context_.cluster_name_of(key.first) + " ended at " +
-                               format_time(lease_end));
+  context_.record_event(record.uid, "stopped at " + config_.cluster + ": the lease of " +
+                                        context_.cluster_name_of(key.first) + " ended at " +
+                                        format_time(lease_end));
   fail_copy(reservation, protocol::CopyCondition::kLeaseExpired,
             "LeaseExpired: no renewal from " + context_.cluster_name_of(key.first), lease_end);
-}
-
-TimePoint TargetRole::start_deadline(const store::ReservationRecord& record) {
-  if (record.phase != store::ReservationPhase::kBound || record.spec.start_timeout.count() <= 0) {
-    return TimePoint::max();
-  }
-  return from_millis(record.started_at_ms) + record.spec.start_timeout;
 }
 
 void TargetRole::give_up_unstarted() {
@@ -167,7 +160,7 @@ void TargetRole::give_up_unstarted() {
                       format_duration(record.spec.start_timeout) + " at " + config_.cluster;
     std::string waits_for = cluster_.unstarted_reason(cluster_key(key.first, key.second));
     if (!waits_for.empty()) why += " (" + waits_for + ")";
-    record_event(record.uid, "given up: " + why);
+    context_.record_event(record.uid, "given up: " + why);
     fail_copy(reservation, protocol::CopyCondition::kStartTimeout, "StartTimeout: " + why, now);
   }
 }

@@ -9,14 +9,15 @@
 namespace shoal::core::target {
 
 void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_t priority) {
-  priority = granted_priority(key.first, priority);
+  priority = granted_priority(guest_limits(key.first), priority);
   auto queued = queued_.find(key);
   if (queued != queued_.end() && queued->second.epoch <= epoch &&
       queued->second.spec.priority != priority) {
     QueuedCandidate entry = queued->second;
-    record_event(key.second, "priority " + std::to_string(priority) + " (was " +
-                                 std::to_string(entry.spec.priority) + "): queued again at " +
-                                 config_.cluster + " in that order");
+    context_.record_event(key.second, "priority " + std::to_string(priority) + " (was " +
+                                          std::to_string(entry.spec.priority) +
+                                          "): queued again at " + config_.cluster +
+                                          " in that order");
     entry.spec.priority = priority;
     unqueue(queued);
     queue_candidate(key, std::move(entry));
@@ -28,8 +29,9 @@ void TargetRole::take_priority(const ReservationKey& key, uint64_t epoch, int32_
       record.spec.priority == priority) {
     return;
   }
-  record_event(key.second, "priority " + std::to_string(priority) + " (was " +
-                               std::to_string(record.spec.priority) + ") at " + config_.cluster);
+  context_.record_event(key.second, "priority " + std::to_string(priority) + " (was " +
+                                        std::to_string(record.spec.priority) + ") at " +
+                                        config_.cluster);
   record.spec.priority = priority;
   persist_with_spec(record);
   // Lowered, it may now be what a waiting candidate preempts; raised, no
@@ -50,12 +52,6 @@ const crypto::InvitationLimits* TargetRole::guest_limits(const std::string& sour
   return limits;
 }
 
-int32_t TargetRole::granted_priority(const std::string& source, int32_t priority) const {
-  const crypto::InvitationLimits* limits = guest_limits(source);
-  if (!limits || !limits->max_priority) return priority;
-  return std::min(priority, *limits->max_priority);
-}
-
 std::function<bool(const std::string&)> TargetRole::may_preempt_for(const std::string& source) const {
   const crypto::InvitationLimits* own = guest_limits(source);
   bool ranks_above_guests = source == self_id_ || (own && !own->preemptible);
@@ -74,8 +70,9 @@ bool TargetRole::offer_preemption(const ReservationKey& key, QueuedCandidate& en
       cluster_.preemption_cost(entry.spec, may_preempt_for(key.first));
   if (!cost) return false;
   entry.offered_preemption = true;
-  send(key.first, protocol::Ready{key.second, entry.epoch, free_cpu_score(),
-                                  static_cast<uint32_t>(cost->victims), cost->highest_priority});
+  context_.send(key.first,
+                protocol::Ready{key.second, entry.epoch, free_cpu_score(cluster_),
+                                static_cast<uint32_t>(cost->victims), cost->highest_priority});
   return true;
 }
 
@@ -84,9 +81,10 @@ bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol
   QueuedCandidate entry = queued->second;  // unqueue reads its spec
   unqueue(queued);
   auto refuse = [&](const std::string& why) {
-    record_event(key.second, "approval at " + config_.cluster + " refused: " + why);
-    send(key.first, protocol::Reject{message.uid, message.epoch, "ReservationExpired: " + why,
-                                     protocol::RejectCode::kReservationExpired});
+    context_.record_event(key.second, "approval at " + config_.cluster + " refused: " + why);
+    context_.send(key.first,
+                  protocol::Reject{message.uid, message.epoch, "ReservationExpired: " + why,
+                                   protocol::RejectCode::kReservationExpired});
   };
   if (Refusal refusal = reject_reason_for(key.first, entry.spec); refusal) {
     refuse(refusal.reason);
@@ -119,13 +117,13 @@ bool TargetRole::approve_by_preemption(const ReservationKey& key, const protocol
       record.message = "Preempted: stopping for work of priority " + std::to_string(entry.spec.priority);
       persist(record);
     }
-    record_event(victim.substr(slash + 1),
-                 "preempted at " + config_.cluster + " for work of priority " +
-                     std::to_string(entry.spec.priority) + ": stopping");
+    context_.record_event(victim.substr(slash + 1),
+                          "preempted at " + config_.cluster + " for work of priority " +
+                              std::to_string(entry.spec.priority) + ": stopping");
   }
-  record_event(key.second, "stopping " + std::to_string(done->victims.size()) +
-                               " workload(s) of lower priority at " + config_.cluster +
-                               " to make room; it starts once they are gone");
+  context_.record_event(key.second, "stopping " + std::to_string(done->victims.size()) +
+                                        " workload(s) of lower priority at " + config_.cluster +
+                                        " to make room; it starts once they are gone");
   file_reservation(key, entry.epoch, entry.spec, std::move(done->nodes));
   return true;
 }

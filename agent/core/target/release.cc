@@ -31,13 +31,13 @@ void TargetRole::on_cancel(const std::string& from, const protocol::Cancel& mess
   // CANCEL withdraws candidates and reservations only; bound work is stopped
   // by DELETE, never by a (possibly stale) CANCEL, and gets no RELEASED.
   if (withdraw({from, message.uid}, message.epoch, /*stop_bound=*/false)) {
-    send(from, protocol::Released{message.uid, message.epoch});
+    context_.send(from, protocol::Released{message.uid, message.epoch});
   }
 }
 
 void TargetRole::on_delete(const std::string& from, const protocol::Delete& message) {
   withdraw({from, message.uid}, message.epoch, /*stop_bound=*/true);
-  send(from, protocol::Released{message.uid, message.epoch});
+  context_.send(from, protocol::Released{message.uid, message.epoch});
 }
 
 void TargetRole::forget_reservation(const ReservationKey& key) {
@@ -73,10 +73,10 @@ Status TargetRole::stop_hosted(const std::string& namespace_name, const std::str
   if (reservation.record.phase == store::ReservationPhase::kReserved) {
     uint64_t epoch = reservation.record.epoch;
     release_reservation(rkey, "deleted by the operator of " + config_.cluster);
-    send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget",
-                                      protocol::RejectCode::kDeletedAtTarget});
+    context_.send(rkey.first, protocol::Reject{rkey.second, epoch, "DeletedAtTarget",
+                                               protocol::RejectCode::kDeletedAtTarget});
   } else {
-    record_event(rkey.second, "deleted at " + config_.cluster + " by its operator");
+    context_.record_event(rkey.second, "deleted at " + config_.cluster + " by its operator");
     fail_copy(reservation, protocol::CopyCondition::kDeletedAtTarget,
               "DeletedAtTarget: by the operator of " + config_.cluster, clock_.now());
   }
@@ -89,7 +89,7 @@ void TargetRole::release_reservation(const ReservationKey& key, const std::strin
   cluster_.release(cluster_key(key.first, key.second));
   store::ReservationRecord& record = it->second.record;
   if (store::holds_resources(record.phase)) {
-    record_event(key.second, "released at " + config_.cluster + ": " + why);
+    context_.record_event(key.second, "released at " + config_.cluster + ": " + why);
   }
   if (record.phase == store::ReservationPhase::kBound ||
       record.phase == store::ReservationPhase::kRunning) {

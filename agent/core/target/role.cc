@@ -67,16 +67,16 @@ void TargetRole::reject_candidate(const std::string& from, const protocol::Candi
   ++context_.stats().rejected[refusal.reason];
   if (from != self_id_) {
     advertiser_.note_refused(from);  // it hears of the next room freed
-    record_event("peer/" + from,
-                 "rejected candidate " + message.spec.key() + ": " + refusal.reason);
+    context_.record_event("peer/" + from,
+                          "rejected candidate " + message.spec.key() + ": " + refusal.reason);
   }
-  send(from, protocol::Reject{message.uid, message.epoch, refusal.reason, refusal.code});
+  context_.send(from, protocol::Reject{message.uid, message.epoch, refusal.reason, refusal.code});
   // A source that offers work under an invitation we revoked has not heard
   // the REVOKE (lost, or sent while it was away). Its HELLOs are answered
   // with it (Router::on_hello), but a source busy offering work sends no
   // HELLO (Router::send_heartbeats): the refusal carries it too.
   for (const std::string& id : invitations_.revocations_to_tell(from, clock_.now())) {
-    send(from, protocol::Revoke{id, false});
+    context_.send(from, protocol::Revoke{id, false});
   }
 }
 
@@ -92,7 +92,7 @@ void TargetRole::withdraw_from_source(const std::string& source, const std::stri
     if (record.phase == store::ReservationPhase::kReserved) {
       unapproved.push_back(key);
     } else if (evict && store::holds_resources(record.phase)) {
-      record_event(record.uid, "evicted at " + config_.cluster + ": " + why);
+      context_.record_event(record.uid, "evicted at " + config_.cluster + ": " + why);
       fail_copy(reservation, protocol::CopyCondition::kRevoked, "Revoked", clock_.now());
     }
   }
@@ -105,22 +105,23 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
   if (it != table_.entries().end()) {
     store::ReservationRecord& existing = it->second.record;
     if (message.epoch < existing.epoch) {
-      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
-                                  protocol::RejectCode::kStaleEpoch});
+      context_.send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
+                                           protocol::RejectCode::kStaleEpoch});
       return;
     }
     if (message.epoch == existing.epoch) {
       // A retry: answer the same again, score included (after a restart we
       // no longer know it, and say what we would say now).
-      double score = it->second.ready_score >= 0 ? it->second.ready_score : free_cpu_score();
-      send(from, protocol::Ready{message.uid, message.epoch, score});
+      double score =
+          it->second.ready_score >= 0 ? it->second.ready_score : free_cpu_score(cluster_);
+      context_.send(from, protocol::Ready{message.uid, message.epoch, score});
       return;
     }
     if (existing.phase == store::ReservationPhase::kBound ||
         existing.phase == store::ReservationPhase::kRunning) {
       // The source re-places a workload we still run; never run it twice.
-      send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound",
-                                  protocol::RejectCode::kAlreadyBound});
+      context_.send(from, protocol::Reject{message.uid, message.epoch, "AlreadyBound",
+                                           protocol::RejectCode::kAlreadyBound});
       return;
     }
     if (existing.phase == store::ReservationPhase::kReserved) {
@@ -132,8 +133,8 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
       existing.expires_at = clock_.now() + config_.reservation_ttl;
       next_reservation_expiry_ = std::min(next_reservation_expiry_, existing.expires_at);
       persist(existing);
-      it->second.ready_score = free_cpu_score();
-      send(from, protocol::Ready{message.uid, message.epoch, it->second.ready_score});
+      it->second.ready_score = free_cpu_score(cluster_);
+      context_.send(from, protocol::Ready{message.uid, message.epoch, it->second.ready_score});
       return;
     }
     // An older epoch that has finished: superseded.
@@ -145,13 +146,15 @@ void TargetRole::on_candidate(const std::string& from, const protocol::Candidate
     reject_candidate(from, message, refusal);
     return;
   }
-  if (int32_t granted = granted_priority(from, message.spec.priority); granted != message.spec.priority) {
+  if (int32_t granted = granted_priority(guest_limits(from), message.spec.priority);
+      granted != message.spec.priority) {
     // Held to what the invitation grants, here only: the source keeps its own.
     protocol::Candidate held = message;
     held.spec.priority = granted;
-    record_event("peer/" + from, "candidate " + message.spec.key() + " claims priority " +
-                                     std::to_string(message.spec.priority) + "; held to its invitation's " +
-                                     std::to_string(granted));
+    context_.record_event("peer/" + from, "candidate " + message.spec.key() + " claims priority " +
+                                              std::to_string(message.spec.priority) +
+                                              "; held to its invitation's " +
+                                              std::to_string(granted));
     on_admissible_candidate(from, held);
     return;
   }
@@ -175,8 +178,8 @@ void TargetRole::on_admissible_candidate(const std::string& from, const protocol
   bool approved_now = message.approved && (queued == queued_.end() || queued->second.epoch < message.epoch);
   if (queued != queued_.end()) {
     if (message.epoch < queued->second.epoch) {
-      send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
-                                  protocol::RejectCode::kStaleEpoch});
+      context_.send(from, protocol::Reject{message.uid, message.epoch, "StaleEpoch",
+                                           protocol::RejectCode::kStaleEpoch});
       return;
     }
     // A retry or a new round of a waiting candidate: it keeps its place in
@@ -258,7 +261,7 @@ void TargetRole::reserve_for(const ReservationKey& key, uint64_t epoch,
     bind(key, table_.entries().find(key)->second, sent_at_ms);
     return;
   }
-  send(key.first, protocol::Ready{key.second, epoch, score});
+  context_.send(key.first, protocol::Ready{key.second, epoch, score});
 }
 
 double TargetRole::file_reservation(const ReservationKey& key, uint64_t epoch,
@@ -275,19 +278,10 @@ double TargetRole::file_reservation(const ReservationKey& key, uint64_t epoch,
   next_reservation_expiry_ = std::min(next_reservation_expiry_, record.expires_at);
   persist_with_spec(record);
   counts_changed_ = true;  // room taken: sources hear of it at the next tick
-  reservation.ready_score = free_cpu_score();
+  reservation.ready_score = free_cpu_score(cluster_);
   double score = reservation.ready_score;
   table_.file(key, std::move(reservation));
   return score;
-}
-
-double TargetRole::free_cpu_score() const {
-  cluster::CapacitySummary summary = cluster_.capacity();
-  int64_t total_cpu = 0;
-  for (const auto& node : cluster_.nodes()) total_cpu += node.capacity.cpu_milli;
-  return total_cpu > 0 ? 100.0 * static_cast<double>(summary.free.cpu_milli) /
-                             static_cast<double>(total_cpu)
-                       : 0.0;
 }
 
 void TargetRole::on_approve(const std::string& from, const protocol::Approve& message) {
@@ -305,8 +299,8 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
   bool adoptable = it != table_.entries().end() && from != self_id_ &&
                    it->second.record.phase != store::ReservationPhase::kReserved;
   if (it == table_.entries().end() || (it->second.record.epoch < message.epoch && !adoptable)) {
-    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
-                                protocol::RejectCode::kReservationExpired});
+    context_.send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
+                                         protocol::RejectCode::kReservationExpired});
     return;
   }
   TargetReservation& reservation = it->second;
@@ -321,20 +315,20 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
     // Adoption: the source lost track of this copy, has not placed it
     // anywhere else, and takes it back under its current epoch. Still one
     // copy: the source approves one winner per epoch.
-    record_event(record.uid, "adopted by " + context_.cluster_name_of(from) + " under epoch " +
-                                 std::to_string(message.epoch) + " (was " +
-                                 std::to_string(record.epoch) + ")");
+    context_.record_event(record.uid, "adopted by " + context_.cluster_name_of(from) +
+                                          " under epoch " + std::to_string(message.epoch) +
+                                          " (was " + std::to_string(record.epoch) + ")");
     record.epoch = message.epoch;
     record.generation += 1;
     persist(record);
-    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+    context_.send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
     send_status(reservation);
     return;
   }
   if (record.phase != store::ReservationPhase::kReserved) {
     // A retry, or a source that re-adopts this copy under the same epoch:
     // it needs the copy's status again, which generation numbers make safe.
-    send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+    context_.send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
     send_status(reservation);
     return;
   }
@@ -342,8 +336,8 @@ void TargetRole::on_approve(const std::string& from, const protocol::Approve& me
   if (record.expires_at <= now) {
     ++context_.stats().reservations_expired;
     release_reservation(key, "reservation expired before approval");
-    send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
-                                protocol::RejectCode::kReservationExpired});
+    context_.send(from, protocol::Reject{message.uid, message.epoch, "ReservationExpired",
+                                         protocol::RejectCode::kReservationExpired});
     return;
   }
   SHOAL_CHECK(record.epoch == message.epoch, "a reservation bound under an epoch its APPROVE did not name");
@@ -363,10 +357,10 @@ void TargetRole::bind(const ReservationKey& key, TargetReservation& reservation,
   record.generation += 1;
   persist(record);
   note_start_deadline(record);
-  record_event(record.uid, "bound for " + context_.cluster_name_of(from) + " on " +
-                               (record.nodes.empty() ? "" : record.nodes.front()) +
-                               (record.nodes.size() > 1 ? " and others" : ""));
-  send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
+  context_.record_event(record.uid, "bound for " + context_.cluster_name_of(from) + " on " +
+                                        (record.nodes.empty() ? "" : record.nodes.front()) +
+                                        (record.nodes.size() > 1 ? " and others" : ""));
+  context_.send(from, protocol::Bound{record.uid, record.epoch, record.nodes});
   send_status(reservation);
 }
 

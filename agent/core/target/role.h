@@ -16,7 +16,9 @@
 // preempt, offers and their APPROVE), release.cc (CANCEL, DELETE, expiry,
 // a hosted copy stopped), copies.cc (the life of a bound copy, its
 // reports, expiry, restore, the timers), leases.cc (digests, leases and
-// fencing, start timeouts, logs); each part in its own files.
+// fencing, start timeouts, logs); each part in its own files; rules.h
+// (functions of a record, an invitation's limits or the cluster: a copy's
+// start deadline, a priority's ceiling, a READY's score).
 //
 // Launches are effects: a copy bound in a step is started on the cluster
 // only after the batch that made it Bound commits (launch_bound), so no
@@ -42,6 +44,7 @@
 #include "agent/core/target/lease_plan.h"
 #include "agent/core/target/reservation_table.h"
 #include "agent/core/target/routing_counts.h"
+#include "agent/core/target/rules.h"
 
 namespace shoal::core::target {
 
@@ -144,10 +147,6 @@ class TargetRole {
     explicit operator bool() const { return !reason.empty(); }
   };
 
-  void send(const std::string& to, protocol::Body body) { context_.send(to, std::move(body)); }
-  void record_event(const std::string& subject, const std::string& text) {
-    context_.record_event(subject, text);
-  }
   // Every change of a reservation's record goes through here: written,
   // and followed by the table (what its source holds, the counts). The
   // spec is written only by persist_with_spec: a new reservation, and a
@@ -199,8 +198,6 @@ class TargetRole {
   // The limits of `source`'s current invitation here; null for our own
   // cluster and for a source without a valid one.
   const crypto::InvitationLimits* guest_limits(const std::string& source) const;
-  // `spec`'s priority held to `source`'s invitation's ceiling, if any.
-  int32_t granted_priority(const std::string& source, int32_t priority) const;
   // Whose running work (by cluster key) the cluster may stop for
   // `source`'s: its own; for our own work, also preemptible guests'; for
   // a guest that is not preemptible, also preemptible guests'. Never our
@@ -217,8 +214,6 @@ class TargetRole {
   // filed as a reservation the approval then binds. False, with a REJECT
   // sent, when neither makes room any more.
   bool approve_by_preemption(const ReservationKey& key, const protocol::Approve& message);
-  // A READY's score: how much cpu stays free here, 0..100; higher is a roomier fit.
-  double free_cpu_score() const;
   // Forgets a queued candidate and releases what `key` holds at `epoch` or
   // older; bound or running work only with `stop_bound`. False when it left
   // such work alone.
@@ -250,9 +245,6 @@ class TargetRole {
   void enforce_leases();
   // Stops the copy `key` still runs as of `lease_end`, its source's lease having lapsed.
   void fence_copy(const ReservationKey& key, TargetReservation& reservation, TimePoint lease_end);
-  // When a bound copy that has not started is given up (spec.startTimeout
-  // after it was bound); TimePoint::max() when it waits as long as it takes.
-  static TimePoint start_deadline(const store::ReservationRecord& record);
   // A copy was bound (or restored bound): its start deadline joins the plan.
   void note_start_deadline(const store::ReservationRecord& record) {
     next_start_deadline_ = std::min(next_start_deadline_, start_deadline(record));
