@@ -260,32 +260,44 @@ bool SourceRole::may_place_at(const store::WorkloadRecord& record,
          !book_.sibling_winners(record).count(target);
 }
 
+namespace {
+
+size_t count_in(const std::vector<store::WorkloadRecord>& copies,
+                std::initializer_list<model::Phase> phases) {
+  return static_cast<size_t>(std::count_if(copies.begin(), copies.end(), [&](const auto& copy) {
+    return std::find(phases.begin(), phases.end(), copy.phase) != phases.end();
+  }));
+}
+
+// A group's phase from its copies': Running only when every copy runs (or
+// has already succeeded); Failed as soon as one copy failed for good;
+// Succeeded when all did.
+model::Phase group_phase(const std::vector<store::WorkloadRecord>& copies) {
+  using model::Phase;
+  size_t n = copies.size();
+  if (count_in(copies, {Phase::kSucceeded}) == n) return Phase::kSucceeded;
+  if (count_in(copies, {Phase::kFailed}) > 0) return Phase::kFailed;
+  if (count_in(copies, {Phase::kRunning, Phase::kSucceeded}) == n) return Phase::kRunning;
+  if (count_in(copies, {Phase::kBound, Phase::kRunning, Phase::kSucceeded}) == n)
+    return Phase::kBound;
+  if (count_in(copies, {Phase::kPlacing, Phase::kBound, Phase::kRunning, Phase::kSucceeded}) > 0) {
+    return Phase::kPlacing;
+  }
+  return Phase::kPending;
+}
+
+}  // namespace
+
 void SourceRole::update_group(const std::string& group_uid) {
   SourceWorkload* found = book_.find(group_uid);
   if (!found) return;
   store::WorkloadRecord& group = found->record;
   std::vector<store::WorkloadRecord> copies = book_.copies_of(group_uid);
   if (copies.empty()) return;
-  auto count = [&](std::initializer_list<model::Phase> phases) {
-    return static_cast<size_t>(std::count_if(copies.begin(), copies.end(), [&](const auto& copy) {
-      return std::find(phases.begin(), phases.end(), copy.phase) != phases.end();
-    }));
-  };
+  auto count = [&](std::initializer_list<model::Phase> phases) { return count_in(copies, phases); };
   using model::Phase;
   size_t n = copies.size();
-  // Running only when every copy runs (or has already succeeded); Failed as
-  // soon as one copy failed for good; Succeeded when all did.
-  Phase phase = Phase::kPending;
-  if (count({Phase::kSucceeded}) == n)
-    phase = Phase::kSucceeded;
-  else if (count({Phase::kFailed}) > 0)
-    phase = Phase::kFailed;
-  else if (count({Phase::kRunning, Phase::kSucceeded}) == n)
-    phase = Phase::kRunning;
-  else if (count({Phase::kBound, Phase::kRunning, Phase::kSucceeded}) == n)
-    phase = Phase::kBound;
-  else if (count({Phase::kPlacing, Phase::kBound, Phase::kRunning, Phase::kSucceeded}) > 0)
-    phase = Phase::kPlacing;
+  Phase phase = group_phase(copies);
   std::string clusters, reasons;
   std::vector<std::string> nodes;
   uint64_t epoch = 0;
