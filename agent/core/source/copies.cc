@@ -12,6 +12,7 @@ namespace shoal::core::source {
 void SourceRole::greet_target(const std::string& target) {
   targets_.digest_sent(target, TimePoint{});
   targets_.set_knows_our_lease(target, false);  // a new boot: until its HOLDINGS says so
+  targets_.digest_ahead_sent(target, TimePoint{});
   // Its copies' leases count as unrenewed from now: worker-lost handling
   // of them may come due earlier (worker_lost_at).
   due_.touch_watching(target);

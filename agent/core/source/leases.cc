@@ -49,12 +49,18 @@ void SourceLeases::send_digest(const std::string& target, TimePoint now) {
 }
 
 void SourceLeases::send_binding(const std::string& target, protocol::Body body) {
-  // Ahead of every one until the target answers: a DIGEST may be lost
-  // without the APPROVE after it (a new link drops what it queued). Only
-  // the first round trip after a greeting pays for it.
+  // Ahead of the first one, and then once a retry interval until the
+  // target answers: what follows a DIGEST on the link is read after it,
+  // and an envelope lost is followed by another DIGEST as an APPROVE is by
+  // its resend. Not ahead of every one: until the answer comes, a burst
+  // of placements would send (and the target answer) a DIGEST each, a
+  // tenth more messages per placement.
+  TimePoint now = context_.now();
   if (config_.lease.count() > 0 && target != context_.self_id() &&
-      !targets_.knows_our_lease(target) && may_renew(target)) {
-    send_digest(target, context_.now());
+      !targets_.knows_our_lease(target) &&
+      now - targets_.last_digest_ahead(target) >= config_.retry_interval && may_renew(target)) {
+    send_digest(target, now);
+    targets_.digest_ahead_sent(target, now);
   }
   context_.send(target, std::move(body));
 }

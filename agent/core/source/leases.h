@@ -123,7 +123,8 @@ class SourceLeases {
   // `target`. A target that has not answered a DIGEST of ours since we
   // greeted it may not know our lease yet, and would bind the copy
   // unfenced (a copy its death leaves running, while we place it again
-  // elsewhere). A DIGEST goes first, in the same batch, read first.
+  // elsewhere). A DIGEST goes first, in the same batch, read first (one a
+  // retry interval, until the target answers one).
   void send_binding(const std::string& target, protocol::Body body);
 
   std::string broken_invariant(const InvitationBook& invitations) const;

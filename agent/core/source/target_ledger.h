@@ -32,6 +32,7 @@ class TargetLedger {
     // A HOLDINGS answered a DIGEST of ours since we last greeted it: it
     // knows our lease, so it fences what it binds for us.
     bool knows_our_lease = false;
+    TimePoint last_digest_ahead{};  // the last DIGEST sent ahead of what binds (send_binding)
     // Our own workloads headed or bound there that its last CAPACITY does
     // not count yet (SourceWorkload::expected_at): what they hold, counted
     // cluster-wide, per namespace and per (namespace, queue).
@@ -74,6 +75,13 @@ class TargetLedger {
   }
   void set_knows_our_lease(const std::string& peer, bool knows) {
     targets_[peer].knows_our_lease = knows;
+  }
+  TimePoint last_digest_ahead(const std::string& peer) const {
+    const Target* target = find(peer);
+    return target ? target->last_digest_ahead : TimePoint{};
+  }
+  void digest_ahead_sent(const std::string& peer, TimePoint at) {
+    targets_[peer].last_digest_ahead = at;
   }
 
   std::string broken_invariant() const;
