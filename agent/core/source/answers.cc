@@ -18,7 +18,7 @@ void SourceRole::on_capacity(const std::string& from, const protocol::Capacity& 
   for (const std::string& uid : acknowledged) {
     SourceWorkload* found = book_.find(uid);
     if (found && found->expected_at == from && found->acknowledged) {
-      expect_at(*found, "");
+      targets_.expect_at(*found, "");
       found->advertised_by = from;
     }
   }
@@ -412,7 +412,7 @@ void SourceRole::on_bound(const std::string& from, const protocol::Bound& messag
   // read live): then we stop counting it ourselves.
   if (workload->expected_at == from) {
     if (from == self_id_) {
-      expect_at(*workload, "");
+      targets_.expect_at(*workload, "");
       workload->advertised_by = from;
     } else {
       workload->acknowledged = true;

@@ -126,7 +126,7 @@ void SourceRole::forget_workload(const std::string& uid) {
   window_.leave(workload);
   window_.release(uid);
   parked_.unpark(workload);
-  expect_at(workload, "");
+  targets_.expect_at(workload, "");
   if (!workload.counted_at.empty()) targets_.count_ours(workload.counted_at, -1);
   book_.erase(uid);
   due_.sleep(uid);

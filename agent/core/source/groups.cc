@@ -56,7 +56,7 @@ void SourceRole::persist(const store::WorkloadRecord& record) {
   if (found) {
     parked_.unpark(*found);
     book_.changed(*found);
-    follow_expectation(*found);
+    targets_.follow(*found);
   }
   bool waits_for_slot = found && found->waiting_ticket != 0;
   if (record.phase == model::Phase::kPending && !record.deleting && !waits_for_slot) {

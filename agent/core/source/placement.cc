@@ -216,36 +216,4 @@ SourceRole::RankedTargets SourceRole::rank_targets(const store::WorkloadRecord& 
   return out;
 }
 
-void SourceRole::expect_at(SourceWorkload& workload, const std::string& peer_id) {
-  if (workload.expected_at == peer_id) return;
-  const model::WorkloadSpec& spec = workload.record.spec;
-  if (!workload.expected_at.empty()) targets_.expect(workload.expected_at, spec, -1);
-  workload.expected_at = peer_id;
-  workload.acknowledged = false;
-  if (!peer_id.empty()) targets_.expect(peer_id, spec, 1);
-}
-
-void SourceRole::follow_expectation(SourceWorkload& workload) {
-  const store::WorkloadRecord& record = workload.record;
-  bool over = record.deleting || model::is_finished(record.phase);
-  bool placing = record.phase == model::Phase::kPlacing && !is_group(workload);
-  if (record.winner.empty()) workload.advertised_by.clear();
-  if (over || record.phase == model::Phase::kPending) {
-    expect_at(workload, "");
-  } else if (!record.winner.empty()) {
-    // Until its winner's CAPACITY counts it (then never again).
-    if (workload.advertised_by != record.winner) expect_at(workload, record.winner);
-  } else if (placing && !workload.preferred.empty()) {
-    expect_at(workload, workload.preferred);
-  }
-  std::string counted;
-  if (!over && !record.winner.empty()) counted = record.winner;
-  else if (!over && placing) counted = workload.preferred;
-  if (counted != workload.counted_at) {
-    if (!workload.counted_at.empty()) targets_.count_ours(workload.counted_at, -1);
-    if (!counted.empty()) targets_.count_ours(counted, 1);
-    workload.counted_at = counted;
-  }
-}
-
 }  // namespace shoal::core::source

@@ -207,7 +207,7 @@ void SourceRole::start_round(SourceWorkload& workload) {
   // The first-ranked is where this workload counts until its target says
   // otherwise, and whose READY the others wait for (preferredWait).
   workload.preferred = targets.ranked.front().first;
-  follow_expectation(workload);
+  targets_.follow(workload);
   context_.record_event(
       record.uid, "epoch " + std::to_string(record.epoch) + ": candidates " + names +
                       (workload.untried.empty()

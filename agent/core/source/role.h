@@ -204,11 +204,6 @@ class SourceRole : private DueIndex::Times {
   // placement engine over live_inventory(); the other copies of its group
   // count as placed (never candidates, but counted by the spread).
   RankedTargets rank_targets(const store::WorkloadRecord& record);
-  // Counts `workload` at `peer_id` until that target's CAPACITY does ("":
-  // nowhere), so that a burst of submissions sees what it already sent.
-  void expect_at(SourceWorkload& workload, const std::string& peer_id);
-  // Keeps expected_at and Target::ours in step with the record (persist).
-  void follow_expectation(SourceWorkload& workload);
   void start_round(SourceWorkload& workload);
   // Incremental: sends CANDIDATE to the next batch of untried targets.
   void ask_next_batch(SourceWorkload& workload);

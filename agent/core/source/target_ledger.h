@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/core/source/workload.h"
 #include "common/text_key.h"
 #include "common/time.h"
 #include "model/placement_spec.h"
@@ -64,6 +65,12 @@ class TargetLedger {
   void expect(const std::string& peer, const model::WorkloadSpec& spec, int64_t sign);
   // One more (or fewer) of our unfinished workloads there or headed there.
   void count_ours(const std::string& peer, int64_t delta) { targets_[peer].ours += delta; }
+  // Counts `workload` at `peer_id` until that target's CAPACITY does ("":
+  // nowhere), so that a burst of submissions sees what it already sent.
+  void expect_at(SourceWorkload& workload, const std::string& peer_id);
+  // Keeps the workload's expected_at and counted_at (and so Target::ours)
+  // in step with its record: what SourceRole::persist calls.
+  void follow(SourceWorkload& workload);
 
   // Lease renewals: when the last DIGEST went ({} never, or forgotten so
   // the next one is due at once).
