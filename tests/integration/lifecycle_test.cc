@@ -439,6 +439,7 @@ TEST_F(ConnectionLoss, AForgottenPeersCopyIsPlacedAgainAfterItsLeaseAndNeverTwic
   auto west_runs = (*west_store)->load_runs();
   ASSERT_TRUE(west_runs.is_ok());
   ASSERT_EQ(west_runs->size(), 1u);
+  EXPECT_EQ(west_runs->front().uid, uid);
   EXPECT_GE(west_runs->front().started_at_ms, to_millis(*placed_again_at))
       << "placed again before the lease renewed until the forget had ended";
 
