@@ -87,9 +87,6 @@ Result<PeerForgotten> Router::forget_peer(const std::string& name) {
   forgotten.cluster = context_.cluster_name_of(id);
   forgotten.hosted_stopped = target_.usage_of_source(id).workloads;
   forgotten.copies_lost = source_.book().usage_at(id).workloads;
-  const AgentConfig& config = context_.config();
-  forgotten.placed_again_at =
-      config.lease.count() == 0 ? now : now + config.lease + config.max_clock_skew;
   // Forgotten first: nothing below (a REVOKE, a STATUS of a stopped copy)
   // is sent to it.
   peers_.forget(id, now);
@@ -97,7 +94,7 @@ Result<PeerForgotten> Router::forget_peer(const std::string& name) {
   target_.withdraw_from_source(id, "peer " + forgotten.cluster + " forgotten by the operator",
                                /*evict=*/true);
   target_.note_capacity_changed();
-  source_.lose_target(id);
+  forgotten.placed_again_at = source_.lose_target(id);
   context_.record_event(
       "peer/" + id,
       "forgotten by the operator: " + std::to_string(forgotten.invitations_revoked.size()) +

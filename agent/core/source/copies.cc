@@ -10,16 +10,14 @@
 namespace shoal::core::source {
 
 void SourceRole::greet_target(const std::string& target) {
-  targets_.digest_sent(target, TimePoint{});
-  targets_.set_knows_our_lease(target, false);  // a new boot: until its HOLDINGS says so
-  targets_.digest_ahead_sent(target, TimePoint{});
+  targets_.greeted(target);
   // Its copies' leases count as unrenewed from now: worker-lost handling
   // of them may come due earlier (worker_lost_at).
   due_.touch_watching(target);
   if (invitations_.issuers().count(target)) leases_.due_now();
 }
 
-void SourceRole::lose_target(const std::string& target) {
+TimePoint SourceRole::lose_target(const std::string& target) {
   targets_.forget_capacity(target);
   due_.touch_watching(target);
   // Deleting workloads are not watched (watched_winner): those owing it a
@@ -29,6 +27,7 @@ void SourceRole::lose_target(const std::string& target) {
     due_.wake(uid);
     due_.touch(uid);
   }
+  return std::max(clock_.now(), leases_.let_go_at(target).value_or(TimePoint::min()));
 }
 
 void SourceRole::heard_from(const std::string& peer, Duration silence) {
@@ -262,7 +261,7 @@ void SourceRole::on_holdings(const std::string& from, const protocol::Holdings& 
   // it decides what every mismatch means. Never two running copies of one
   // workload: a copy is kept only if it is (or becomes) the epoch's winner.
   // It answers a DIGEST, so the target knows our lease (SourceLeases::send_binding).
-  targets_.set_knows_our_lease(from, true);
+  targets_.heard_holdings(from);
   std::set<std::string> held;
   for (const auto& copy : message.copies) {
     bool running = copy.phase == model::Phase::kBound || copy.phase == model::Phase::kRunning;

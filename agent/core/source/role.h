@@ -90,8 +90,9 @@ class SourceRole : private DueIndex::Times {
   void greet_target(const std::string& target);
   // The operator forgot `target` (PeerTable::forget): nothing more is
   // placed there, and its copies and the DELETEs owed to it come due at
-  // their fence (SourceLeases::worker_lost_at, let_go_at).
-  void lose_target(const std::string& target);
+  // their fence (SourceLeases::worker_lost_at, let_go_at), which it
+  // returns (now, when fencing is off).
+  TimePoint lose_target(const std::string& target);
   // An authentic envelope from `peer` ended a silence of `silence`: a
   // target too long silent to renew its lease may be renewed again
   // (next_deadline).

@@ -80,15 +80,21 @@ class TargetLedger {
     const Target* target = find(peer);
     return target && target->knows_our_lease;
   }
-  void set_knows_our_lease(const std::string& peer, bool knows) {
-    targets_[peer].knows_our_lease = knows;
-  }
+  void heard_holdings(const std::string& peer) { targets_[peer].knows_our_lease = true; }
   TimePoint last_digest_ahead(const std::string& peer) const {
     const Target* target = find(peer);
     return target ? target->last_digest_ahead : TimePoint{};
   }
   void digest_ahead_sent(const std::string& peer, TimePoint at) {
     targets_[peer].last_digest_ahead = at;
+  }
+  // A new boot of the target greeted us: its next DIGEST is due at once,
+  // and until its HOLDINGS says so it may not know our lease.
+  void greeted(const std::string& peer) {
+    Target& target = targets_[peer];
+    target.last_digest_sent = TimePoint{};
+    target.knows_our_lease = false;
+    target.last_digest_ahead = TimePoint{};
   }
 
   std::string broken_invariant() const;

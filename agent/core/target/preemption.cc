@@ -47,7 +47,7 @@ const crypto::InvitationLimits* TargetRole::guest_limits(const std::string& sour
   if (source == self_id_) return nullptr;
   const crypto::InvitationLimits* limits = nullptr;
   for (const auto* invitation : invitations_.valid_issued(source, clock_.now())) {
-    limits = &invitation->limits;  // the newest valid one decides, as limit_refusal reads it
+    limits = &invitation->limits;  // the newest valid one decides
   }
   return limits;
 }

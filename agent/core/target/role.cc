@@ -44,9 +44,7 @@ TargetRole::Refusal TargetRole::reject_reason_for(const std::string& from,
 TargetRole::Refusal TargetRole::limit_refusal(const std::string& from,
                                               const model::WorkloadSpec& spec) const {
   if (from == self_id_) return {};
-  const crypto::InvitationLimits* limits = nullptr;
-  for (const auto* invitation : invitations_.valid_issued(from, clock_.now()))
-    limits = &invitation->limits;
+  const crypto::InvitationLimits* limits = guest_limits(from);
   if (!limits) return {protocol::RejectCode::kNotInvited, "NotInvited"};
   InvitationUsage usage = usage_of_source(from);
   model::Resources after = usage.resources + spec.total();
